@@ -1,0 +1,17 @@
+"""Activities: every piece of I/O the agent workflows need (LLM calls, the conversation store,
+registry look-ups)."""
+
+from activities.llm import LlmActivities, LlmConfig
+from activities.registry import Registry, RegistryActivities, RegistryError
+from activities.store import ConversationStore, SqliteConversationStore, StoreError
+
+__all__ = [
+    "ConversationStore",
+    "LlmActivities",
+    "LlmConfig",
+    "Registry",
+    "RegistryActivities",
+    "RegistryError",
+    "SqliteConversationStore",
+    "StoreError",
+]

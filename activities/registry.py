@@ -1,0 +1,100 @@
+"""The worker-side agent registry and the activity that resolves names against it.
+
+The registry belongs to the worker (loaded from ``package.module:REGISTRY``); workflows learn
+a definition through the ``tnx.resolve_agent`` local activity at spawn, and the child keeps
+the definition in its state, so a running agent is not changed by a later registry edit.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from temporalio import activity
+
+from workflows.agent import RESOLVE_AGENT_ACTIVITY
+from workflows.models import AgentDef, ResolveAgentInput, ResolveAgentResult
+
+
+class RegistryError(ValueError):
+    """A registry could not be loaded or is inconsistent."""
+
+
+class Registry:
+    """Agent definitions by name.
+
+    Args:
+        agents: the definitions; names must be unique.
+
+    Raises:
+        RegistryError: duplicate names.
+    """
+
+    def __init__(self, agents: Iterable[AgentDef]) -> None:
+        self.agents: dict[str, AgentDef] = {}
+        for defn in agents:
+            if defn.name in self.agents:
+                raise RegistryError(f"agent {defn.name!r} is defined twice")
+            self.agents[defn.name] = defn
+
+    @classmethod
+    def coerce(cls, value: Any) -> Registry:
+        """Accept a Registry, a mapping of name to AgentDef, or an iterable of AgentDefs.
+
+        Raises:
+            RegistryError: anything else, or a mapping key that differs from its def's name.
+        """
+        if isinstance(value, Registry):
+            return value
+        if isinstance(value, Mapping):
+            for key, defn in value.items():
+                if not isinstance(defn, AgentDef) or key != defn.name:
+                    raise RegistryError(f"registry entry {key!r} is not an AgentDef named {key!r}")
+            return cls(value.values())
+        if isinstance(value, Iterable) and not isinstance(value, str | bytes):
+            items = list(value)
+            if all(isinstance(d, AgentDef) for d in items):
+                return cls(items)
+        raise RegistryError(
+            f"expected a Registry, a dict of AgentDef or a list of AgentDef, got {type(value)!r}"
+        )
+
+    @classmethod
+    def load(cls, spec: str) -> Registry:
+        """Load ``package.module:NAME`` (for example ``client.demo:REGISTRY``).
+
+        Raises:
+            RegistryError: bad spec, missing module or attribute, or a wrong type.
+        """
+        module_name, sep, attr = spec.partition(":")
+        if not sep or not module_name or not attr:
+            raise RegistryError(f"registry spec {spec!r} is not of the form package.module:NAME")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise RegistryError(f"cannot import {module_name!r} for registry {spec!r}: {err}")
+        try:
+            value = getattr(module, attr)
+        except AttributeError:
+            raise RegistryError(f"module {module_name!r} has no attribute {attr!r}") from None
+        return cls.coerce(value)
+
+    def names(self) -> list[str]:
+        """Known agent names, sorted."""
+        return sorted(self.agents)
+
+
+class RegistryActivities:
+    """Registers ``tnx.resolve_agent`` (run as a local activity by ``spawn``)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+
+    @activity.defn(name=RESOLVE_AGENT_ACTIVITY)
+    async def resolve_agent(self, inp: ResolveAgentInput) -> ResolveAgentResult:
+        """The def for ``inp.name``, or the sorted known names when it is unknown."""
+        defn = self.registry.agents.get(inp.name)
+        if defn is None:
+            return ResolveAgentResult(known=self.registry.names())
+        return ResolveAgentResult(defn=defn)

@@ -1,0 +1,113 @@
+"""The conversation store: transcripts live here, keyed by conversation id (== handle id),
+never in workflow history (CONTRACT §2 ``conv_id``).
+
+The workflow owns the *committed length* of each transcript; the store may hold an
+uncommitted tail (from an attempt that failed after writing, or an interrupted turn), which
+the next :meth:`ConversationStore.write` drops. A store that holds fewer messages than the
+workflow committed has lost data: that is an error, never silently papered over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Protocol
+
+from workflows.models import Message
+
+
+class StoreError(RuntimeError):
+    """The store cannot satisfy a read or write (for example it lost committed messages)."""
+
+
+class ConversationStore(Protocol):
+    """What the LLM activity needs from a store. Implementations must be safe to share across
+    concurrent activities of one worker."""
+
+    async def write(self, conv_id: str, base_len: int, messages: list[Message]) -> int:
+        """Keep the first ``base_len`` messages, drop the rest, append ``messages``.
+
+        Returns:
+            The new length.
+
+        Raises:
+            StoreError: fewer than ``base_len`` messages are stored.
+        """
+        ...
+
+    async def read(self, conv_id: str, limit: int | None = None) -> list[Message]:
+        """The first ``limit`` messages (all when None), oldest first."""
+        ...
+
+
+class SqliteConversationStore:
+    """A :class:`ConversationStore` in one SQLite file (the default for a single host).
+
+    Each call opens its own connection in a worker thread, so the event loop never blocks and
+    several processes on one host may share the file (SQLite WAL mode). For workers on many
+    hosts use a networked store (PostgreSQL, planned).
+
+    Args:
+        path: the database file; its folder is created if missing.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS messages ("
+                " conv_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,"
+                " PRIMARY KEY (conv_id, seq))"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+
+    async def write(self, conv_id: str, base_len: int, messages: list[Message]) -> int:
+        """See :meth:`ConversationStore.write`."""
+        return await asyncio.to_thread(self._write, conv_id, base_len, messages)
+
+    def _write(self, conv_id: str, base_len: int, messages: list[Message]) -> int:
+        db = self._connect()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            (count,) = db.execute(
+                "SELECT COUNT(*) FROM messages WHERE conv_id = ? AND seq < ?", (conv_id, base_len)
+            ).fetchone()
+            if count != base_len:
+                db.execute("ROLLBACK")
+                raise StoreError(
+                    f"conversation {conv_id!r}: the workflow committed {base_len} message(s) "
+                    f"but the store at {self.path} holds {count}: wrong store for this worker, "
+                    "or it lost data"
+                )
+            db.execute("DELETE FROM messages WHERE conv_id = ? AND seq >= ?", (conv_id, base_len))
+            db.executemany(
+                "INSERT INTO messages (conv_id, seq, body) VALUES (?, ?, ?)",
+                [
+                    (conv_id, base_len + i, m.model_dump_json(exclude_none=True))
+                    for i, m in enumerate(messages)
+                ],
+            )
+            db.execute("COMMIT")
+            return base_len + len(messages)
+        finally:
+            db.close()
+
+    async def read(self, conv_id: str, limit: int | None = None) -> list[Message]:
+        """See :meth:`ConversationStore.read`."""
+        return await asyncio.to_thread(self._read, conv_id, limit)
+
+    def _read(self, conv_id: str, limit: int | None) -> list[Message]:
+        db = self._connect()
+        try:
+            rows = db.execute(
+                "SELECT body FROM messages WHERE conv_id = ? AND seq < ? ORDER BY seq",
+                (conv_id, limit if limit is not None else 2**62),
+            ).fetchall()
+        finally:
+            db.close()
+        return [Message.model_validate_json(body) for (body,) in rows]

