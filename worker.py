@@ -173,7 +173,9 @@ def run(
         raise typer.BadParameter(
             "no LLM endpoint: pass --llm-base-url or set OPENAI_BASE_URL", param_hint="llm"
         )
-    llm = LlmConfig(base_url=llm_base_url, model=model or os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+    llm = LlmConfig(
+        base_url=llm_base_url, model=model or os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+    )
     asyncio.run(
         serve(
             address=address,

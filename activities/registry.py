@@ -73,7 +73,9 @@ class Registry:
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
-            raise RegistryError(f"cannot import {module_name!r} for registry {spec!r}: {err}")
+            raise RegistryError(
+                f"cannot import {module_name!r} for registry {spec!r}: {err}"
+            ) from err
         try:
             value = getattr(module, attr)
         except AttributeError:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.models import AgentDef, HandleStateName, HandleView, Request, TaskResult
+from workflows.models import (
+    AgentDef,
+    HandleStateName,
+    HandleStatus,
+    HandleView,
+    Request,
+    TaskResult,
+)
 
 
 class Handle(BaseModel):
@@ -73,3 +80,17 @@ class Handle(BaseModel):
         fresh = Handle.from_view(view)
         for key in type(self).model_fields:
             object.__setattr__(self, key, getattr(fresh, key))
+
+    def apply_status(self, status: HandleStatus, result: TaskResult | None = None) -> None:
+        """Refresh the fields a verb's status carries (and ``last_result`` from a wait).
+
+        Raises:
+            ValueError: the status belongs to another handle.
+        """
+        if status.id != self.id:
+            raise ValueError(f"status of {status.id!r} applied to handle {self.id!r}")
+        for key in HandleStatus.model_fields:
+            if key in type(self).model_fields:
+                object.__setattr__(self, key, getattr(status, key))
+        if result is not None and result.status != "timeout":
+            object.__setattr__(self, "last_result", result)

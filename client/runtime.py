@@ -40,6 +40,7 @@ from workflows.models import (
     AgentInput,
     Budget,
     HandleState,
+    HandleStatus,
     HandleView,
     InboxItem,
     RuntimeOptions,
@@ -198,8 +199,8 @@ class AgentRuntime:
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
-        view = await self._update(h, "admit_wake", WakeRequest(prompt=prompt), HandleView)
-        return _refresh(h, view)
+        status = await self._update(h, "admit_wake", WakeRequest(prompt=prompt), HandleStatus)
+        return await self._apply(h, status)
 
     async def post(self, h: HandleRef, item: InboxItem | str) -> Handle:
         """Append an item to a handle's inbox; never changes its state (CONTRACT §3 post).
@@ -213,8 +214,8 @@ class AgentRuntime:
             HandleNotFoundError: no such handle.
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
-        view = await self._update(h, "admit_post", payload, HandleView)
-        return _refresh(h, view)
+        status = await self._update(h, "admit_post", payload, HandleStatus)
+        return await self._apply(h, status)
 
     async def wait(self, h: HandleRef, timeout_ms: int | None = None) -> TaskResult:
         """The next result, or at once the last one when the handle is settled (CONTRACT §3).
@@ -225,8 +226,10 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        resp = await self._update(h, "wait", WaitRequest(timeout_ms=timeout_ms), WaitResponse)
-        _refresh(h, resp.view)
+        resp: WaitResponse = await self._update(
+            h, "wait", WaitRequest(timeout_ms=timeout_ms), WaitResponse
+        )
+        await self._apply(h, resp.status, resp.result)
         return resp.result
 
     async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
@@ -249,6 +252,15 @@ class AgentRuntime:
         return lines
 
     # ------------------------------------------------------------------ plumbing
+
+    async def _apply(
+        self, h: HandleRef, status: HandleStatus, result: TaskResult | None = None
+    ) -> Handle:
+        """Refresh a Handle from a verb's status; an id gets a full view (one query)."""
+        if isinstance(h, Handle):
+            h.apply_status(status, result)
+            return h
+        return await self.inspect(h)
 
     def _handle(self, h: HandleRef) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(self.workflow_id(_id(h)))

@@ -19,9 +19,9 @@ from temporalio.testing import WorkflowEnvironment
 
 from activities import LlmConfig, SqliteConversationStore
 from client import AgentRuntime, RuntimeOptions
+from worker import create_worker
 from workflows.models import Budget
 from workflows.search_attributes import ALL_KEYS
-from worker import create_worker
 
 MODEL = "stub-model"
 """The model name the scripted LLM answers for by default."""
@@ -63,9 +63,7 @@ RuntimeFactory = Callable[..., AbstractAsyncContextManager[AgentRuntime]]
 
 
 @pytest.fixture
-def make_runtime(
-    client: Client, store: SqliteConversationStore
-) -> RuntimeFactory:
+def make_runtime(client: Client, store: SqliteConversationStore) -> RuntimeFactory:
     """``async with make_runtime(registry, transport) as rt:`` runs an in-process worker on a
     fresh task queue and a runtime in a fresh scope."""
 
@@ -81,15 +79,18 @@ def make_runtime(
     ) -> AsyncIterator[AgentRuntime]:
         scope = f"t-{uuid.uuid4().hex[:10]}"
         task_queue = f"tq-{scope}"
-        async with create_worker(
-            client,
-            registry=registry,
-            llm=llm or LlmConfig(base_url="http://mock.local/v1", model=MODEL),
-            task_queue=task_queue,
-            store=store,
-            transport=transport,
-            **worker_options,
-        ) as worker, worker:
+        async with (
+            create_worker(
+                client,
+                registry=registry,
+                llm=llm or LlmConfig(base_url="http://mock.local/v1", model=MODEL),
+                task_queue=task_queue,
+                store=store,
+                transport=transport,
+                **worker_options,
+            ) as worker,
+            worker,
+        ):
             runtime = AgentRuntime(
                 client, task_queue=task_queue, scope=scope, options=options, budget=budget
             )

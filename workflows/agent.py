@@ -16,7 +16,6 @@ Messages (names are a durable contract; see README "Verbs on the wire"):
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         AgentInput,
         HandleState,
         HandleStateName,
+        HandleStatus,
         HandleView,
         InboxItem,
         LlmCallInput,
@@ -96,6 +96,26 @@ def view_of(s: HandleState) -> HandleView:
         transcript_len=s.transcript_len,
         last_error=s.last_error,
         defn=s.defn,
+    )
+
+
+def status_of(s: HandleState) -> HandleStatus:
+    """Build the small status returned by verbs."""
+    return HandleStatus(
+        id=s.id,
+        state=s.state,
+        inbox_count=len(s.inbox),
+        children_count=len(s.children),
+        usage_total=s.usage_total,
+        turns_total=s.turns_total,
+        tool_calls_total=s.tool_calls_total,
+        pool_tokens=s.pool_tokens,
+        pool_tool_calls=s.pool_tool_calls,
+        wall_deadline_ms=s.wall_deadline_ms,
+        pending_req=s.pending_req,
+        result_seq=s.result_seq,
+        transcript_len=s.transcript_len,
+        last_error=s.last_error,
     )
 
 
@@ -219,7 +239,7 @@ class AgentWorkflow:
     # ------------------------------------------------------------------ wake
 
     @workflow.update(name="admit_wake")
-    def admit_wake(self, req: WakeRequest) -> HandleView:
+    def admit_wake(self, req: WakeRequest) -> HandleStatus:
         """Admit a wake synchronously: when this update returns, the view says ``running``
         (or the wake was a no-op because the handle is already running or suspended).
 
@@ -227,7 +247,7 @@ class AgentWorkflow:
             ApplicationError: (via the validator) the handle is the root or closed.
         """
         self._admit_wake(req.prompt)
-        return view_of(self.s)
+        return status_of(self.s)
 
     @admit_wake.validator
     def _validate_admit_wake(self, req: WakeRequest) -> None:
@@ -269,14 +289,14 @@ class AgentWorkflow:
     # ------------------------------------------------------------------ post
 
     @workflow.update(name="admit_post")
-    def admit_post(self, item: InboxItem) -> HandleView:
+    def admit_post(self, item: InboxItem) -> HandleStatus:
         """Append an item to the inbox; never changes state (CONTRACT §3 post).
 
         Raises:
             ApplicationError: (via the validator) ``inbox closed`` or ``inbox full``.
         """
         self.s.inbox.append(item)
-        return view_of(self.s)
+        return status_of(self.s)
 
     @admit_post.validator
     def _validate_admit_post(self, item: InboxItem) -> None:
@@ -320,20 +340,20 @@ class AgentWorkflow:
         ``timeout`` and the turn keeps running. Never raises.
         """
         if self._settled() and self.s.last_result is not None:
-            return WaitResponse(result=self.s.last_result, view=view_of(self.s))
+            return WaitResponse(result=self.s.last_result, status=status_of(self.s))
         seen = self.s.result_seq
         timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
         try:
             await workflow.wait_condition(lambda: self.s.result_seq > seen, timeout=timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             result = TaskResult(
                 status="timeout",
                 is_error=True,
                 text=f"no result within {req.timeout_ms} ms; the turn keeps running",
             )
-            return WaitResponse(result=result, view=view_of(self.s))
+            return WaitResponse(result=result, status=status_of(self.s))
         assert self.s.last_result is not None
-        return WaitResponse(result=self.s.last_result, view=view_of(self.s))
+        return WaitResponse(result=self.s.last_result, status=status_of(self.s))
 
     def _settled(self) -> bool:
         return not self.s.turn_pending and self.s.state != "running"
@@ -410,7 +430,7 @@ class AgentWorkflow:
                 turns=turns,
                 total_tokens=tokens,
             )
-            s.last_error = result.text
+            s.last_error = result.text[:500]
         s.turn_inbox = []
         self._settle(result)
 
@@ -418,7 +438,7 @@ class AgentWorkflow:
         s = self.s
         assert s.defn is not None
         opts = s.options
-        return await workflow.execute_activity(
+        result: LlmCallResult = await workflow.execute_activity(
             LLM_CALL_ACTIVITY,
             LlmCallInput(
                 conv_id=workflow_id_for(s.scope, s.id),
@@ -438,6 +458,7 @@ class AgentWorkflow:
             ),
             summary=f"LLM call for {s.id}",
         )
+        return result
 
     def _settle(self, result: TaskResult) -> None:
         self.s.last_result = result
@@ -453,7 +474,7 @@ class AgentWorkflow:
         self._publish()
 
     def _reject(self, verb: str, error: str) -> None:
-        self.s.last_error = f"{verb} rejected: {error}"
+        self.s.last_error = f"{verb} rejected: {error}"[:500]
         self._trace(f"{self.s.id}: {verb} REJECTED ({error})")
         workflow.logger.warning("%s: %s signal rejected: %s", self.s.id, verb, error)
 

