@@ -18,6 +18,7 @@ import contextlib
 import os
 import signal
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,6 +49,14 @@ SANDBOX_PASSTHROUGH = (
     "workflows.render",
     "workflows.search_attributes",
 )
+
+
+WORKER_DEFAULTS: dict[str, Any] = {
+    # Heartbeats reach the server at most this often; a cancel (interrupt) is delivered on a
+    # heartbeat, so this bounds how long an interrupted LLM call keeps running (CONTRACT §3).
+    "max_heartbeat_throttle_interval": timedelta(seconds=1),
+    "default_heartbeat_throttle_interval": timedelta(seconds=1),
+}
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -102,9 +111,13 @@ async def create_worker(
             client,
             task_queue=task_queue,
             workflows=[AgentWorkflow],
-            activities=[llm_activities.llm_call, registry_activities.resolve_agent],
+            activities=[
+                llm_activities.llm_call,
+                registry_activities.resolve_agent,
+                registry_activities.run_hook,
+            ],
             workflow_runner=workflow_runner(),
-            **worker_options,
+            **{**WORKER_DEFAULTS, **worker_options},
         )
     finally:
         await llm_activities.aclose()

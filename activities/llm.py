@@ -195,7 +195,9 @@ class LlmActivities:
                 non_retryable=True,
             )
         try:
-            stored_len = await self.store.write(inp.conv_id, inp.base_len, inp.new_messages)
+            stored_len = await self.store.write(
+                inp.conv_id, inp.base_len, inp.new_messages, fence=inp.fence
+            )
             transcript = await self.store.read(inp.conv_id, stored_len)
         except StoreError as err:
             raise ApplicationError(str(err), type="StoreError", non_retryable=True) from err
@@ -217,7 +219,10 @@ class LlmActivities:
                 type="MalformedLlmResponse",
                 non_retryable=True,
             ) from err
-        new_len = await self.store.write(inp.conv_id, stored_len, [message])
+        try:
+            new_len = await self.store.write(inp.conv_id, stored_len, [message], fence=inp.fence)
+        except StoreError as err:
+            raise ApplicationError(str(err), type="StoreError", non_retryable=True) from err
         return LlmCallResult(message=message, usage=usage, stored_len=new_len)
 
     async def _post(self, path: str, payload: dict[str, Any]) -> httpx.Response:

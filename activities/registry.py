@@ -8,13 +8,18 @@ the definition in its state, so a running agent is not changed by a later regist
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-from workflows.agent import RESOLVE_AGENT_ACTIVITY
-from workflows.models import AgentDef, ResolveAgentInput, ResolveAgentResult
+from workflows.agent import RESOLVE_AGENT_ACTIVITY, RUN_HOOK_ACTIVITY
+from workflows.models import AgentDef, HookInput, ResolveAgentInput, ResolveAgentResult
+
+Hook = Callable[[HookInput], Awaitable[None] | None]
+"""An ``on_spawn`` / ``on_close`` hook: called with the event; sync or async."""
 
 
 class RegistryError(ValueError):
@@ -22,21 +27,35 @@ class RegistryError(ValueError):
 
 
 class Registry:
-    """Agent definitions by name.
+    """Agent definitions by name, and the hooks they name.
 
     Args:
         agents: the definitions; names must be unique.
+        hooks: ``on_spawn`` / ``on_close`` hooks by registered name.
 
     Raises:
-        RegistryError: duplicate names.
+        RegistryError: duplicate names, or a def naming a hook or a team member that is not
+            registered.
     """
 
-    def __init__(self, agents: Iterable[AgentDef]) -> None:
+    def __init__(self, agents: Iterable[AgentDef], *, hooks: Mapping[str, Hook] | None = None):
         self.agents: dict[str, AgentDef] = {}
+        self.hooks: dict[str, Hook] = dict(hooks or {})
         for defn in agents:
             if defn.name in self.agents:
                 raise RegistryError(f"agent {defn.name!r} is defined twice")
             self.agents[defn.name] = defn
+        for defn in self.agents.values():
+            for hook in (defn.on_spawn, defn.on_close):
+                if hook is not None and hook not in self.hooks:
+                    raise RegistryError(
+                        f"agent {defn.name!r} names hook {hook!r}, which is not registered"
+                    )
+            for member in defn.team:
+                if member not in self.agents:
+                    raise RegistryError(
+                        f"agent {defn.name!r} has {member!r} in its team, which is not defined"
+                    )
 
     @classmethod
     def coerce(cls, value: Any) -> Registry:
@@ -88,7 +107,8 @@ class Registry:
 
 
 class RegistryActivities:
-    """Registers ``tnx.resolve_agent`` (run as a local activity by ``spawn``)."""
+    """Registers ``tnx.resolve_agent`` (run as a local activity by ``spawn``) and
+    ``tnx.run_hook``."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
@@ -100,3 +120,23 @@ class RegistryActivities:
         if defn is None:
             return ResolveAgentResult(known=self.registry.names())
         return ResolveAgentResult(defn=defn)
+
+    @activity.defn(name=RUN_HOOK_ACTIVITY)
+    async def run_hook(self, inp: HookInput) -> None:
+        """Run the registered hook ``inp.hook``.
+
+        Raises:
+            ApplicationError: ``UnknownHook`` (non-retryable) when the worker has no such hook;
+                a hook's own exception fails the attempt (retried by the activity policy).
+        """
+        hook = self.registry.hooks.get(inp.hook)
+        if hook is None:
+            raise ApplicationError(
+                f"hook {inp.hook!r} is not registered on this worker "
+                f"(known: {', '.join(sorted(self.registry.hooks)) or 'none'})",
+                type="UnknownHook",
+                non_retryable=True,
+            )
+        outcome = hook(inp)
+        if inspect.isawaitable(outcome):
+            await outcome

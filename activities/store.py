@@ -21,17 +21,32 @@ class StoreError(RuntimeError):
     """The store cannot satisfy a read or write (for example it lost committed messages)."""
 
 
+class StaleWriteError(StoreError):
+    """A write carried an older fence than one already seen for the conversation: it comes
+    from an LLM call the workflow has abandoned (an interrupted turn), so it must not land."""
+
+
 class ConversationStore(Protocol):
     """What the LLM activity needs from a store. Implementations must be safe to share across
     concurrent activities of one worker."""
 
-    async def write(self, conv_id: str, base_len: int, messages: list[Message]) -> int:
+    async def write(
+        self, conv_id: str, base_len: int, messages: list[Message], *, fence: int = 0
+    ) -> int:
         """Keep the first ``base_len`` messages, drop the rest, append ``messages``.
+
+        Args:
+            conv_id: the conversation.
+            base_len: messages to keep.
+            messages: messages to append.
+            fence: the writer's fence (the workflow's LLM call sequence number); must not be
+                lower than any fence already written for ``conv_id``.
 
         Returns:
             The new length.
 
         Raises:
+            StaleWriteError: ``fence`` is older than the newest one seen.
             StoreError: fewer than ``base_len`` messages are stored.
         """
         ...
@@ -62,18 +77,36 @@ class SqliteConversationStore:
                 " conv_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,"
                 " PRIMARY KEY (conv_id, seq))"
             )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS fences ("
+                " conv_id TEXT PRIMARY KEY, fence INTEGER NOT NULL)"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30, isolation_level=None)
 
-    async def write(self, conv_id: str, base_len: int, messages: list[Message]) -> int:
+    async def write(
+        self, conv_id: str, base_len: int, messages: list[Message], *, fence: int = 0
+    ) -> int:
         """See :meth:`ConversationStore.write`."""
-        return await asyncio.to_thread(self._write, conv_id, base_len, messages)
+        return await asyncio.to_thread(self._write, conv_id, base_len, messages, fence)
 
-    def _write(self, conv_id: str, base_len: int, messages: list[Message]) -> int:
+    def _write(self, conv_id: str, base_len: int, messages: list[Message], fence: int) -> int:
         db = self._connect()
         try:
             db.execute("BEGIN IMMEDIATE")
+            row = db.execute("SELECT fence FROM fences WHERE conv_id = ?", (conv_id,)).fetchone()
+            if row is not None and row[0] > fence:
+                db.execute("ROLLBACK")
+                raise StaleWriteError(
+                    f"conversation {conv_id!r}: write with fence {fence} refused, the store has "
+                    f"seen fence {row[0]} (this LLM call was abandoned by its workflow)"
+                )
+            db.execute(
+                "INSERT INTO fences (conv_id, fence) VALUES (?, ?)"
+                " ON CONFLICT (conv_id) DO UPDATE SET fence = excluded.fence",
+                (conv_id, fence),
+            )
             (count,) = db.execute(
                 "SELECT COUNT(*) FROM messages WHERE conv_id = ? AND seq < ?", (conv_id, base_len)
             ).fetchone()

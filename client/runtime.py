@@ -8,19 +8,29 @@ verb       Temporal message             result
 =========  ==========================  =====================================================
 spawn      update ``spawn`` on parent   Handle, or a SpawnError value (never raises)
 wake       update ``admit_wake``        the Handle, refreshed: ``running`` when admitted
-post       update ``admit_post``        the Handle, refreshed
+post       update ``admit_post``        PostResult (``inbox full`` / ``inbox closed`` loud)
 wait       update ``wait``              TaskResult (blocks in the workflow, not by polling)
+interrupt  update ``admit_interrupt``   the Handle, refreshed (``idle``)
+close      update ``admit_close``       the Handle, refreshed (``closed``), subtree closed
 inspect    query ``view``               the Handle, refreshed
+list       query ``view`` per handle    the tree, pre-order, children in spawn order
+trace      query ``trace`` per handle   the subtree's lines merged in order of occurrence
 =========  ==========================  =====================================================
+
+A closed handle's workflow has completed; verbs on it answer from its final state (``wait``
+returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``interrupt`` and
+``close`` are no-ops): close is not loss.
 """
 
 from __future__ import annotations
 
+import builtins
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
@@ -39,10 +49,14 @@ from workflows.models import (
     ROOT_ID,
     AgentInput,
     Budget,
+    CloseRequest,
     HandleState,
     HandleStatus,
     HandleView,
     InboxItem,
+    InterruptRequest,
+    Message,
+    PostResult,
     RuntimeOptions,
     SpawnRequest,
     SpawnResult,
@@ -55,8 +69,17 @@ from workflows.models import (
 )
 from workflows.search_attributes import AGENT_DEPTH, AGENT_NAME, AGENT_STATE
 
+if TYPE_CHECKING:
+    from activities.store import ConversationStore
+
 HandleRef = Handle | str
 """A Handle, or a handle id such as ``"root/worker.1"``."""
+
+# Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
+Handles = list[Handle]
+TraceLines = list[TraceLine]
+Messages = list[Message]
+Strings = list[str]
 
 
 class AgentRuntime:
@@ -74,6 +97,7 @@ class AgentRuntime:
         options: runtime options, fixed when the root workflow is first started.
         budget: the root's budget: the runtime-wide pools (default: unlimited tokens and tool
             calls, ``max_depth`` 3, ``max_concurrent`` 8).
+        store: the workers' conversation store, to read transcripts (:meth:`transcript`).
 
     Attributes:
         root: the root Handle (depth 0), available after :meth:`start`.
@@ -87,6 +111,7 @@ class AgentRuntime:
         scope: str | None = None,
         options: RuntimeOptions | None = None,
         budget: Budget | None = None,
+        store: ConversationStore | None = None,
     ) -> None:
         if scope is not None and (not scope or scope.startswith("/") or scope.endswith("/")):
             raise ValueError(f"scope {scope!r} must be a non-empty id prefix without edge slashes")
@@ -95,6 +120,7 @@ class AgentRuntime:
         self.scope = scope
         self.options = options or RuntimeOptions()
         self.budget = budget or Budget()
+        self.store = store
         self._root: Handle | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -202,20 +228,27 @@ class AgentRuntime:
         status = await self._update(h, "admit_wake", WakeRequest(prompt=prompt), HandleStatus)
         return await self._apply(h, status)
 
-    async def post(self, h: HandleRef, item: InboxItem | str) -> Handle:
+    async def post(self, h: HandleRef, item: InboxItem | str) -> PostResult:
         """Append an item to a handle's inbox; never changes its state (CONTRACT §3 post).
 
         Args:
             h: the handle.
             item: an InboxItem, or a string (an ``external`` item).
 
+        Returns:
+            PostResult: ``ok`` True, or ``ok`` False with ``error`` ``inbox full (N)`` or
+            ``inbox closed`` (loud: also a trace line on the handle).
+
         Raises:
-            VerbRejectedError: ``inbox closed`` or ``inbox full`` (loud, never silent).
             HandleNotFoundError: no such handle.
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
-        status = await self._update(h, "admit_post", payload, HandleStatus)
-        return await self._apply(h, status)
+        if await self._is_closed(h):
+            view = await self._view(h)
+            return PostResult(ok=False, error="inbox closed", status=_status_of_view(view))
+        result: PostResult = await self._update(h, "admit_post", payload, PostResult)
+        await self._apply(h, result.status)
+        return result
 
     async def wait(self, h: HandleRef, timeout_ms: int | None = None) -> TaskResult:
         """The next result, or at once the last one when the handle is settled (CONTRACT §3).
@@ -226,6 +259,11 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
+        if await self._is_closed(h):
+            view = await self.inspect(h)
+            return view.last_result or TaskResult(
+                status="closed", is_error=True, text=f"{view.id} is closed"
+            )
         resp: WaitResponse = await self._update(
             h, "wait", WaitRequest(timeout_ms=timeout_ms), WaitResponse
         )
@@ -237,6 +275,59 @@ class AgentRuntime:
         await self.wake(h, prompt)
         return await self.wait(h)
 
+    async def interrupt(self, h: HandleRef) -> Handle:
+        """Abort a running turn (CONTRACT §3 interrupt); returns once the handle is idle.
+
+        The in-flight LLM activity is cancelled, drained inbox items return to the front of
+        the inbox, the aborted turn's transcript is not kept and waiters get
+        ``interrupted``. Idle or closed: a no-op. Never a kill.
+
+        Raises:
+            HandleNotFoundError: no such handle.
+        """
+        if await self._is_closed(h):
+            return await self.inspect(h)
+        status = await self._update(h, "admit_interrupt", InterruptRequest(), HandleStatus)
+        return await self._apply(h, status)
+
+    async def close(self, h: HandleRef, force: bool = False, reason: str | None = None) -> Handle:
+        """Close a handle and its subtree (CONTRACT §3 close); returns once all are closed.
+
+        Children close first, leaf-first in spawn order; a running turn may finish within
+        ``RuntimeOptions.shutdown_ms`` and is then interrupted (``force``: at once); the
+        def's ``on_close`` hook runs with ``reason``. Everything stays readable.
+
+        Raises:
+            HandleNotFoundError: no such handle.
+        """
+        if not await self._is_closed(h):
+            await self._update(
+                h, "admit_close", CloseRequest(force=force, reason=reason), HandleStatus
+            )
+        return await self.inspect(h)
+
+    async def list(self, h: HandleRef | None = None) -> Handles:
+        """The tree under ``h`` (default: the root), pre-order, children in spawn order."""
+        out: Handles = []
+        stack: builtins.list[HandleRef] = [h if h is not None else self.root]
+        while stack:
+            node = await self._view(stack.pop())
+            out.append(Handle.from_view(node))
+            stack.extend(reversed(node.children))
+        return out
+
+    async def transcript(self, h: HandleRef) -> Messages:
+        """The committed transcript of a handle, read through the conversation store (the
+        ``view`` query gives the committed length; an aborted turn's tail is not shown).
+
+        Raises:
+            TnxError: the runtime was built without ``store``.
+        """
+        if self.store is None:
+            raise TnxError("AgentRuntime(store=...) is needed to read transcripts")
+        view = await self._view(h)
+        return await self.store.read(self.workflow_id(view.id), view.transcript_len)
+
     async def inspect(self, h: HandleRef) -> Handle:
         """Read a handle's current view (CONTRACT §3 inspect); refreshes ``h`` in place.
 
@@ -246,10 +337,19 @@ class AgentRuntime:
         view = await self._query(h, "view", HandleView)
         return _refresh(h, view)
 
-    async def trace(self, h: HandleRef) -> list[TraceLine]:
-        """The trace lines of one handle, oldest first (CONTRACT §7)."""
-        lines: list[TraceLine] = await self._query(h, "trace", list[TraceLine])
-        return lines
+    async def trace(self, h: HandleRef | None = None) -> TraceLines:
+        """The trace lines of ``h``'s subtree (default: the whole tree), merged in order of
+        occurrence (workflow time, then tree order) (CONTRACT §7)."""
+        merged: builtins.list[tuple[int, int, int, TraceLine]] = []
+        for rank, node in enumerate(await self.list(h)):
+            lines: TraceLines = await self._query(node.id, "trace", TraceLines)
+            merged.extend((line.at_ms, rank, line.seq, line) for line in lines)
+        merged.sort(key=lambda item: item[:3])
+        return [item[3] for item in merged]
+
+    async def trace_lines(self, h: HandleRef | None = None) -> Strings:
+        """:meth:`trace` as plain strings."""
+        return [line.line for line in await self.trace(h)]
 
     # ------------------------------------------------------------------ plumbing
 
@@ -261,6 +361,18 @@ class AgentRuntime:
             h.apply_status(status, result)
             return h
         return await self.inspect(h)
+
+    async def _view(self, h: HandleRef) -> HandleView:
+        view: HandleView = await self._query(h, "view", HandleView)
+        return view
+
+    async def _is_closed(self, h: HandleRef) -> bool:
+        """True when the handle's workflow has completed (the handle is closed)."""
+        try:
+            desc = await self._handle(h).describe()
+        except RPCError as err:
+            raise _rpc_error(h, err) from err
+        return desc.status != WorkflowExecutionStatus.RUNNING
 
     def _handle(self, h: HandleRef) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(self.workflow_id(_id(h)))
@@ -291,6 +403,15 @@ def _refresh(h: HandleRef, view: HandleView) -> Handle:
         h.apply(view)
         return h
     return Handle.from_view(view)
+
+
+def _status_of_view(view: HandleView) -> HandleStatus:
+    return HandleStatus.model_validate(
+        {
+            **view.model_dump(include=set(HandleStatus.model_fields)),
+            "children_count": len(view.children),
+        }
+    )
 
 
 def _rpc_error(h: HandleRef, err: RPCError) -> Exception:

@@ -1,41 +1,55 @@
 """``AgentWorkflow``: one workflow per Handle, the root included (CONTRACT §2, §8).
 
-The Handle state machine runs here, deterministically; LLM calls are activities. All state
-lives in one :class:`~workflows.models.HandleState`, so queries return it as is and
+The Handle state machine runs here, deterministically; LLM calls and hooks are activities.
+All state lives in one :class:`~workflows.models.HandleState`, so queries return it as is and
 continue-as-new can carry it whole.
 
 Messages (names are a durable contract; see README "Verbs on the wire"):
 
-* signals ``wake`` (a prompt string, ``null`` or ``{"prompt": ...}``) and ``post`` (an
-  InboxItem): usable from ``temporal workflow signal``; a rejected signal leaves a trace line
-  and ``last_error``, never a silent drop.
-* updates ``spawn``, ``admit_wake`` (synchronous admission for the client), ``admit_post``
-  and ``wait``: validated before anything reaches history, rejected loudly.
-* queries ``view`` (HandleView), ``state`` (HandleState) and ``trace`` (list of TraceLine).
+* signals ``wake`` (a prompt string, ``null`` or ``{"prompt": ...}``), ``post`` (an InboxItem
+  or a string), ``interrupt`` (no input) and ``close`` (``{"force": bool, "reason": str}``):
+  usable from ``temporal workflow signal``; a rejected signal leaves a trace line and
+  ``last_error``, never a silent drop. ``child_report`` is internal (child → parent).
+* updates ``spawn``, ``admit_wake``, ``admit_post``, ``admit_interrupt``, ``admit_close``
+  and ``wait``: the client's synchronous path.
+* queries ``view`` (HandleView), ``state`` (HandleState), ``trace`` and ``inbox``.
+
+Children are child workflows with ``ParentClosePolicy.ABANDON``: closing a parent closes its
+subtree through the graceful cascade below (leaf-first, spawn order), never by Temporal
+termination. Children report to their parent with the ``child_report`` signal (state, usage,
+results): an absolute snapshot, coalesced by one reporter loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import TypeAdapter, ValidationError
+
     from workflows.models import (
         ROOT_ID,
         AgentInput,
+        ChildInfo,
+        ChildReport,
+        CloseRequest,
         HandleState,
         HandleStateName,
         HandleStatus,
         HandleView,
+        HookInput,
         InboxItem,
+        InterruptRequest,
         LlmCallInput,
         LlmCallResult,
         Message,
+        PostResult,
         ResolveAgentInput,
         ResolveAgentResult,
         SpawnRequest,
@@ -61,7 +75,15 @@ LLM_CALL_ACTIVITY = "tnx.llm_call"
 RESOLVE_AGENT_ACTIVITY = "tnx.resolve_agent"
 """Local activity name that looks an agent name up in the worker's registry."""
 
+RUN_HOOK_ACTIVITY = "tnx.run_hook"
+"""Activity name that runs a registered ``on_spawn`` / ``on_close`` hook."""
+
 _WAKE_PAYLOAD: TypeAdapter[WakeRequest | str | None] = TypeAdapter(WakeRequest | str | None)
+_CLOSE_PAYLOAD: TypeAdapter[CloseRequest | None] = TypeAdapter(CloseRequest | None)
+
+
+class _Interrupted(Exception):
+    """Raised inside a turn when an interrupt aborted it."""
 
 
 def _min_opt(a: int | None, b: int | None) -> int | None:
@@ -127,6 +149,11 @@ class AgentWorkflow:
     def __init__(self, inp: AgentInput) -> None:
         self.s: HandleState = inp.state
         self._published_state: HandleStateName | None = None
+        self._turn_task: asyncio.Task[None] | None = None
+        self._interrupt_requested = False
+        self._reports_in_flight = 0
+        self._last_report: ChildReport | None = None
+        self._closed_event = False
 
     # ------------------------------------------------------------------ run loop
 
@@ -138,12 +165,18 @@ class AgentWorkflow:
             The final view (readable after close: close is not loss).
         """
         self._publish(initial=True)
+        if self.s.defn is not None and self.s.defn.on_spawn and self.s.turns_total == 0:
+            await self._run_hook(self.s.defn.on_spawn, "spawn", None)
         while True:
-            await workflow.wait_condition(lambda: self.s.turn_pending or self.s.state == "closed")
-            if self.s.state == "closed":
+            await workflow.wait_condition(lambda: self.s.turn_pending or self._closed_event)
+            if self._closed_event:
                 break
-            await self._run_turn()
-        await workflow.wait_condition(workflow.all_handlers_finished)
+            self._turn_task = asyncio.create_task(self._run_turn())
+            await self._turn_task
+            self._turn_task = None
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() and self._reports_in_flight == 0
+        )
         return view_of(self.s)
 
     # ------------------------------------------------------------------ queries
@@ -163,6 +196,11 @@ class AgentWorkflow:
         """This handle's trace lines, oldest first (CONTRACT §7)."""
         return list(self.s.trace)
 
+    @workflow.query(name="inbox")
+    def inbox(self) -> list[InboxItem]:
+        """Items waiting for the next wake, oldest first."""
+        return list(self.s.inbox)
+
     # ------------------------------------------------------------------ spawn
 
     @workflow.update(name="spawn")
@@ -179,16 +217,18 @@ class AgentWorkflow:
             start_to_close_timeout=timedelta(seconds=10),
         )
         error = self._spawn_check(req.name, resolved)
-        if error is not None:
+        if error is not None or resolved.defn is None:
+            error = error or "unknown agent"
             self._trace(f"{self.s.id}: spawn {req.name} REJECTED ({error})")
             return SpawnResult(error=error)
-        assert resolved.defn is not None  # _spawn_check guarantees it
         defn = resolved.defn
         budget = req.budget or defn.budget
         self.s.spawn_count += 1
         child_id = f"{self.s.id}/{defn.name}.{self.s.spawn_count}"
         now_ms = int(workflow.now().timestamp() * 1000)
         own_deadline = now_ms + budget.max_wall_ms if budget.max_wall_ms is not None else None
+        tokens_limit = _min_opt(budget.max_tokens, self.s.pool_tokens)
+        tool_calls_limit = _min_opt(budget.max_tool_calls, self.s.pool_tool_calls)
         child = HandleState(
             id=child_id,
             scope=self.s.scope,
@@ -197,12 +237,15 @@ class AgentWorkflow:
             budget=budget,
             parent=self.s.id,
             depth=self.s.depth + 1,
-            pool_tokens=_min_opt(budget.max_tokens, self.s.pool_tokens),
-            pool_tool_calls=_min_opt(budget.max_tool_calls, self.s.pool_tool_calls),
+            pool_tokens_limit=tokens_limit,
+            pool_tool_calls_limit=tool_calls_limit,
+            pool_tokens=tokens_limit,
+            pool_tool_calls=tool_calls_limit,
             wall_deadline_ms=_min_opt(own_deadline, self.s.wall_deadline_ms),
             options=self.s.options,
         )
         self.s.children.append(child_id)
+        self.s.children_info[child_id] = ChildInfo()
         await workflow.start_child_workflow(
             AgentWorkflow.run,
             AgentInput(state=child),
@@ -219,7 +262,7 @@ class AgentWorkflow:
     def _spawn_check(self, name: str, resolved: ResolveAgentResult) -> str | None:
         if resolved.defn is None:
             return f'unknown agent "{name}" (known: {", ".join(resolved.known)})'
-        if self.s.state == "closed":
+        if self.s.state == "closed" or self.s.closing:
             return "parent closed"
         max_depth = self.s.budget.max_depth
         if max_depth is not None and self.s.depth + 1 > max_depth:
@@ -240,20 +283,19 @@ class AgentWorkflow:
 
     @workflow.update(name="admit_wake")
     def admit_wake(self, req: WakeRequest) -> HandleStatus:
-        """Admit a wake synchronously: when this update returns, the view says ``running``
+        """Admit a wake synchronously: when this update returns, the status says ``running``
         (or the wake was a no-op because the handle is already running or suspended).
 
         Raises:
-            ApplicationError: (via the validator) the handle is the root or closed.
+            ApplicationError: ``WakeRejected``: the handle is the root, closed or closing
+                (the rejection is also a trace line).
         """
-        self._admit_wake(req.prompt)
-        return status_of(self.s)
-
-    @admit_wake.validator
-    def _validate_admit_wake(self, req: WakeRequest) -> None:
         error = self._wake_error()
         if error is not None:
+            self._reject("wake", error)
             raise ApplicationError(error, type="WakeRejected", non_retryable=True)
+        self._admit_wake(req.prompt)
+        return status_of(self.s)
 
     @workflow.signal(name="wake")
     def wake_signal(self, payload: Any = None) -> None:
@@ -273,7 +315,7 @@ class AgentWorkflow:
     def _wake_error(self) -> str | None:
         if self.s.defn is None:
             return "the root handle never runs an LLM: wake a spawned handle"
-        if self.s.state == "closed":
+        if self.s.state == "closed" or self.s.closing:
             return "handle closed"
         return None
 
@@ -289,20 +331,15 @@ class AgentWorkflow:
     # ------------------------------------------------------------------ post
 
     @workflow.update(name="admit_post")
-    def admit_post(self, item: InboxItem) -> HandleStatus:
+    def admit_post(self, item: InboxItem) -> PostResult:
         """Append an item to the inbox; never changes state (CONTRACT §3 post).
 
-        Raises:
-            ApplicationError: (via the validator) ``inbox closed`` or ``inbox full``.
+        Returns:
+            ``ok`` True, or ``ok`` False with ``inbox closed`` / ``inbox full (N)``: loud to
+            the sender, and a trace line.
         """
-        self.s.inbox.append(item)
-        return status_of(self.s)
-
-    @admit_post.validator
-    def _validate_admit_post(self, item: InboxItem) -> None:
-        error = self._post_error()
-        if error is not None:
-            raise ApplicationError(error, type="PostRejected", non_retryable=True)
+        error = self._post(item)
+        return PostResult(ok=error is None, error=error, status=status_of(self.s))
 
     @workflow.signal(name="post")
     def post_signal(self, payload: Any = None) -> None:
@@ -317,18 +354,172 @@ class AgentWorkflow:
         except ValidationError as err:
             self._reject("post", f"bad payload: {_short(err)}")
             return
-        error = self._post_error()
-        if error is not None:
-            self._reject("post", error)
-            return
-        self.s.inbox.append(item)
+        self._post(item)
 
-    def _post_error(self) -> str | None:
-        if self.s.state == "closed":
-            return "inbox closed"
-        if len(self.s.inbox) >= self.s.options.inbox_cap:
-            return f"inbox full ({self.s.options.inbox_cap})"
-        return None
+    def _post(self, item: InboxItem) -> str | None:
+        if self.s.state == "closed" or self.s.closing:
+            error = "inbox closed"
+        elif len(self.s.inbox) >= self.s.options.inbox_cap:
+            error = f"inbox full ({self.s.options.inbox_cap})"
+        else:
+            self.s.inbox.append(item)
+            self._publish()
+            return None
+        self._reject("post", f"{error}; from={item.from_} channel={item.channel}")
+        return error
+
+    # ------------------------------------------------------------------ interrupt
+
+    @workflow.update(name="admit_interrupt")
+    async def admit_interrupt(self, req: InterruptRequest) -> HandleStatus:
+        """Abort the running turn (CONTRACT §3 interrupt) and return once the handle is idle.
+
+        Idle or closed: a no-op. The drained inbox returns to the front, the aborted turn's
+        transcript is not kept, waiters get ``interrupted``.
+        """
+        await self._interrupt("interrupt")
+        return status_of(self.s)
+
+    @workflow.signal(name="interrupt")
+    async def interrupt_signal(self, payload: Any = None) -> None:
+        """``interrupt`` as a signal (any input is ignored)."""
+        await self._interrupt("interrupt")
+
+    async def _interrupt(self, why: str) -> None:
+        if self.s.state != "running" or (self._turn_task is None and not self.s.turn_pending):
+            return
+        self._interrupt_requested = True
+        if self._turn_task is not None:
+            self._turn_task.cancel()
+        await workflow.wait_condition(lambda: self.s.state != "running")
+
+    # ------------------------------------------------------------------ close
+
+    @workflow.update(name="admit_close")
+    async def admit_close(self, req: CloseRequest) -> HandleStatus:
+        """Close this handle and its subtree (CONTRACT §3 close); returns once closed."""
+        await self._close(req)
+        return status_of(self.s)
+
+    @workflow.signal(name="close")
+    async def close_signal(self, payload: Any = None) -> None:
+        """``close`` as a signal: ``null`` or ``{"force": bool, "reason": str}``."""
+        try:
+            req = _CLOSE_PAYLOAD.validate_python(payload) or CloseRequest()
+        except ValidationError as err:
+            self._reject("close", f"bad payload: {_short(err)}")
+            return
+        await self._close(req)
+
+    async def _close(self, req: CloseRequest) -> None:
+        """Stop accepting; close children leaf-first in spawn order; let a running turn
+        finish within ``shutdown_ms`` (force: abort it first); run ``on_close``; closed."""
+        s = self.s
+        if s.closing or s.state == "closed":
+            await workflow.wait_condition(lambda: self.s.state == "closed")
+            return
+        s.closing = True
+        why = req.reason or ("close --force" if req.force else "close")
+        self._trace(f"{s.id}: close requested ({why})")
+        if req.force:
+            await self._interrupt("close --force")
+        for child_id in list(s.children):
+            await self._close_child(child_id, req)
+        if s.state == "running" or s.turn_pending:
+            grace = timedelta(milliseconds=s.options.shutdown_ms)
+            try:
+                await workflow.wait_condition(lambda: self.s.state != "running", timeout=grace)
+            except TimeoutError:
+                await self._interrupt("close: shutdown grace over")
+        if s.defn is not None and s.defn.on_close:
+            await self._run_hook(s.defn.on_close, "close", req.reason)
+        self._transition("closed", why)
+        self._closed_event = True
+
+    async def _close_child(self, child_id: str, req: CloseRequest) -> None:
+        info = self.s.children_info.get(child_id)
+        if info is not None and info.state == "closed":
+            return
+        child = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, child_id))
+        try:
+            await child.signal("close", CloseRequest(force=req.force, reason=req.reason))
+        except Exception as err:  # the child's workflow is gone (ended or terminated)
+            workflow.logger.warning("%s: close of %s not delivered: %s", self.s.id, child_id, err)
+            self._trace(f"{self.s.id}: close of {child_id} not delivered ({err})")
+            return
+        await workflow.wait_condition(
+            lambda: self.s.children_info.get(child_id, ChildInfo()).state == "closed"
+        )
+
+    # ------------------------------------------------------------------ children
+
+    @workflow.signal(name="child_report")
+    def child_report(self, report: ChildReport) -> None:
+        """A child's snapshot (internal: sent by child workflows, not by hosts)."""
+        info = self.s.children_info.get(report.id)
+        if info is None or report.seq <= info.report_seq:
+            return  # unknown child or an older report
+        if info.state != report.state and report.state == "closed":
+            self._trace(f"{self.s.id}: child {report.id} closed")
+        self.s.children_info[report.id] = ChildInfo(
+            state=report.state,
+            usage_total=report.usage_total,
+            subtree_tool_calls=report.subtree_tool_calls,
+            report_seq=report.seq,
+            result_seq=report.result_seq,
+            last_result=report.last_result,
+            pending_req=report.pending_req,
+        )
+        self._recount()
+        self._report()
+
+    def _recount(self) -> None:
+        """Recompute subtree usage and pools from own usage and the children's reports."""
+        s = self.s
+        infos = s.children_info.values()
+        s.usage_total = s.own_tokens + sum(i.usage_total for i in infos)
+        s.subtree_tool_calls = s.tool_calls_total + sum(i.subtree_tool_calls for i in infos)
+        if s.pool_tokens_limit is not None:
+            s.pool_tokens = s.pool_tokens_limit - s.usage_total
+        if s.pool_tool_calls_limit is not None:
+            s.pool_tool_calls = s.pool_tool_calls_limit - s.subtree_tool_calls
+
+    def _report(self) -> None:
+        """Tell the parent this handle's current snapshot, unless it already knows it.
+
+        One signal per change, sent in order; the parent keeps the highest ``seq``. The
+        workflow does not end before every report is delivered (or the parent is gone).
+        """
+        s = self.s
+        if s.parent is None:
+            return
+        report = ChildReport(
+            id=s.id,
+            seq=s.report_seq + 1,
+            state=s.state,
+            usage_total=s.usage_total,
+            subtree_tool_calls=s.subtree_tool_calls,
+            result_seq=s.result_seq,
+            pending_req=s.pending_req,
+        )
+        last = self._last_report
+        if last is not None and last.model_copy(update={"seq": report.seq}) == report:
+            return
+        s.report_seq = report.seq
+        self._last_report = report
+        self._reports_in_flight += 1
+        asyncio.create_task(self._send_report(report))  # noqa: RUF006 (awaited via counter)
+
+    async def _send_report(self, report: ChildReport) -> None:
+        s = self.s
+        assert s.parent is not None
+        parent = workflow.get_external_workflow_handle(workflow_id_for(s.scope, s.parent))
+        try:
+            await parent.signal("child_report", report)
+        except Exception as err:  # the parent's workflow has ended: nobody to tell
+            workflow.logger.warning("%s: report to %s failed: %s", s.id, s.parent, err)
+        finally:
+            self._reports_in_flight -= 1
 
     # ------------------------------------------------------------------ wait
 
@@ -339,34 +530,50 @@ class AgentWorkflow:
         Settled means: idle with a result, suspended, or closed. A timeout returns status
         ``timeout`` and the turn keeps running. Never raises.
         """
-        if self._settled() and self.s.last_result is not None:
-            return WaitResponse(result=self.s.last_result, status=status_of(self.s))
-        seen = self.s.result_seq
+        s = self.s
+        if self._settled() and (s.last_result is not None or s.state == "closed"):
+            return WaitResponse(result=self._last_or_closed(), status=status_of(s))
+        seen = s.result_seq
         timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
         try:
-            await workflow.wait_condition(lambda: self.s.result_seq > seen, timeout=timeout)
+            await workflow.wait_condition(
+                lambda: self.s.result_seq > seen or self.s.state == "closed", timeout=timeout
+            )
         except TimeoutError:
             result = TaskResult(
                 status="timeout",
                 is_error=True,
                 text=f"no result within {req.timeout_ms} ms; the turn keeps running",
             )
-            return WaitResponse(result=result, status=status_of(self.s))
-        assert self.s.last_result is not None
-        return WaitResponse(result=self.s.last_result, status=status_of(self.s))
+            return WaitResponse(result=result, status=status_of(s))
+        if s.result_seq > seen and s.last_result is not None:
+            return WaitResponse(result=s.last_result, status=status_of(s))
+        return WaitResponse(result=self._closed_result(), status=status_of(s))
 
     def _settled(self) -> bool:
         return not self.s.turn_pending and self.s.state != "running"
 
+    def _last_or_closed(self) -> TaskResult:
+        return self.s.last_result or self._closed_result()
+
+    def _closed_result(self) -> TaskResult:
+        return TaskResult(status="closed", is_error=True, text=f"{self.s.id} is closed")
+
     # ------------------------------------------------------------------ the turn
 
     async def _run_turn(self) -> None:
-        """Run one admitted turn: the LLM loop until a reply without tool calls (CONTRACT §4)."""
+        """Run one admitted turn: the LLM loop until a reply without tool calls (CONTRACT §4).
+
+        A turn is transactional: when it is interrupted or fails, the transcript rolls back to
+        the turn start (the store's uncommitted tail is dropped by the next call) and the
+        drained inbox returns to the front of the inbox.
+        """
         s = self.s
         assert s.defn is not None
         s.turn_pending = False
         user_text = render_turn_input(s.wake_prompt, s.turn_inbox)
         s.wake_prompt = None
+        unsent_before = list(s.unsent)
         new_messages: list[Message] = list(s.unsent)
         s.unsent = []
         if s.transcript_len == 0 and not new_messages and s.defn.system_prompt:
@@ -394,12 +601,13 @@ class AgentWorkflow:
                 turns += 1
                 tokens += reply.usage.total_tokens
                 s.turns_total += 1
-                s.usage_total += reply.usage.total_tokens
-                if s.pool_tokens is not None:
-                    s.pool_tokens -= reply.usage.total_tokens
+                s.own_tokens += reply.usage.total_tokens
+                self._recount()
                 s.transcript_len = reply.stored_len
                 calls = reply.message.tool_calls or []
-                if not calls:
+                if calls:
+                    self._report()  # usage rolls up live; a settling turn reports on idle
+                else:
                     result = TaskResult(
                         status="done",
                         text=reply.message.content or "",
@@ -417,32 +625,64 @@ class AgentWorkflow:
                     )
                     for call in calls
                 ]
+        except (asyncio.CancelledError, _Interrupted):
+            result = self._rollback(turn_start_len, unsent_before, "interrupted", turns, tokens)
         except ActivityError as err:
-            # A failed turn is transactional: the transcript rolls back to the turn start (the
-            # store's uncommitted tail is dropped by the next call) and the inbox comes back.
-            s.transcript_len = turn_start_len
-            s.inbox = s.turn_inbox + s.inbox
-            cause = err.cause.message if isinstance(err.cause, ApplicationError) else str(err)
-            result = TaskResult(
-                status="error",
+            if self._interrupt_requested:
+                result = self._rollback(turn_start_len, unsent_before, "interrupted", turns, tokens)
+            else:
+                cause = err.cause.message if isinstance(err.cause, ApplicationError) else str(err)
+                result = self._rollback(
+                    turn_start_len, unsent_before, "error", turns, tokens, cause
+                )
+        s.turn_inbox = []
+        self._interrupt_requested = False
+        self._settle(result)
+
+    def _rollback(
+        self,
+        turn_start_len: int,
+        unsent_before: list[Message],
+        status: str,
+        turns: int,
+        tokens: int,
+        cause: str | None = None,
+    ) -> TaskResult:
+        s = self.s
+        s.transcript_len = turn_start_len
+        s.unsent = unsent_before
+        s.inbox = s.turn_inbox + s.inbox
+        if status == "interrupted":
+            return TaskResult(
+                status="interrupted",
                 is_error=True,
-                text=f"LLM call failed: {cause}",
+                text="the turn was interrupted; its transcript was not kept",
                 turns=turns,
                 total_tokens=tokens,
             )
-            s.last_error = result.text[:500]
-        s.turn_inbox = []
-        self._settle(result)
+        result = TaskResult(
+            status="error",
+            is_error=True,
+            text=f"LLM call failed: {cause}",
+            turns=turns,
+            total_tokens=tokens,
+        )
+        s.last_error = result.text[:500]
+        return result
 
     async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:
         s = self.s
         assert s.defn is not None
+        if self._interrupt_requested:
+            raise _Interrupted()
         opts = s.options
+        s.llm_seq += 1
         result: LlmCallResult = await workflow.execute_activity(
             LLM_CALL_ACTIVITY,
             LlmCallInput(
                 conv_id=workflow_id_for(s.scope, s.id),
                 base_len=s.transcript_len,
+                fence=s.llm_seq,
                 new_messages=new_messages,
                 model=s.defn.model,
                 style=s.defn.style,
@@ -454,11 +694,39 @@ class AgentWorkflow:
                 initial_interval=timedelta(milliseconds=opts.llm_initial_retry_ms),
                 backoff_coefficient=2.0,
                 maximum_attempts=opts.llm_max_attempts,
-                non_retryable_error_types=["LlmRequestRejected", "MalformedLlmResponse"],
+                non_retryable_error_types=[
+                    "LlmRequestRejected",
+                    "MalformedLlmResponse",
+                    "StoreError",
+                ],
             ),
             summary=f"LLM call for {s.id}",
         )
         return result
+
+    async def _run_hook(self, hook: str, event: str, reason: str | None) -> None:
+        """Run a registered hook as an activity; a failing hook is traced, never fatal."""
+        s = self.s
+        try:
+            await workflow.execute_activity(
+                RUN_HOOK_ACTIVITY,
+                HookInput(
+                    hook=hook,
+                    event="spawn" if event == "spawn" else "close",
+                    handle_id=s.id,
+                    reason=reason,
+                ),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"on_{event} hook {hook} for {s.id}",
+            )
+            self._trace(f"{s.id}: on_{event} {hook} ran")
+        except ActivityError as err:
+            cause = err.cause.message if isinstance(err.cause, ApplicationError) else str(err)
+            if isinstance(err.cause, CancelledError):
+                cause = "cancelled"
+            s.last_error = f"on_{event} hook {hook} failed: {cause}"[:500]
+            self._trace(f"{s.id}: on_{event} {hook} FAILED ({cause})")
 
     def _settle(self, result: TaskResult) -> None:
         self.s.last_result = result
@@ -472,11 +740,15 @@ class AgentWorkflow:
         self.s.state = to
         self._trace(f"{self.s.id}: {before}→{to} ({why})")
         self._publish()
+        if to != "running":
+            # A parent needs settled results, suspensions, closes and usage; a child's start
+            # reaches it with the next report (one signal per turn saved).
+            self._report()
 
     def _reject(self, verb: str, error: str) -> None:
         self.s.last_error = f"{verb} rejected: {error}"[:500]
         self._trace(f"{self.s.id}: {verb} REJECTED ({error})")
-        workflow.logger.warning("%s: %s signal rejected: %s", self.s.id, verb, error)
+        workflow.logger.warning("%s: %s rejected: %s", self.s.id, verb, error)
 
     def _trace(self, line: str) -> None:
         s = self.s
@@ -503,14 +775,22 @@ class AgentWorkflow:
             workflow.upsert_search_attributes([AGENT_STATE.value_set(s.state)])
             self._published_state = s.state
         last = s.last_result
+        pending = (
+            f"pending: {s.pending_req.kind} — {s.pending_req.prompt[:200]}"
+            if (s.pending_req)
+            else None
+        )
         workflow.set_current_details(
             "\n".join(
-                [
+                line
+                for line in (
                     f"**{s.id}** — `{s.state}`",
                     f"turns {s.turns_total} · tokens {s.usage_total} · inbox {len(s.inbox)}"
                     f" · children {len(s.children)}",
+                    pending,
                     f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
-                ]
+                )
+                if line
             )
         )
 

@@ -211,6 +211,28 @@ class TraceLine(_Model):
     line: str
 
 
+class ChildInfo(_Model):
+    """What a parent knows of one child, from the child's latest report.
+
+    Attributes:
+        state: the child's state.
+        usage_total: the child's subtree tokens.
+        subtree_tool_calls: the child's subtree tool calls.
+        report_seq: the sequence number of the report (older reports are ignored).
+        result_seq: the child's settled results.
+        last_result: the child's latest result.
+        pending_req: the child's pending Request while suspended.
+    """
+
+    state: HandleStateName = "idle"
+    usage_total: int = 0
+    subtree_tool_calls: int = 0
+    report_seq: int = 0
+    result_seq: int = 0
+    last_result: TaskResult | None = None
+    pending_req: Request | None = None
+
+
 class HandleState(_Model):
     """All state of one handle: the single serializable model behind queries and
     continue-as-new (CONTRACT §2).
@@ -230,14 +252,22 @@ class HandleState(_Model):
         spawn_count: successful spawns under this handle (the id counter).
         usage_total: tokens of this handle and all descendants.
         turns_total: LLM round trips over the lifetime.
-        tool_calls_total: tool calls over the lifetime.
-        pool_tokens: remaining token pool (None = unlimited).
+        tool_calls_total: this handle's own tool calls over the lifetime.
+        own_tokens: this handle's own tokens.
+        subtree_tool_calls: tool calls of this handle and all descendants.
+        pool_tokens_limit: the token pool carved at spawn (None = unlimited).
+        pool_tool_calls_limit: the tool-call pool carved at spawn (None = unlimited).
+        pool_tokens: remaining token pool: limit - usage_total (None = unlimited).
         pool_tool_calls: remaining tool-call pool (None = unlimited).
         wall_deadline_ms: deadline in ms since the epoch (None = none).
         pending_req: the Request, only while suspended.
         last_result: the most recent settled result.
         result_seq: how many results have settled (waiters wait for it to grow).
         transcript_len: messages committed to the conversation store.
+        llm_seq: LLM calls started; the fence that stops a stale activity from writing.
+        children_info: the last report of each child, by child id.
+        closing: close has begun: new posts and wakes are rejected.
+        report_seq: reports sent to the parent.
         wake_prompt: the admitted wake's prompt, consumed when its turn starts.
         turn_inbox: items drained into the current turn (restored on interrupt or error).
         turn_pending: True from admission until the turn starts.
@@ -263,6 +293,10 @@ class HandleState(_Model):
     usage_total: int = 0
     turns_total: int = 0
     tool_calls_total: int = 0
+    own_tokens: int = 0
+    subtree_tool_calls: int = 0
+    pool_tokens_limit: int | None = None
+    pool_tool_calls_limit: int | None = None
     pool_tokens: int | None = None
     pool_tool_calls: int | None = None
     wall_deadline_ms: int | None = None
@@ -270,6 +304,10 @@ class HandleState(_Model):
     last_result: TaskResult | None = None
     result_seq: int = 0
     transcript_len: int = 0
+    llm_seq: int = 0
+    children_info: dict[str, ChildInfo] = Field(default_factory=dict)
+    closing: bool = False
+    report_seq: int = 0
     wake_prompt: str | None = None
     turn_inbox: list[InboxItem] = Field(default_factory=list)
     turn_pending: bool = False
@@ -355,6 +393,51 @@ class WakeRequest(_Model):
     prompt: str | None = None
 
 
+class PostResult(_Model):
+    """``post`` result (CONTRACT §3): ``ok`` False with ``error`` (``inbox full``,
+    ``inbox closed``) when rejected; the rejection is also a trace line."""
+
+    ok: bool
+    error: str | None = None
+    status: HandleStatus
+
+
+class InterruptRequest(_Model):
+    """``interrupt`` input (reserved for future fields)."""
+
+
+class CloseRequest(_Model):
+    """``close`` input: ``force`` aborts a running turn at once; ``reason`` goes to the
+    ``on_close`` hook and the trace."""
+
+    force: bool = False
+    reason: str | None = None
+
+
+class ChildReport(_Model):
+    """Signal ``child_report`` from a child to its parent: an absolute snapshot, so reports
+    coalesce and a late one is recognised by ``seq``."""
+
+    id: str
+    seq: int
+    state: HandleStateName
+    usage_total: int
+    subtree_tool_calls: int
+    result_seq: int
+    last_result: TaskResult | None = None
+    pending_req: Request | None = None
+
+
+class HookInput(_Model):
+    """Input of the ``tnx.run_hook`` activity: run the registered hook ``hook`` for
+    ``event`` (``spawn`` or ``close``) of handle ``handle_id``."""
+
+    hook: str
+    event: Literal["spawn", "close"]
+    handle_id: str
+    reason: str | None = None
+
+
 class WaitRequest(_Model):
     """``wait`` update input: timeout in ms (None = wait as long as it takes)."""
 
@@ -395,6 +478,9 @@ class LlmCallInput(_Model):
     Attributes:
         conv_id: the conversation key (== handle id, scope-qualified).
         base_len: committed transcript length the workflow knows.
+        fence: the call's sequence number; the store refuses writes older than the newest
+            fence it has seen, so a cancelled attempt still running cannot overwrite a newer
+            turn.
         new_messages: messages to append before the call.
         model: model name or ``"inherit"``.
         style: wire style override, or None for the worker's.
@@ -402,6 +488,7 @@ class LlmCallInput(_Model):
 
     conv_id: str
     base_len: int
+    fence: int = 0
     new_messages: list[Message]
     model: str = "inherit"
     style: WireStyle | None = None

@@ -1,0 +1,432 @@
+"""``tnx demo``: one agent, end to end, on a real Temporal server.
+
+The demo starts the embedded Temporal dev server (``client.devserver.DevServer``, SQLite data
+under ``{data_dir}/temporal``) unless a server address is given, runs an in-process worker with
+:data:`REGISTRY`, spawns the ``assistant`` agent under the root handle, wakes it with a prompt,
+waits for the result and prints it with the handle's trace and a web UI link.
+
+The LLM is a real OpenAI-compatible endpoint when ``--llm-base-url`` or ``OPENAI_BASE_URL`` is
+set (model from ``--model``, ``TNX_MODEL`` or ``OPENAI_MODEL``; the key from
+``OPENAI_API_KEY``, read by the activity). Otherwise a scripted OpenAI-compatible server
+(:class:`client.testing.ScriptedLLMServer`) answers on loopback over real HTTP, and says so in
+every reply.
+
+The root workflow lives in the server's SQLite database, so it survives between demo runs: the
+spawned handle ids count up (``root/assistant.1``, ``root/assistant.2``, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote
+
+from rich.console import Console
+from rich.markup import escape
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.llm import LlmConfig
+from activities.store import SqliteConversationStore
+from client.devserver import DevServer, DevServerError, ensure_search_attributes
+from client.errors import SpawnError, TnxError
+from client.runtime import AgentRuntime
+from client.testing import ScriptedLLM, ScriptedLLMServer, text
+from worker import connect, create_worker
+from workflows.models import ROOT_ID, AgentDef, Budget, TaskResult, TraceLine
+
+DEMO_AGENT: Final = "assistant"
+"""The agent the demo spawns."""
+
+DEMO_TASK_QUEUE: Final = "tnx-demo"
+"""The task queue of the demo's worker and runtime."""
+
+DEFAULT_PROMPT: Final = "Say hello and tell me, in one sentence, what a durable agent is."
+"""The prompt used when none is given."""
+
+DEFAULT_DATA_DIR: Final = Path(".tnx")
+"""Where the demo keeps its state: ``temporal/`` (the dev server) and ``conversations.sqlite``."""
+
+SCRIPTED_MODEL: Final = "scripted-demo"
+"""The model name the scripted LLM answers for."""
+
+DEFAULT_UI_URL: Final = "http://localhost:8233"
+"""The usual web UI location of a Temporal dev server, used for external addresses."""
+
+WAIT_TIMEOUT_MS: Final = 15 * 60 * 1000
+"""How long the demo waits for the turn before giving up (the agent keeps running)."""
+
+CONNECT_TIMEOUT_S: Final = 15.0
+"""Seconds allowed for connecting to Temporal."""
+
+REGISTRY: dict[str, AgentDef] = {
+    DEMO_AGENT: AgentDef(
+        name=DEMO_AGENT,
+        description="A friendly general-purpose assistant that answers in a few sentences.",
+        system_prompt=(
+            "You are a concise, friendly assistant. Answer the user's message in at most three "
+            "sentences. You have no tools."
+        ),
+        budget=Budget(max_turns=3),
+    ),
+}
+"""The demo's agent registry: ``client.demo:REGISTRY`` (also usable with ``tnx-worker``)."""
+
+
+class DemoError(Exception):
+    """An expected failure of the demo, printed as one readable message (no traceback)."""
+
+
+# ---------------------------------------------------------------------------- scripted LLM
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    """The content of the last ``user`` message of a chat-completion request body."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                content = message.get("content")
+                return content if isinstance(content, str) else ""
+    return ""
+
+
+def _words(value: object) -> int:
+    """A rough token estimate: whitespace-separated words (at least 1)."""
+    return max(1, len(str(value or "").split()))
+
+
+def _echo(body: dict[str, Any]) -> dict[str, Any]:
+    """Answer a chat-completion request by echoing its last user message."""
+    reply = f"[scripted LLM] you said: {_last_user_text(body)}"
+    messages = body.get("messages")
+    prompt_tokens = sum(
+        _words(m.get("content"))
+        for m in (messages if isinstance(messages, list) else [])
+        if isinstance(m, dict)
+    )
+    return text(reply, prompt_tokens=prompt_tokens, completion_tokens=_words(reply))
+
+
+def demo_script() -> ScriptedLLM:
+    """The scripted LLM of the demo: it echoes the user's message, labelled as scripted.
+
+    Every request for model ``scripted-demo`` gets the reply
+    ``"[scripted LLM] you said: <last user message>"``; token usage is a word count.
+
+    Returns:
+        A :class:`ScriptedLLM` that answers indefinitely (``repeat_last``).
+    """
+    return ScriptedLLM({SCRIPTED_MODEL: [_echo]}, repeat_last=True)
+
+
+# ---------------------------------------------------------------------------- helpers
+
+
+@contextlib.contextmanager
+def _quiet_sdk_logs() -> Iterator[None]:
+    """Hide the SDK's warnings (an LLM attempt failing logs a traceback) for the demo's run.
+
+    The demo reports failures through the TaskResult instead; errors still get through.
+    """
+    logger = logging.getLogger("temporalio")
+    before = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def default_workflow_url(workflow_id: str, namespace: str = "default") -> str:
+    """The web UI link of a workflow at the default dev-server UI location.
+
+    Args:
+        workflow_id: the workflow id (every reserved character, ``/`` included, is quoted).
+        namespace: the namespace.
+
+    Returns:
+        ``http://localhost:8233/namespaces/{namespace}/workflows/{quoted id}``.
+    """
+    return (
+        f"{DEFAULT_UI_URL}/namespaces/{quote(namespace, safe='')}"
+        f"/workflows/{quote(workflow_id, safe='')}"
+    )
+
+
+def _format_trace(line: TraceLine) -> str:
+    stamp = time.strftime("%H:%M:%S", time.localtime(line.at_ms / 1000))
+    return f"{stamp}.{line.at_ms % 1000:03d}  {line.line}"
+
+
+def _print_result(console: Console, result: TaskResult) -> None:
+    colour = "green" if result.status == "done" else "red"
+    console.print(f"[bold]result[/bold]: status [{colour}]{escape(result.status)}[/{colour}]")
+    label = "text" if not result.is_error else "error"
+    console.print(f"  {label}: {escape(result.text) if result.text else '(empty)'}")
+    if result.limit:
+        console.print(f"  limit: {escape(result.limit)}")
+    console.print(f"  turns {result.turns} · tokens {result.total_tokens}")
+
+
+async def _connect(address: str) -> Client:
+    try:
+        return await asyncio.wait_for(connect(address), timeout=CONNECT_TIMEOUT_S)
+    except TimeoutError as err:
+        raise DemoError(
+            f"cannot connect to Temporal at {address}: no answer in {CONNECT_TIMEOUT_S:g}s"
+        ) from err
+    except RuntimeError as err:
+        raise DemoError(f"cannot connect to Temporal at {address}: {err}") from err
+
+
+async def _check_root(client: Client) -> None:
+    """Refuse to attach to a running root workflow that serves another task queue."""
+    try:
+        desc = await client.get_workflow_handle(ROOT_ID).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return
+        raise DemoError(f"cannot look up workflow {ROOT_ID!r}: {err.message}") from err
+    if desc.status == WorkflowExecutionStatus.RUNNING and desc.task_queue != DEMO_TASK_QUEUE:
+        raise DemoError(
+            f"workflow {ROOT_ID!r} on this server already runs on task queue "
+            f"{desc.task_queue!r}, not {DEMO_TASK_QUEUE!r}, so the demo's worker cannot serve "
+            "it. Run the demo on the embedded server (no --address), or, if that root is "
+            f"disposable, end it: temporal workflow terminate --workflow-id {ROOT_ID}"
+        )
+
+
+# ---------------------------------------------------------------------------- the demo
+
+
+async def run_demo(
+    *,
+    prompt: str,
+    address: str | None,
+    llm_base_url: str | None,
+    model: str | None,
+    data_dir: Path,
+    console: Console,
+    keep_server: bool = False,
+    port: int = 7233,
+    ui_port: int = 8233,
+) -> int:
+    """Run one agent turn end to end and print what happened.
+
+    Args:
+        prompt: the wake prompt.
+        address: a Temporal frontend ``host:port`` to use (else ``TEMPORAL_ADDRESS``); when
+            neither is set, the embedded dev server is started (or reused when it already runs
+            from ``data_dir/temporal``).
+        llm_base_url: an OpenAI-compatible base URL (else ``OPENAI_BASE_URL``); when neither is
+            set, a scripted OpenAI-compatible server on 127.0.0.1 answers.
+        model: the model for a real endpoint (else ``TNX_MODEL``, ``OPENAI_MODEL``,
+            ``gpt-4o-mini``); ignored in scripted mode.
+        data_dir: the demo's state directory (``temporal/`` and ``conversations.sqlite``).
+        console: where to print.
+        keep_server: leave a dev server this call started running (stop it with
+            ``tnx server stop``); by default it is stopped at the end.
+        port: frontend port of the embedded dev server.
+        ui_port: web UI port of the embedded dev server.
+
+    Returns:
+        The process exit code: 0 when the turn's result is ``done``, 1 otherwise (including
+        expected failures, which are printed as one readable message).
+    """
+    data_dir = _absolute(data_dir)
+    address = address or os.environ.get("TEMPORAL_ADDRESS") or None
+    server: DevServer | None = None
+    started = False
+    try:
+        with _quiet_sdk_logs():
+            if address is None:
+                server = DevServer(data_dir=data_dir / "temporal", port=port, ui_port=ui_port)
+                if server.is_running():
+                    console.print(
+                        f"[bold]Temporal[/bold]: reusing the embedded dev server at "
+                        f"{server.address} (pid {server.pid()}, "
+                        f"data {escape(str(server.db_file))}); it stays running"
+                    )
+                else:
+                    console.print(
+                        f"[bold]Temporal[/bold]: starting the embedded dev server at "
+                        f"{server.address} (data {escape(str(server.db_file))}) ..."
+                    )
+                    _start_server(server)
+                    started = True
+                    console.print(f"  ready (pid {server.pid()}, web UI {server.ui_url})")
+                target = server.address
+            else:
+                target = address
+                console.print(f"[bold]Temporal[/bold]: connecting to {escape(target)}")
+            return await _run(
+                console,
+                prompt=prompt,
+                address=target,
+                server=server,
+                llm_base_url=llm_base_url,
+                model=model,
+                data_dir=data_dir,
+            )
+    except DemoError as err:
+        console.print(f"[bold red]error[/bold red]: {escape(str(err))}")
+        return 1
+    except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # Ctrl-C while a verb was in flight: the SDK turned the cancellation into this
+            # error; let it be a cancellation again (asyncio.run then raises KeyboardInterrupt).
+            raise asyncio.CancelledError from err
+        console.print(
+            f"[bold red]error[/bold red]: no answer from the agent's workflow: {escape(str(err))}"
+        )
+        return 1
+    finally:
+        if server is not None and started:
+            _finish_server(console, server, keep=keep_server)
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` with ``~`` expanded, made absolute against the current directory."""
+    return path.expanduser().absolute()
+
+
+def _start_server(server: DevServer) -> None:
+    try:
+        server.start()
+    except DevServerError as err:
+        hint = ""
+        if "already served by another process" in str(err):
+            hint = (
+                "\nhint: if that is a Temporal server you want to use, pass "
+                f"--address {server.address}; otherwise stop it, or choose other ports with "
+                "--port / --ui-port"
+            )
+        raise DemoError(f"the embedded Temporal dev server did not start: {err}{hint}") from err
+
+
+def _finish_server(console: Console, server: DevServer, *, keep: bool) -> None:
+    if keep:
+        console.print(
+            f"[bold]Temporal[/bold]: the dev server keeps running at {server.address} "
+            f"(pid {server.pid()}, web UI {server.ui_url}); stop it with "
+            f"[bold]tnx server stop --data-dir {escape(str(server.data_dir))}[/bold]"
+        )
+        return
+    try:
+        server.stop()
+    except DevServerError as err:
+        console.print(f"[bold red]error[/bold red]: stopping the dev server: {escape(str(err))}")
+        return
+    console.print(
+        "[bold]Temporal[/bold]: dev server stopped (its data stays in "
+        f"{escape(str(server.db_file))}); pass --keep-server to keep it running and open the link"
+    )
+
+
+async def _run(
+    console: Console,
+    *,
+    prompt: str,
+    address: str,
+    server: DevServer | None,
+    llm_base_url: str | None,
+    model: str | None,
+    data_dir: Path,
+) -> int:
+    client = await _connect(address)
+    try:
+        await ensure_search_attributes(client)
+    except (DevServerError, RPCError) as err:
+        raise DemoError(f"cannot register the search attributes on {address}: {err}") from err
+    await _check_root(client)
+
+    async with AsyncExitStack() as stack:
+        llm = LlmConfig.from_env(base_url=llm_base_url, model=model)
+        if llm is None:
+            try:
+                scripted = stack.enter_context(ScriptedLLMServer(demo_script()))
+            except OSError as err:
+                raise DemoError(f"cannot start the scripted LLM server: {err}") from err
+            llm = LlmConfig(base_url=scripted.base_url, model=SCRIPTED_MODEL)
+            console.print(
+                f"[bold]LLM[/bold]: scripted OpenAI-compatible server on {llm.base_url} "
+                "[yellow](no OPENAI_BASE_URL set; replies are scripted, not a model)[/yellow]"
+            )
+            if model:
+                console.print(f"  (--model {escape(model)} ignored: no LLM endpoint is set)")
+        else:
+            key = "set" if os.environ.get(llm.api_key_env) else "not set"
+            console.print(
+                f"[bold]LLM[/bold]: {escape(llm.base_url)} model {escape(llm.model)} "
+                f"(OpenAI-compatible; {llm.api_key_env} {key})"
+            )
+
+        store_path = data_dir / "conversations.sqlite"
+        worker = await stack.enter_async_context(
+            create_worker(
+                client,
+                registry=REGISTRY,
+                llm=llm,
+                task_queue=DEMO_TASK_QUEUE,
+                store=SqliteConversationStore(store_path),
+            )
+        )
+        await stack.enter_async_context(worker)
+        console.print(
+            f"[bold]worker[/bold]: in-process on task queue {DEMO_TASK_QUEUE} "
+            f"(conversations in {escape(str(store_path))})"
+        )
+        try:
+            result, workflow_id = await _turn(
+                console, AgentRuntime(client, task_queue=DEMO_TASK_QUEUE), prompt
+            )
+        except (TnxError, RPCError) as err:
+            raise DemoError(str(err)) from err
+
+    if server is not None:
+        console.print(f"[bold]web UI[/bold]: {server.workflow_url(workflow_id)}")
+    else:
+        console.print(
+            f"[bold]web UI[/bold]: {default_workflow_url(workflow_id)} "
+            "(the default UI location of a dev server; adjust if yours differs)"
+        )
+    return 0 if result.status == "done" else 1
+
+
+async def _turn(console: Console, rt: AgentRuntime, prompt: str) -> tuple[TaskResult, str]:
+    """Spawn, wake, wait and report; returns the result and the handle's workflow id."""
+    await rt.start()
+    spawned = await rt.spawn(rt.root, DEMO_AGENT)
+    if isinstance(spawned, SpawnError):
+        raise DemoError(str(spawned))
+    h = spawned
+    console.print(f"[bold]spawned[/bold] {escape(h.id)} (state {h.state})")
+    await rt.wake(h, prompt)
+    console.print(f"[bold]wake[/bold] {escape(repr(prompt))} → state {h.state}")
+    console.print("[dim]waiting for the result ...[/dim]")
+    result = await rt.wait(h, timeout_ms=WAIT_TIMEOUT_MS)
+    _print_result(console, result)
+    if result.status == "timeout":
+        console.print("  (the agent keeps running; the demo stopped waiting)")
+    await rt.inspect(h)
+    console.print(
+        f"[bold]handle[/bold] {escape(h.id)}: state {h.state} · turns_total {h.turns_total}"
+        f" · usage_total {h.usage_total} tokens"
+    )
+    console.print("[bold]trace[/bold]:")
+    for line in await rt.trace(h):
+        console.print(f"  {escape(_format_trace(line))}")
+    return result, rt.workflow_id(h.id)
