@@ -125,12 +125,21 @@ class AgentRuntime:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> Self:
+    async def start(self, *, create: bool = True) -> Self:
         """Start the root workflow, or attach to the running one (its options then apply).
+
+        Args:
+            create: False to only attach (tools that must not create a runtime).
 
         Returns:
             self, with :attr:`root` set.
+
+        Raises:
+            HandleNotFoundError: ``create`` is False and there is no root workflow.
         """
+        if not create:
+            self._root = await self.inspect(ROOT_ID)
+            return self
         state = HandleState(
             id=ROOT_ID,
             scope=self.scope,
@@ -385,6 +394,8 @@ class AgentRuntime:
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
             raise VerbRejectedError(_id(h), name, message) from err
         except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND and await self._is_closed(h):
+                raise VerbRejectedError(_id(h), name, "handle closed") from err
             raise _rpc_error(h, err) from err
 
     async def _query(self, h: HandleRef, name: str, result_type: Any) -> Any:
