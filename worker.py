@@ -32,6 +32,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.llm import LlmActivities, LlmConfig
 from activities.registry import Registry, RegistryActivities
 from activities.store import ConversationStore, SqliteConversationStore
+from activities.tools import ToolActivities
 from workflows.agent import AgentWorkflow
 
 DEFAULT_TASK_QUEUE = "tnx"
@@ -102,10 +103,14 @@ async def create_worker(
         RegistryError: the registry is not usable.
     """
     reg = Registry.coerce(registry)
-    llm_activities = LlmActivities(
-        llm, store or SqliteConversationStore(DEFAULT_STORE_PATH), transport=transport
-    )
     registry_activities = RegistryActivities(reg)
+    tool_activities = ToolActivities(reg.tools, reg.interpreters)
+    llm_activities = LlmActivities(
+        llm,
+        store or SqliteConversationStore(DEFAULT_STORE_PATH),
+        transport=transport,
+        tool_schemas=registry_activities.tool_schemas,
+    )
     try:
         yield Worker(
             client,
@@ -115,6 +120,8 @@ async def create_worker(
                 llm_activities.llm_call,
                 registry_activities.resolve_agent,
                 registry_activities.run_hook,
+                tool_activities.tool_call,
+                tool_activities.interpret,
             ],
             workflow_runner=workflow_runner(),
             **{**WORKER_DEFAULTS, **worker_options},

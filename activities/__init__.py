@@ -4,6 +4,7 @@ registry look-ups)."""
 from activities.llm import LlmActivities, LlmConfig
 from activities.registry import Registry, RegistryActivities, RegistryError
 from activities.store import ConversationStore, SqliteConversationStore, StoreError
+from activities.tools import Tool, ToolContext, define_tool, pending
 
 __all__ = [
     "ConversationStore",
@@ -14,4 +15,8 @@ __all__ = [
     "RegistryError",
     "SqliteConversationStore",
     "StoreError",
+    "Tool",
+    "ToolContext",
+    "define_tool",
+    "pending",
 ]

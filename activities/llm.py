@@ -18,11 +18,9 @@ API keys are read from the environment at call time and never logged or returned
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -31,9 +29,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.store import ConversationStore, StoreError
-from workflows.agent import LLM_CALL_ACTIVITY
 from workflows.models import LlmCallInput, LlmCallResult, Message, ToolCall, Usage, WireStyle
+from workflows.turn import LLM_CALL_ACTIVITY
+
+ToolSchemas = Callable[[list[str], list[str]], list[dict[str, Any]]]
+"""(tool names, team) -> OpenAI-style tool schemas."""
 
 RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 """HTTP statuses retried through the activity retry policy (CONTRACT §4)."""
@@ -159,6 +161,8 @@ class LlmActivities:
         store: where transcripts live.
         transport: an ``httpx.AsyncBaseTransport`` to use instead of the network (tests pass
             ``httpx.MockTransport``). httpx's own retries stay off either way.
+        tool_schemas: builds the ``tools`` payload from tool names and a team (the
+            registry's ``RegistryActivities.tool_schemas``).
     """
 
     def __init__(
@@ -167,11 +171,13 @@ class LlmActivities:
         store: ConversationStore,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
+        tool_schemas: ToolSchemas | None = None,
     ) -> None:
         if config.style != "openai":
             raise ValueError(f"wire style {config.style!r} is not implemented yet (only 'openai')")
         self.config = config
         self.store = store
+        self.tool_schemas = tool_schemas
         self._http = httpx.AsyncClient(
             transport=transport or httpx.AsyncHTTPTransport(retries=0),
             timeout=httpx.Timeout(config.request_timeout_ms / 1000),
@@ -208,7 +214,9 @@ class LlmActivities:
         }
         if self.config.max_tokens is not None:
             payload["max_tokens"] = self.config.max_tokens
-        async with _heartbeating():
+        if (inp.tools or inp.team) and self.tool_schemas is not None:
+            payload["tools"] = self.tool_schemas(inp.tools, inp.team)
+        async with heartbeating():
             response = await self._post("/chat/completions", payload)
         try:
             message, usage = parse_openai_completion(response.json())
@@ -253,21 +261,3 @@ class LlmActivities:
                 non_retryable=True,
             )
         return response
-
-
-@contextlib.asynccontextmanager
-async def _heartbeating() -> AsyncIterator[None]:
-    """Heartbeat every second while the body runs, so cancellation reaches the activity."""
-
-    async def beat() -> None:
-        while True:
-            activity.heartbeat()
-            await asyncio.sleep(HEARTBEAT_EVERY_S)
-
-    task = asyncio.create_task(beat())
-    try:
-        yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -15,8 +15,15 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.tools import Interpreter, Tool
 from workflows.agent import RESOLVE_AGENT_ACTIVITY, RUN_HOOK_ACTIVITY
-from workflows.models import AgentDef, HookInput, ResolveAgentInput, ResolveAgentResult
+from workflows.models import (
+    TASK_TOOL,
+    AgentDef,
+    HookInput,
+    ResolveAgentInput,
+    ResolveAgentResult,
+)
 
 Hook = Callable[[HookInput], Awaitable[None] | None]
 """An ``on_spawn`` / ``on_close`` hook: called with the event; sync or async."""
@@ -27,25 +34,50 @@ class RegistryError(ValueError):
 
 
 class Registry:
-    """Agent definitions by name, and the hooks they name.
+    """Agent definitions by name, and the tools, interpreters and hooks they name.
 
     Args:
         agents: the definitions; names must be unique.
+        tools: tools built with ``define_tool``; names must be unique and not ``task``.
+        interpreters: ``wait_for`` interpreters by registered name.
         hooks: ``on_spawn`` / ``on_close`` hooks by registered name.
 
     Raises:
-        RegistryError: duplicate names, or a def naming a hook or a team member that is not
-            registered.
+        RegistryError: duplicate names, or a def naming a tool, interpreter, hook or team
+            member that is not registered.
     """
 
-    def __init__(self, agents: Iterable[AgentDef], *, hooks: Mapping[str, Hook] | None = None):
+    def __init__(
+        self,
+        agents: Iterable[AgentDef],
+        *,
+        tools: Iterable[Tool] = (),
+        interpreters: Mapping[str, Interpreter] | None = None,
+        hooks: Mapping[str, Hook] | None = None,
+    ):
         self.agents: dict[str, AgentDef] = {}
+        self.tools: dict[str, Tool] = {}
+        self.interpreters: dict[str, Interpreter] = dict(interpreters or {})
         self.hooks: dict[str, Hook] = dict(hooks or {})
+        for tool in tools:
+            if tool.name in self.tools or tool.name == TASK_TOOL:
+                raise RegistryError(f"tool {tool.name!r} is defined twice or is reserved")
+            self.tools[tool.name] = tool
         for defn in agents:
             if defn.name in self.agents:
                 raise RegistryError(f"agent {defn.name!r} is defined twice")
             self.agents[defn.name] = defn
         for defn in self.agents.values():
+            for tool_name in defn.tools:
+                if tool_name not in self.tools:
+                    raise RegistryError(
+                        f"agent {defn.name!r} names tool {tool_name!r}, which is not registered"
+                    )
+            if defn.wait_for is not None and defn.wait_for not in self.interpreters:
+                raise RegistryError(
+                    f"agent {defn.name!r} waits for interpreter {defn.wait_for!r}, which is "
+                    "not registered"
+                )
             for hook in (defn.on_spawn, defn.on_close):
                 if hook is not None and hook not in self.hooks:
                     raise RegistryError(
@@ -119,7 +151,36 @@ class RegistryActivities:
         defn = self.registry.agents.get(inp.name)
         if defn is None:
             return ResolveAgentResult(known=self.registry.names())
-        return ResolveAgentResult(defn=defn)
+        options = {name: self.registry.tools[name].options for name in defn.tools}
+        return ResolveAgentResult(defn=defn, tool_options=options)
+
+    def tool_schemas(self, tools: list[str], team: list[str]) -> list[dict[str, Any]]:
+        """OpenAI-style function schemas for ``tools``, plus the ``task`` tool when ``team``
+        is not empty (CONTRACT §4: the team sorted by name as ``name: description``)."""
+        schemas = [self.registry.tools[name].schema() for name in tools]
+        if team:
+            members = sorted(team)
+            listing = "; ".join(
+                f"{name}: {self.registry.agents[name].description}" for name in members
+            )
+            schemas.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": TASK_TOOL,
+                        "description": f"Delegate a task to a team member. Team: {listing}",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {
+                                "agent": {"type": "string", "enum": members},
+                                "prompt": {"type": "string"},
+                            },
+                            "required": ["agent", "prompt"],
+                        },
+                    },
+                }
+            )
+        return schemas
 
     @activity.defn(name=RUN_HOOK_ACTIVITY)
     async def run_hook(self, inp: HookInput) -> None:

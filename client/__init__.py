@@ -1,6 +1,12 @@
 """Host-side client: ``AgentRuntime`` drives agent handles that live in Temporal workflows."""
 
-from client.errors import HandleNotFoundError, SpawnError, TnxError, VerbRejectedError
+from client.errors import (
+    AnswerRejectedError,
+    HandleNotFoundError,
+    SpawnError,
+    TnxError,
+    VerbRejectedError,
+)
 from client.handle import Handle
 from client.runtime import AgentRuntime
 from workflows.models import (
@@ -17,6 +23,7 @@ __all__ = [
     "AgentDef",
     "AgentRuntime",
     "Answer",
+    "AnswerRejectedError",
     "Budget",
     "Handle",
     "HandleNotFoundError",

@@ -38,6 +38,20 @@ class VerbRejectedError(TnxError):
         self.reason = reason
 
 
+class AnswerRejectedError(TnxError):
+    """An Answer whose id matches no pending Request (CONTRACT §9.2); nothing changed.
+
+    Attributes:
+        answer_id: the Answer's id.
+        reason: why it was rejected.
+    """
+
+    def __init__(self, answer_id: str, reason: str) -> None:
+        super().__init__(f"answer {answer_id!r} rejected: {reason}")
+        self.answer_id = answer_id
+        self.reason = reason
+
+
 class SpawnError(BaseModel):
     """A refused spawn: returned by ``AgentRuntime.spawn``, never raised (CONTRACT §3).
 

@@ -42,12 +42,20 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from client.errors import HandleNotFoundError, SpawnError, TnxError, VerbRejectedError
+from client.errors import (
+    AnswerRejectedError,
+    HandleNotFoundError,
+    SpawnError,
+    TnxError,
+    VerbRejectedError,
+)
 from client.handle import Handle
 from workflows.agent import AgentWorkflow
 from workflows.models import (
     ROOT_ID,
     AgentInput,
+    Answer,
+    AnswerResult,
     Budget,
     CloseRequest,
     HandleState,
@@ -336,6 +344,74 @@ class AgentRuntime:
             raise TnxError("AgentRuntime(store=...) is needed to read transcripts")
         view = await self._view(h)
         return await self.store.read(self.workflow_id(view.id), view.transcript_len)
+
+    async def resume(self, answer: Answer) -> Handle:
+        """Deliver an Answer to the handle parked on the Request with that id (CONTRACT §3).
+
+        The Answer goes to the topmost handle parked on it (a parent waiting through
+        ``task`` carries the same Request id), which routes it down to the handle that
+        raised it; each of them is ``running`` again when this returns. Then ``wait`` gives
+        the continued turn's result.
+
+        Returns:
+            The handle that raised the Request, refreshed.
+
+        Raises:
+            AnswerRejectedError: the id matches no pending Request; nothing changed.
+        """
+        origin, sep, _ = answer.id.rpartition("#")
+        if not sep or not origin:
+            raise AnswerRejectedError(answer.id, "not a request id (expected '<handle id>#<n>')")
+        parts = origin.split("/")
+        target: str | None = None
+        for depth in range(2, len(parts) + 1):  # topmost first; the root never suspends
+            candidate = "/".join(parts[:depth])
+            try:
+                view = await self._view(candidate)
+            except HandleNotFoundError:
+                break
+            if view.pending_req is not None and view.pending_req.id == answer.id:
+                target = candidate
+                break
+        if target is None:
+            raise AnswerRejectedError(answer.id, "no handle is waiting on that request")
+        await self.answer(target, answer)
+        return await self.inspect(origin)
+
+    async def answer(self, h: HandleRef, answer: Answer) -> AnswerResult:
+        """Deliver an Answer through ``h``: to its own parked Request, or routed down to the
+        descendant whose parked Request has ``answer.id``.
+
+        Raises:
+            AnswerRejectedError: ``h`` has no pending Request with that id; nothing changed.
+            HandleNotFoundError: no such handle.
+        """
+        if await self._is_closed(h):
+            raise AnswerRejectedError(answer.id, f"{_id(h)} is closed")
+        result: AnswerResult = await self._update(h, "admit_answer", answer, AnswerResult)
+        if not result.ok:
+            raise AnswerRejectedError(answer.id, result.error or "rejected")
+        await self._apply(h, result.status)
+        return result
+
+    async def pending(self) -> Handles:
+        """Every suspended handle of this runtime, found through the ``AgentState`` search
+        attribute (visibility is eventually consistent: a handle parked a moment ago may
+        show a moment later), each refreshed by a query."""
+        query = 'AgentState="suspended"'
+        if self.scope:
+            query += f' AND WorkflowId STARTS_WITH "{self.scope}/"'
+        prefix = f"{self.scope}/" if self.scope else ""
+        found: Handles = []
+        async for wf in self.client.list_workflows(query):
+            handle_id = wf.id.removeprefix(prefix)
+            if not self.scope and not handle_id.startswith(f"{ROOT_ID}/"):
+                continue
+            view = await self._view(handle_id)
+            if view.state == "suspended":
+                found.append(Handle.from_view(view))
+        found.sort(key=lambda h: h.id)
+        return found
 
     async def inspect(self, h: HandleRef) -> Handle:
         """Read a handle's current view (CONTRACT §3 inspect); refreshes ``h`` in place.

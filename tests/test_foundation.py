@@ -257,7 +257,7 @@ async def test_tool_calls_without_tools_reach_the_model_as_errors(make_runtime) 
         assert (r.status, r.text, r.turns) == ("done", "gave up", 2)
         tool_msg = llm.requests[1]["messages"][-1]
         assert tool_msg["role"] == "tool" and tool_msg["tool_call_id"] == "c1"
-        assert "not available" in tool_msg["content"]
+        assert tool_msg["content"] == "error: unknown tool 'lookup' (available: none)"
 
 
 async def test_max_turns_stops_the_turn_as_incomplete(make_runtime) -> None:

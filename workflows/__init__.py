@@ -3,6 +3,7 @@
 Nothing here performs I/O; the Temporal sandbox re-imports these modules.
 """
 
-from workflows.agent import LLM_CALL_ACTIVITY, RESOLVE_AGENT_ACTIVITY, AgentWorkflow, view_of
+from workflows.agent import RESOLVE_AGENT_ACTIVITY, AgentWorkflow, view_of
+from workflows.turn import LLM_CALL_ACTIVITY
 
 __all__ = ["LLM_CALL_ACTIVITY", "RESOLVE_AGENT_ACTIVITY", "AgentWorkflow", "view_of"]

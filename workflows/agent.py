@@ -28,7 +28,9 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError
+
+from workflows.turn import TurnMixin, error_text
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import TypeAdapter, ValidationError
@@ -36,6 +38,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.models import (
         ROOT_ID,
         AgentInput,
+        Answer,
+        AnswerResult,
+        Budget,
         ChildInfo,
         ChildReport,
         CloseRequest,
@@ -45,11 +50,10 @@ with workflow.unsafe.imports_passed_through():
         HandleView,
         HookInput,
         InboxItem,
+        Interpreter,
         InterruptRequest,
-        LlmCallInput,
-        LlmCallResult,
-        Message,
         PostResult,
+        Request,
         ResolveAgentInput,
         ResolveAgentResult,
         SpawnRequest,
@@ -61,16 +65,12 @@ with workflow.unsafe.imports_passed_through():
         WakeRequest,
         workflow_id_for,
     )
-    from workflows.render import render_turn_input
     from workflows.search_attributes import (
         AGENT_DEPTH,
         AGENT_NAME,
         AGENT_PARENT,
         AGENT_STATE,
     )
-
-LLM_CALL_ACTIVITY = "tnx.llm_call"
-"""Activity name of one LLM round trip (durable contract: do not rename)."""
 
 RESOLVE_AGENT_ACTIVITY = "tnx.resolve_agent"
 """Local activity name that looks an agent name up in the worker's registry."""
@@ -80,10 +80,6 @@ RUN_HOOK_ACTIVITY = "tnx.run_hook"
 
 _WAKE_PAYLOAD: TypeAdapter[WakeRequest | str | None] = TypeAdapter(WakeRequest | str | None)
 _CLOSE_PAYLOAD: TypeAdapter[CloseRequest | None] = TypeAdapter(CloseRequest | None)
-
-
-class _Interrupted(Exception):
-    """Raised inside a turn when an interrupt aborted it."""
 
 
 def _min_opt(a: int | None, b: int | None) -> int | None:
@@ -142,8 +138,10 @@ def status_of(s: HandleState) -> HandleStatus:
 
 
 @workflow.defn(name="AgentWorkflow")
-class AgentWorkflow:
-    """One Handle. Started by the client for the root, by a parent's ``spawn`` for the rest."""
+class AgentWorkflow(TurnMixin):
+    """One Handle. Started by the client for the root, by a parent's ``spawn`` for the rest.
+
+    The turn itself (LLM loop, tools, suspension, delegation) is in :mod:`workflows.turn`."""
 
     @workflow.init
     def __init__(self, inp: AgentInput) -> None:
@@ -151,6 +149,10 @@ class AgentWorkflow:
         self._published_state: HandleStateName | None = None
         self._turn_task: asyncio.Task[None] | None = None
         self._interrupt_requested = False
+        self._answers: dict[str, Answer] = {}
+        self._suspended_tasks: dict[int, Request] = {}
+        self._turn_turns = 0
+        self._turn_tokens = 0
         self._reports_in_flight = 0
         self._last_report: ChildReport | None = None
         self._closed_event = False
@@ -210,25 +212,46 @@ class AgentWorkflow:
         Checks, in order: unknown name; parent closed; depth; max_children; pools exhausted.
         A failed check is a SpawnResult with ``error`` set (spawn never raises).
         """
+        child, error = await self._start_child(req.name, budget=req.budget)
+        if child is None:
+            return SpawnResult(error=error)
+        return SpawnResult(handle=view_of(child))
+
+    async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
+        """Spawn for the ``task`` tool: (child id, None) or (None, the SpawnError text)."""
+        child, error = await self._start_child(name, report_results=report_results)
+        return (child.id if child else None), error
+
+    async def _start_child(
+        self, name: str, *, report_results: bool = False, budget: Budget | None = None
+    ) -> tuple[HandleState | None, str | None]:
+        """Check, then start a child workflow (CONTRACT §3 spawn).
+
+        Returns:
+            (the child's initial state, None), or (None, the SpawnError text).
+        """
         resolved = await workflow.execute_local_activity(
             RESOLVE_AGENT_ACTIVITY,
-            ResolveAgentInput(name=req.name),
+            ResolveAgentInput(name=name),
             result_type=ResolveAgentResult,
             start_to_close_timeout=timedelta(seconds=10),
         )
-        error = self._spawn_check(req.name, resolved)
+        error = self._spawn_check(name, resolved)
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
-            self._trace(f"{self.s.id}: spawn {req.name} REJECTED ({error})")
-            return SpawnResult(error=error)
+            self._trace(f"{self.s.id}: spawn {name} REJECTED ({error})")
+            return None, error
         defn = resolved.defn
-        budget = req.budget or defn.budget
+        budget = budget or defn.budget
         self.s.spawn_count += 1
         child_id = f"{self.s.id}/{defn.name}.{self.s.spawn_count}"
         now_ms = int(workflow.now().timestamp() * 1000)
         own_deadline = now_ms + budget.max_wall_ms if budget.max_wall_ms is not None else None
         tokens_limit = _min_opt(budget.max_tokens, self.s.pool_tokens)
         tool_calls_limit = _min_opt(budget.max_tool_calls, self.s.pool_tool_calls)
+        own_interpreter = (
+            [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
+        )
         child = HandleState(
             id=child_id,
             scope=self.s.scope,
@@ -242,6 +265,9 @@ class AgentWorkflow:
             pool_tokens=tokens_limit,
             pool_tool_calls=tool_calls_limit,
             wall_deadline_ms=_min_opt(own_deadline, self.s.wall_deadline_ms),
+            interpreters=own_interpreter + self.s.interpreters,
+            tool_options=resolved.tool_options,
+            report_results=report_results,
             options=self.s.options,
         )
         self.s.children.append(child_id)
@@ -257,7 +283,7 @@ class AgentWorkflow:
             static_summary=f"agent {defn.name} (child of {self.s.id})",
         )
         self._trace(f"{self.s.id}: spawn {child_id}")
-        return SpawnResult(handle=view_of(child))
+        return child, None
 
     def _spawn_check(self, name: str, resolved: ResolveAgentResult) -> str | None:
         if resolved.defn is None:
@@ -386,12 +412,14 @@ class AgentWorkflow:
         await self._interrupt("interrupt")
 
     async def _interrupt(self, why: str) -> None:
-        if self.s.state != "running" or (self._turn_task is None and not self.s.turn_pending):
+        """Abort the turn of a running or suspended handle (a suspended one's Request is
+        cancelled with it); idle and closed: nothing to do."""
+        if self.s.state not in ("running", "suspended"):
             return
         self._interrupt_requested = True
         if self._turn_task is not None:
             self._turn_task.cancel()
-        await workflow.wait_condition(lambda: self.s.state != "running")
+        await workflow.wait_condition(lambda: self.s.state not in ("running", "suspended"))
 
     # ------------------------------------------------------------------ close
 
@@ -451,6 +479,74 @@ class AgentWorkflow:
             lambda: self.s.children_info.get(child_id, ChildInfo()).state == "closed"
         )
 
+    # ------------------------------------------------------------------ answer
+
+    @workflow.update(name="admit_answer")
+    def admit_answer(self, answer: Answer) -> AnswerResult:
+        """Deliver an Answer (CONTRACT §3 resume, §5): to this handle's parked Request, or
+        routed down to the child whose parked Request has this id.
+
+        Returns:
+            ``ok`` False with the reason when the id matches no pending Request (nothing
+            changes; a trace line records it: CONTRACT §9.2).
+        """
+        error, answered = self._answer(answer)
+        return AnswerResult(
+            ok=error is None, error=error, answered=answered, status=status_of(self.s)
+        )
+
+    @workflow.signal(name="answer")
+    def answer_signal(self, payload: Any = None) -> None:
+        """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``)."""
+        try:
+            answer = Answer.model_validate(payload)
+        except ValidationError as err:
+            self._reject("answer", f"bad payload: {_short(err)}")
+            return
+        self._answer(answer)
+
+    def _answer(self, answer: Answer) -> tuple[str | None, str | None]:
+        """Route an Answer; returns (error, the handle it was delivered to)."""
+        s = self.s
+        pending = s.pending_req
+        if s.state != "suspended" or pending is None:
+            error = f"{s.id} has no pending request"
+        elif answer.id != pending.id:
+            error = f"answer {answer.id!r} matches no pending request (pending: {pending.id!r})"
+        else:
+            error = None
+        if error is not None:
+            self._reject("answer", error)
+            return error, None
+        self._trace(f"{s.id}: answer {answer.id} ({'ok' if answer.ok else 'not ok'})")
+        for child_id, info in s.children_info.items():
+            if info.pending_req is not None and info.pending_req.id == answer.id:
+                # The answer is on its way: this handle resumes now (the waiting task sees the
+                # child running); a child that refuses it reports `suspended` again.
+                s.children_info[child_id] = info.model_copy(
+                    update={"state": "running", "pending_req": None}
+                )
+                self._signal_later(child_id, "answer", answer)
+                return None, child_id
+        self._answers[answer.id] = answer
+        return None, s.id
+
+    def _signal_later(self, handle_id: str, name: str, arg: Any) -> None:
+        """Signal another handle from a sync handler; the workflow does not end before the
+        signal is delivered (or the target is gone: traced)."""
+        target = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, handle_id))
+
+        async def send() -> None:
+            try:
+                await target.signal(name, arg)
+            except Exception as err:  # the target's workflow is gone
+                self._trace(f"{self.s.id}: {name} to {handle_id} not delivered ({err})")
+            finally:
+                self._reports_in_flight -= 1
+
+        self._reports_in_flight += 1
+        asyncio.create_task(send())  # noqa: RUF006 (awaited through the counter)
+
     # ------------------------------------------------------------------ children
 
     @workflow.signal(name="child_report")
@@ -500,6 +596,8 @@ class AgentWorkflow:
             usage_total=s.usage_total,
             subtree_tool_calls=s.subtree_tool_calls,
             result_seq=s.result_seq,
+            # Only a `task` child's parent reads results; others stay small.
+            last_result=s.last_result if s.report_results else None,
             pending_req=s.pending_req,
         )
         last = self._last_report
@@ -551,158 +649,26 @@ class AgentWorkflow:
         return WaitResponse(result=self._closed_result(), status=status_of(s))
 
     def _settled(self) -> bool:
-        return not self.s.turn_pending and self.s.state != "running"
+        """Idle, closed, or parked on a Request (not while an interpreter answers inline)."""
+        s = self.s
+        if s.turn_pending:
+            return False
+        if s.state == "suspended":
+            last = s.last_result
+            return (
+                last is not None
+                and last.status == "pending"
+                and last.pending is not None
+                and s.pending_req is not None
+                and last.pending.id == s.pending_req.id
+            )
+        return s.state != "running"
 
     def _last_or_closed(self) -> TaskResult:
         return self.s.last_result or self._closed_result()
 
     def _closed_result(self) -> TaskResult:
         return TaskResult(status="closed", is_error=True, text=f"{self.s.id} is closed")
-
-    # ------------------------------------------------------------------ the turn
-
-    async def _run_turn(self) -> None:
-        """Run one admitted turn: the LLM loop until a reply without tool calls (CONTRACT §4).
-
-        A turn is transactional: when it is interrupted or fails, the transcript rolls back to
-        the turn start (the store's uncommitted tail is dropped by the next call) and the
-        drained inbox returns to the front of the inbox.
-        """
-        s = self.s
-        assert s.defn is not None
-        s.turn_pending = False
-        user_text = render_turn_input(s.wake_prompt, s.turn_inbox)
-        s.wake_prompt = None
-        unsent_before = list(s.unsent)
-        new_messages: list[Message] = list(s.unsent)
-        s.unsent = []
-        if s.transcript_len == 0 and not new_messages and s.defn.system_prompt:
-            new_messages.append(Message(role="system", content=s.defn.system_prompt))
-        new_messages.append(Message(role="user", content=user_text))
-        turn_start_len = s.transcript_len
-        turns = 0
-        tokens = 0
-        max_turns = s.budget.max_turns
-        result: TaskResult
-        try:
-            while True:
-                if max_turns is not None and turns >= max_turns:
-                    s.unsent = new_messages
-                    result = TaskResult(
-                        status="incomplete",
-                        is_error=True,
-                        limit="maxTurns",
-                        text=f"stopped after {turns} LLM round trip(s): max_turns reached",
-                        turns=turns,
-                        total_tokens=tokens,
-                    )
-                    break
-                reply = await self._llm_call(new_messages)
-                turns += 1
-                tokens += reply.usage.total_tokens
-                s.turns_total += 1
-                s.own_tokens += reply.usage.total_tokens
-                self._recount()
-                s.transcript_len = reply.stored_len
-                calls = reply.message.tool_calls or []
-                if calls:
-                    self._report()  # usage rolls up live; a settling turn reports on idle
-                else:
-                    result = TaskResult(
-                        status="done",
-                        text=reply.message.content or "",
-                        turns=turns,
-                        total_tokens=tokens,
-                    )
-                    break
-                # Tools arrive with the tools issue; until then every call gets an error result
-                # the model can read, in call order.
-                new_messages = [
-                    Message(
-                        role="tool",
-                        tool_call_id=call.id,
-                        content=f"error: tool {call.name!r} is not available to this agent",
-                    )
-                    for call in calls
-                ]
-        except (asyncio.CancelledError, _Interrupted):
-            result = self._rollback(turn_start_len, unsent_before, "interrupted", turns, tokens)
-        except ActivityError as err:
-            if self._interrupt_requested:
-                result = self._rollback(turn_start_len, unsent_before, "interrupted", turns, tokens)
-            else:
-                cause = err.cause.message if isinstance(err.cause, ApplicationError) else str(err)
-                result = self._rollback(
-                    turn_start_len, unsent_before, "error", turns, tokens, cause
-                )
-        s.turn_inbox = []
-        self._interrupt_requested = False
-        self._settle(result)
-
-    def _rollback(
-        self,
-        turn_start_len: int,
-        unsent_before: list[Message],
-        status: str,
-        turns: int,
-        tokens: int,
-        cause: str | None = None,
-    ) -> TaskResult:
-        s = self.s
-        s.transcript_len = turn_start_len
-        s.unsent = unsent_before
-        s.inbox = s.turn_inbox + s.inbox
-        if status == "interrupted":
-            return TaskResult(
-                status="interrupted",
-                is_error=True,
-                text="the turn was interrupted; its transcript was not kept",
-                turns=turns,
-                total_tokens=tokens,
-            )
-        result = TaskResult(
-            status="error",
-            is_error=True,
-            text=f"LLM call failed: {cause}",
-            turns=turns,
-            total_tokens=tokens,
-        )
-        s.last_error = result.text[:500]
-        return result
-
-    async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:
-        s = self.s
-        assert s.defn is not None
-        if self._interrupt_requested:
-            raise _Interrupted()
-        opts = s.options
-        s.llm_seq += 1
-        result: LlmCallResult = await workflow.execute_activity(
-            LLM_CALL_ACTIVITY,
-            LlmCallInput(
-                conv_id=workflow_id_for(s.scope, s.id),
-                base_len=s.transcript_len,
-                fence=s.llm_seq,
-                new_messages=new_messages,
-                model=s.defn.model,
-                style=s.defn.style,
-            ),
-            result_type=LlmCallResult,
-            start_to_close_timeout=timedelta(milliseconds=opts.llm_timeout_ms),
-            heartbeat_timeout=timedelta(milliseconds=opts.llm_heartbeat_ms),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(milliseconds=opts.llm_initial_retry_ms),
-                backoff_coefficient=2.0,
-                maximum_attempts=opts.llm_max_attempts,
-                non_retryable_error_types=[
-                    "LlmRequestRejected",
-                    "MalformedLlmResponse",
-                    "StoreError",
-                ],
-            ),
-            summary=f"LLM call for {s.id}",
-        )
-        return result
 
     async def _run_hook(self, hook: str, event: str, reason: str | None) -> None:
         """Run a registered hook as an activity; a failing hook is traced, never fatal."""
@@ -722,16 +688,9 @@ class AgentWorkflow:
             )
             self._trace(f"{s.id}: on_{event} {hook} ran")
         except ActivityError as err:
-            cause = err.cause.message if isinstance(err.cause, ApplicationError) else str(err)
-            if isinstance(err.cause, CancelledError):
-                cause = "cancelled"
+            cause = error_text(err)
             s.last_error = f"on_{event} hook {hook} failed: {cause}"[:500]
             self._trace(f"{s.id}: on_{event} {hook} FAILED ({cause})")
-
-    def _settle(self, result: TaskResult) -> None:
-        self.s.last_result = result
-        self.s.result_seq += 1
-        self._transition("idle", result.status)
 
     # ------------------------------------------------------------------ trace & visibility
 
@@ -740,9 +699,9 @@ class AgentWorkflow:
         self.s.state = to
         self._trace(f"{self.s.id}: {before}→{to} ({why})")
         self._publish()
-        if to != "running":
-            # A parent needs settled results, suspensions, closes and usage; a child's start
-            # reaches it with the next report (one signal per turn saved).
+        if not (before == "idle" and to == "running"):
+            # A parent needs settled results, suspensions, resumptions, closes and usage; a
+            # turn's start reaches it with the next report (one signal per turn saved).
             self._report()
 
     def _reject(self, verb: str, error: str) -> None:

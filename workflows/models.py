@@ -174,6 +174,33 @@ class Message(_Model):
     tool_call_id: str | None = None
 
 
+class ToolResult(_Model):
+    """What a tool returns (CONTRACT §1): ``output`` text, ``is_error``, ``metadata``.
+
+    ``metadata["pending"]`` holding a Request (without ``id``: the workflow assigns a
+    deterministic one) is a suspension, never an error; build it with ``pending(...)``.
+    """
+
+    output: str = ""
+    is_error: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolOptions(_Model):
+    """How the workflow schedules one tool's activity (set by the tool, resolved at spawn).
+
+    Attributes:
+        timeout_ms: start-to-close timeout of one attempt, in ms.
+        max_attempts: attempts before the error becomes an ``is_error`` result (default 1:
+            tools may have side effects; a tool opts in to retries).
+        initial_retry_ms: first retry delay, in ms.
+    """
+
+    timeout_ms: int = Field(default=60_000, ge=1)
+    max_attempts: int = Field(default=1, ge=1)
+    initial_retry_ms: int = Field(default=1_000, ge=1)
+
+
 class RuntimeOptions(_Model):
     """Runtime-wide options, fixed when the root workflow starts and inherited by every handle.
 
@@ -186,6 +213,7 @@ class RuntimeOptions(_Model):
             policy; the HTTP client never retries).
         llm_initial_retry_ms: first retry delay, in ms (doubles each attempt).
         trace_cap: trace lines kept per handle; older lines are dropped and counted.
+        interpreter_timeout_ms: how long an interpreter (``wait_for``) may take, in ms.
     """
 
     inbox_cap: int = Field(default=8, ge=1)
@@ -195,6 +223,7 @@ class RuntimeOptions(_Model):
     llm_max_attempts: int = Field(default=4, ge=1)
     llm_initial_retry_ms: int = Field(default=1_000, ge=1)
     trace_cap: int = Field(default=2_000, ge=10)
+    interpreter_timeout_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1_000)
 
 
 class TraceLine(_Model):
@@ -209,6 +238,13 @@ class TraceLine(_Model):
     seq: int
     at_ms: int
     line: str
+
+
+class Interpreter(_Model):
+    """One link of an interpreter chain: handle ``handle_id`` answers with ``name``."""
+
+    handle_id: str
+    name: str
 
 
 class ChildInfo(_Model):
@@ -265,6 +301,11 @@ class HandleState(_Model):
         result_seq: how many results have settled (waiters wait for it to grow).
         transcript_len: messages committed to the conversation store.
         llm_seq: LLM calls started; the fence that stops a stale activity from writing.
+        request_seq: Requests raised by this handle (their ids are ``{id}#{n}``).
+        interpreters: the interpreter chain, nearest first: the handle's own ``wait_for``,
+            then its ancestors' (CONTRACT §5).
+        tool_options: activity options of the handle's tools, by tool name.
+        report_results: report each settled result to the parent (children of ``task``).
         children_info: the last report of each child, by child id.
         closing: close has begun: new posts and wakes are rejected.
         report_seq: reports sent to the parent.
@@ -305,6 +346,10 @@ class HandleState(_Model):
     result_seq: int = 0
     transcript_len: int = 0
     llm_seq: int = 0
+    request_seq: int = 0
+    interpreters: list[Interpreter] = Field(default_factory=list)
+    tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
+    report_results: bool = False
     children_info: dict[str, ChildInfo] = Field(default_factory=dict)
     closing: bool = False
     report_seq: int = 0
@@ -428,6 +473,15 @@ class ChildReport(_Model):
     pending_req: Request | None = None
 
 
+class AnswerResult(_Model):
+    """``answer`` update result: whether the Answer matched a pending Request, and where."""
+
+    ok: bool
+    error: str | None = None
+    answered: str | None = None
+    status: HandleStatus
+
+
 class HookInput(_Model):
     """Input of the ``tnx.run_hook`` activity: run the registered hook ``hook`` for
     ``event`` (``spawn`` or ``close``) of handle ``handle_id``."""
@@ -461,10 +515,38 @@ class ResolveAgentInput(_Model):
 
 
 class ResolveAgentResult(_Model):
-    """The def, or the sorted list of known names when the name is unknown."""
+    """The def and its tools' options, or the sorted known names when the name is unknown."""
 
     defn: AgentDef | None = None
     known: list[str] = Field(default_factory=list)
+    tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
+
+
+class ToolCallInput(_Model):
+    """Input of the ``tnx.tool_call`` activity.
+
+    Attributes:
+        tool: the registered tool name.
+        arguments: the model's JSON arguments text.
+        handle_id: the calling handle.
+        call_id: the model's tool call id.
+        answer: the Answer, when the tool is re-run after its suspension was answered.
+    """
+
+    tool: str
+    arguments: str = "{}"
+    handle_id: str
+    call_id: str
+    answer: Answer | None = None
+
+
+class InterpretInput(_Model):
+    """Input of the ``tnx.interpret`` activity: interpreter ``interpreter`` answers
+    ``request`` on behalf of handle ``answerer``."""
+
+    interpreter: str
+    answerer: str
+    request: Request
 
 
 class LlmCallInput(_Model):
@@ -484,6 +566,8 @@ class LlmCallInput(_Model):
         new_messages: messages to append before the call.
         model: model name or ``"inherit"``.
         style: wire style override, or None for the worker's.
+        tools: tool names offered to the model (schemas come from the worker's registry).
+        team: agent names of the ``task`` tool (empty: no ``task`` tool).
     """
 
     conv_id: str
@@ -492,6 +576,8 @@ class LlmCallInput(_Model):
     new_messages: list[Message]
     model: str = "inherit"
     style: WireStyle | None = None
+    tools: list[str] = Field(default_factory=list)
+    team: list[str] = Field(default_factory=list)
 
 
 class LlmCallResult(_Model):
@@ -505,3 +591,7 @@ class LlmCallResult(_Model):
 def workflow_id_for(scope: str | None, handle_id: str) -> str:
     """The workflow id of a handle: its handle id, prefixed by ``{scope}/`` when scoped."""
     return f"{scope}/{handle_id}" if scope else handle_id
+
+
+TASK_TOOL = "task"
+"""The delegation tool's name (CONTRACT §4): ``{"agent": ..., "prompt": ...}``."""

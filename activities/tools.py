@@ -1,0 +1,323 @@
+"""Tools and interpreters (CONTRACT §1, §5): defined in the worker's registry, each call run
+as its own activity.
+
+A tool is ``define_tool(fn, ...)``. ``fn`` may be sync or async and takes either
+
+* keyword parameters with type hints (the JSON schema is derived from them), or
+* one pydantic model parameter (the schema is the model's),
+
+plus, optionally, a ``ctx: ToolContext`` parameter (``ctx.answer`` carries the Answer when the
+tool re-runs after its suspension was answered). It returns a string, a ``ToolResult``,
+``pending(...)`` (a suspension) or any JSON-serialisable value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeating
+from workflows.models import (
+    Answer,
+    InterpretInput,
+    Request,
+    ToolCallInput,
+    ToolOptions,
+    ToolResult,
+)
+from workflows.turn import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool may know about its call.
+
+    Attributes:
+        handle_id: the calling handle.
+        call_id: the model's tool call id.
+        answer: the Answer to this call's earlier suspension, when re-run after it.
+    """
+
+    handle_id: str
+    call_id: str
+    answer: Answer | None = None
+
+
+def pending(
+    kind: str,
+    prompt: str,
+    url: str | None = None,
+    data: dict[str, Any] | None = None,
+    expires_at: str | None = None,
+) -> ToolResult:
+    """A suspension (CONTRACT §1): the tool needs an Answer before it can finish.
+
+    The Request's ``id`` is assigned by the workflow (deterministic). Never an error.
+
+    Args:
+        kind: ``approval``, ``authorization``, ``input``, ``question``, ... (open).
+        prompt: what the answerer is asked.
+        url: where to act (for example an authorization page).
+        data: extra data for the answerer.
+        expires_at: ISO-8601 time after which the request is moot.
+    """
+    request: dict[str, Any] = {"kind": kind, "prompt": prompt}
+    if url is not None:
+        request["url"] = url
+    if data is not None:
+        request["data"] = data
+    if expires_at is not None:
+        request["expiresAt"] = expires_at
+    return ToolResult(metadata={"pending": request})
+
+
+def pending_request(result: ToolResult) -> dict[str, Any] | None:
+    """The Request fields of a suspension result, or None."""
+    raw = result.metadata.get("pending")
+    return raw if isinstance(raw, dict) else None
+
+
+ToolFn = Callable[..., Any]
+
+
+@dataclass
+class Tool:
+    """A registered tool. Build with :func:`define_tool`.
+
+    Attributes:
+        name: the name the model calls.
+        description: shown to the model.
+        input_schema: JSON Schema of the arguments.
+        fn: the implementation.
+        options: activity timeout and retries (see ToolOptions).
+    """
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    fn: ToolFn
+    options: ToolOptions = field(default_factory=ToolOptions)
+    _args_model: type[BaseModel] | None = None
+    _model_param: str | None = None
+    _ctx_param: str | None = None
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI-style function schema."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.input_schema,
+            },
+        }
+
+    async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Validate the arguments and call the function.
+
+        Raises:
+            ValueError: the arguments do not fit the schema (pydantic message).
+        """
+        kwargs: dict[str, Any] = {}
+        if self._args_model is not None:
+            try:
+                parsed = self._args_model.model_validate(arguments)
+            except ValidationError as err:
+                raise ValueError(f"invalid arguments for {self.name}: {err}") from err
+            if self._model_param is not None:
+                kwargs[self._model_param] = parsed
+            else:
+                kwargs.update({k: getattr(parsed, k) for k in type(parsed).model_fields})
+        else:
+            kwargs["args"] = arguments
+        if self._ctx_param is not None:
+            kwargs[self._ctx_param] = ctx
+        if inspect.iscoroutinefunction(self.fn):
+            out = await self.fn(**kwargs)
+        else:
+            out = await asyncio.to_thread(self.fn, **kwargs)
+        return to_tool_result(out)
+
+
+def to_tool_result(out: Any) -> ToolResult:
+    """Normalise a tool's return value into a ToolResult."""
+    if isinstance(out, ToolResult):
+        return out
+    if isinstance(out, str):
+        return ToolResult(output=out)
+    if isinstance(out, BaseModel):
+        return ToolResult(output=out.model_dump_json())
+    return ToolResult(output=json.dumps(out))
+
+
+def define_tool(
+    fn: ToolFn,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    input_schema: dict[str, Any] | None = None,
+    timeout_ms: int = 60_000,
+    max_attempts: int = 1,
+    initial_retry_ms: int = 1_000,
+) -> Tool:
+    """Define a tool from a function (CONTRACT §1).
+
+    Args:
+        fn: sync or async; see the module docstring for its parameters.
+        name: the tool name (default: the function's name).
+        description: for the model (default: the docstring's first paragraph).
+        input_schema: JSON Schema of the arguments (default: derived from the type hints or
+            the pydantic model parameter). When given, ``fn`` receives the raw arguments
+            dict as ``args`` unless it declares typed parameters.
+        timeout_ms: start-to-close timeout of one attempt, in ms.
+        max_attempts: activity attempts (1: no retries, tools may have side effects).
+        initial_retry_ms: first retry delay, in ms.
+
+    Raises:
+        ValueError: a parameter has no type hint and no schema was given.
+    """
+    tool_name = name or fn.__name__
+    doc = inspect.getdoc(fn) or ""
+    desc = description if description is not None else doc.split("\n\n")[0].strip()
+    hints = get_type_hints(fn)
+    params = [p for p in inspect.signature(fn).parameters.values()]
+    ctx_param = next(
+        (p.name for p in params if hints.get(p.name) is ToolContext or p.name == "ctx"), None
+    )
+    data_params = [p for p in params if p.name != ctx_param]
+    args_model: type[BaseModel] | None = None
+    model_param: str | None = None
+    if (
+        len(data_params) == 1
+        and isinstance(hints.get(data_params[0].name), type)
+        and issubclass(hints[data_params[0].name], BaseModel)
+    ):
+        model_param = data_params[0].name
+        args_model = hints[model_param]
+    elif len(data_params) == 1 and data_params[0].name == "args" and input_schema is not None:
+        args_model = None  # raw dict, schema given
+    else:
+        fields: dict[str, Any] = {}
+        for p in data_params:
+            if p.name not in hints:
+                raise ValueError(
+                    f"tool {tool_name!r}: parameter {p.name!r} has no type hint; add one or "
+                    "pass input_schema"
+                )
+            default = ... if p.default is inspect.Parameter.empty else p.default
+            fields[p.name] = (hints[p.name], default)
+        args_model = create_model(
+            f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
+        )
+    assert args_model is not None or input_schema is not None
+    schema = input_schema or _schema_of(args_model)
+    return Tool(
+        name=tool_name,
+        description=desc,
+        input_schema=schema,
+        fn=fn,
+        options=ToolOptions(
+            timeout_ms=timeout_ms, max_attempts=max_attempts, initial_retry_ms=initial_retry_ms
+        ),
+        _args_model=args_model,
+        _model_param=model_param,
+        _ctx_param=ctx_param,
+    )
+
+
+def _schema_of(model: type[BaseModel] | None) -> dict[str, Any]:
+    assert model is not None
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+Interpreter = Callable[[Request], Awaitable[Answer] | Answer]
+"""A ``wait_for`` interpreter: answers a Request (sync or async; may run long)."""
+
+
+class ToolActivities:
+    """Registers ``tnx.tool_call`` and ``tnx.interpret`` for a registry's tools and
+    interpreters."""
+
+    def __init__(self, tools: dict[str, Tool], interpreters: dict[str, Interpreter]) -> None:
+        self.tools = tools
+        self.interpreters = interpreters
+
+    @activity.defn(name=TOOL_CALL_ACTIVITY)
+    async def tool_call(self, inp: ToolCallInput) -> ToolResult:
+        """Run one tool call.
+
+        Raises:
+            ApplicationError: ``UnknownTool`` / ``ToolArgumentsInvalid`` (non-retryable);
+                the tool's own exception fails the attempt (retried per the tool's options;
+                the workflow turns the final failure into an ``is_error`` result).
+        """
+        tool = self.tools.get(inp.tool)
+        if tool is None:
+            raise ApplicationError(
+                f"tool {inp.tool!r} is not registered on this worker",
+                type="UnknownTool",
+                non_retryable=True,
+            )
+        try:
+            arguments = json.loads(inp.arguments or "{}")
+            if not isinstance(arguments, dict):
+                raise ValueError("arguments are not a JSON object")
+        except ValueError as err:
+            raise ApplicationError(
+                f"invalid arguments for {inp.tool}: {err}",
+                type="ToolArgumentsInvalid",
+                non_retryable=True,
+            ) from err
+        ctx = ToolContext(handle_id=inp.handle_id, call_id=inp.call_id, answer=inp.answer)
+        try:
+            async with heartbeating():
+                return await tool.invoke(arguments, ctx)
+        except ValueError as err:
+            if str(err).startswith(f"invalid arguments for {tool.name}"):
+                raise ApplicationError(
+                    str(err), type="ToolArgumentsInvalid", non_retryable=True
+                ) from err
+            raise
+
+    @activity.defn(name=INTERPRET_ACTIVITY)
+    async def interpret(self, inp: InterpretInput) -> Answer:
+        """Ask interpreter ``inp.interpreter`` for the Answer to ``inp.request``.
+
+        Raises:
+            ApplicationError: ``UnknownInterpreter`` (non-retryable), or an Answer whose id
+                does not echo the request (``WrongAnswerId``, non-retryable).
+        """
+        fn = self.interpreters.get(inp.interpreter)
+        if fn is None:
+            raise ApplicationError(
+                f"interpreter {inp.interpreter!r} is not registered on this worker",
+                type="UnknownInterpreter",
+                non_retryable=True,
+            )
+        async with heartbeating():
+            out = fn(inp.request)
+            answer = await out if inspect.isawaitable(out) else out
+        if not isinstance(answer, Answer):
+            answer = Answer.model_validate(answer)
+        if answer.id != inp.request.id:
+            raise ApplicationError(
+                f"interpreter {inp.interpreter!r} answered id {answer.id!r} for request "
+                f"{inp.request.id!r}",
+                type="WrongAnswerId",
+                non_retryable=True,
+            )
+        return answer

@@ -1,0 +1,468 @@
+"""The turn (CONTRACT §4, §5): the LLM loop, tool calls, suspension and delegation.
+
+Mixed into :class:`workflows.agent.AgentWorkflow`; deterministic like it. One turn:
+
+1. call the model (activity ``tnx.llm_call``) with the new messages;
+2. run every tool call of the reply concurrently (activity ``tnx.tool_call`` per call; the
+   ``task`` tool runs here, in workflow code: spawn → wake → wait → close of a child
+   workflow), results appended in call order;
+3. a tool that returns ``pending(...)`` suspends: the nearest interpreter (``wait_for`` of
+   the handle, else of its ancestors) answers inline, or, with none, the turn parks
+   ``suspended`` until the Answer arrives (signal or update ``answer``), then the tool runs
+   once more with ``ctx.answer``; the turn goes on where it stopped (CONTRACT §9.1);
+4. repeat until a reply has no tool calls, or ``max_turns`` round trips are used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows.models import (
+        TASK_TOOL,
+        Answer,
+        ChildInfo,
+        CloseRequest,
+        HandleState,
+        HandleStateName,
+        InterpretInput,
+        LlmCallInput,
+        LlmCallResult,
+        Message,
+        Request,
+        TaskResult,
+        ToolCall,
+        ToolCallInput,
+        ToolOptions,
+        ToolResult,
+        WakeRequest,
+        workflow_id_for,
+    )
+    from workflows.render import render_turn_input
+
+LLM_CALL_ACTIVITY = "tnx.llm_call"
+"""Activity name of one LLM round trip (durable contract: do not rename)."""
+
+TOOL_CALL_ACTIVITY = "tnx.tool_call"
+"""Activity name of one tool call."""
+
+INTERPRET_ACTIVITY = "tnx.interpret"
+"""Activity name of one interpreter (``wait_for``) call."""
+
+LLM_NON_RETRYABLE = ["LlmRequestRejected", "MalformedLlmResponse", "StoreError"]
+TOOL_NON_RETRYABLE = ["UnknownTool", "ToolArgumentsInvalid"]
+
+
+class Interrupted(Exception):
+    """Raised inside a turn when an interrupt aborted it."""
+
+
+def error_text(err: ActivityError) -> str:
+    """The readable cause of a failed activity."""
+    cause = err.cause
+    if isinstance(cause, CancelledError):
+        return "cancelled"
+    if isinstance(cause, ApplicationError):
+        return cause.message
+    return str(cause or err)
+
+
+class TurnMixin:
+    """The turn half of AgentWorkflow. The attributes and methods declared here are provided
+    by AgentWorkflow."""
+
+    s: HandleState
+    _interrupt_requested: bool
+    _answers: dict[str, Answer]
+    _suspended_tasks: dict[int, Request]
+    _turn_turns: int
+    _turn_tokens: int
+
+    def _transition(self, to: HandleStateName, why: str) -> None:
+        raise NotImplementedError
+
+    def _trace(self, line: str) -> None:
+        raise NotImplementedError
+
+    def _recount(self) -> None:
+        raise NotImplementedError
+
+    def _report(self) -> None:
+        raise NotImplementedError
+
+    def _publish(self) -> None:
+        raise NotImplementedError
+
+    async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
+        raise NotImplementedError
+
+    async def _close_child(self, child_id: str, req: CloseRequest) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ the turn
+
+    async def _run_turn(self) -> None:
+        """Run one admitted turn (see the module docstring).
+
+        A turn is transactional when it is interrupted or fails: the transcript rolls back to
+        the turn start (the store's uncommitted tail is dropped by the next call) and the
+        drained inbox returns to the front of the inbox.
+        """
+        s = self.s
+        assert s.defn is not None
+        s.turn_pending = False
+        user_text = render_turn_input(s.wake_prompt, s.turn_inbox)
+        s.wake_prompt = None
+        unsent_before = list(s.unsent)
+        new_messages: list[Message] = list(s.unsent)
+        s.unsent = []
+        if s.transcript_len == 0 and not new_messages and s.defn.system_prompt:
+            new_messages.append(Message(role="system", content=s.defn.system_prompt))
+        new_messages.append(Message(role="user", content=user_text))
+        turn_start_len = s.transcript_len
+        self._turn_turns = 0
+        self._turn_tokens = 0
+        max_turns = s.budget.max_turns
+        result: TaskResult
+        try:
+            while True:
+                if max_turns is not None and self._turn_turns >= max_turns:
+                    s.unsent = new_messages
+                    result = self._turn_result(
+                        "incomplete",
+                        f"stopped after {self._turn_turns} LLM round trip(s): max_turns reached",
+                        limit="maxTurns",
+                    )
+                    break
+                reply = await self._llm_call(new_messages)
+                self._turn_turns += 1
+                self._turn_tokens += reply.usage.total_tokens
+                s.turns_total += 1
+                s.own_tokens += reply.usage.total_tokens
+                self._recount()
+                s.transcript_len = reply.stored_len
+                calls = reply.message.tool_calls or []
+                if not calls:
+                    result = self._turn_result("done", reply.message.content or "")
+                    break
+                self._report()  # usage rolls up live; a settling turn reports on idle
+                new_messages = await self._run_tool_calls(calls)
+        except (asyncio.CancelledError, Interrupted):
+            result = self._rollback(turn_start_len, unsent_before, None)
+        except ActivityError as err:
+            cause = None if self._interrupt_requested else error_text(err)
+            result = self._rollback(turn_start_len, unsent_before, cause)
+        s.turn_inbox = []
+        s.pending_req = None
+        self._interrupt_requested = False
+        self._settle(result)
+
+    def _turn_result(
+        self, status: Any, text: str, limit: Any = None, pending: Request | None = None
+    ) -> TaskResult:
+        return TaskResult(
+            status=status,
+            is_error=status not in ("done", "pending"),
+            text=text,
+            turns=self._turn_turns,
+            total_tokens=self._turn_tokens,
+            limit=limit,
+            pending=pending,
+        )
+
+    def _settle(self, result: TaskResult) -> None:
+        self.s.last_result = result
+        self.s.result_seq += 1
+        self._transition("idle", result.status)
+
+    def _rollback(
+        self, turn_start_len: int, unsent_before: list[Message], cause: str | None
+    ) -> TaskResult:
+        """Undo an interrupted (``cause`` None) or failed turn and build its result."""
+        s = self.s
+        s.transcript_len = turn_start_len
+        s.unsent = unsent_before
+        s.inbox = s.turn_inbox + s.inbox
+        if cause is None:
+            return self._turn_result(
+                "interrupted", "the turn was interrupted; its transcript was not kept"
+            )
+        result = self._turn_result("error", f"LLM call failed: {cause}")
+        s.last_error = result.text[:500]
+        return result
+
+    async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:
+        s = self.s
+        assert s.defn is not None
+        if self._interrupt_requested:
+            raise Interrupted()
+        opts = s.options
+        s.llm_seq += 1
+        result: LlmCallResult = await workflow.execute_activity(
+            LLM_CALL_ACTIVITY,
+            LlmCallInput(
+                conv_id=workflow_id_for(s.scope, s.id),
+                base_len=s.transcript_len,
+                fence=s.llm_seq,
+                new_messages=new_messages,
+                model=s.defn.model,
+                style=s.defn.style,
+                tools=s.defn.tools,
+                team=s.defn.team,
+            ),
+            result_type=LlmCallResult,
+            start_to_close_timeout=timedelta(milliseconds=opts.llm_timeout_ms),
+            heartbeat_timeout=timedelta(milliseconds=opts.llm_heartbeat_ms),
+            retry_policy=RetryPolicy(
+                initial_interval=timedelta(milliseconds=opts.llm_initial_retry_ms),
+                backoff_coefficient=2.0,
+                maximum_attempts=opts.llm_max_attempts,
+                non_retryable_error_types=LLM_NON_RETRYABLE,
+            ),
+            summary=f"LLM call for {s.id}",
+        )
+        return result
+
+    # ------------------------------------------------------------------ tools
+
+    async def _run_tool_calls(self, calls: list[ToolCall]) -> list[Message]:
+        """Run all tool calls of one reply concurrently; suspensions are then resolved one
+        at a time in call order. Returns one tool message per call, in call order."""
+        s = self.s
+        s.tool_calls_total += len(calls)
+        self._recount()
+        # Identical task calls within one response share one child (CONTRACT §4).
+        jobs: dict[str, int] = {}
+        call_job: list[int] = []
+        unique: list[ToolCall] = []
+        for call in calls:
+            key = f"{call.name}\x00{_canonical(call.arguments)}" if call.name == TASK_TOOL else ""
+            if key and key in jobs:
+                call_job.append(jobs[key])
+                continue
+            call_job.append(len(unique))
+            if key:
+                jobs[key] = len(unique)
+            unique.append(call)
+        outcomes = await asyncio.gather(
+            *(self._tool_job(index, call) for index, call in enumerate(unique))
+        )
+        results = [outcomes[job] for job in call_job]
+        for index, call in enumerate(calls):
+            fields = results[index].metadata.get("pending")
+            if isinstance(fields, dict):
+                results[index] = await self._suspend(call, fields)
+        return [
+            Message(role="tool", tool_call_id=call.id, content=result.output)
+            for call, result in zip(calls, results, strict=True)
+        ]
+
+    async def _tool_job(self, index: int, call: ToolCall) -> ToolResult:
+        s = self.s
+        assert s.defn is not None
+        if call.name == TASK_TOOL and s.defn.team:
+            return await self._task(index, call)
+        if call.name not in s.defn.tools:
+            available = ", ".join([*s.defn.tools, *([TASK_TOOL] if s.defn.team else [])])
+            return ToolResult(
+                output=f"error: unknown tool {call.name!r} (available: {available or 'none'})",
+                is_error=True,
+            )
+        return await self._exec_tool(call, None)
+
+    async def _exec_tool(self, call: ToolCall, answer: Answer | None) -> ToolResult:
+        """One tool activity; its failure becomes an ``is_error`` result (never a failed
+        turn)."""
+        s = self.s
+        opts = s.tool_options.get(call.name, ToolOptions())
+        try:
+            result: ToolResult = await workflow.execute_activity(
+                TOOL_CALL_ACTIVITY,
+                ToolCallInput(
+                    tool=call.name,
+                    arguments=call.arguments,
+                    handle_id=s.id,
+                    call_id=call.id,
+                    answer=answer,
+                ),
+                result_type=ToolResult,
+                start_to_close_timeout=timedelta(milliseconds=opts.timeout_ms),
+                heartbeat_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=opts.initial_retry_ms),
+                    maximum_attempts=opts.max_attempts,
+                    non_retryable_error_types=TOOL_NON_RETRYABLE,
+                ),
+                summary=f"tool {call.name} for {s.id}",
+            )
+        except ActivityError as err:
+            if self._interrupt_requested:
+                raise
+            return ToolResult(output=f"error: {error_text(err)}", is_error=True)
+        return result
+
+    # ------------------------------------------------------------------ suspension
+
+    async def _suspend(self, call: ToolCall, fields: dict[str, Any]) -> ToolResult:
+        """Resolve one suspension (CONTRACT §5): nearest interpreter inline, else park."""
+        s = self.s
+        s.request_seq += 1
+        data = dict(fields.get("data") or {})
+        data["path"] = s.id.split("/")
+        req = Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
+        s.pending_req = req
+        nearest = s.interpreters[0] if s.interpreters else None
+        if nearest is not None:
+            self._transition("suspended", f"{call.name} needs {req.kind}")
+            self._trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
+            answer = await self._interpret(nearest.name, nearest.handle_id, req)
+        else:
+            # Park: waiters get `pending` now; the Answer continues this very turn.
+            s.last_result = self._turn_result("pending", req.prompt, pending=req)
+            s.result_seq += 1
+            self._transition("suspended", f"{call.name} needs {req.kind}; waiting for an answer")
+            await workflow.wait_condition(lambda: req.id in self._answers)
+            answer = self._answers.pop(req.id)
+        s.pending_req = None
+        verdict = "ok" if answer.ok else (answer.reason or "declined")
+        self._transition("running", f"answer {verdict}")
+        if not answer.ok:
+            return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
+        again = await self._exec_tool(call, answer)
+        if isinstance(again.metadata.get("pending"), dict):
+            return ToolResult(
+                output=f"unresolved: {req.prompt} (the tool suspended again after its answer)",
+                is_error=True,
+            )
+        return again
+
+    async def _interpret(self, name: str, answerer: str, req: Request) -> Answer:
+        try:
+            answer: Answer = await workflow.execute_activity(
+                INTERPRET_ACTIVITY,
+                InterpretInput(interpreter=name, answerer=answerer, request=req),
+                result_type=Answer,
+                start_to_close_timeout=timedelta(
+                    milliseconds=self.s.options.interpreter_timeout_ms
+                ),
+                heartbeat_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(
+                    maximum_attempts=3,
+                    non_retryable_error_types=["UnknownInterpreter", "WrongAnswerId"],
+                ),
+                summary=f"interpreter {name} answers {req.id}",
+            )
+        except ActivityError as err:
+            if self._interrupt_requested:
+                raise
+            self._trace(f"{self.s.id}: interpreter {name} FAILED ({error_text(err)})")
+            return Answer(id=req.id, ok=False, reason="cancelled")
+        return answer
+
+    # ------------------------------------------------------------------ delegation
+
+    async def _task(self, index: int, call: ToolCall) -> ToolResult:
+        """The ``task`` tool (CONTRACT §4): spawn → wake → wait → close of one child."""
+        s = self.s
+        assert s.defn is not None
+        try:
+            args = json.loads(call.arguments or "{}")
+            agent, prompt = str(args["agent"]), str(args["prompt"])
+        except (ValueError, KeyError, TypeError):
+            return ToolResult(
+                output='error: task needs {"agent": <team member>, "prompt": <text>}',
+                is_error=True,
+            )
+        if agent not in s.defn.team:
+            team = ", ".join(sorted(s.defn.team))
+            return ToolResult(
+                output=f"error: agent {agent!r} is not in the team (team: {team})",
+                is_error=True,
+            )
+        child_id, error = await self._spawn_child(agent, report_results=True)
+        if child_id is None:
+            return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
+        self._trace(f"{s.id}: task → {child_id}")
+        child = workflow.get_external_workflow_handle(workflow_id_for(s.scope, child_id))
+        try:
+            await child.signal("wake", WakeRequest(prompt=prompt))
+            result = await self._await_child_result(index, child_id)
+        except asyncio.CancelledError:
+            # The parent's turn was interrupted: the delegated work is abandoned with it.
+            self._suspended_tasks.pop(index, None)
+            await self._close_child(child_id, CloseRequest(force=True, reason="task aborted"))
+            raise
+        await self._close_child(child_id, CloseRequest(reason="task done"))
+        if result.status == "done":
+            return ToolResult(output=result.text)
+        return ToolResult(output=f"[{result.status}] {result.text}", is_error=True)
+
+    async def _await_child_result(self, index: int, child_id: str) -> TaskResult:
+        """Wait for the child's first settled result; while the child is parked on a
+        Request, this handle parks too, with the Request stamped with its own path."""
+        s = self.s
+
+        def info() -> ChildInfo:
+            return s.children_info.get(child_id, ChildInfo())
+
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    info().state == "closed"
+                    or (info().result_seq >= 1 and info().state == "idle")
+                    or (info().state == "suspended") != (index in self._suspended_tasks)
+                )
+            )
+            current = info()
+            if current.state == "suspended" and current.pending_req is not None:
+                self._park_for_child(index, current.pending_req)
+                continue
+            if index in self._suspended_tasks:
+                self._unpark_for_child(index)
+                continue
+            if current.last_result is not None and current.result_seq >= 1:
+                return current.last_result
+            if current.state == "closed":
+                return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")
+
+    def _park_for_child(self, index: int, child_req: Request) -> None:
+        s = self.s
+        data = dict(child_req.data or {})
+        data["path"] = s.id.split("/")
+        req = child_req.model_copy(update={"data": data})
+        self._suspended_tasks[index] = req
+        first = self._suspended_tasks[min(self._suspended_tasks)]
+        if s.state == "suspended":
+            s.pending_req = first
+            self._publish()
+            self._report()
+            return
+        s.pending_req = first
+        s.last_result = self._turn_result("pending", first.prompt, pending=first)
+        s.result_seq += 1
+        self._transition("suspended", f"delegated task waits for {req.kind}")
+
+    def _unpark_for_child(self, index: int) -> None:
+        s = self.s
+        self._suspended_tasks.pop(index, None)
+        if self._suspended_tasks:
+            s.pending_req = self._suspended_tasks[min(self._suspended_tasks)]
+            self._publish()
+            self._report()
+            return
+        s.pending_req = None
+        self._transition("running", "delegated task answered")
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments or "{}"), sort_keys=True)
+    except ValueError:
+        return arguments
