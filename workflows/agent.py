@@ -524,7 +524,7 @@ class AgentWorkflow(TurnMixin):
                 # The answer is on its way: this handle resumes now (the waiting task sees the
                 # child running); a child that refuses it reports `suspended` again.
                 s.children_info[child_id] = info.model_copy(
-                    update={"state": "running", "pending_req": None}
+                    update={"state": "running", "pending_req": None, "parked": False}
                 )
                 self._signal_later(child_id, "answer", answer)
                 return None, child_id
@@ -565,6 +565,7 @@ class AgentWorkflow(TurnMixin):
             result_seq=report.result_seq,
             last_result=report.last_result,
             pending_req=report.pending_req,
+            parked=report.parked,
         )
         self._recount()
         self._report()
@@ -599,6 +600,7 @@ class AgentWorkflow(TurnMixin):
             # Only a `task` child's parent reads results; others stay small.
             last_result=s.last_result if s.report_results else None,
             pending_req=s.pending_req,
+            parked=s.state == "suspended" and self._settled(),
         )
         last = self._last_report
         if last is not None and last.model_copy(update={"seq": report.seq}) == report:

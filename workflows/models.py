@@ -258,6 +258,8 @@ class ChildInfo(_Model):
         result_seq: the child's settled results.
         last_result: the child's latest result.
         pending_req: the child's pending Request while suspended.
+        parked: the child is parked on ``pending_req`` waiting for an Answer from outside
+            (not being answered inline by an interpreter).
     """
 
     state: HandleStateName = "idle"
@@ -267,6 +269,7 @@ class ChildInfo(_Model):
     result_seq: int = 0
     last_result: TaskResult | None = None
     pending_req: Request | None = None
+    parked: bool = False
 
 
 class HandleState(_Model):
@@ -471,6 +474,7 @@ class ChildReport(_Model):
     result_seq: int
     last_result: TaskResult | None = None
     pending_req: Request | None = None
+    parked: bool = False
 
 
 class AnswerResult(_Model):

@@ -417,11 +417,11 @@ class TurnMixin:
                 lambda: (
                     info().state == "closed"
                     or (info().result_seq >= 1 and info().state == "idle")
-                    or (info().state == "suspended") != (index in self._suspended_tasks)
+                    or info().parked != (index in self._suspended_tasks)
                 )
             )
             current = info()
-            if current.state == "suspended" and current.pending_req is not None:
+            if current.parked and current.pending_req is not None:
                 self._park_for_child(index, current.pending_req)
                 continue
             if index in self._suspended_tasks:

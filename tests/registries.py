@@ -1,0 +1,26 @@
+"""Registries importable by a separate worker process (``tnx-worker --registry
+tests.registries:APPROVALS``) in tests that stop and restart workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from activities import Registry, ToolContext, define_tool, pending
+from client import AgentDef
+
+
+async def check_secret(ctx: ToolContext) -> Any:
+    """Needs an approval, then returns the secret token."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="approve secret access?")
+    return "secret-token"
+
+
+APPROVALS = Registry(
+    [
+        AgentDef(name="parent", description="delegates", team=["asker"], model="m-parent"),
+        AgentDef(name="asker", description="needs approvals", tools=["check_secret"]),
+    ],
+    tools=[define_tool(check_secret, input_schema={"type": "object", "properties": {}})],
+)
+"""A parent that delegates to an asker whose tool needs an approval (no interpreter)."""

@@ -1,0 +1,179 @@
+"""The fan-out, escalation and durable-resume fixtures (tests/fixtures/toolnexus) as
+data-driven tests on a real dev server. Durable resume is asserted in our shape
+(CONTRACT §9.1: the Answer continues the parked turn; nothing is replayed)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from activities import Registry, ToolContext, define_tool, pending
+from client import AgentDef, AgentRuntime, Answer, Handle, Request
+from tests.fixture_llm import FixtureLLM, load_fixture
+
+STATES = "idle|running|suspended|closed"
+ARROW = re.compile(rf"^(?:{STATES})?→(?:{STATES})")
+
+
+def lookup(q: str = "") -> str:
+    """returns data(<q>)"""
+    return f"data({q})"
+
+
+async def check_secret(ctx: ToolContext) -> Any:
+    """needs an approval, then returns secret-token"""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="approve secret access?")
+    return "secret-token" if ctx.answer.ok else "no token"
+
+
+async def auto_approve(req: Request) -> Answer:
+    return Answer(id=req.id, ok=True)
+
+
+def fixture_registry(fixture: dict[str, Any]) -> Registry:
+    tools = {
+        "lookup": define_tool(lookup),
+        "check_secret": define_tool(check_secret, input_schema={"type": "object"}),
+    }
+    agents = [
+        AgentDef(
+            name=name,
+            description=spec["does"],
+            model=spec["model"],
+            tools=spec.get("tools", []),
+            team=spec.get("team", []),
+            wait_for="auto-approve" if "waitFor" in spec else None,
+        )
+        for name, spec in fixture["registry"].items()
+    ]
+    used = {t for spec in fixture["registry"].values() for t in spec.get("tools", [])}
+    return Registry(
+        agents,
+        tools=[tools[name] for name in sorted(used)],
+        interpreters={"auto-approve": auto_approve},
+    )
+
+
+def transitions(lines: list[str], handle_id: str) -> list[str]:
+    prefix = f"{handle_id}: "
+    out = []
+    for line in lines:
+        if line.startswith(prefix):
+            m = ARROW.match(line.removeprefix(prefix))
+            if m:
+                out.append(m.group(0))
+    return out
+
+
+def assert_transitions(lines: list[str], expected: dict[str, list[str]]) -> None:
+    for handle_id, arrows in expected.items():
+        got = transitions(lines, handle_id)
+        assert len(got) == len(arrows), (handle_id, got, arrows)
+        for have, want in zip(got, arrows, strict=True):
+            assert have.endswith(want) if want.startswith("→") else have == want, (
+                handle_id,
+                got,
+            )
+
+
+async def run_entry(rt: AgentRuntime, fixture: dict[str, Any]) -> tuple[Handle, Any]:
+    entry = await rt.spawn(rt.root, fixture["run"]["entry"])
+    assert isinstance(entry, Handle), entry
+    result = await rt.run_turn(entry, fixture["run"]["prompt"])
+    return entry, result
+
+
+async def test_fanout_fixture(make_runtime) -> None:
+    fixture = load_fixture("subagent-fanout")
+    llm = FixtureLLM(fixture["mockLLM"])
+    expect = fixture["expect"]
+    async with make_runtime(fixture_registry(fixture), llm.transport()) as rt:
+        entry, result = await run_entry(rt, fixture)
+        assert result.status == expect["status"]
+        for needle in expect["textContains"]:
+            assert needle in result.text
+        for needle, count in expect["textOccurrences"].items():
+            assert result.text.count(needle) == count
+        assert result.turns == expect["parentTurns"]
+        entry = await rt.inspect(entry)
+        assert entry.children == expect["childIds"]
+        assert llm.max_in_flight >= expect["concurrentTurnsObservedAtLeast"]
+        assert entry.usage_total == expect["parentUsageTotal"]
+        if expect["childrenClosedAfterTask"]:
+            for child in entry.children:
+                assert (await rt.inspect(child)).state == "closed"
+        assert_transitions(await rt.trace_lines(), expect["transitions"])
+        # exactly one tool message per task call in the parent's transcript
+        final = llm.requests[-1]
+        assert final["model"] == "m-coordinator"
+        assert sum(1 for m in final["messages"] if m["role"] == "tool") == 2
+
+
+async def test_escalation_fixture(make_runtime) -> None:
+    fixture = load_fixture("subagent-escalation")
+    llm = FixtureLLM(fixture["mockLLM"])
+    expect = fixture["expect"]
+    async with make_runtime(fixture_registry(fixture), llm.transport()) as rt:
+        entry, result = await run_entry(rt, fixture)
+        assert result.status == expect["status"]
+        for needle in expect["textContains"]:
+            assert needle in result.text
+        lines = await rt.trace_lines()
+        child_id = f"{entry.id}/asker.1"
+        answered_by = expect["escalation"]["answeredBy"]
+        assert any(
+            line.startswith(f"{child_id}: escalate → {answered_by} answers") for line in lines
+        )
+        child_arrows = transitions(lines, child_id)
+        for arrow in expect["escalation"]["childTrace"]:
+            assert arrow in child_arrows
+        assert_transitions(lines, expect["transitions"])
+
+
+async def test_durable_resume_fixture(make_runtime) -> None:
+    fixture = load_fixture("subagent-durable-resume")
+    llm = FixtureLLM(fixture["mockLLM"])
+    async with make_runtime(fixture_registry(fixture), llm.transport()) as rt:
+        # phase 1: no interpreter anywhere, so every level parks
+        entry, result = await run_entry(rt, fixture)
+        phase1 = fixture["phase1_expect"]
+        assert result.status == phase1["status"]
+        assert result.pending is not None and result.pending.kind == phase1["pendingKind"]
+        path = "/".join((result.pending.data or {})["path"])
+        assert path.endswith(phase1["pendingDataPathEndsWithin"])
+        tree = await rt.list(entry)
+        assert {h.state for h in tree} == {phase1["allHandles"]}
+        leaf = tree[-1]
+        leaf_usage_before = leaf.usage_total
+        calls_before = len(llm.requests)
+
+        # phase 2: resume
+        await rt.resume(Answer(id=result.pending.id, **fixture["resume"]["answer"]))
+        result = await rt.wait(entry)
+        phase2 = fixture["phase2_expect"]
+        assert result.status == "done"
+        entry = await rt.inspect(entry)
+        assert entry.state == phase2["finalParentState"]
+        assert entry.children == [leaf.id]  # no duplicate child
+        leaf_after = await rt.inspect(leaf.id)
+        assert leaf_after.usage_total > leaf_usage_before  # grew, never reset
+        # resumed at its checkpoint: one more call each for the leaf and the parent, nothing
+        # replayed (the reference replays the parent's turn and "REATTACH"es; we never do)
+        assert len(llm.requests) == calls_before + 2
+        expected = {
+            entry.id: [
+                "idle→running",
+                "running→suspended",
+                "suspended→running",
+                "running→idle",
+            ],
+            leaf.id: [
+                "idle→running",
+                "running→suspended",
+                "suspended→running",
+                "running→idle",
+                "idle→closed",
+            ],
+        }
+        assert_transitions(await rt.trace_lines(), expected)

@@ -1,0 +1,92 @@
+"""A parked approval survives its worker process: stop the worker, start a new one, answer,
+and the parked turn finishes without a duplicate child or a repeated LLM call."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+from client import AgentRuntime, Answer, Handle
+from client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def start_worker(
+    address: str, task_queue: str, base_url: str, store: Path
+) -> asyncio.subprocess.Process:
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "tnx-worker"),
+        "--registry",
+        "tests.registries:APPROVALS",
+        "--address",
+        address,
+        "--task-queue",
+        task_queue,
+        "--llm-base-url",
+        base_url,
+        "--model",
+        "stub-model",
+        "--store",
+        str(store),
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), 60)
+    assert line.startswith(b"worker on"), line
+    return proc
+
+
+async def stop_worker(proc: asyncio.subprocess.Process) -> None:
+    proc.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+
+async def test_approval_answered_after_a_worker_restart(client, env, tmp_path) -> None:
+    llm = ScriptedLLM(
+        {
+            "m-parent": [
+                tool_calls(("task", {"agent": "asker", "prompt": "get the secret"})),
+                text("parent done"),
+            ],
+            "stub-model": [tool_calls(("check_secret", {})), text("asker done: secret-token")],
+        }
+    )
+    address = env.client.service_client.config.target_host
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    task_queue = f"tq-{scope}"
+    store = tmp_path / "store.sqlite"
+    with ScriptedLLMServer(llm) as server:
+        first = await start_worker(address, task_queue, server.base_url, store)
+        try:
+            rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
+            parent = await rt.spawn(rt.root, "parent")
+            assert isinstance(parent, Handle)
+            result = await rt.run_turn(parent, "do the secret thing")
+            assert result.status == "pending" and result.pending is not None
+        finally:
+            await stop_worker(first)
+        assert llm.calls() == 2
+
+        second = await start_worker(address, task_queue, server.base_url, store)
+        try:
+            await rt.resume(Answer(id=result.pending.id, ok=True))
+            result = await rt.wait(parent)
+            assert (result.status, result.text) == ("done", "parent done")
+            parent = await rt.inspect(parent)
+            assert parent.children == [f"{parent.id}/asker.1"]  # no duplicate child
+            child = await rt.inspect(parent.children[0])
+            assert child.state == "closed"
+            assert child.last_result is not None
+            assert child.last_result.text == "asker done: secret-token"
+            # one call each to finish: nothing before the suspension was repeated
+            assert llm.calls("m-parent") == 2 and llm.calls("stub-model") == 2
+        finally:
+            await stop_worker(second)
