@@ -6,22 +6,50 @@ Commands::
              [--data-dir PATH] [--keep-server]
     tnx server start|stop|status [--data-dir PATH]
 
-This module only parses options and prints; the logic lives in :mod:`client.demo` and
-:mod:`client.devserver`.
+    tnx ls [ID]                          the tree under ID (default: the root)
+    tnx inspect ID [--transcript]        every field of a handle (and its transcript)
+    tnx trace [ID]                       the subtree's trace lines, merged, with times
+    tnx spawn PARENT NAME [--budget JSON]
+    tnx post ID TEXT [--from X] [--channel Y]
+    tnx wake ID [PROMPT]
+    tnx wait ID [--timeout-ms N]
+    tnx interrupt ID
+    tnx close ID [--force] [--reason TEXT]
+
+Every host verb also takes the common options of :data:`COMMON_OPTIONS` (``--address``,
+``--namespace``, ``--task-queue``, ``--scope``, ``--store``, ``--json``); ``--json`` prints one
+JSON document on stdout (the pydantic dump of the Handle, TaskResult, PostResult, list of
+handles or trace lines). Errors are one line on stderr; exit codes are described in
+:mod:`client.cli_ops`.
+
+This module only parses options and prints; the logic lives in :mod:`client.demo`,
+:mod:`client.devserver` and :mod:`client.cli_ops` (over :class:`client.runtime.AgentRuntime`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect as pyinspect
+import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
+from client import cli_ops as ops
+from client.cli_ops import CliError, Options
 from client.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
 from client.devserver import DevServer, DevServerError
+from client.errors import SpawnError
+from client.handle import Handle
+from client.runtime import AgentRuntime
+from workflows.models import InboxItem, Message, PostResult, TaskResult
 
 DEFAULT_SERVER_DIR = DEFAULT_DATA_DIR / "temporal"
 """The dev server's state directory when none is given (``.tnx/temporal``)."""
@@ -187,9 +215,376 @@ def status(
     _describe(server)
 
 
+# ---------------------------------------------------------------------------- host verbs
+
+out = Console(highlight=False)
+"""Where the host verbs print tables (fitted to the terminal width)."""
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+"""Where every command prints its one-line errors."""
+
+PANEL = "Connection and output"
+"""Help panel of the common options."""
+
+COMMON_OPTIONS: list[pyinspect.Parameter] = [
+    pyinspect.Parameter(
+        "address",
+        pyinspect.Parameter.KEYWORD_ONLY,
+        default=ops.DEFAULT_ADDRESS,
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--address",
+                envvar="TEMPORAL_ADDRESS",
+                help="Temporal frontend host:port.",
+                rich_help_panel=PANEL,
+            ),
+        ],
+    ),
+    pyinspect.Parameter(
+        "namespace",
+        pyinspect.Parameter.KEYWORD_ONLY,
+        default=ops.DEFAULT_NAMESPACE,
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--namespace",
+                envvar="TEMPORAL_NAMESPACE",
+                help="Temporal namespace.",
+                rich_help_panel=PANEL,
+            ),
+        ],
+    ),
+    pyinspect.Parameter(
+        "task_queue",
+        pyinspect.Parameter.KEYWORD_ONLY,
+        default=ops.DEFAULT_TASK_QUEUE,
+        annotation=Annotated[
+            str,
+            typer.Option(
+                "--task-queue",
+                envvar="TNX_TASK_QUEUE",
+                help="Task queue of the runtime (used when spawn creates the root).",
+                rich_help_panel=PANEL,
+            ),
+        ],
+    ),
+    pyinspect.Parameter(
+        "scope",
+        pyinspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                "--scope",
+                envvar="TNX_SCOPE",
+                help="Workflow id prefix of the runtime ({scope}/root/...); default: none.",
+                rich_help_panel=PANEL,
+            ),
+        ],
+    ),
+    pyinspect.Parameter(
+        "store",
+        pyinspect.Parameter.KEYWORD_ONLY,
+        default=ops.DEFAULT_STORE,
+        annotation=Annotated[
+            Path,
+            typer.Option(
+                "--store",
+                envvar="TNX_STORE",
+                help="The workers' SQLite conversation store (read by inspect --transcript).",
+                rich_help_panel=PANEL,
+            ),
+        ],
+    ),
+    pyinspect.Parameter(
+        "json_output",
+        pyinspect.Parameter.KEYWORD_ONLY,
+        default=False,
+        annotation=Annotated[
+            bool,
+            typer.Option(
+                "--json",
+                help="Print one JSON document on stdout instead of tables.",
+                rich_help_panel=PANEL,
+            ),
+        ],
+    ),
+]
+"""The options every host verb takes, in one place: :func:`host_command` adds them to each
+command and hands them over as one :class:`~client.cli_ops.Options`."""
+
+HostVerb = Callable[..., None]
+
+
+def host_command(name: str) -> Callable[[HostVerb], HostVerb]:
+    """Register ``func(opts: Options, ...)`` as the command ``name``: the command gets the
+    :data:`COMMON_OPTIONS`, and every :class:`~client.cli_ops.CliError` it raises becomes one
+    line on stderr and its exit code (never a traceback)."""
+
+    def register(func: HostVerb) -> HostVerb:
+        own = [
+            p
+            for p in pyinspect.signature(func, eval_str=True).parameters.values()
+            if p.name != "opts"
+        ]
+
+        @functools.wraps(func)
+        def command(**kwargs: Any) -> None:
+            opts = Options(
+                address=kwargs.pop("address"),
+                namespace=kwargs.pop("namespace"),
+                task_queue=kwargs.pop("task_queue"),
+                scope=ops.env_scope(kwargs.pop("scope")),
+                store=ops.store_path_from_env(kwargs.pop("store")),
+                json=kwargs.pop("json_output"),
+            )
+            try:
+                func(opts, **kwargs)
+            except CliError as err:
+                raise _fail_line(err.message, err.code) from None
+            except KeyboardInterrupt:
+                raise _fail_line("interrupted", 130) from None
+            except (typer.Exit, typer.Abort):
+                raise
+            except Exception as err:
+                if ops.debug():
+                    raise
+                raise _fail_line(
+                    f"unexpected {type(err).__name__}: {ops.one_line(err)} "
+                    "(set TNX_DEBUG=1 for the traceback)",
+                    ops.EXIT_ENV,
+                ) from None
+
+        params = [*own, *COMMON_OPTIONS]
+        setattr(command, "__signature__", pyinspect.Signature(params))  # noqa: B010
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        app.command(name=name)(command)
+        return command
+
+    return register
+
+
+def _fail_line(message: str, code: int) -> typer.Exit:
+    err_console.print(f"[bold red]error[/bold red]: {escape(message)}")
+    return typer.Exit(code)
+
+
+def _emit(doc: Any) -> None:
+    """Print one JSON document on stdout."""
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def _said(verb: str, h: Handle) -> None:
+    out.print(f"{verb} {escape(h.id)} → {h.state}", soft_wrap=True)
+
+
+IdArg = Annotated[str, typer.Argument(metavar="ID", help="Handle id, e.g. root/worker.1.")]
+TreeIdArg = Annotated[
+    str | None, typer.Argument(metavar="ID", help="Handle id (default: the root).")
+]
+
+
+@host_command("ls")
+def ls_command(opts: Options, handle_id: TreeIdArg = None) -> None:
+    """List the tree under ID (default: the root): state, turns, tokens, pools, inbox."""
+    target = ops.tree_ref(opts, handle_id)
+    handles = ops.run(opts, lambda rt: rt.list(target))
+    if opts.json:
+        _emit(ops.dump(handles))
+    else:
+        out.print(ops.tree_table(handles))
+
+
+@host_command("inspect")
+def inspect_command(
+    opts: Options,
+    handle_id: IdArg,
+    transcript: Annotated[
+        bool,
+        typer.Option("--transcript", help="Also show the committed transcript (needs --store)."),
+    ] = False,
+) -> None:
+    """Show every field of a handle (and its transcript with --transcript)."""
+    target = ops.ref(opts, handle_id)
+    store = ops.open_store(opts.store) if transcript else None
+
+    async def verb(rt: AgentRuntime) -> tuple[Handle, list[Message] | None]:
+        h = await rt.inspect(target)
+        return h, (await rt.transcript(h) if transcript else None)
+
+    h, messages = ops.run(opts, verb, store=store)
+    if opts.json:
+        doc = ops.dump(h)
+        if messages is not None:
+            doc["transcript"] = ops.dump(messages)
+        _emit(doc)
+        return
+    out.print(ops.handle_table(h))
+    if messages is not None:
+        out.print()
+        out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
+        out.print(ops.transcript_table(messages))
+
+
+@host_command("trace")
+def trace_command(opts: Options, handle_id: TreeIdArg = None) -> None:
+    """Show the merged trace lines of ID's subtree (default: the whole tree)."""
+    target = ops.tree_ref(opts, handle_id)
+    lines = ops.run(opts, lambda rt: rt.trace(target))
+    if opts.json:
+        _emit(ops.dump(lines))
+    else:
+        out.print(ops.trace_table(lines))
+
+
+@host_command("spawn")
+def spawn_command(
+    opts: Options,
+    parent: Annotated[str, typer.Argument(metavar="PARENT", help="Parent handle id (root).")],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Agent name in the registry.")],
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget",
+            metavar="JSON",
+            help='Budget override, e.g. \'{"max_turns": 2, "max_tokens": 5000}\'.',
+        ),
+    ] = None,
+) -> None:
+    """Spawn agent NAME under PARENT (the root is created if missing); print the new id."""
+    override = ops.parse_budget(budget)
+    target = ops.ref(opts, parent)
+    spawned = ops.run(opts, lambda rt: rt.spawn(target, name, override), create=True)
+    if isinstance(spawned, SpawnError):
+        if opts.json:
+            _emit(ops.dump(spawned))
+        raise CliError(str(spawned))
+    if opts.json:
+        _emit(ops.dump(spawned))
+    else:
+        out.print(escape(spawned.id), soft_wrap=True)
+
+
+@host_command("post")
+def post_command(
+    opts: Options,
+    handle_id: IdArg,
+    text: Annotated[str, typer.Argument(metavar="TEXT", help="The message.")],
+    sender: Annotated[str, typer.Option("--from", help="Sender of the item.")] = "external",
+    channel: Annotated[str, typer.Option("--channel", help="Channel of the item.")] = "external",
+) -> None:
+    """Append an item to a handle's inbox; exit 1 when rejected (inbox full or closed)."""
+    target = ops.ref(opts, handle_id)
+    try:
+        item = InboxItem(from_=sender, channel=channel, text=text)
+    except ValueError as err:
+        raise CliError(f"invalid item: {ops.one_line(err)}", ops.EXIT_ENV) from err
+    result: PostResult = ops.run(opts, lambda rt: rt.post(target, item))
+    if opts.json:
+        _emit(ops.dump(result))
+    if not result.ok:
+        raise CliError(f"post to {target!r} rejected: {result.error}")
+    if not opts.json:
+        out.print(
+            f"post {escape(target)} → ok (inbox {result.status.inbox_count}, "
+            f"state {result.status.state})",
+            soft_wrap=True,
+        )
+
+
+@host_command("wake")
+def wake_command(
+    opts: Options,
+    handle_id: IdArg,
+    prompt: Annotated[
+        str | None, typer.Argument(metavar="PROMPT", help="What to ask (optional).")
+    ] = None,
+) -> None:
+    """Wake a handle with its inbox and PROMPT; returns once it is running."""
+    target = ops.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.wake(target, prompt))
+    if opts.json:
+        _emit(ops.dump(h))
+    else:
+        _said("wake", h)
+
+
+@host_command("wait")
+def wait_command(
+    opts: Options,
+    handle_id: IdArg,
+    timeout_ms: Annotated[
+        int | None,
+        typer.Option("--timeout-ms", min=0, help="Give up after N ms (status timeout)."),
+    ] = None,
+) -> None:
+    """Wait for a handle's next result; exit 0 when done or pending, 1 otherwise."""
+    target = ops.ref(opts, handle_id)
+    limit = None if timeout_ms is None else timeout_ms / 1000 + ops.VERB_TIMEOUT_S
+    result: TaskResult = ops.run(
+        opts, lambda rt: rt.wait(target, timeout_ms=timeout_ms), timeout_s=limit
+    )
+    if opts.json:
+        _emit(ops.dump(result))
+    else:
+        out.print(ops.result_summary(result))
+        if result.pending is not None:
+            out.print(Text(f"request: {result.pending.prompt}"))
+        if result.text:
+            out.print(Text(result.text, style="red" if result.is_error else ""))
+    if result.status not in ops.OK_STATUSES:
+        raise typer.Exit(ops.EXIT_NO)
+
+
+@host_command("interrupt")
+def interrupt_command(opts: Options, handle_id: IdArg) -> None:
+    """Abort a handle's running turn; returns once it is idle (no-op when not running)."""
+    target = ops.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.interrupt(target))
+    if opts.json:
+        _emit(ops.dump(h))
+    else:
+        _said("interrupt", h)
+
+
+@host_command("close")
+def close_command(
+    opts: Options,
+    handle_id: IdArg,
+    force: Annotated[
+        bool, typer.Option("--force", help="Abort a running turn at once (no grace).")
+    ] = False,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (to the on_close hook and the trace).")
+    ] = None,
+) -> None:
+    """Close a handle and its subtree; returns once all are closed (all stays readable)."""
+    target = ops.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.close(target, force=force, reason=reason))
+    if opts.json:
+        _emit(ops.dump(h))
+    else:
+        _said("close", h)
+
+
 def main() -> None:
-    """Console entry point ``tnx``."""
-    app()
+    """Console entry point ``tnx``.
+
+    After a host verb, the process ends without interpreter finalization (see
+    :func:`client.cli_ops.hard_exit`): the Temporal SDK's native threads can abort it.
+    """
+    try:
+        app()
+    except SystemExit as done:
+        if not ops.client_used():
+            raise
+        code = done.code
+        if code is not None and not isinstance(code, int):
+            err_console.print(escape(str(code)))
+            code = 1
+        ops.hard_exit(code or 0)
 
 
 if __name__ == "__main__":

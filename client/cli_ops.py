@@ -1,0 +1,567 @@
+"""The logic behind the host verbs of the ``tnx`` CLI: connect, attach an :class:`AgentRuntime`,
+run one verb, turn every expected failure into a :class:`CliError` (one readable line and an
+exit code), and build the rich renderables the commands print.
+
+Nothing here re-implements the runtime: each command is one ``AgentRuntime`` call (plus the
+attach). Exit codes:
+
+* 0: the verb succeeded (``wait``: the result is ``done`` or ``pending``);
+* 1: the verb answered "no": unknown handle, rejected verb, refused spawn, rejected post,
+  a ``wait`` result other than ``done``/``pending``, no runtime root to attach to;
+* 2: the environment failed: cannot connect, unknown namespace, Temporal errors, no answer
+  in time (no worker serving the task queue), bad option values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from rich import box
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.store import SqliteConversationStore
+from client.errors import HandleNotFoundError, TnxError, VerbRejectedError
+from client.handle import Handle
+from client.runtime import AgentRuntime
+from worker import connect
+from workflows.models import ROOT_ID, AgentDef, Budget, Message, TaskResult, TraceLine
+
+T = TypeVar("T")
+
+DEFAULT_ADDRESS: Final = "127.0.0.1:7233"
+"""Temporal frontend used when neither ``--address`` nor ``TEMPORAL_ADDRESS`` is set."""
+
+DEFAULT_NAMESPACE: Final = "default"
+"""Namespace used when neither ``--namespace`` nor ``TEMPORAL_NAMESPACE`` is set."""
+
+DEFAULT_TASK_QUEUE: Final = "tnx"
+"""Task queue used when neither ``--task-queue`` nor ``TNX_TASK_QUEUE`` is set."""
+
+DEFAULT_STORE: Final = Path(".tnx/conversations.sqlite")
+"""Conversation store read by ``inspect --transcript`` when neither ``--store`` nor
+``TNX_STORE`` is set."""
+
+CONNECT_TIMEOUT_S: Final = 10.0
+"""Seconds allowed for connecting to Temporal."""
+
+VERB_TIMEOUT_S: Final = 60.0
+"""Seconds a verb may take before the CLI gives up (no worker serves the task queue, most
+likely). ``wait`` adds its own ``--timeout-ms`` and has no limit without one."""
+
+EXIT_NO: Final = 1
+"""Exit code of a verb that answered "no" (see the module docstring)."""
+
+EXIT_ENV: Final = 2
+"""Exit code of an environment failure (see the module docstring)."""
+
+OK_STATUSES: Final = frozenset({"done", "pending"})
+"""``wait`` results that exit 0."""
+
+INFINITY: Final = "∞"
+"""How an unlimited pool is shown."""
+
+NONE: Final = "—"
+"""How an absent value is shown."""
+
+STATE_STYLES: Final = {
+    "idle": "",
+    "running": "green",
+    "suspended": "yellow",
+    "closed": "dim",
+}
+
+
+class CliError(Exception):
+    """An expected failure: ``message`` is one readable line, ``code`` the exit code."""
+
+    def __init__(self, message: str, code: int = EXIT_NO) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Options:
+    """The options every host verb takes (``--address``, ``--namespace``, ``--task-queue``,
+    ``--scope``, ``--store``, ``--json``).
+
+    Attributes:
+        address: Temporal frontend ``host:port``.
+        namespace: Temporal namespace.
+        task_queue: the runtime's task queue (used when ``spawn`` creates the root).
+        scope: the runtime's workflow id prefix, None for bare ids.
+        store: the SQLite conversation store (only ``inspect --transcript`` reads it).
+        json: print one JSON document on stdout instead of tables.
+    """
+
+    address: str = DEFAULT_ADDRESS
+    namespace: str = DEFAULT_NAMESPACE
+    task_queue: str = DEFAULT_TASK_QUEUE
+    scope: str | None = None
+    store: Path | None = DEFAULT_STORE
+    json: bool = False
+
+    def where(self) -> str:
+        """``namespace 'x' at host:port, scope 'y'``: the context of a lookup, for messages."""
+        scope = f"scope {self.scope!r}" if self.scope else "no scope"
+        return f"namespace {self.namespace!r} at {self.address}, {scope}"
+
+
+# ---------------------------------------------------------------------------- running verbs
+
+
+_client_used = False
+
+
+def client_used() -> bool:
+    """True once :func:`run` has connected a Temporal client in this process."""
+    return _client_used
+
+
+def hard_exit(code: int) -> None:
+    """Flush stdout and stderr, then end the process at once with ``code``.
+
+    After a Temporal client was used, interpreter finalization can abort the process
+    (``Fatal Python error: PyGILState_Release`` and SIGABRT) when a thread of the SDK's Rust
+    core touches Python objects while the interpreter is being torn down
+    (temporalio/sdk-python#300). A CLI command has nothing left to clean up at that point,
+    so it skips finalization.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
+def run(
+    opts: Options,
+    verb: Callable[[AgentRuntime], Awaitable[T]],
+    *,
+    create: bool = False,
+    store: SqliteConversationStore | None = None,
+    timeout_s: float | None = VERB_TIMEOUT_S,
+) -> T:
+    """Connect, attach the runtime, run ``verb`` on it and return its result.
+
+    Args:
+        opts: the common options.
+        verb: one AgentRuntime call.
+        create: start the root workflow when it does not exist (``spawn``); otherwise only
+            attach (``AgentRuntime.start(create=False)``) and fail when there is no root.
+        store: the conversation store to give the runtime (``inspect --transcript``).
+        timeout_s: give up after this many seconds (None: never).
+
+    Raises:
+        CliError: every expected failure, as one readable line and an exit code.
+    """
+    logger = logging.getLogger("temporalio")
+    before = logger.level
+    logger.setLevel(logging.ERROR)  # the SDK's warnings are not for CLI users
+    try:
+        return asyncio.run(_run(opts, verb, create=create, store=store, timeout_s=timeout_s))
+    finally:
+        logger.setLevel(before)
+
+
+async def _run(
+    opts: Options,
+    verb: Callable[[AgentRuntime], Awaitable[T]],
+    *,
+    create: bool,
+    store: SqliteConversationStore | None,
+    timeout_s: float | None,
+) -> T:
+    global _client_used
+    _client_used = True
+    try:
+        client = await asyncio.wait_for(
+            connect(opts.address, opts.namespace), timeout=CONNECT_TIMEOUT_S
+        )
+    except TimeoutError as err:
+        raise CliError(
+            f"cannot connect to Temporal at {opts.address}: no answer in {CONNECT_TIMEOUT_S:g}s",
+            EXIT_ENV,
+        ) from err
+    except RuntimeError as err:
+        raise CliError(_connect_message(opts.address, str(err)), EXIT_ENV) from err
+    try:
+        rt = AgentRuntime(client, task_queue=opts.task_queue, scope=opts.scope, store=store)
+    except ValueError as err:
+        raise CliError(f"invalid --scope: {err}", EXIT_ENV) from err
+
+    async def attach_and_run() -> T:
+        try:
+            await rt.start(create=create)
+        except HandleNotFoundError as err:
+            await _check_namespace(rt, opts)
+            raise CliError(
+                f"no runtime to attach to: no {ROOT_ID!r} handle in {opts.where()} "
+                f"(`tnx spawn {ROOT_ID} NAME` creates it)"
+            ) from err
+        return await verb(rt)
+
+    try:
+        return await asyncio.wait_for(attach_and_run(), timeout=timeout_s)
+    except CliError:
+        raise
+    except TimeoutError as err:
+        raise CliError(
+            f"no answer in {timeout_s:g}s from the agent workflows in {opts.where()}: "
+            f"is a worker serving task queue {opts.task_queue!r}?",
+            EXIT_ENV,
+        ) from err
+    except HandleNotFoundError as err:
+        await _check_namespace(rt, opts)
+        raise CliError(f"{err} ({opts.where()})") from err
+    except VerbRejectedError as err:
+        raise CliError(str(err)) from err
+    except TnxError as err:
+        raise CliError(str(err)) from err
+    except WorkflowUpdateRPCTimeoutOrCancelledError as err:
+        raise CliError(
+            f"no answer from the agent workflow: {err} "
+            f"(is a worker serving task queue {opts.task_queue!r}?)",
+            EXIT_ENV,
+        ) from err
+    except RPCError as err:
+        hint = ""
+        if "poller" in err.message:
+            hint = f" (is a worker serving task queue {opts.task_queue!r}? see tnx-worker)"
+        raise CliError(
+            f"Temporal at {opts.address} answered {err.status.name}: {one_line(err.message)}{hint}",
+            EXIT_ENV,
+        ) from err
+
+
+def _connect_message(address: str, raw: str) -> str:
+    if "Connection refused" in raw or "ConnectionRefused" in raw:
+        return (
+            f"cannot connect to Temporal at {address}: connection refused "
+            "(is the server running? `tnx server start`, or pass --address)"
+        )
+    return f"cannot connect to Temporal at {address}: {truncate(one_line(raw), 300)}"
+
+
+async def _check_namespace(rt: AgentRuntime, opts: Options) -> None:
+    """Turn a "not found" caused by a missing namespace into that message (exit 2)."""
+    try:
+        await rt.client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=opts.namespace)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise CliError(
+                f"namespace {opts.namespace!r} does not exist at {opts.address}", EXIT_ENV
+            ) from err
+        # Anything else: keep the original "not found" message.
+
+
+def ref(opts: Options, handle_id: str) -> str:
+    """A handle id as the runtime wants it: a workflow id given by mistake (``{scope}/root/…``)
+    loses its scope prefix.
+
+    Raises:
+        CliError: an empty id (exit 2).
+    """
+    handle_id = handle_id.strip().rstrip("/")
+    if opts.scope and handle_id.startswith(f"{opts.scope}/"):
+        handle_id = handle_id[len(opts.scope) + 1 :]
+    if not handle_id:
+        raise CliError("a handle id such as root/worker.1 is needed", EXIT_ENV)
+    return handle_id
+
+
+def tree_ref(opts: Options, handle_id: str | None) -> str | None:
+    """:func:`ref` for an optional id; None (the root) stays None."""
+    return None if handle_id is None else ref(opts, handle_id)
+
+
+def parse_budget(raw: str | None) -> Budget | None:
+    """``--budget`` JSON (``{"max_turns": 2, "max_tokens": 5000}``) as a Budget.
+
+    Raises:
+        CliError: not JSON, or not a valid Budget (exit 2).
+    """
+    if raw is None:
+        return None
+    try:
+        return Budget.model_validate_json(raw)
+    except ValidationError as err:
+        raise CliError(f"invalid --budget: {validation_message(err)}", EXIT_ENV) from err
+
+
+def validation_message(err: ValidationError) -> str:
+    """A pydantic error as one line: ``field: message; field: message``."""
+    parts = []
+    for item in err.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "value"
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)
+
+
+def open_store(path: Path | None) -> SqliteConversationStore:
+    """The conversation store at ``path``; it must exist (reading never creates one).
+
+    Raises:
+        CliError: no path, or no file there (exit 2).
+    """
+    if path is None or not str(path):
+        raise CliError("no conversation store: pass --store or set TNX_STORE", EXIT_ENV)
+    path = path.expanduser()
+    if not path.is_file():
+        raise CliError(
+            f"no conversation store at {path} (pass --store or set TNX_STORE to the "
+            "worker's store file)",
+            EXIT_ENV,
+        )
+    return SqliteConversationStore(path)
+
+
+# ---------------------------------------------------------------------------- JSON
+
+
+def dump(value: BaseModel | Iterable[BaseModel]) -> Any:
+    """A model, or a list of models, as JSON-ready data (``mode="json", by_alias=True``)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    return [item.model_dump(mode="json", by_alias=True) for item in value]
+
+
+# ---------------------------------------------------------------------------- text helpers
+
+
+def one_line(value: object) -> str:
+    """Whitespace (newlines included) collapsed to single spaces."""
+    return " ".join(str(value).split())
+
+
+def truncate(value: str, width: int) -> str:
+    """``value`` cut to ``width`` characters, ending in ``…`` when cut."""
+    return value if len(value) <= width else value[: max(0, width - 1)] + "…"
+
+
+def pool(value: int | None) -> str:
+    """A pool's remainder, ``∞`` when unlimited."""
+    return INFINITY if value is None else str(value)
+
+
+def clock(at_ms: int) -> str:
+    """``HH:MM:SS.mmm`` in local time."""
+    return time.strftime("%H:%M:%S", time.localtime(at_ms / 1000)) + f".{at_ms % 1000:03d}"
+
+
+def deadline(at_ms: int | None, now_ms: int | None = None) -> str:
+    """A wall deadline as local time with what remains (``—`` for none)."""
+    if at_ms is None:
+        return NONE
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at_ms / 1000))
+    left = at_ms - now_ms
+    return f"{stamp} ({'in ' + duration(left) if left > 0 else 'passed'})"
+
+
+def duration(ms: int) -> str:
+    """``1h 2m 3s`` / ``2m 3s`` / ``3.4s``."""
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    s = ms // 1000
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h {m}m {s}s" if h else f"{m}m {s}s"
+
+
+def _cell(value: object, style: str = "") -> Text:
+    """One table cell: a single line, cut with ``…`` when it does not fit."""
+    return Text(one_line(value), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def _state(state: str) -> Text:
+    return _cell(state, STATE_STYLES.get(state, ""))
+
+
+# ---------------------------------------------------------------------------- renderables
+
+
+def tree_table(handles: list[Handle]) -> Table:
+    """``tnx ls``: one row per handle, ids indented by depth below the first one."""
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+        caption=f"POOLS: tokens / tool calls left ({INFINITY} = unlimited)",
+        caption_justify="left",
+    )
+    table.add_column("ID", overflow="ellipsis")  # shrinks first; cells never wrap
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("TURNS", justify="right", no_wrap=True)
+    table.add_column("TOKENS", justify="right", no_wrap=True)
+    table.add_column("POOLS", justify="right", no_wrap=True)
+    table.add_column("INBOX", justify="right", no_wrap=True)
+    top = handles[0].depth if handles else 0
+    for h in handles:
+        table.add_row(
+            Text(
+                "  " * (h.depth - top) + one_line(h.id),
+                style="bold" if h.depth == top else "",
+                no_wrap=True,
+                overflow="ellipsis",
+            ),
+            _state(h.state),
+            str(h.turns_total),
+            str(h.usage_total),
+            f"{pool(h.pool_tokens)}/{pool(h.pool_tool_calls)}",
+            str(h.inbox_count),
+        )
+    return table
+
+
+def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:
+    if defn is None:
+        return [("definition", _cell("(the root handle: no agent definition)", "dim"))]
+    limits = defn.budget.model_dump(exclude_none=True)
+    budget = ", ".join(f"{key}={value}" for key, value in limits.items()) or "unlimited"
+    if len(limits) < len(Budget.model_fields):
+        budget += " (others unlimited)" if limits else ""
+    hooks = ", ".join(
+        f"{key}={value}"
+        for key, value in (
+            ("wait_for", defn.wait_for),
+            ("on_spawn", defn.on_spawn),
+            ("on_close", defn.on_close),
+        )
+        if value
+    )
+    rows: list[tuple[str, RenderableType]] = [
+        ("definition", _cell(defn.name, "bold")),
+        ("  description", _cell(defn.description or NONE)),
+        ("  model", _cell(defn.model + (f" ({defn.style} wire)" if defn.style else ""))),
+        ("  tools", _cell(", ".join(defn.tools) or NONE)),
+        ("  team", _cell(", ".join(defn.team) or NONE)),
+        ("  budget", _cell(budget)),
+    ]
+    if hooks:
+        rows.append(("  hooks", _cell(hooks)))
+    if defn.system_prompt:
+        rows.append(("  system prompt", _cell(defn.system_prompt)))
+    return rows
+
+
+def _result_rows(result: TaskResult | None) -> list[tuple[str, RenderableType]]:
+    if result is None:
+        return [("last result", _cell(NONE))]
+    return [
+        ("last result", result_summary(result)),
+        ("  text", _cell(result.text or "(empty)", "red" if result.is_error else "")),
+    ]
+
+
+def result_summary(result: TaskResult) -> Text:
+    """``done · turns 1 · tokens 23`` (with the limit or the pending request when any)."""
+    colour = "green" if result.status in OK_STATUSES else "red"
+    line = Text(result.status, style=f"bold {colour}", no_wrap=True, overflow="ellipsis")
+    extra = f" · turns {result.turns} · tokens {result.total_tokens}"
+    if result.limit:
+        extra += f" · limit {result.limit}"
+    if result.pending is not None:
+        extra += f" · request {result.pending.id} ({result.pending.kind})"
+    line.append(extra)
+    return line
+
+
+def handle_table(h: Handle) -> Table:
+    """``tnx inspect``: every Handle field, one line each (long texts cut with ``…``)."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
+    children = f"{len(h.children)}: {', '.join(h.children)}" if h.children else "0"
+    pending = (
+        f"{h.pending_req.id} ({h.pending_req.kind}): {h.pending_req.prompt}"
+        if h.pending_req is not None
+        else NONE
+    )
+    rows: list[tuple[str, RenderableType]] = [
+        ("id", _cell(h.id, "bold")),
+        ("name", _cell(h.name)),
+        *_defn_rows(h.defn),
+        ("parent", _cell(h.parent or NONE)),
+        ("depth", _cell(h.depth)),
+        ("state", _state(h.state)),
+        ("children", _cell(children)),
+        ("inbox", _cell(h.inbox_count)),
+        ("usage", _cell(f"{h.usage_total} tokens (this handle and its subtree)")),
+        ("turns", _cell(h.turns_total)),
+        ("tool calls", _cell(h.tool_calls_total)),
+        (
+            "pools",
+            _cell(f"tokens {pool(h.pool_tokens)} · tool calls {pool(h.pool_tool_calls)}"),
+        ),
+        ("wall deadline", _cell(deadline(h.wall_deadline_ms))),
+        ("pending request", _cell(pending)),
+        *_result_rows(h.last_result),
+        ("last error", _cell(h.last_error or NONE, "red" if h.last_error else "")),
+        ("conversation", _cell(f"{h.conv_id or NONE} · {h.transcript_len} message(s)")),
+    ]
+    for label, value in rows:
+        grid.add_row(label, value)
+    return grid
+
+
+def transcript_table(messages: list[Message]) -> Table:
+    """``tnx inspect --transcript``: one line per message."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("ROLE", no_wrap=True)
+    table.add_column("CONTENT", overflow="ellipsis")  # shrinks first; cells never wrap
+    for index, message in enumerate(messages, 1):
+        content = message.content or ""
+        if message.tool_calls:
+            calls = ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+            content = f"{content} → {calls}" if content else f"→ {calls}"
+        if message.tool_call_id:
+            content = f"[{message.tool_call_id}] {content}"
+        table.add_row(str(index), message.role, _cell(content or "(empty)"))
+    return table
+
+
+def trace_table(lines: list[TraceLine]) -> Table:
+    """``tnx trace``: a ``HH:MM:SS.mmm`` column and the line."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
+    for line in lines:
+        style = "red" if "REJECTED" in line.line else ""
+        grid.add_row(clock(line.at_ms), _cell(line.line, style))
+    return grid
+
+
+def store_path_from_env(value: Path | None) -> Path | None:
+    """``--store`` as given; an empty value (``TNX_STORE=``) means unknown."""
+    if value is None or str(value) in ("", "."):
+        return None
+    return value
+
+
+def env_scope(value: str | None) -> str | None:
+    """``--scope`` as given; an empty value (``TNX_SCOPE=``) means no scope."""
+    return value or None
+
+
+def debug() -> bool:
+    """``TNX_DEBUG`` is set: unexpected errors show their traceback."""
+    return bool(os.environ.get("TNX_DEBUG"))

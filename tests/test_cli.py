@@ -1,0 +1,236 @@
+"""The ``tnx`` host verbs, run as the real executable against the real dev server.
+
+Each CLI call is a subprocess started with ``asyncio.create_subprocess_exec``: the in-process
+worker lives on the test's event loop and must keep serving while the CLI runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities import Registry
+from client import AgentDef, AgentRuntime, Handle, RuntimeOptions
+from client.testing import ScriptedLLM, text
+
+TNX = Path(sys.executable).parent / "tnx"
+
+AGENTS = [
+    AgentDef(name="coordinator", description="splits and delegates"),
+    AgentDef(name="explore", description="read-only research"),
+    AgentDef(name="peer", description="team member"),
+]
+
+ENV_KEYS = ("TEMPORAL_", "TNX_")
+
+
+@dataclass
+class Run:
+    """One finished ``tnx`` run."""
+
+    args: tuple[str, ...]
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+    def __str__(self) -> str:
+        return f"tnx {' '.join(self.args)} -> {self.code}\nstdout:\n{self.out}\nstderr:\n{self.err}"
+
+
+class Cli:
+    """Runs ``tnx`` against a test runtime (its address, scope and task queue, via the
+    environment variables the CLI reads)."""
+
+    def __init__(self, env: Any, rt: AgentRuntime, store: Path | None = None) -> None:
+        base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_KEYS)}
+        self.environ = {
+            **base,
+            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+            "TNX_SCOPE": rt.scope or "",
+            "TNX_TASK_QUEUE": rt.task_queue,
+            "COLUMNS": "100",
+        }
+        if store is not None:
+            self.environ["TNX_STORE"] = str(store)
+
+    async def __call__(self, *args: str, columns: int = 100) -> Run:
+        proc = await asyncio.create_subprocess_exec(
+            str(TNX),
+            *args,
+            env={**self.environ, "COLUMNS": str(columns)},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 90)
+        assert proc.returncode is not None
+        run = Run(args, proc.returncode, out.decode(), err.decode())
+        assert "Traceback" not in run.err, run
+        return run
+
+    async def ok(self, *args: str, columns: int = 100) -> Run:
+        run = await self(*args, columns=columns)
+        assert run.code == 0, run
+        return run
+
+
+def fits(output: str, width: int) -> bool:
+    return all(len(line) <= width for line in output.splitlines())
+
+
+async def test_spawn_and_ls_show_the_tree(make_runtime, env) -> None:
+    async with make_runtime(Registry(AGENTS), ScriptedLLM({}).transport()) as rt:
+        tnx = Cli(env, rt)
+        assert (await tnx.ok("spawn", "root", "coordinator")).out == "root/coordinator.1\n"
+        peer = await tnx.ok("spawn", "root", "peer", "--budget", '{"max_tokens": 500}', "--json")
+        assert peer.json()["id"] == "root/peer.2" and peer.json()["pool_tokens"] == 500
+        grandchild = await tnx.ok("spawn", "root/coordinator.1", "explore")
+        assert grandchild.out.strip() == "root/coordinator.1/explore.1"
+
+        tree = (await tnx.ok("ls", "--json")).json()
+        assert [(h["id"], h["depth"], h["state"]) for h in tree] == [
+            ("root", 0, "idle"),
+            ("root/coordinator.1", 1, "idle"),
+            ("root/coordinator.1/explore.1", 2, "idle"),
+            ("root/peer.2", 1, "idle"),
+        ]
+        assert tree[0]["children"] == ["root/coordinator.1", "root/peer.2"]
+
+        table = (await tnx.ok("ls", columns=80)).out
+        assert fits(table, 80), table
+        rows = [line for line in table.splitlines() if "root" in line]
+        assert [row.split()[0] for row in rows] == [h["id"] for h in tree]
+        assert rows[2].startswith("    root/coordinator.1/explore.1")  # indented by depth
+        assert "500/∞" in rows[3] and "∞/∞" in rows[0]
+
+        unknown = await tnx("spawn", "root", "nope")
+        assert unknown.code == 1, unknown
+        assert 'unknown agent "nope" (known: coordinator, explore, peer)' in unknown.err
+        assert unknown.out == ""
+
+        bad = await tnx("spawn", "root", "peer", "--budget", '{"max_turns": 0}')
+        assert bad.code == 2 and "invalid --budget: max_turns" in bad.err, bad
+
+
+async def test_post_wake_wait_inspect_trace(make_runtime, env, store) -> None:
+    llm = ScriptedLLM(
+        {"stub-model": [text("scripted answer"), httpx.Response(400, json={"error": "nope"})]}
+    )
+    async with make_runtime(
+        Registry(AGENTS), llm.transport(), options=RuntimeOptions(inbox_cap=1)
+    ) as rt:
+        tnx = Cli(env, rt, store.path)
+        h = await rt.spawn(rt.root, "peer")
+        assert isinstance(h, Handle)
+
+        posted = await tnx.ok(
+            "post", h.id, "hello there", "--from", "root", "--channel", "ops", "--json"
+        )
+        assert posted.json()["ok"] is True and posted.json()["status"]["inbox_count"] == 1
+        full = await tnx("post", h.id, "one too many")
+        assert full.code == 1 and "inbox full (1)" in full.err, full
+
+        woke = await tnx.ok("wake", h.id, "do it")
+        assert woke.out.startswith(f"wake {h.id} → ")
+        result = (await tnx.ok("wait", h.id, "--timeout-ms", "20000", "--json")).json()
+        assert (result["status"], result["text"], result["is_error"]) == (
+            "done",
+            "scripted answer",
+            False,
+        )
+
+        view = (await tnx.ok("inspect", h.id, "--transcript", "--json")).json()
+        assert view["state"] == "idle" and view["turns_total"] == 1
+        assert view["inbox_count"] == 0 and view["defn"]["name"] == "peer"
+        assert view["last_result"]["text"] == "scripted answer"
+        assert [m["role"] for m in view["transcript"]] == ["user", "assistant"]
+        prompt = view["transcript"][0]["content"]
+        assert "[from=root channel=ops] hello there" in prompt and "do it" in prompt
+
+        shown = (await tnx.ok("inspect", h.id, "--transcript", columns=80)).out
+        assert fits(shown, 80), shown
+        assert "scripted answer" in shown and "team member" in shown
+        assert re.search(r"last result\s+done · turns 1", shown), shown
+        assert re.search(r"^1\s+user\s+do it \[inbox: 1 item\(s\).*…\s*$", shown, re.M), shown
+
+        lines = [line["line"] for line in (await tnx.ok("trace", "--json")).json()]
+        assert f"{h.id}: idle→running (wake)" in lines
+        assert f"{h.id}: running→idle (done)" in lines
+        assert any("post REJECTED (inbox full" in line for line in lines)
+        trace = (await tnx.ok("trace", h.id)).out
+        assert re.search(
+            rf"^\d\d:\d\d:\d\d\.\d{{3}}\s+{re.escape(h.id)}: idle→running \(wake\)\s*$", trace, re.M
+        ), trace
+
+        # A failed turn: wait prints the error result and exits 1.
+        await rt.wake(h, "again")
+        failed = await tnx("wait", h.id)
+        assert failed.code == 1 and failed.out.startswith("error"), failed
+
+
+class Gate:
+    """An LLM call that blocks until cancelled or released."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        self.entered.set()
+        await self.release.wait()
+        return httpx.Response(200, json=text("late"))
+
+
+async def test_interrupt_close_and_errors(make_runtime, env) -> None:
+    gate = Gate()
+    async with make_runtime(Registry(AGENTS), httpx.MockTransport(gate.handle)) as rt:
+        tnx = Cli(env, rt)
+        h = await rt.spawn(rt.root, "peer")
+        assert isinstance(h, Handle)
+        await rt.wake(h, "work slowly")
+        await asyncio.wait_for(gate.entered.wait(), 10)
+
+        interrupted = (await tnx.ok("interrupt", h.id, "--json")).json()
+        assert interrupted["state"] == "idle"
+        assert interrupted["last_result"]["status"] == "interrupted"
+
+        closed = await tnx.ok("close", h.id, "--reason", "bye")
+        assert closed.out.strip() == f"close {h.id} → closed"
+        assert (await tnx.ok("inspect", h.id, "--json")).json()["state"] == "closed"
+        again = await tnx("wake", h.id, "again")
+        assert again.code == 1 and "rejected" in again.err, again
+        assert f"{h.id}: idle→closed (bye)" in await rt.trace_lines(h)
+
+        other_scope = f"t-{uuid.uuid4().hex[:10]}"
+        ghost, refused, no_root, no_namespace = await asyncio.gather(
+            tnx("inspect", "root/ghost.1"),
+            tnx("ls", "--address", "127.0.0.1:1"),
+            tnx("ls", "--scope", other_scope),
+            tnx("ls", "--namespace", "no-such-namespace"),
+        )
+        for run, code, message in (
+            (ghost, 1, "no handle 'root/ghost.1'"),
+            (refused, 2, "cannot connect to Temporal at 127.0.0.1:1"),
+            (no_root, 1, "no runtime to attach to"),
+            (no_namespace, 2, "namespace 'no-such-namespace' does not exist"),
+        ):
+            assert run.code == code and run.out == "", run
+            assert run.err.startswith("error: ") and message in run.err, run
+            assert len(run.err.strip().splitlines()) == 1, run
+        # Read-only commands attach; they never create a root.
+        with pytest.raises(RPCError) as missing:
+            await rt.client.get_workflow_handle(f"{other_scope}/root").describe()
+        assert missing.value.status == RPCStatusCode.NOT_FOUND
