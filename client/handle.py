@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from workflows.models import (
     AgentDef,
@@ -38,8 +38,11 @@ class Handle(BaseModel):
         last_result: the most recent settled result (readable after close).
         conv_id: the conversation store key (== id).
         transcript_len: committed transcript messages.
+        result_seq: results settled so far (a wait waits for the next one).
         last_error: the last rejected input or failure seen by the workflow.
         defn: the agent definition (None for the root).
+        queued: the last wake waits in the parent's FIFO queue for a ``max_concurrent``
+            slot (CONTRACT §6).
     """
 
     model_config = ConfigDict(validate_assignment=True)
@@ -61,13 +64,16 @@ class Handle(BaseModel):
     last_result: TaskResult | None = None
     conv_id: str = ""
     transcript_len: int = 0
+    result_seq: int = 0
     last_error: str | None = None
     defn: AgentDef | None = None
+    queued: bool = False
+    _after_seq: int | None = PrivateAttr(default=None)
 
     @classmethod
     def from_view(cls, view: HandleView) -> Handle:
         """Build from a workflow's HandleView."""
-        return cls.model_validate(view.model_dump(exclude={"result_seq"}))
+        return cls.model_validate(view.model_dump())
 
     def apply(self, view: HandleView) -> None:
         """Refresh every field from a newer view of the same handle.
@@ -94,3 +100,5 @@ class Handle(BaseModel):
                 object.__setattr__(self, key, getattr(status, key))
         if result is not None and result.status != "timeout":
             object.__setattr__(self, "last_result", result)
+            object.__setattr__(self, "queued", False)
+            self._after_seq = None

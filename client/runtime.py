@@ -72,7 +72,8 @@ from workflows.models import (
     TraceLine,
     WaitRequest,
     WaitResponse,
-    WakeRequest,
+    WakeChildRequest,
+    WakeChildResult,
     workflow_id_for,
 )
 from workflows.search_attributes import AGENT_DEPTH, AGENT_NAME, AGENT_STATE
@@ -232,18 +233,48 @@ class AgentRuntime:
         return Handle.from_view(result.handle)
 
     async def wake(self, h: HandleRef, prompt: str | None = None) -> Handle:
-        """Wake a handle (CONTRACT §3 wake). Admission is atomic with the call: when it
-        returns, the handle says ``running`` (or it was already running or suspended, a no-op).
+        """Wake a handle (CONTRACT §3 wake).
+
+        Admission goes through the parent's workflow, which owns the ``max_concurrent``
+        slots: when this returns, the slot is taken and ``h.state`` says ``running`` (the
+        child's workflow flips within milliseconds, by a durable signal), or ``h.queued`` is
+        True (FIFO until a sibling hands its slot over), or the handle was already running or
+        suspended (a no-op). The next :meth:`wait` on ``h`` waits for this wake's turn.
 
         Returns:
-            The handle, refreshed (a new Handle when given an id).
+            The handle (a new Handle when given an id).
 
         Raises:
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
-        status = await self._update(h, "admit_wake", WakeRequest(prompt=prompt), HandleStatus)
-        return await self._apply(h, status)
+        hid = _id(h)
+        parent_id, sep, _ = hid.rpartition("/")
+        if not sep:
+            raise VerbRejectedError(
+                hid, "wake", "the root handle never runs an LLM: wake a spawned handle"
+            )
+        # What the caller has seen settle tells the parent about a report still in flight.
+        seen = h.result_seq if isinstance(h, Handle) else (await self._view(hid)).result_seq
+        request = WakeChildRequest(child=hid, prompt=prompt, seen_result_seq=seen)
+        try:
+            res: WakeChildResult = await self._update(
+                parent_id, "wake_child", request, WakeChildResult
+            )
+        except HandleNotFoundError:
+            raise HandleNotFoundError(hid) from None
+        except VerbRejectedError as err:
+            if "is not a child" in err.reason:
+                raise HandleNotFoundError(hid) from None
+            raise VerbRejectedError(hid, "wake", err.reason) from None
+        handle = h if isinstance(h, Handle) else await self.inspect(hid)
+        object.__setattr__(handle, "state", res.state)
+        object.__setattr__(handle, "queued", res.outcome == "queued")
+        if res.outcome == "admitted":
+            object.__setattr__(handle, "inbox_count", 0)  # the flip drains the whole inbox
+        if res.outcome != "noop":
+            handle._after_seq = res.after_seq
+        return handle
 
     async def post(self, h: HandleRef, item: InboxItem | str) -> PostResult:
         """Append an item to a handle's inbox; never changes its state (CONTRACT §3 post).
@@ -281,16 +312,17 @@ class AgentRuntime:
             return view.last_result or TaskResult(
                 status="closed", is_error=True, text=f"{view.id} is closed"
             )
+        after = h._after_seq if isinstance(h, Handle) else None
         resp: WaitResponse = await self._update(
-            h, "wait", WaitRequest(timeout_ms=timeout_ms), WaitResponse
+            h, "wait", WaitRequest(timeout_ms=timeout_ms, after_seq=after), WaitResponse
         )
         await self._apply(h, resp.status, resp.result)
         return resp.result
 
     async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
-        """``wake`` then ``wait``."""
-        await self.wake(h, prompt)
-        return await self.wait(h)
+        """``wake`` then ``wait`` (for this wake's turn)."""
+        handle = await self.wake(h, prompt)
+        return await self.wait(handle)
 
     async def interrupt(self, h: HandleRef) -> Handle:
         """Abort a running turn (CONTRACT §3 interrupt); returns once the handle is idle.

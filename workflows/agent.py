@@ -52,16 +52,22 @@ with workflow.unsafe.imports_passed_through():
         InboxItem,
         Interpreter,
         InterruptRequest,
+        Message,
+        PoolFloor,
         PostResult,
+        QueuedWake,
         Request,
         ResolveAgentInput,
         ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
         TaskResult,
+        ToolCall,
         TraceLine,
         WaitRequest,
         WaitResponse,
+        WakeChildRequest,
+        WakeChildResult,
         WakeRequest,
         workflow_id_for,
     )
@@ -153,6 +159,9 @@ class AgentWorkflow(TurnMixin):
         self._suspended_tasks: dict[int, Request] = {}
         self._turn_turns = 0
         self._turn_tokens = 0
+        self._wall_fired = False
+        self._next_messages: list[Message] = []
+        self._open_calls: list[ToolCall] = []
         self._reports_in_flight = 0
         self._last_report: ChildReport | None = None
         self._closed_event = False
@@ -247,8 +256,14 @@ class AgentWorkflow(TurnMixin):
         child_id = f"{self.s.id}/{defn.name}.{self.s.spawn_count}"
         now_ms = int(workflow.now().timestamp() * 1000)
         own_deadline = now_ms + budget.max_wall_ms if budget.max_wall_ms is not None else None
-        tokens_limit = _min_opt(budget.max_tokens, self.s.pool_tokens)
-        tool_calls_limit = _min_opt(budget.max_tool_calls, self.s.pool_tool_calls)
+        live_tokens, live_tool_calls = self.remaining()
+        tokens_limit = _min_opt(budget.max_tokens, live_tokens)
+        tool_calls_limit = _min_opt(budget.max_tool_calls, live_tool_calls)
+        floor = (
+            PoolFloor(tokens=live_tokens, tool_calls=live_tool_calls)
+            if live_tokens is not None or live_tool_calls is not None
+            else None
+        )
         own_interpreter = (
             [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
         )
@@ -265,6 +280,7 @@ class AgentWorkflow(TurnMixin):
             pool_tokens=tokens_limit,
             pool_tool_calls=tool_calls_limit,
             wall_deadline_ms=_min_opt(own_deadline, self.s.wall_deadline_ms),
+            floor=floor,
             interpreters=own_interpreter + self.s.interpreters,
             tool_options=resolved.tool_options,
             report_results=report_results,
@@ -296,9 +312,10 @@ class AgentWorkflow(TurnMixin):
         max_children = self.s.budget.max_children
         if max_children is not None and len(self.s.children) >= max_children:
             return f"children over max_children {max_children}"
-        if self.s.pool_tokens is not None and self.s.pool_tokens <= 0:
+        tokens, tool_calls = self.remaining()
+        if tokens is not None and tokens <= 0:
             return "budget exhausted (tokens)"
-        if self.s.pool_tool_calls is not None and self.s.pool_tool_calls <= 0:
+        if tool_calls is not None and tool_calls <= 0:
             return "budget exhausted (toolCalls)"
         deadline = self.s.wall_deadline_ms
         if deadline is not None and workflow.now().timestamp() * 1000 >= deadline:
@@ -307,36 +324,106 @@ class AgentWorkflow(TurnMixin):
 
     # ------------------------------------------------------------------ wake
 
-    @workflow.update(name="admit_wake")
-    def admit_wake(self, req: WakeRequest) -> HandleStatus:
-        """Admit a wake synchronously: when this update returns, the status says ``running``
-        (or the wake was a no-op because the handle is already running or suspended).
+    @workflow.update(name="wake_child")
+    def wake_child(self, req: WakeChildRequest) -> WakeChildResult:
+        """Admit a child's wake under this handle's ``max_concurrent`` (CONTRACT §3 wake, §6).
+
+        The slot take happens here, atomically with the call: the child is then told by a
+        durable signal (it drains its inbox and flips to ``running`` when it lands), or the
+        wake is queued FIFO until a sibling hands its slot over.
 
         Raises:
-            ApplicationError: ``WakeRejected``: the handle is the root, closed or closing
-                (the rejection is also a trace line).
+            ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
-        error = self._wake_error()
-        if error is not None:
-            self._reject("wake", error)
-            raise ApplicationError(error, type="WakeRejected", non_retryable=True)
-        self._admit_wake(req.prompt)
-        return status_of(self.s)
+        info = self.s.children_info.get(req.child)
+        if info is None:
+            raise ApplicationError(
+                f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
+            )
+        if info.state == "closed" or self.s.closing or self.s.state == "closed":
+            self._reject("wake", f"{req.child}: handle closed")
+            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
+        return self._admit_child_wake(req.child, req.prompt, req.seen_result_seq)
+
+    @workflow.signal(name="slot_request")
+    def slot_request(self, req: WakeChildRequest) -> None:
+        """A child asks for a slot for a wake it received as a signal (internal)."""
+        info = self.s.children_info.get(req.child)
+        if info is None or info.state == "closed" or self.s.closing:
+            self._reject("wake", f"{req.child}: no slot for a closed or unknown child")
+            return
+        self._admit_child_wake(req.child, req.prompt, req.seen_result_seq)
+
+    def _admit_child_wake(
+        self, child: str, prompt: str | None, seen_result_seq: int = 0
+    ) -> WakeChildResult:
+        s = self.s
+        granted_at = s.running_children.get(child)
+        if granted_at is not None and seen_result_seq > granted_at:
+            self._release_slot(child)  # its settle report is still on the way
+        info = s.children_info[child]
+        if seen_result_seq > info.result_seq:
+            info = info.model_copy(update={"result_seq": seen_result_seq, "state": "idle"})
+            s.children_info[child] = info
+        if child in s.running_children:
+            return WakeChildResult(outcome="noop", after_seq=info.result_seq, state="running")
+        if any(q.child == child for q in s.wake_queue):
+            return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
+        limit = s.budget.max_concurrent
+        if limit is not None and len(s.running_children) >= limit:
+            s.wake_queue.append(QueuedWake(child=child, prompt=prompt))
+            self._trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit})")
+            return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
+        self._grant(child, prompt)
+        return WakeChildResult(outcome="admitted", after_seq=info.result_seq, state="running")
+
+    def _grant(self, child: str, prompt: str | None) -> None:
+        """Take a slot for ``child`` and tell it to run."""
+        info = self.s.children_info[child]
+        self.s.running_children[child] = info.result_seq
+        self.s.children_info[child] = info.model_copy(update={"state": "running"})
+        self._signal_later(child, "wake", WakeRequest(prompt=prompt, granted=True))
+
+    def _release_slot(self, child: str) -> None:
+        """A child settled: its slot goes to the first queued wake (slot transfer)."""
+        s = self.s
+        if s.running_children.pop(child, None) is None:
+            return
+        while s.wake_queue:
+            nxt = s.wake_queue.pop(0)
+            if s.children_info.get(nxt.child, ChildInfo()).state == "closed":
+                continue
+            self._trace(f"{s.id}: DEQUEUED wake {nxt.child} (slot from {child})")
+            self._grant(nxt.child, nxt.prompt)
+            return
 
     @workflow.signal(name="wake")
     def wake_signal(self, payload: Any = None) -> None:
-        """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}``."""
+        """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}``.
+
+        A wake from outside asks the parent for a slot first (``max_concurrent``); the
+        parent's grant comes back as a ``wake`` with ``granted``."""
         try:
             parsed = _WAKE_PAYLOAD.validate_python(payload)
         except ValidationError as err:
             self._reject("wake", f"bad payload: {_short(err)}")
             return
-        prompt = parsed.prompt if isinstance(parsed, WakeRequest) else parsed
+        req = parsed if isinstance(parsed, WakeRequest) else WakeRequest(prompt=parsed)
         error = self._wake_error()
         if error is not None:
             self._reject("wake", error)
             return
-        self._admit_wake(prompt)
+        if req.granted or self.s.parent is None:
+            self._admit_wake(req.prompt)
+        elif self.s.state == "idle":
+            self._trace(f"{self.s.id}: wake asks {self.s.parent} for a slot")
+            self._signal_later(
+                self.s.parent,
+                "slot_request",
+                WakeChildRequest(
+                    child=self.s.id, prompt=req.prompt, seen_result_seq=self.s.result_seq
+                ),
+            )
 
     def _wake_error(self) -> str | None:
         if self.s.defn is None:
@@ -567,7 +654,13 @@ class AgentWorkflow(TurnMixin):
             pending_req=report.pending_req,
             parked=report.parked,
         )
+        granted_at = self.s.running_children.get(report.id)
+        if granted_at is not None and (
+            report.state == "closed" or (report.state == "idle" and report.result_seq > granted_at)
+        ):
+            self._release_slot(report.id)
         self._recount()
+        self._push_floors()
         self._report()
 
     def _recount(self) -> None:
@@ -580,6 +673,47 @@ class AgentWorkflow(TurnMixin):
             s.pool_tokens = s.pool_tokens_limit - s.usage_total
         if s.pool_tool_calls_limit is not None:
             s.pool_tool_calls = s.pool_tool_calls_limit - s.subtree_tool_calls
+
+    def remaining(self) -> tuple[int | None, int | None]:
+        """Live remainder (tokens, tool calls) for this handle: its own pool, capped by the
+        tightest ancestor pool as last pushed, less what this handle spent since. None =
+        unlimited."""
+        s = self.s
+        tokens, tool_calls = s.pool_tokens, s.pool_tool_calls
+        floor = s.floor
+        if floor is not None:
+            if floor.tokens is not None:
+                tokens = _min_opt(tokens, floor.tokens - (s.usage_total - floor.basis_tokens))
+            if floor.tool_calls is not None:
+                spent = s.subtree_tool_calls - floor.basis_tool_calls
+                tool_calls = _min_opt(tool_calls, floor.tool_calls - spent)
+        return tokens, tool_calls
+
+    def _push_floors(self) -> None:
+        """Tell children the live remainder of the tightest pool above them, when it changed
+        (only when some pool is finite): siblings' spending drains everyone's budget."""
+        s = self.s
+        tokens, tool_calls = self.remaining()
+        if tokens is None and tool_calls is None:
+            return
+        for child_id, info in s.children_info.items():
+            if info.state == "closed":
+                continue
+            floor = PoolFloor(
+                tokens=tokens,
+                tool_calls=tool_calls,
+                basis_tokens=info.usage_total,
+                basis_tool_calls=info.subtree_tool_calls,
+            )
+            if s.pushed_floors.get(child_id) != floor:
+                s.pushed_floors[child_id] = floor
+                self._signal_later(child_id, "pool_floor", floor)
+
+    @workflow.signal(name="pool_floor")
+    def pool_floor(self, floor: PoolFloor) -> None:
+        """The parent's live remainder (internal; see :class:`PoolFloor`)."""
+        self.s.floor = floor
+        self._push_floors()
 
     def _report(self) -> None:
         """Tell the parent this handle's current snapshot, unless it already knows it.
@@ -631,9 +765,10 @@ class AgentWorkflow(TurnMixin):
         ``timeout`` and the turn keeps running. Never raises.
         """
         s = self.s
-        if self._settled() and (s.last_result is not None or s.state == "closed"):
+        behind = req.after_seq is not None and s.result_seq <= req.after_seq
+        if not behind and self._settled() and (s.last_result is not None or s.state == "closed"):
             return WaitResponse(result=self._last_or_closed(), status=status_of(s))
-        seen = s.result_seq
+        seen = s.result_seq if req.after_seq is None else max(req.after_seq, 0)
         timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
         try:
             await workflow.wait_condition(

@@ -240,6 +240,24 @@ class TraceLine(_Model):
     line: str
 
 
+class PoolFloor(_Model):
+    """Signal ``pool_floor`` from a parent: the remainder of the tightest ancestor pool,
+    computed when the parent knew the child had spent ``basis_tokens`` / ``basis_tool_calls``
+    (so the child subtracts what it spent since). None = unlimited."""
+
+    tokens: int | None = None
+    tool_calls: int | None = None
+    basis_tokens: int = 0
+    basis_tool_calls: int = 0
+
+
+class QueuedWake(_Model):
+    """A child's wake waiting for one of its parent's ``max_concurrent`` slots."""
+
+    child: str
+    prompt: str | None = None
+
+
 class Interpreter(_Model):
     """One link of an interpreter chain: handle ``handle_id`` answers with ``name``."""
 
@@ -305,6 +323,12 @@ class HandleState(_Model):
         transcript_len: messages committed to the conversation store.
         llm_seq: LLM calls started; the fence that stops a stale activity from writing.
         request_seq: Requests raised by this handle (their ids are ``{id}#{n}``).
+        floor: the ancestors' live remainder as last pushed by the parent (None: no
+            ancestor has a finite pool).
+        running_children: children holding one of this handle's ``max_concurrent`` slots,
+            with their result count when the slot was granted.
+        wake_queue: children's wakes waiting for a slot, FIFO.
+        pushed_floors: the floor last pushed to each child.
         interpreters: the interpreter chain, nearest first: the handle's own ``wait_for``,
             then its ancestors' (CONTRACT §5).
         tool_options: activity options of the handle's tools, by tool name.
@@ -350,6 +374,10 @@ class HandleState(_Model):
     transcript_len: int = 0
     llm_seq: int = 0
     request_seq: int = 0
+    floor: PoolFloor | None = None
+    running_children: dict[str, int] = Field(default_factory=dict)
+    wake_queue: list[QueuedWake] = Field(default_factory=list)
+    pushed_floors: dict[str, PoolFloor] = Field(default_factory=dict)
     interpreters: list[Interpreter] = Field(default_factory=list)
     tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
     report_results: bool = False
@@ -436,9 +464,35 @@ class SpawnResult(_Model):
 
 
 class WakeRequest(_Model):
-    """``wake`` input: an optional prompt."""
+    """``wake`` input: an optional prompt. ``granted`` is set by the parent when it hands the
+    child one of its ``max_concurrent`` slots (a wake without it asks the parent first)."""
 
     prompt: str | None = None
+    granted: bool = False
+
+
+class WakeChildRequest(_Model):
+    """``wake_child`` update / ``slot_request`` signal to a parent: admit ``child``'s wake
+    under the parent's ``max_concurrent`` (CONTRACT §3 wake, §6).
+
+    ``seen_result_seq``: how many results of the child the caller has seen settle; it tells
+    the parent that a turn whose settle report is still on its way is over."""
+
+    child: str
+    prompt: str | None = None
+    seen_result_seq: int = Field(default=0, ge=0)
+
+
+class WakeChildResult(_Model):
+    """``wake_child`` result: ``admitted`` (a slot was taken and the child told), ``queued``
+    (FIFO, until a sibling hands its slot over) or ``noop`` (already running or suspended).
+
+    ``after_seq`` is the child's result count at admission: a ``wait`` for the turn this wake
+    starts waits for a result beyond it."""
+
+    outcome: Literal["admitted", "queued", "noop"]
+    after_seq: int
+    state: HandleStateName
 
 
 class PostResult(_Model):
@@ -497,9 +551,12 @@ class HookInput(_Model):
 
 
 class WaitRequest(_Model):
-    """``wait`` update input: timeout in ms (None = wait as long as it takes)."""
+    """``wait`` update input: timeout in ms (None = wait as long as it takes); ``after_seq``:
+    wait for a result beyond this count (set by a wake, so a wait that overtakes the wake's
+    delivery still waits for its turn)."""
 
     timeout_ms: int | None = Field(default=None, ge=0)
+    after_seq: int | None = Field(default=None, ge=0)
 
 
 class WaitResponse(_Model):

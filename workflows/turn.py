@@ -42,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         ToolCallInput,
         ToolOptions,
         ToolResult,
-        WakeRequest,
         workflow_id_for,
     )
     from workflows.render import render_turn_input
@@ -106,6 +105,17 @@ class TurnMixin:
     async def _close_child(self, child_id: str, req: CloseRequest) -> None:
         raise NotImplementedError
 
+    def remaining(self) -> tuple[int | None, int | None]:
+        raise NotImplementedError
+
+    def _admit_child_wake(self, child: str, prompt: str | None) -> Any:
+        raise NotImplementedError
+
+    _turn_task: asyncio.Task[None] | None
+    _wall_fired: bool
+    _next_messages: list[Message]
+    _open_calls: list[ToolCall]
+
     # ------------------------------------------------------------------ the turn
 
     async def _run_turn(self) -> None:
@@ -129,40 +139,115 @@ class TurnMixin:
         turn_start_len = s.transcript_len
         self._turn_turns = 0
         self._turn_tokens = 0
-        max_turns = s.budget.max_turns
+        self._wall_fired = False
+        self._next_messages = new_messages
+        self._open_calls = []
+        watchdog = self._start_watchdog()
         result: TaskResult
         try:
-            while True:
-                if max_turns is not None and self._turn_turns >= max_turns:
-                    s.unsent = new_messages
-                    result = self._turn_result(
-                        "incomplete",
-                        f"stopped after {self._turn_turns} LLM round trip(s): max_turns reached",
-                        limit="maxTurns",
-                    )
-                    break
-                reply = await self._llm_call(new_messages)
-                self._turn_turns += 1
-                self._turn_tokens += reply.usage.total_tokens
-                s.turns_total += 1
-                s.own_tokens += reply.usage.total_tokens
-                self._recount()
-                s.transcript_len = reply.stored_len
-                calls = reply.message.tool_calls or []
-                if not calls:
-                    result = self._turn_result("done", reply.message.content or "")
-                    break
-                self._report()  # usage rolls up live; a settling turn reports on idle
-                new_messages = await self._run_tool_calls(calls)
+            result = await self._turn_loop()
         except (asyncio.CancelledError, Interrupted):
-            result = self._rollback(turn_start_len, unsent_before, None)
+            if self._wall_fired:
+                result = self._budget_stop("wallMs")
+            else:
+                result = self._rollback(turn_start_len, unsent_before, None)
         except ActivityError as err:
             cause = None if self._interrupt_requested else error_text(err)
             result = self._rollback(turn_start_len, unsent_before, cause)
+        finally:
+            if watchdog is not None and not watchdog.done():
+                watchdog.cancel()
         s.turn_inbox = []
         s.pending_req = None
         self._interrupt_requested = False
         self._settle(result)
+
+    async def _turn_loop(self) -> TaskResult:
+        """The LLM loop; budgets are checked before every LLM call and every tool batch
+        (CONTRACT §6, §9.3)."""
+        s = self.s
+        max_turns = s.budget.max_turns
+        while True:
+            if max_turns is not None and self._turn_turns >= max_turns:
+                s.unsent = self._next_messages
+                return self._turn_result(
+                    "incomplete",
+                    f"stopped after {self._turn_turns} LLM round trip(s): max_turns reached",
+                    limit="maxTurns",
+                )
+            limit = self._budget_limit(0)
+            if limit is not None:
+                return self._budget_stop(limit)
+            reply = await self._llm_call(self._next_messages)
+            self._turn_turns += 1
+            self._turn_tokens += reply.usage.total_tokens
+            s.turns_total += 1
+            s.own_tokens += reply.usage.total_tokens
+            self._recount()
+            s.transcript_len = reply.stored_len
+            self._next_messages = []
+            calls = reply.message.tool_calls or []
+            if not calls:
+                return self._turn_result("done", reply.message.content or "")
+            self._report()  # usage rolls up live; a settling turn reports on idle
+            self._open_calls = calls
+            limit = self._budget_limit(len(calls))
+            if limit is not None:
+                return self._budget_stop(limit)
+            self._next_messages = await self._run_tool_calls(calls)
+            self._open_calls = []
+
+    def _budget_limit(self, tool_calls: int) -> Any:
+        """The limit that forbids the next LLM call (``tool_calls`` 0) or a batch of
+        ``tool_calls`` tool calls, or None."""
+        s = self.s
+        now_ms = workflow.now().timestamp() * 1000
+        if s.wall_deadline_ms is not None and now_ms >= s.wall_deadline_ms:
+            return "wallMs"
+        tokens, calls_left = self.remaining()
+        if tokens is not None and tokens <= 0:
+            return "tokens"
+        if tool_calls and calls_left is not None and calls_left < tool_calls:
+            return "toolCalls"
+        return None
+
+    def _budget_stop(self, limit: Any) -> TaskResult:
+        """Stop the turn at a budget limit: ``incomplete``, partial work and transcript kept.
+        Tool calls the model asked for but that did not run get error results, sent first
+        on the next wake, so the transcript stays well-formed."""
+        s = self.s
+        if self._open_calls:
+            s.unsent = [
+                Message(
+                    role="tool",
+                    tool_call_id=call.id,
+                    content=f"error: not run: budget exhausted ({limit})",
+                )
+                for call in self._open_calls
+            ]
+        else:
+            s.unsent = self._next_messages
+        self._open_calls = []
+        return self._turn_result(
+            "incomplete", f"budget exhausted ({limit}): the turn stopped", limit=limit
+        )
+
+    def _start_watchdog(self) -> asyncio.Task[None] | None:
+        """A durable timer at the wall deadline that stops the running turn."""
+        deadline = self.s.wall_deadline_ms
+        if deadline is None:
+            return None
+        left_ms = deadline - workflow.now().timestamp() * 1000
+        if left_ms <= 0:
+            return None  # the first budget check stops the turn
+
+        async def fire() -> None:
+            await workflow.sleep(timedelta(milliseconds=left_ms))
+            self._wall_fired = True
+            if self._turn_task is not None:
+                self._turn_task.cancel()
+
+        return asyncio.create_task(fire())
 
     def _turn_result(
         self, status: Any, text: str, limit: Any = None, pending: Request | None = None
@@ -390,9 +475,8 @@ class TurnMixin:
         if child_id is None:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
         self._trace(f"{s.id}: task → {child_id}")
-        child = workflow.get_external_workflow_handle(workflow_id_for(s.scope, child_id))
         try:
-            await child.signal("wake", WakeRequest(prompt=prompt))
+            self._admit_child_wake(child_id, prompt)  # takes a slot, or queues FIFO
             result = await self._await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.
