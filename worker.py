@@ -34,12 +34,16 @@ from activities.registry import Registry, RegistryActivities
 from activities.store import ConversationStore, SqliteConversationStore
 from activities.tools import ToolActivities
 from workflows.agent import AgentWorkflow
+from workflows.turn import llm_task_queue
 
 DEFAULT_TASK_QUEUE = "tnx"
 """The task queue used when none is given."""
 
 DEFAULT_STORE_PATH = Path(".tnx/conversations.sqlite")
 """The SQLite conversation store used when none is given."""
+
+DEFAULT_MAX_CONCURRENT_TURNS = 100
+"""LLM calls in flight at once per worker process when not configured."""
 
 SANDBOX_PASSTHROUGH = (
     # Our models and pydantic are imported once, outside the sandbox: they are deterministic
@@ -74,6 +78,47 @@ async def connect(address: str, namespace: str = "default") -> Client:
     )
 
 
+class AgentWorker:
+    """The runtime's two Temporal workers, run together.
+
+    * on ``task_queue``: the agent workflow, tools, interpreters, hooks, registry look-ups;
+    * on ``{task_queue}-llm``: only LLM calls, with at most ``max_concurrent_turns`` at once
+      (the runtime-wide LLM cap of CONTRACT §6). It is a worker slot limit, so a cancelled
+      call frees its slot at once and a dead worker's slots die with it; a parent waiting on
+      its children holds no slot, so no cap can deadlock a tree. With several worker
+      processes the cap applies per process.
+
+    Use ``async with worker:`` (runs in the background) or ``await worker.run()``.
+    """
+
+    def __init__(self, main: Worker, llm: Worker) -> None:
+        self.main = main
+        self.llm = llm
+
+    async def run(self) -> None:
+        """Run both workers until :meth:`shutdown` (or one fails)."""
+        await asyncio.gather(self.main.run(), self.llm.run())
+
+    async def shutdown(self) -> None:
+        """Stop polling, let in-flight tasks finish or cancel, then return."""
+        await asyncio.gather(self.main.shutdown(), self.llm.shutdown())
+
+    async def __aenter__(self) -> AgentWorker:
+        await self.main.__aenter__()
+        try:
+            await self.llm.__aenter__()
+        except BaseException:
+            await self.main.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        try:
+            await self.llm.__aexit__(*exc)
+        finally:
+            await self.main.__aexit__(*exc)
+
+
 @contextlib.asynccontextmanager
 async def create_worker(
     client: Client,
@@ -83,9 +128,10 @@ async def create_worker(
     task_queue: str = DEFAULT_TASK_QUEUE,
     store: ConversationStore | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
+    max_concurrent_turns: int | None = None,
     **worker_options: Any,
-) -> AsyncIterator[Worker]:
-    """Build a worker for the agent runtime and close its HTTP client afterwards.
+) -> AsyncIterator[AgentWorker]:
+    """Build the runtime's workers and close the HTTP client afterwards.
 
     Use as ``async with create_worker(...) as worker: await worker.run()`` or wrap the worker
     in ``async with worker:`` for an in-process worker in tests and demos.
@@ -97,11 +143,15 @@ async def create_worker(
         task_queue: the task queue all handles of the runtime use.
         store: the conversation store (default: SQLite at ``.tnx/conversations.sqlite``).
         transport: an httpx transport for the LLM client (tests: ``httpx.MockTransport``).
-        **worker_options: passed to ``temporalio.worker.Worker``.
+        max_concurrent_turns: LLM calls in flight at once in this process (None: 100).
+        **worker_options: passed to both ``temporalio.worker.Worker``s.
 
     Raises:
         RegistryError: the registry is not usable.
+        ValueError: ``max_concurrent_turns`` below 1.
     """
+    if max_concurrent_turns is not None and max_concurrent_turns < 1:
+        raise ValueError(f"max_concurrent_turns must be at least 1, got {max_concurrent_turns}")
     reg = Registry.coerce(registry)
     registry_activities = RegistryActivities(reg)
     tool_activities = ToolActivities(reg.tools, reg.interpreters)
@@ -111,21 +161,29 @@ async def create_worker(
         transport=transport,
         tool_schemas=registry_activities.tool_schemas,
     )
+    options = {**WORKER_DEFAULTS, **worker_options}
     try:
-        yield Worker(
+        main = Worker(
             client,
             task_queue=task_queue,
             workflows=[AgentWorkflow],
             activities=[
-                llm_activities.llm_call,
                 registry_activities.resolve_agent,
                 registry_activities.run_hook,
                 tool_activities.tool_call,
                 tool_activities.interpret,
             ],
             workflow_runner=workflow_runner(),
-            **{**WORKER_DEFAULTS, **worker_options},
+            **options,
         )
+        llm_worker = Worker(
+            client,
+            task_queue=llm_task_queue(task_queue),
+            activities=[llm_activities.llm_call],
+            max_concurrent_activities=max_concurrent_turns or DEFAULT_MAX_CONCURRENT_TURNS,
+            **options,
+        )
+        yield AgentWorker(main, llm_worker)
     finally:
         await llm_activities.aclose()
 
@@ -138,6 +196,7 @@ async def serve(
     registry_spec: str,
     llm: LlmConfig,
     store_path: Path,
+    max_concurrent_turns: int | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down cleanly."""
     registry = Registry.load(registry_spec)
@@ -152,6 +211,7 @@ async def serve(
         llm=llm,
         task_queue=task_queue,
         store=SqliteConversationStore(store_path),
+        max_concurrent_turns=max_concurrent_turns,
     ) as worker:
         run = asyncio.create_task(worker.run())
         typer.echo(
@@ -183,7 +243,16 @@ def run(
     llm_base_url: Annotated[
         str | None, typer.Option(envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL")
     ] = None,
-    model: Annotated[str | None, typer.Option(envvar="TNX_MODEL", help="Default model")] = None,
+    model: Annotated[
+        str | None, typer.Option(envvar="TNX_MODEL", help="Model used for model='inherit'")
+    ] = None,
+    style: Annotated[
+        str, typer.Option(envvar="TNX_LLM_STYLE", help="Wire style: openai or anthropic")
+    ] = "openai",
+    max_concurrent_turns: Annotated[
+        int | None,
+        typer.Option(envvar="TNX_MAX_CONCURRENT_TURNS", help="LLM calls in flight at once"),
+    ] = None,
     store: Annotated[
         Path, typer.Option(envvar="TNX_STORE", help="SQLite conversation store file")
     ] = DEFAULT_STORE_PATH,
@@ -193,9 +262,12 @@ def run(
         raise typer.BadParameter(
             "no LLM endpoint: pass --llm-base-url or set OPENAI_BASE_URL", param_hint="llm"
         )
-    llm = LlmConfig(
-        base_url=llm_base_url, model=model or os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
-    )
+    model = model or os.environ.get("OPENAI_MODEL")
+    if not model:
+        raise typer.BadParameter("no model: pass --model or set TNX_MODEL", param_hint="model")
+    if style not in ("openai", "anthropic"):
+        raise typer.BadParameter("style must be openai or anthropic", param_hint="style")
+    llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
     asyncio.run(
         serve(
             address=address,
@@ -204,6 +276,7 @@ def run(
             registry_spec=registry,
             llm=llm,
             store_path=store,
+            max_concurrent_turns=max_concurrent_turns,
         )
     )
 

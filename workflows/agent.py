@@ -41,6 +41,8 @@ with workflow.unsafe.imports_passed_through():
         Answer,
         AnswerResult,
         Budget,
+        BudgetAsk,
+        BudgetReply,
         ChildInfo,
         ChildReport,
         CloseRequest,
@@ -160,6 +162,8 @@ class AgentWorkflow(TurnMixin):
         self._turn_turns = 0
         self._turn_tokens = 0
         self._wall_fired = False
+        self._budget_seq = 0
+        self._budget_replies: dict[int, BudgetReply] = {}
         self._next_messages: list[Message] = []
         self._open_calls: list[ToolCall] = []
         self._reports_in_flight = 0
@@ -709,6 +713,64 @@ class AgentWorkflow(TurnMixin):
                 s.pushed_floors[child_id] = floor
                 self._signal_later(child_id, "pool_floor", floor)
 
+    @workflow.signal(name="budget_ask")
+    async def budget_ask(self, ask: BudgetAsk) -> None:
+        """A child asks for the live remainder before spending (internal; CONTRACT §6)."""
+        s = self.s
+        info = s.children_info.get(ask.child)
+        if info is None:
+            return
+        if ask.usage_total > info.usage_total or ask.subtree_tool_calls > info.subtree_tool_calls:
+            s.children_info[ask.child] = info.model_copy(
+                update={
+                    "usage_total": max(ask.usage_total, info.usage_total),
+                    "subtree_tool_calls": max(ask.subtree_tool_calls, info.subtree_tool_calls),
+                }
+            )
+            self._recount()
+        await self._refresh_budget()
+        tokens, tool_calls = self.remaining()
+        self._signal_later(
+            ask.child,
+            "budget_reply",
+            BudgetReply(seq=ask.seq, tokens=tokens, tool_calls=tool_calls),
+        )
+
+    @workflow.signal(name="budget_reply")
+    def budget_reply(self, reply: BudgetReply) -> None:
+        """The parent's answer to a ``budget_ask`` (internal)."""
+        self._budget_replies[reply.seq] = reply
+
+    async def _refresh_budget(self) -> None:
+        """When a finite pool sits above this handle, ask the parent for its live remainder
+        (the parent asks its own parent first), so siblings can overshoot a shared pool by
+        at most the calls already in flight."""
+        s = self.s
+        if s.parent is None or s.floor is None:
+            return
+        if s.floor.tokens is None and s.floor.tool_calls is None:
+            return
+        self._budget_seq += 1
+        seq = self._budget_seq
+        self._signal_later(
+            s.parent,
+            "budget_ask",
+            BudgetAsk(
+                child=s.id,
+                seq=seq,
+                usage_total=s.usage_total,
+                subtree_tool_calls=s.subtree_tool_calls,
+            ),
+        )
+        await workflow.wait_condition(lambda: seq in self._budget_replies)
+        reply = self._budget_replies.pop(seq)
+        s.floor = PoolFloor(
+            tokens=reply.tokens,
+            tool_calls=reply.tool_calls,
+            basis_tokens=s.usage_total,
+            basis_tool_calls=s.subtree_tool_calls,
+        )
+
     @workflow.signal(name="pool_floor")
     def pool_floor(self, floor: PoolFloor) -> None:
         """The parent's live remainder (internal; see :class:`PoolFloor`)."""
@@ -767,6 +829,8 @@ class AgentWorkflow(TurnMixin):
         s = self.s
         behind = req.after_seq is not None and s.result_seq <= req.after_seq
         if not behind and self._settled() and (s.last_result is not None or s.state == "closed"):
+            if s.floor is not None:
+                await workflow.wait_condition(lambda: self._reports_in_flight == 0)
             return WaitResponse(result=self._last_or_closed(), status=status_of(s))
         seen = s.result_seq if req.after_seq is None else max(req.after_seq, 0)
         timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
@@ -782,6 +846,10 @@ class AgentWorkflow(TurnMixin):
             )
             return WaitResponse(result=result, status=status_of(s))
         if s.result_seq > seen and s.last_result is not None:
+            if s.floor is not None:
+                # Under a finite pool the caller must see a settled ledger: the parent has
+                # the report of this turn's spending before the result is handed out.
+                await workflow.wait_condition(lambda: self._reports_in_flight == 0)
             return WaitResponse(result=s.last_result, status=status_of(s))
         return WaitResponse(result=self._closed_result(), status=status_of(s))
 

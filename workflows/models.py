@@ -251,6 +251,25 @@ class PoolFloor(_Model):
     basis_tool_calls: int = 0
 
 
+class BudgetAsk(_Model):
+    """Signal ``budget_ask`` from a child before an LLM call or tool batch, when a finite pool
+    sits above it: carries the child's usage so the parent's ledger is exact, and asks for
+    the live remainder (answered by ``budget_reply``)."""
+
+    child: str
+    seq: int
+    usage_total: int
+    subtree_tool_calls: int
+
+
+class BudgetReply(_Model):
+    """Signal ``budget_reply`` to a child: the live remainder above it (None = unlimited)."""
+
+    seq: int
+    tokens: int | None = None
+    tool_calls: int | None = None
+
+
 class QueuedWake(_Model):
     """A child's wake waiting for one of its parent's ``max_concurrent`` slots."""
 

@@ -55,6 +55,16 @@ TOOL_CALL_ACTIVITY = "tnx.tool_call"
 INTERPRET_ACTIVITY = "tnx.interpret"
 """Activity name of one interpreter (``wait_for``) call."""
 
+LLM_QUEUE_SUFFIX = "-llm"
+"""LLM calls run on their own task queue, ``{task_queue}-llm``, whose worker slots are the
+runtime-wide cap on concurrent LLM calls (CONTRACT §6; see ``worker.AgentWorker``)."""
+
+
+def llm_task_queue(task_queue: str) -> str:
+    """The task queue of LLM calls for a runtime on ``task_queue``."""
+    return f"{task_queue}{LLM_QUEUE_SUFFIX}"
+
+
 LLM_NON_RETRYABLE = ["LlmRequestRejected", "MalformedLlmResponse", "StoreError"]
 TOOL_NON_RETRYABLE = ["UnknownTool", "ToolArgumentsInvalid"]
 
@@ -111,6 +121,9 @@ class TurnMixin:
     def _admit_child_wake(self, child: str, prompt: str | None) -> Any:
         raise NotImplementedError
 
+    async def _refresh_budget(self) -> None:
+        raise NotImplementedError
+
     _turn_task: asyncio.Task[None] | None
     _wall_fired: bool
     _next_messages: list[Message]
@@ -152,8 +165,11 @@ class TurnMixin:
             else:
                 result = self._rollback(turn_start_len, unsent_before, None)
         except ActivityError as err:
-            cause = None if self._interrupt_requested else error_text(err)
-            result = self._rollback(turn_start_len, unsent_before, cause)
+            if self._wall_fired:
+                result = self._budget_stop("wallMs")
+            else:
+                cause = None if self._interrupt_requested else error_text(err)
+                result = self._rollback(turn_start_len, unsent_before, cause)
         finally:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
@@ -175,6 +191,7 @@ class TurnMixin:
                     f"stopped after {self._turn_turns} LLM round trip(s): max_turns reached",
                     limit="maxTurns",
                 )
+            await self._refresh_budget()
             limit = self._budget_limit(0)
             if limit is not None:
                 return self._budget_stop(limit)
@@ -191,6 +208,7 @@ class TurnMixin:
                 return self._turn_result("done", reply.message.content or "")
             self._report()  # usage rolls up live; a settling turn reports on idle
             self._open_calls = calls
+            await self._refresh_budget()
             limit = self._budget_limit(len(calls))
             if limit is not None:
                 return self._budget_stop(limit)
@@ -303,6 +321,7 @@ class TurnMixin:
                 team=s.defn.team,
             ),
             result_type=LlmCallResult,
+            task_queue=llm_task_queue(s.task_queue),
             start_to_close_timeout=timedelta(milliseconds=opts.llm_timeout_ms),
             heartbeat_timeout=timedelta(milliseconds=opts.llm_heartbeat_ms),
             retry_policy=RetryPolicy(
