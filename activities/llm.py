@@ -2,7 +2,9 @@
 
 One activity execution is one model round trip. It reads the transcript from the
 :class:`~activities.store.ConversationStore` (the workflow sends only new messages and the
-committed length), calls ``POST {base_url}/chat/completions`` (OpenAI wire style), stores the
+committed length), calls the model in the worker's wire style (``openai`` or ``anthropic``,
+overridable per AgentDef; see :mod:`activities.wire`), streaming the response (SSE) while it
+heartbeats, so a long completion can be cancelled within a second, then stores the assembled
 reply and returns it with its usage.
 
 Retries belong to Temporal alone: the httpx client never retries; errors map to
@@ -11,14 +13,14 @@ Retries belong to Temporal alone: the httpx client never retries; errors map to
 * ``LlmUnavailable`` (retryable): network errors, 429, 500, 502, 503, 504; a whole-second
   ``Retry-After`` header becomes the next retry delay.
 * ``LlmRequestRejected`` (non-retryable): any other 4xx/5xx, with the status and body.
-* ``MalformedLlmResponse`` (non-retryable): a 200 whose body is not a chat completion.
+* ``MalformedLlmResponse`` (non-retryable): a 200 whose body or stream is not a response of
+  the wire style.
 
 API keys are read from the environment at call time and never logged or returned.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from datetime import timedelta
@@ -29,9 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities import wire
 from activities.heartbeat import heartbeating
 from activities.store import ConversationStore, StoreError
-from workflows.models import LlmCallInput, LlmCallResult, Message, ToolCall, Usage, WireStyle
+from workflows.models import LlmCallInput, LlmCallResult, Message, Usage, WireStyle
 from workflows.turn import LLM_CALL_ACTIVITY
 
 ToolSchemas = Callable[[list[str], list[str]], list[dict[str, Any]]]
@@ -48,13 +51,17 @@ class LlmConfig(BaseModel):
     """Where and how a worker calls its model.
 
     Attributes:
-        base_url: endpoint root; the call goes to ``{base_url}/chat/completions``.
+        base_url: endpoint root: ``{base_url}/chat/completions`` (openai) or
+            ``{base_url}/v1/messages`` (anthropic).
         model: the model used when an AgentDef says ``"inherit"``.
-        style: wire style (only ``openai`` is implemented so far).
+        style: the default wire style; an AgentDef's ``style`` overrides it.
         api_key_env: name of the environment variable holding the API key; read at call
-            time, never stored. A missing variable sends no ``Authorization`` header.
-        request_timeout_ms: HTTP timeout of one attempt, in ms.
-        max_tokens: ``max_tokens`` sent with each request (None: not sent).
+            time, never stored or logged. Unset: no key header is sent.
+        request_timeout_ms: HTTP timeout of one attempt (connect, and between two bytes of a
+            stream), in ms.
+        max_tokens: ``max_tokens`` per request (None: not sent for openai, 4096 for
+            anthropic).
+        stream: stream responses (SSE); a provider that answers plain JSON is accepted too.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -65,6 +72,7 @@ class LlmConfig(BaseModel):
     api_key_env: str = "OPENAI_API_KEY"
     request_timeout_ms: int = Field(default=120_000, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
+    stream: bool = True
 
     @classmethod
     def from_env(cls, **overrides: Any) -> LlmConfig | None:
@@ -84,65 +92,6 @@ class LlmConfig(BaseModel):
             or "gpt-4o-mini"
         )
         return cls(base_url=base_url, model=model, **overrides)
-
-
-def to_openai_message(m: Message) -> dict[str, Any]:
-    """Our wire-neutral message as an OpenAI chat message."""
-    out: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in m.tool_calls
-        ]
-    if m.tool_call_id is not None:
-        out["tool_call_id"] = m.tool_call_id
-    return out
-
-
-def parse_openai_completion(body: Any) -> tuple[Message, Usage]:
-    """Parse an OpenAI chat completion body.
-
-    Raises:
-        ValueError: the body is not a chat completion (no ``choices[0].message``, or ill-typed
-            fields).
-    """
-    if not isinstance(body, dict):
-        raise ValueError("body is not a JSON object")
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ValueError("no choices[0]")
-    msg = choices[0].get("message")
-    if not isinstance(msg, dict):
-        raise ValueError("no choices[0].message")
-    content = msg.get("content")
-    if content is not None and not isinstance(content, str):
-        raise ValueError("choices[0].message.content is not a string")
-    calls: list[ToolCall] = []
-    for raw in msg.get("tool_calls") or []:
-        fn = raw.get("function") if isinstance(raw, dict) else None
-        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise ValueError("a tool call has no function.name")
-        args = fn.get("arguments")
-        calls.append(
-            ToolCall(
-                id=str(raw.get("id") or f"call_{len(calls)}"),
-                name=fn["name"],
-                arguments=args if isinstance(args, str) else json.dumps(args or {}),
-            )
-        )
-    usage_raw = body.get("usage") or {}
-    if not isinstance(usage_raw, dict):
-        raise ValueError("usage is not an object")
-    usage = Usage(
-        prompt_tokens=int(usage_raw.get("prompt_tokens") or 0),
-        completion_tokens=int(usage_raw.get("completion_tokens") or 0),
-        total_tokens=int(
-            usage_raw.get("total_tokens")
-            or (usage_raw.get("prompt_tokens") or 0) + (usage_raw.get("completion_tokens") or 0)
-        ),
-    )
-    message = Message(role="assistant", content=content, tool_calls=calls or None)
-    return message, usage
 
 
 def retry_after_seconds(value: str | None) -> int | None:
@@ -173,8 +122,6 @@ class LlmActivities:
         transport: httpx.AsyncBaseTransport | None = None,
         tool_schemas: ToolSchemas | None = None,
     ) -> None:
-        if config.style != "openai":
-            raise ValueError(f"wire style {config.style!r} is not implemented yet (only 'openai')")
         self.config = config
         self.store = store
         self.tool_schemas = tool_schemas
@@ -194,12 +141,7 @@ class LlmActivities:
         Raises:
             ApplicationError: typed as described in the module docstring.
         """
-        if inp.style not in (None, "openai"):
-            raise ApplicationError(
-                f"wire style {inp.style!r} is not implemented yet",
-                type="LlmRequestRejected",
-                non_retryable=True,
-            )
+        style: WireStyle = inp.style or self.config.style
         try:
             stored_len = await self.store.write(
                 inp.conv_id, inp.base_len, inp.new_messages, fence=inp.fence
@@ -207,45 +149,64 @@ class LlmActivities:
             transcript = await self.store.read(inp.conv_id, stored_len)
         except StoreError as err:
             raise ApplicationError(str(err), type="StoreError", non_retryable=True) from err
-        model = self.config.model if inp.model == "inherit" else inp.model
-        payload: dict[str, Any] = {
-            "model": model,
-            "messages": [to_openai_message(m) for m in transcript],
-        }
-        if self.config.max_tokens is not None:
-            payload["max_tokens"] = self.config.max_tokens
-        if (inp.tools or inp.team) and self.tool_schemas is not None:
-            payload["tools"] = self.tool_schemas(inp.tools, inp.team)
-        async with heartbeating():
-            response = await self._post("/chat/completions", payload)
-        try:
-            message, usage = parse_openai_completion(response.json())
-        except ValueError as err:  # json.JSONDecodeError is a ValueError too
-            raise ApplicationError(
-                f"malformed LLM response from {response.request.url}: {err}; "
-                f"body starts: {response.text[:300]!r}",
-                type="MalformedLlmResponse",
-                non_retryable=True,
-            ) from err
+        tools = (
+            self.tool_schemas(inp.tools, inp.team)
+            if (inp.tools or inp.team) and self.tool_schemas is not None
+            else []
+        )
+        body = wire.request_body(
+            style,
+            model=self.config.model if inp.model == "inherit" else inp.model,
+            messages=transcript,
+            tools=tools,
+            max_tokens=self.config.max_tokens,
+            stream=self.config.stream,
+        )
+        async with heartbeating(HEARTBEAT_EVERY_S):
+            message, usage = await self._call(style, body)
         try:
             new_len = await self.store.write(inp.conv_id, stored_len, [message], fence=inp.fence)
         except StoreError as err:
             raise ApplicationError(str(err), type="StoreError", non_retryable=True) from err
         return LlmCallResult(message=message, usage=usage, stored_len=new_len)
 
-    async def _post(self, path: str, payload: dict[str, Any]) -> httpx.Response:
-        url = self.config.base_url.rstrip("/") + path
-        headers = {"content-type": "application/json"}
-        key = os.environ.get(self.config.api_key_env)
-        if key:
-            headers["authorization"] = f"Bearer {key}"
+    async def _call(self, style: WireStyle, body: dict[str, Any]) -> tuple[Message, Usage]:
+        """POST the request; read an SSE stream or a plain JSON body."""
+        url = wire.endpoint(style, self.config.base_url)
+        request = self._http.build_request(
+            "POST",
+            url,
+            json=body,
+            headers=wire.headers(style, os.environ.get(self.config.api_key_env)),
+        )
         try:
-            response = await self._http.post(url, json=payload, headers=headers)
+            response = await self._http.send(request, stream=True)
         except httpx.TransportError as err:
             raise ApplicationError(
                 f"LLM endpoint unreachable at {url}: {type(err).__name__}: {err}",
                 type="LlmUnavailable",
             ) from err
+        try:
+            await self._check_status(url, response)
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                return await self._read_stream(style, url, response)
+            await response.aread()
+            try:
+                return wire.parse_response(style, response.json())
+            except ValueError as err:  # WireError, or JSON that does not parse
+                raise _malformed(url, err, response.text) from err
+        except httpx.TransportError as err:
+            raise ApplicationError(
+                f"LLM endpoint {url} broke off: {type(err).__name__}: {err}",
+                type="LlmUnavailable",
+            ) from err
+        finally:
+            await response.aclose()
+
+    async def _check_status(self, url: str, response: httpx.Response) -> None:
+        if response.status_code < 400:
+            return
+        await response.aread()
         if response.status_code in RETRYABLE_STATUS:
             delay = retry_after_seconds(response.headers.get("retry-after"))
             raise ApplicationError(
@@ -253,11 +214,36 @@ class LlmActivities:
                 type="LlmUnavailable",
                 next_retry_delay=timedelta(seconds=delay) if delay is not None else None,
             )
-        if response.status_code >= 400:
-            raise ApplicationError(
-                f"LLM endpoint {url} rejected the request with {response.status_code}: "
-                f"{response.text[:2000]}",
-                type="LlmRequestRejected",
-                non_retryable=True,
-            )
-        return response
+        raise ApplicationError(
+            f"LLM endpoint {url} rejected the request with {response.status_code}: "
+            f"{response.text[:2000]}",
+            type="LlmRequestRejected",
+            non_retryable=True,
+        )
+
+    async def _read_stream(
+        self, style: WireStyle, url: str, response: httpx.Response
+    ) -> tuple[Message, Usage]:
+        assembler = wire.StreamAssembler(style)
+        data: list[str] = []
+        try:
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))
+                elif not line and data:
+                    assembler.feed("\n".join(data))
+                    data = []
+            if data:
+                assembler.feed("\n".join(data))
+            return assembler.result()
+        except wire.WireError as err:
+            raise _malformed(url, err, "") from err
+
+
+def _malformed(url: str, err: Exception, body: str) -> ApplicationError:
+    detail = f"; body starts: {body[:300]!r}" if body else ""
+    return ApplicationError(
+        f"malformed LLM response from {url}: {err}{detail}",
+        type="MalformedLlmResponse",
+        non_retryable=True,
+    )

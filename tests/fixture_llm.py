@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from client.testing import text, tool_calls
+from client.testing import openai_view, render, style_of, text, tool_calls
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolnexus"
 
@@ -106,7 +106,9 @@ class FixtureLLM:
         return sum(1 for r in self.requests if model is None or r["model"] == model)
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
+        raw = json.loads(request.content)
+        style = style_of(request.url.path)
+        body = openai_view(style, raw)
         self.requests.append(body)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -137,6 +139,6 @@ class FixtureLLM:
                     prompt_tokens=prompt,
                     completion_tokens=completion,
                 )
-            return httpx.Response(200, json=reply)
+            return render(reply, style, stream=bool(raw.get("stream")))
         finally:
             self.in_flight -= 1
