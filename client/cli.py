@@ -49,7 +49,7 @@ from client.devserver import DevServer, DevServerError
 from client.errors import SpawnError
 from client.handle import Handle
 from client.runtime import AgentRuntime
-from workflows.models import InboxItem, Message, PostResult, TaskResult
+from workflows.models import Answer, AnswerResult, InboxItem, Message, PostResult, TaskResult
 
 DEFAULT_SERVER_DIR = DEFAULT_DATA_DIR / "temporal"
 """The dev server's state directory when none is given (``.tnx/temporal``)."""
@@ -567,6 +567,71 @@ def close_command(
         _emit(ops.dump(h))
     else:
         _said("close", h)
+
+
+@host_command("pending")
+def pending_command(opts: Options) -> None:
+    """The approval queue: every suspended agent with its pending request (found through the
+    AgentState search attribute; the web UI's search box takes the same query)."""
+    handles = ops.run(opts, lambda rt: rt.pending())
+    if opts.json:
+        _emit(
+            [
+                {"id": h.id, "request": ops.dump(h.pending_req) if h.pending_req else None}
+                for h in handles
+            ]
+        )
+        return
+    if not handles:
+        out.print("no suspended agents", soft_wrap=True)
+        return
+    out.print(ops.pending_table(handles))
+    out.print(
+        "answer with: tnx answer ID --approve | --decline [--data JSON]   "
+        '(web UI / temporal CLI: signal \'answer\' with {"id": REQUEST, "ok": true})',
+        soft_wrap=True,
+        style="dim",
+    )
+
+
+@host_command("answer")
+def answer_command(
+    opts: Options,
+    handle_id: IdArg,
+    approve: Annotated[bool, typer.Option("--approve", help="Answer ok.")] = False,
+    decline: Annotated[bool, typer.Option("--decline", help="Answer not ok (declined).")] = False,
+    data: Annotated[
+        str | None, typer.Option("--data", help="JSON object for the tool, e.g. '{\"otp\": 1}'")
+    ] = None,
+) -> None:
+    """Answer the pending request of ID (or of the deepest agent below it waiting on the same
+    request); the parked turn continues where it stopped."""
+    if approve == decline:
+        raise _fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
+    payload = ops.parse_json_object(data, "--data")
+    target = ops.ref(opts, handle_id)
+
+    async def deliver(rt: AgentRuntime) -> AnswerResult:
+        h = await rt.inspect(target)
+        if h.pending_req is None:
+            raise ops.CliError(f"{h.id} has no pending request (state {h.state})")
+        answer = Answer(
+            id=h.pending_req.id,
+            ok=approve,
+            data=payload,
+            reason=None if approve else "declined",
+        )
+        return await rt.answer(target, answer)
+
+    result = ops.run(opts, deliver)
+    if opts.json:
+        _emit(ops.dump(result))
+    else:
+        out.print(
+            f"answered → delivered to {escape(result.answered or '?')} "
+            f"({'approved' if approve else 'declined'})",
+            soft_wrap=True,
+        )
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -305,6 +306,23 @@ def parse_budget(raw: str | None) -> Budget | None:
         raise CliError(f"invalid --budget: {validation_message(err)}", EXIT_ENV) from err
 
 
+def parse_json_object(raw: str | None, option: str) -> dict[str, Any] | None:
+    """A JSON-object option (``--data``), or None.
+
+    Raises:
+        CliError: not JSON, or not an object (exit 2).
+    """
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as err:
+        raise CliError(f"invalid {option}: not JSON ({err})", EXIT_ENV) from err
+    if not isinstance(value, dict):
+        raise CliError(f"invalid {option}: a JSON object is needed", EXIT_ENV)
+    return value
+
+
 def validation_message(err: ValidationError) -> str:
     """A pydantic error as one line: ``field: message; field: message``."""
     parts = []
@@ -427,6 +445,31 @@ def tree_table(handles: list[Handle]) -> Table:
             str(h.usage_total),
             f"{pool(h.pool_tokens)}/{pool(h.pool_tool_calls)}",
             str(h.inbox_count),
+        )
+    return table
+
+
+def pending_table(handles: list[Handle]) -> Table:
+    """``tnx pending``: one row per suspended handle and its request."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("ID", overflow="ellipsis", no_wrap=True)
+    table.add_column("KIND", no_wrap=True)
+    table.add_column("PROMPT", overflow="ellipsis", no_wrap=True, min_width=24)
+    table.add_column("URL", overflow="ellipsis", no_wrap=True)
+    table.add_column("PATH", overflow="ellipsis", no_wrap=True)
+    table.add_column("REQUEST", overflow="ellipsis", no_wrap=True)
+    for h in handles:
+        req = h.pending_req
+        if req is None:
+            continue
+        path = (req.data or {}).get("path")
+        table.add_row(
+            one_line(h.id),
+            one_line(req.kind),
+            one_line(req.prompt),
+            one_line(req.url or "—"),
+            "/".join(str(p) for p in path) if isinstance(path, list) else "—",
+            one_line(req.id),
         )
     return table
 

@@ -234,3 +234,48 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
         with pytest.raises(RPCError) as missing:
             await rt.client.get_workflow_handle(f"{other_scope}/root").describe()
         assert missing.value.status == RPCStatusCode.NOT_FOUND
+
+
+async def test_pending_and_answer_drive_the_approval_queue(make_runtime, env) -> None:
+    from client.testing import tool_calls
+    from tests.registries import APPROVALS
+
+    llm = ScriptedLLM(
+        {
+            "m-parent": [
+                tool_calls(("task", {"agent": "asker", "prompt": "get it"})),
+                text("parent done"),
+            ],
+            "stub-model": [tool_calls(("check_secret", {})), text("asker done")],
+        }
+    )
+    async with make_runtime(APPROVALS, llm.transport()) as rt:
+        cli = Cli(env, rt)
+        parent = await rt.spawn(rt.root, "parent")
+        assert isinstance(parent, Handle)
+        assert (await rt.run_turn(parent, "go")).status == "pending"
+        child_id = f"{parent.id}/asker.1"
+
+        queue: list[Any] = []
+        for _ in range(50):  # visibility is eventually consistent
+            run = await cli("pending", "--json")
+            assert run.code == 0, run
+            queue = run.json()
+            if len(queue) == 2:
+                break
+            await asyncio.sleep(0.2)
+        assert [q["id"] for q in queue] == [parent.id, child_id]
+        assert {q["request"]["kind"] for q in queue} == {"approval"}
+        assert queue[1]["request"]["data"]["path"] == ["root", "parent.1", "asker.1"]
+        table = await cli("pending", columns=200)
+        assert "approve secret access?" in table.out and "tnx answer" in table.out
+
+        bad = await cli("answer", parent.id)
+        assert bad.code == 2 and "exactly one of" in bad.err
+        run = await cli("answer", parent.id, "--approve", "--data", '{"by": "cli"}', "--json")
+        assert run.code == 0, run
+        assert run.json()["answered"] == child_id  # routed down to the handle that asked
+        result = await rt.wait(parent)
+        assert (result.status, result.text) == ("done", "parent done")
+        again = await cli("answer", parent.id, "--approve")
+        assert again.code == 1 and "no pending request" in again.err
