@@ -167,6 +167,7 @@ class AgentWorkflow(TurnMixin):
         self._next_messages: list[Message] = []
         self._open_calls: list[ToolCall] = []
         self._reports_in_flight = 0
+        self._updates = 0
         self._last_report: ChildReport | None = None
         self._closed_event = False
 
@@ -180,19 +181,54 @@ class AgentWorkflow(TurnMixin):
             The final view (readable after close: close is not loss).
         """
         self._publish(initial=True)
-        if self.s.defn is not None and self.s.defn.on_spawn and self.s.turns_total == 0:
+        first_run = workflow.info().continued_run_id is None
+        if first_run and self.s.defn is not None and self.s.defn.on_spawn:
             await self._run_hook(self.s.defn.on_spawn, "spawn", None)
         while True:
-            await workflow.wait_condition(lambda: self.s.turn_pending or self._closed_event)
+            await workflow.wait_condition(
+                lambda: self.s.turn_pending or self._closed_event or self._continue_as_new_due()
+            )
             if self._closed_event:
                 break
-            self._turn_task = asyncio.create_task(self._run_turn())
-            await self._turn_task
-            self._turn_task = None
+            if self.s.turn_pending:
+                self._turn_task = asyncio.create_task(self._run_turn())
+                await self._turn_task
+                self._turn_task = None
+                continue
+            # Idle and the run is long: once nothing is in flight, carry the whole state model
+            # into a fresh run (children keep running: they are ABANDON children and signal by
+            # workflow id). A wake or a close first takes precedence.
+            await workflow.wait_condition(
+                lambda: self.s.turn_pending or self._closed_event or self._quiescent()
+            )
+            if self._quiescent():
+                self._trace(f"{self.s.id}: continue-as-new")
+                workflow.continue_as_new(AgentInput(state=self.s))
         await workflow.wait_condition(
             lambda: workflow.all_handlers_finished() and self._reports_in_flight == 0
         )
         return view_of(self.s)
+
+    def _continue_as_new_due(self) -> bool:
+        info = workflow.info()
+        opts = self.s.options
+        return (
+            self._updates >= opts.continue_as_new_updates
+            or info.get_current_history_length() >= opts.continue_as_new_events
+            or info.is_continue_as_new_suggested()
+        )
+
+    def _quiescent(self) -> bool:
+        """Idle with nothing in flight: safe to continue as new."""
+        s = self.s
+        return (
+            s.state == "idle"
+            and not s.turn_pending
+            and not s.closing
+            and self._reports_in_flight == 0
+            and not s.wake_queue
+            and workflow.all_handlers_finished()
+        )
 
     # ------------------------------------------------------------------ queries
 
@@ -225,6 +261,7 @@ class AgentWorkflow(TurnMixin):
         Checks, in order: unknown name; parent closed; depth; max_children; pools exhausted.
         A failed check is a SpawnResult with ``error`` set (spawn never raises).
         """
+        self._updates += 1
         child, error = await self._start_child(req.name, budget=req.budget)
         if child is None:
             return SpawnResult(error=error)
@@ -339,6 +376,7 @@ class AgentWorkflow(TurnMixin):
         Raises:
             ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
+        self._updates += 1
         info = self.s.children_info.get(req.child)
         if info is None:
             raise ApplicationError(
@@ -455,6 +493,7 @@ class AgentWorkflow(TurnMixin):
             ``ok`` True, or ``ok`` False with ``inbox closed`` / ``inbox full (N)``: loud to
             the sender, and a trace line.
         """
+        self._updates += 1
         error = self._post(item)
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
 
@@ -494,6 +533,7 @@ class AgentWorkflow(TurnMixin):
         Idle or closed: a no-op. The drained inbox returns to the front, the aborted turn's
         transcript is not kept, waiters get ``interrupted``.
         """
+        self._updates += 1
         await self._interrupt("interrupt")
         return status_of(self.s)
 
@@ -517,6 +557,7 @@ class AgentWorkflow(TurnMixin):
     @workflow.update(name="admit_close")
     async def admit_close(self, req: CloseRequest) -> HandleStatus:
         """Close this handle and its subtree (CONTRACT §3 close); returns once closed."""
+        self._updates += 1
         await self._close(req)
         return status_of(self.s)
 
@@ -581,6 +622,7 @@ class AgentWorkflow(TurnMixin):
             ``ok`` False with the reason when the id matches no pending Request (nothing
             changes; a trace line records it: CONTRACT §9.2).
         """
+        self._updates += 1
         error, answered = self._answer(answer)
         return AnswerResult(
             ok=error is None, error=error, answered=answered, status=status_of(self.s)
@@ -826,6 +868,7 @@ class AgentWorkflow(TurnMixin):
         Settled means: idle with a result, suspended, or closed. A timeout returns status
         ``timeout`` and the turn keeps running. Never raises.
         """
+        self._updates += 1
         s = self.s
         behind = req.after_seq is not None and s.result_seq <= req.after_seq
         if not behind and self._settled() and (s.last_result is not None or s.state == "closed"):

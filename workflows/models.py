@@ -214,6 +214,10 @@ class RuntimeOptions(_Model):
         llm_initial_retry_ms: first retry delay, in ms (doubles each attempt).
         trace_cap: trace lines kept per handle; older lines are dropped and counted.
         interpreter_timeout_ms: how long an interpreter (``wait_for``) may take, in ms.
+        continue_as_new_updates: updates after which an idle handle continues as new
+            (Temporal allows 2,000 per run).
+        continue_as_new_events: history events after which an idle handle continues as new
+            (Temporal terminates a run at 51,200); it also does when Temporal suggests it.
     """
 
     inbox_cap: int = Field(default=8, ge=1)
@@ -224,6 +228,8 @@ class RuntimeOptions(_Model):
     llm_initial_retry_ms: int = Field(default=1_000, ge=1)
     trace_cap: int = Field(default=2_000, ge=10)
     interpreter_timeout_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1_000)
+    continue_as_new_updates: int = Field(default=1_000, ge=1, le=1_900)
+    continue_as_new_events: int = Field(default=20_000, ge=100, le=40_000)
 
 
 class TraceLine(_Model):

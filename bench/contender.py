@@ -1,0 +1,101 @@
+"""What the suite needs from each contender, and the context it runs them in."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from temporalio.client import Client
+
+from bench.history import HistoryTracker, MultiTracker
+from bench.sizes import Size
+
+AgentKind = Literal["chat", "chat1k", "tool"]
+"""``chat``: one LLM call per turn, short reply; ``chat1k``: the same with a ~1 KB reply
+(history growth); ``tool``: LLM → tool → LLM."""
+
+
+@dataclass
+class Context:
+    """Shared by every contender of one suite run.
+
+    Attributes:
+        client: a client of the dev server with the pydantic data converter.
+        address: the dev server's frontend ``host:port`` (for clients with other converters
+            and for the idle-agents subprocess).
+        base_url: the scripted LLM server (``http://127.0.0.1:PORT/v1``).
+        size: the suite size.
+        tmp: a scratch folder (conversation stores).
+        run_id: unique per suite run (task queues, workflow ids).
+    """
+
+    client: Client
+    address: str
+    base_url: str
+    size: Size
+    tmp: Path
+    run_id: str
+    log: Any = field(default=print)
+
+
+class Agent:
+    """One conversation of a contender."""
+
+    async def turn(self, prompt: str) -> str:
+        """Run one turn: prompt in, final text out. Raises when the turn did not finish."""
+        raise NotImplementedError
+
+    def tracker(self) -> MultiTracker | None:
+        """The workflows this agent's turns write history to (None: no durability)."""
+        return None
+
+
+@dataclass
+class FanoutRun:
+    """One 1 → N fan-out: wall time, and history across every workflow it touched."""
+
+    seconds: float
+    events: int | None = None
+    bytes: int | None = None
+    llm_calls: int | None = None
+
+
+class Contender:
+    """A runtime under test. Subclasses set the class attributes and implement the hooks.
+
+    Attributes:
+        name: the short key used by ``--only`` and in the results.
+        label: the human name in tables and plots.
+        durable: whether it writes Temporal history.
+        module: the importable module of the idle-agents measure (``bench.idle``).
+    """
+
+    name = ""
+    label = ""
+    durable = True
+
+    def skip_reason(self) -> str | None:
+        """Why this contender cannot run here (a missing package, ...), or None."""
+        return None
+
+    @contextlib.asynccontextmanager
+    async def session(self, ctx: Context) -> AsyncIterator[None]:
+        """Run the contender's worker (and whatever else it needs) for the measures."""
+        yield
+
+    async def new_agent(self, kind: AgentKind, group: str) -> Agent:
+        """A fresh agent of ``kind``. Agents of one ``group`` (a measure) may share a
+        parent."""
+        raise NotImplementedError
+
+    async def fanout(self, n: int, rep: int) -> FanoutRun:
+        """One turn of a lead that delegates ``n`` jobs at once and waits for all of them."""
+        raise NotImplementedError
+
+
+def tracker_of(client: Client, *workflow_ids: str) -> MultiTracker:
+    """A MultiTracker over workflow ids."""
+    return MultiTracker([HistoryTracker(client, wid) for wid in workflow_ids])

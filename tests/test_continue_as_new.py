@@ -1,0 +1,38 @@
+"""Long-lived handles continue as new when idle, carrying the whole state model: ids, counters,
+the transcript, the trace, children and the root's slots survive the run boundary."""
+
+from __future__ import annotations
+
+from client import AgentDef, Handle, RuntimeOptions
+from client.testing import ScriptedLLM, text
+
+
+async def test_handles_continue_as_new_with_nothing_lost(make_runtime, client) -> None:
+    llm = ScriptedLLM({"stub-model": [text(f"answer {i}") for i in range(8)]})
+    options = RuntimeOptions(continue_as_new_updates=3)
+    async with make_runtime(
+        {"chat": AgentDef(name="chat")}, llm.transport(), options=options
+    ) as rt:
+        h = await rt.spawn(rt.root, "chat")
+        assert isinstance(h, Handle)
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        root_wf = client.get_workflow_handle(rt.workflow_id("root"))
+        first_run = (await wf.describe()).run_id
+        root_first_run = (await root_wf.describe()).run_id
+        for i in range(8):
+            r = await rt.run_turn(h, f"question {i}")
+            assert (r.status, r.text) == ("done", f"answer {i}")
+        h = await rt.inspect(h)
+        assert h.turns_total == 8 and h.usage_total == 40 and h.transcript_len == 16
+        assert (await wf.describe()).run_id != first_run
+        assert (await root_wf.describe()).run_id != root_first_run
+        # the transcript continued across runs: the last call saw every earlier message
+        assert len(llm.requests[-1]["messages"]) == 15
+        lines = await rt.trace_lines(h)
+        assert any(line.endswith(": continue-as-new") for line in lines)
+        assert lines[0] == f"{h.id}: idle→running (wake)"  # the trace kept its beginning
+        root = await rt.inspect(rt.root)
+        assert root.children == [h.id] and root.usage_total == 40
+        # a new spawn after the root's continue-as-new keeps counting
+        second = await rt.spawn(rt.root, "chat")
+        assert isinstance(second, Handle) and second.id == "root/chat.2"
