@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus
 
 from activities import Registry
@@ -321,6 +322,12 @@ async def test_search_attributes_follow_the_state(make_runtime, client) -> None:
                 "AgentDepth": 1,
             }.items()
         )
+        # the web UI's summary of the agent: the workflow's current details
+        metadata = await client.get_workflow_handle(rt.workflow_id(slow.id)).query(
+            "__temporal_workflow_metadata", result_type=WorkflowMetadata
+        )
+        assert metadata.current_details.startswith(f"**{slow.id}** — `running`")
+        assert "turns 0 · tokens 0" in metadata.current_details
         gate.release.set()
         await rt.wait(slow)
 
@@ -339,3 +346,27 @@ async def test_transcript_reads_through_the_store(make_runtime, store) -> None:
             ("user", "b"),
             ("assistant", "two"),
         ]
+
+
+async def test_on_spawn_and_on_close_hooks_run_by_registered_name(make_runtime) -> None:
+    events: list[tuple[str, str, str | None]] = []
+
+    def record(event: HookInput) -> None:  # a sync hook is fine too
+        events.append((event.event, event.handle_id, event.reason))
+
+    reg = Registry(
+        [AgentDef(name="watched", on_spawn="record", on_close="record")],
+        hooks={"record": record},
+    )
+    async with make_runtime(reg, ScriptedLLM({}).transport()) as rt:
+        h = await spawn(rt, rt.root, "watched")
+        for _ in range(50):
+            if events:
+                break
+            await asyncio.sleep(0.1)
+        assert events == [("spawn", h.id, None)]
+        await rt.close(h, reason="done")
+        assert events == [("spawn", h.id, None), ("close", h.id, "done")]
+        assert f"{h.id}: on_spawn record ran" in await rt.trace_lines(h)
+    with pytest.raises(Exception, match="names hook 'missing'"):
+        Registry([AgentDef(name="x", on_close="missing")])
