@@ -73,7 +73,7 @@ class Handle(BaseModel):
     @classmethod
     def from_view(cls, view: HandleView) -> Handle:
         """Build from a workflow's HandleView."""
-        return cls.model_validate(view.model_dump())
+        return cls.model_validate(view.model_dump(exclude={"store_key"}))
 
     def apply(self, view: HandleView) -> None:
         """Refresh every field from a newer view of the same handle.

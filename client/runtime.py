@@ -154,6 +154,8 @@ class AgentRuntime:
             scope=self.scope,
             task_queue=self.task_queue,
             budget=self.budget,
+            pool_tokens_limit=self.budget.max_tokens,
+            pool_tool_calls_limit=self.budget.max_tool_calls,
             pool_tokens=self.budget.max_tokens,
             pool_tool_calls=self.budget.max_tool_calls,
             options=self.options,
@@ -223,9 +225,12 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: the parent's workflow does not exist.
         """
-        result = await self._update(
-            parent, "spawn", SpawnRequest(name=name, budget=budget), SpawnResult
-        )
+        try:
+            result = await self._update(
+                parent, "spawn", SpawnRequest(name=name, budget=budget), SpawnResult
+            )
+        except VerbRejectedError as err:  # the parent's workflow has ended: it is closed
+            return SpawnError(parent=_id(parent), name=name, error=f"parent closed ({err.reason})")
         if result.handle is None:
             return SpawnError(parent=_id(parent), name=name, error=result.error or "spawn failed")
         if isinstance(parent, Handle):
@@ -375,7 +380,9 @@ class AgentRuntime:
         if self.store is None:
             raise TnxError("AgentRuntime(store=...) is needed to read transcripts")
         view = await self._view(h)
-        return await self.store.read(self.workflow_id(view.id), view.transcript_len)
+        if view.store_key is None:
+            return []
+        return await self.store.read(view.store_key, view.transcript_len)
 
     async def resume(self, answer: Answer) -> Handle:
         """Deliver an Answer to the handle parked on the Request with that id (CONTRACT §3).
@@ -502,9 +509,21 @@ class AgentRuntime:
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
             raise VerbRejectedError(_id(h), name, message) from err
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND and await self._is_closed(h):
-                raise VerbRejectedError(_id(h), name, "handle closed") from err
+            # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow"
+            # for one that raced the close: both mean the handle is closed.
+            if err.status != RPCStatusCode.NOT_FOUND or await self._exists(h):
+                if await self._is_closed(h):
+                    raise VerbRejectedError(_id(h), name, "handle closed") from err
             raise _rpc_error(h, err) from err
+
+    async def _exists(self, h: HandleRef) -> bool:
+        try:
+            await self._handle(h).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
 
     async def _query(self, h: HandleRef, name: str, result_type: Any) -> Any:
         try:

@@ -59,6 +59,12 @@ def store(tmp_path: Path) -> SqliteConversationStore:
     return SqliteConversationStore(tmp_path / "conversations.sqlite")
 
 
+async def rt_transcript(rt: AgentRuntime, store: SqliteConversationStore, h: Any) -> list[Any]:
+    """A handle's stored transcript, read through the runtime (the store key is in its view)."""
+    rt.store = store
+    return await rt.transcript(h)
+
+
 RuntimeFactory = Callable[..., AbstractAsyncContextManager[AgentRuntime]]
 
 

@@ -21,6 +21,7 @@ from client import (
     VerbRejectedError,
 )
 from client.testing import ScriptedLLM, text, tool_calls
+from tests.conftest import rt_transcript
 from workflows.models import ROOT_ID
 
 REGISTRY = {
@@ -103,7 +104,7 @@ async def test_wake_continues_the_stored_conversation(make_runtime, store) -> No
 
         h = await rt.inspect(h)
         assert h.transcript_len == 4 + 1
-        stored = await store.read(rt.workflow_id(h.id))
+        stored = await rt_transcript(rt, store, h)
         assert [m.content for m in stored][-2:] == ["question two", "second answer"]
 
 

@@ -10,6 +10,7 @@ from temporalio.client import WorkflowHistory
 
 from client import AgentDef, Handle
 from client.testing import ScriptedLLM, text
+from tests.conftest import rt_transcript
 
 TURNS = 50
 MESSAGE = "x" * 1000  # ~1 KB per user message and per reply
@@ -33,6 +34,8 @@ async def test_history_grows_by_a_constant_per_turn(make_runtime, client, store)
             history = await wf.fetch_history()
             sizes.append(history_bytes(history))
             events.append(len(history.events))
+        stored = await rt_transcript(rt, store, h)
+        assert len(stored) == 2 * TURNS
 
     deltas = [b - a for a, b in pairwise(sizes)][1:]  # the first turn also spawns
     event_deltas = [b - a for a, b in pairwise(events)][1:]
@@ -49,5 +52,3 @@ async def test_history_grows_by_a_constant_per_turn(make_runtime, client, store)
     # One turn carries the new ~1 KB prompt and the ~1 KB reply a few times over, never the
     # whole transcript.
     assert max(deltas) < 4 * len(MESSAGE) + 6_000, deltas
-    stored = await store.read(rt.workflow_id(h.id))
-    assert len(stored) == 2 * TURNS

@@ -16,7 +16,7 @@ from temporalio.client import WorkflowExecutionStatus
 from activities import Registry
 from client import AgentDef, Handle, InboxItem, VerbRejectedError
 from client.testing import ScriptedLLM, text
-from tests.conftest import temporal_binary
+from tests.conftest import rt_transcript, temporal_binary
 from workflows.models import HookInput
 
 AGENTS = [
@@ -154,7 +154,7 @@ async def test_interrupt_mid_llm_call_restores_the_inbox(make_runtime, store) ->
         again = await rt.run_turn(slow, "work again")
         assert (again.status, again.text) == ("done", "finished late")
         assert slow.inbox_count == 0
-        stored = await store.read(rt.workflow_id(slow.id))
+        stored = await rt_transcript(rt, store, slow)
         assert [m.role for m in stored] == ["user", "assistant"]
         assert stored[0].content is not None and "for later" in stored[0].content
         arrows = [line.split(": ", 1)[1] for line in await rt.trace_lines(slow)]

@@ -23,17 +23,18 @@ results): an absolute snapshot, coalesced by one reporter loop.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.turn import TurnMixin, error_text
+from workflows.turn import TurnMixin, error_cause, error_text
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import BaseModel, TypeAdapter, ValidationError
 
     from workflows.models import (
         ROOT_ID,
@@ -86,6 +87,11 @@ RESOLVE_AGENT_ACTIVITY = "tnx.resolve_agent"
 RUN_HOOK_ACTIVITY = "tnx.run_hook"
 """Activity name that runs a registered ``on_spawn`` / ``on_close`` hook."""
 
+_INVALID = object()
+"""Marks a signal whose input was rejected."""
+
+_M = TypeVar("_M", bound=BaseModel)
+
 _WAKE_PAYLOAD: TypeAdapter[WakeRequest | str | None] = TypeAdapter(WakeRequest | str | None)
 _CLOSE_PAYLOAD: TypeAdapter[CloseRequest | None] = TypeAdapter(CloseRequest | None)
 
@@ -122,6 +128,7 @@ def view_of(s: HandleState) -> HandleView:
         transcript_len=s.transcript_len,
         last_error=s.last_error,
         defn=s.defn,
+        store_key=s.store_key,
     )
 
 
@@ -158,6 +165,7 @@ class AgentWorkflow(TurnMixin):
         self._turn_task: asyncio.Task[None] | None = None
         self._interrupt_requested = False
         self._answers: dict[str, Answer] = {}
+        self._forwarded: set[str] = set()
         self._suspended_tasks: dict[int, Request] = {}
         self._turn_turns = 0
         self._turn_tokens = 0
@@ -180,8 +188,11 @@ class AgentWorkflow(TurnMixin):
         Returns:
             The final view (readable after close: close is not loss).
         """
+        info = workflow.info()
+        if self.s.store_key is None:
+            self.s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
         self._publish(initial=True)
-        first_run = workflow.info().continued_run_id is None
+        first_run = info.continued_run_id is None
         if first_run and self.s.defn is not None and self.s.defn.on_spawn:
             await self._run_hook(self.s.defn.on_spawn, "spawn", None)
         while True:
@@ -293,6 +304,10 @@ class AgentWorkflow(TurnMixin):
             return None, error
         defn = resolved.defn
         budget = budget or defn.budget
+        # A subtree is never deeper than any ancestor allows.
+        budget = budget.model_copy(
+            update={"max_depth": _min_opt(budget.max_depth, self.s.budget.max_depth)}
+        )
         self.s.spawn_count += 1
         child_id = f"{self.s.id}/{defn.name}.{self.s.spawn_count}"
         now_ms = int(workflow.now().timestamp() * 1000)
@@ -329,7 +344,7 @@ class AgentWorkflow(TurnMixin):
         )
         self.s.children.append(child_id)
         self.s.children_info[child_id] = ChildInfo()
-        await workflow.start_child_workflow(
+        child_handle = await workflow.start_child_workflow(
             AgentWorkflow.run,
             AgentInput(state=child),
             id=workflow_id_for(self.s.scope, child_id),
@@ -340,7 +355,30 @@ class AgentWorkflow(TurnMixin):
             static_summary=f"agent {defn.name} (child of {self.s.id})",
         )
         self._trace(f"{self.s.id}: spawn {child_id}")
+        asyncio.create_task(self._watch_child(child_id, child_handle))  # noqa: RUF006
         return child, None
+
+    async def _watch_child(
+        self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, Any]
+    ) -> None:
+        """A child's workflow that ends without reporting ``closed`` (terminated, failed,
+        timed out: for example from the web UI) is marked closed here, so nothing waits on
+        it forever and its slot is freed. (Watches children started in this run.)"""
+        try:
+            await handle
+            why = "ended"
+        except Exception as err:
+            why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
+        info = self.s.children_info.get(child_id)
+        if info is None or info.state == "closed":
+            return
+        self._trace(f"{self.s.id}: child {child_id} {why}")
+        self.s.children_info[child_id] = info.model_copy(
+            update={"state": "closed", "parked": False, "pending_req": None}
+        )
+        if child_id in self.s.running_children:
+            self._release_slot(child_id)
+        self.s.wake_queue = [q for q in self.s.wake_queue if q.child != child_id]
 
     def _spawn_check(self, name: str, resolved: ResolveAgentResult) -> str | None:
         if resolved.defn is None:
@@ -388,8 +426,11 @@ class AgentWorkflow(TurnMixin):
         return self._admit_child_wake(req.child, req.prompt, req.seen_result_seq)
 
     @workflow.signal(name="slot_request")
-    def slot_request(self, req: WakeChildRequest) -> None:
+    def slot_request(self, *args: Any) -> None:
         """A child asks for a slot for a wake it received as a signal (internal)."""
+        req = self._parse("slot_request", WakeChildRequest, args)
+        if req is None:
+            return
         info = self.s.children_info.get(req.child)
         if info is None or info.state == "closed" or self.s.closing:
             self._reject("wake", f"{req.child}: no slot for a closed or unknown child")
@@ -440,11 +481,14 @@ class AgentWorkflow(TurnMixin):
             return
 
     @workflow.signal(name="wake")
-    def wake_signal(self, payload: Any = None) -> None:
+    def wake_signal(self, *args: Any) -> None:
         """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}``.
 
         A wake from outside asks the parent for a slot first (``max_concurrent``); the
         parent's grant comes back as a ``wake`` with ``granted``."""
+        payload = self._one("wake", args)
+        if payload is _INVALID:
+            return
         try:
             parsed = _WAKE_PAYLOAD.validate_python(payload)
         except ValidationError as err:
@@ -498,9 +542,12 @@ class AgentWorkflow(TurnMixin):
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
 
     @workflow.signal(name="post")
-    def post_signal(self, payload: Any = None) -> None:
+    def post_signal(self, *args: Any) -> None:
         """``post`` as a signal: an InboxItem as JSON (``{"from": ..., "channel": ...,
         "text": ...}``) or a bare string (an external item)."""
+        payload = self._one("post", args)
+        if payload is _INVALID:
+            return
         try:
             item = (
                 InboxItem(text=payload)
@@ -513,7 +560,9 @@ class AgentWorkflow(TurnMixin):
         self._post(item)
 
     def _post(self, item: InboxItem) -> str | None:
-        if self.s.state == "closed" or self.s.closing:
+        if self.s.defn is None:
+            error = "the root has no inbox: post to a spawned handle"
+        elif self.s.state == "closed" or self.s.closing:
             error = "inbox closed"
         elif len(self.s.inbox) >= self.s.options.inbox_cap:
             error = f"inbox full ({self.s.options.inbox_cap})"
@@ -538,8 +587,10 @@ class AgentWorkflow(TurnMixin):
         return status_of(self.s)
 
     @workflow.signal(name="interrupt")
-    async def interrupt_signal(self, payload: Any = None) -> None:
-        """``interrupt`` as a signal (any input is ignored)."""
+    async def interrupt_signal(self, *args: Any) -> None:
+        """``interrupt`` as a signal (no input, or ``null``)."""
+        if self._one("interrupt", args) is _INVALID:
+            return
         await self._interrupt("interrupt")
 
     async def _interrupt(self, why: str) -> None:
@@ -562,8 +613,11 @@ class AgentWorkflow(TurnMixin):
         return status_of(self.s)
 
     @workflow.signal(name="close")
-    async def close_signal(self, payload: Any = None) -> None:
+    async def close_signal(self, *args: Any) -> None:
         """``close`` as a signal: ``null`` or ``{"force": bool, "reason": str}``."""
+        payload = self._one("close", args)
+        if payload is _INVALID:
+            return
         try:
             req = _CLOSE_PAYLOAD.validate_python(payload) or CloseRequest()
         except ValidationError as err:
@@ -581,8 +635,10 @@ class AgentWorkflow(TurnMixin):
         s.closing = True
         why = req.reason or ("close --force" if req.force else "close")
         self._trace(f"{s.id}: close requested ({why})")
-        if req.force:
-            await self._interrupt("close --force")
+        if req.force or s.state == "suspended":
+            # A forced close aborts the turn first; a parked turn cannot finish by itself, so
+            # its Request is cancelled now rather than answered by a closing tree.
+            await self._interrupt("close")
         for child_id in list(s.children):
             await self._close_child(child_id, req)
         if s.state == "running" or s.turn_pending:
@@ -629,14 +685,11 @@ class AgentWorkflow(TurnMixin):
         )
 
     @workflow.signal(name="answer")
-    def answer_signal(self, payload: Any = None) -> None:
+    def answer_signal(self, *args: Any) -> None:
         """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``)."""
-        try:
-            answer = Answer.model_validate(payload)
-        except ValidationError as err:
-            self._reject("answer", f"bad payload: {_short(err)}")
-            return
-        self._answer(answer)
+        answer = self._parse("answer", Answer, args)
+        if answer is not None:
+            self._answer(answer)
 
     def _answer(self, answer: Answer) -> tuple[str | None, str | None]:
         """Route an Answer; returns (error, the handle it was delivered to)."""
@@ -646,6 +699,10 @@ class AgentWorkflow(TurnMixin):
             error = f"{s.id} has no pending request"
         elif answer.id != pending.id:
             error = f"answer {answer.id!r} matches no pending request (pending: {pending.id!r})"
+        elif answer.id in self._answers or answer.id in self._forwarded:
+            error = f"request {answer.id!r} is already answered"
+        elif self._interrupt_requested or s.closing:
+            error = f"request {answer.id!r} is being cancelled (interrupt or close)"
         else:
             error = None
         if error is not None:
@@ -659,6 +716,7 @@ class AgentWorkflow(TurnMixin):
                 s.children_info[child_id] = info.model_copy(
                     update={"state": "running", "pending_req": None, "parked": False}
                 )
+                self._forwarded.add(answer.id)
                 self._signal_later(child_id, "answer", answer)
                 return None, child_id
         self._answers[answer.id] = answer
@@ -683,8 +741,11 @@ class AgentWorkflow(TurnMixin):
     # ------------------------------------------------------------------ children
 
     @workflow.signal(name="child_report")
-    def child_report(self, report: ChildReport) -> None:
+    def child_report(self, *args: Any) -> None:
         """A child's snapshot (internal: sent by child workflows, not by hosts)."""
+        report = self._parse("child_report", ChildReport, args)
+        if report is None:
+            return
         info = self.s.children_info.get(report.id)
         if info is None or report.seq <= info.report_seq:
             return  # unknown child or an older report
@@ -702,9 +763,16 @@ class AgentWorkflow(TurnMixin):
         )
         granted_at = self.s.running_children.get(report.id)
         if granted_at is not None and (
-            report.state == "closed" or (report.state == "idle" and report.result_seq > granted_at)
+            report.state == "closed"
+            or report.parked
+            or (report.state == "idle" and report.result_seq > granted_at)
         ):
+            # settled, closed, or parked on a Request (a parked child spends nothing and
+            # may wait for days: its slot goes to the queue)
             self._release_slot(report.id)
+        elif granted_at is None and info.parked and report.state == "running":
+            # resumed by its Answer: it runs again, even if that briefly exceeds the cap
+            self.s.running_children[report.id] = report.result_seq
         self._recount()
         self._push_floors()
         self._report()
@@ -756,8 +824,11 @@ class AgentWorkflow(TurnMixin):
                 self._signal_later(child_id, "pool_floor", floor)
 
     @workflow.signal(name="budget_ask")
-    async def budget_ask(self, ask: BudgetAsk) -> None:
+    async def budget_ask(self, *args: Any) -> None:
         """A child asks for the live remainder before spending (internal; CONTRACT §6)."""
+        ask = self._parse("budget_ask", BudgetAsk, args)
+        if ask is None:
+            return
         s = self.s
         info = s.children_info.get(ask.child)
         if info is None:
@@ -779,9 +850,11 @@ class AgentWorkflow(TurnMixin):
         )
 
     @workflow.signal(name="budget_reply")
-    def budget_reply(self, reply: BudgetReply) -> None:
+    def budget_reply(self, *args: Any) -> None:
         """The parent's answer to a ``budget_ask`` (internal)."""
-        self._budget_replies[reply.seq] = reply
+        reply = self._parse("budget_reply", BudgetReply, args)
+        if reply is not None:
+            self._budget_replies[reply.seq] = reply
 
     async def _refresh_budget(self) -> None:
         """When a finite pool sits above this handle, ask the parent for its live remainder
@@ -814,8 +887,11 @@ class AgentWorkflow(TurnMixin):
         )
 
     @workflow.signal(name="pool_floor")
-    def pool_floor(self, floor: PoolFloor) -> None:
+    def pool_floor(self, *args: Any) -> None:
         """The parent's live remainder (internal; see :class:`PoolFloor`)."""
+        floor = self._parse("pool_floor", PoolFloor, args)
+        if floor is None:
+            return
         self.s.floor = floor
         self._push_floors()
 
@@ -951,6 +1027,30 @@ class AgentWorkflow(TurnMixin):
             # A parent needs settled results, suspensions, resumptions, closes and usage; a
             # turn's start reaches it with the next report (one signal per turn saved).
             self._report()
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal with a name this workflow does not know: rejected loudly, not buffered."""
+        self._reject(name[:80], "unknown signal (known: wake, post, interrupt, close, answer)")
+
+    def _one(self, verb: str, args: tuple[Any, ...]) -> Any:
+        """The single input of a signal, or ``_INVALID`` (rejected loudly) when there are
+        several: an extra input must never fail the workflow task."""
+        if len(args) > 1:
+            self._reject(verb, f"expected one input, got {len(args)}")
+            return _INVALID
+        return args[0] if args else None
+
+    def _parse(self, verb: str, model: type[_M], args: tuple[Any, ...]) -> _M | None:
+        """Validate a signal's single input as ``model``; rejected loudly when it is not."""
+        payload = self._one(verb, args)
+        if payload is _INVALID:
+            return None
+        try:
+            return model.model_validate(payload)
+        except ValidationError as err:
+            self._reject(verb, f"bad payload: {_short(err)}")
+            return None
 
     def _reject(self, verb: str, error: str) -> None:
         self.s.last_error = f"{verb} rejected: {error}"[:500]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 HandleStateName = Literal["idle", "running", "suspended", "closed"]
 """The four Handle states (CONTRACT §2)."""
@@ -28,6 +28,17 @@ WireStyle = Literal["openai", "anthropic"]
 
 ROOT_ID = "root"
 """The root handle's id (depth 0; never runs an LLM)."""
+
+MAX_TEXT = 64_000
+"""Characters at most in one inbox item, answer reason or tool output kept in history:
+Temporal payloads are capped at 2 MB, and a turn carries the whole drained inbox. Larger
+content belongs in a store, referenced by id or URL."""
+
+MAX_PROMPT = 200_000
+"""Characters at most in a wake prompt."""
+
+MAX_WAIT_MS = 366 * 24 * 3600 * 1000
+"""The longest ``wait`` timeout and ``max_wall_ms``: a year, in ms."""
 
 
 class _Model(BaseModel):
@@ -53,7 +64,7 @@ class Budget(_Model):
     max_turns: int | None = Field(default=6, ge=1)
     max_tokens: int | None = Field(default=None, ge=0)
     max_tool_calls: int | None = Field(default=None, ge=0)
-    max_wall_ms: int | None = Field(default=None, ge=1)
+    max_wall_ms: int | None = Field(default=None, ge=1, le=MAX_WAIT_MS)
     max_children: int | None = Field(default=None, ge=0)
     max_concurrent: int | None = Field(default=8, ge=1)
     max_depth: int | None = Field(default=3, ge=0)
@@ -95,9 +106,9 @@ class InboxItem(_Model):
     The sender field is ``from`` on the wire (``from_`` in Python).
     """
 
-    from_: str = Field(default="external", alias="from", min_length=1)
-    channel: str = Field(default="external", min_length=1)
-    text: str
+    from_: str = Field(default="external", alias="from", min_length=1, max_length=200)
+    channel: str = Field(default="external", min_length=1, max_length=64)
+    text: str = Field(max_length=MAX_TEXT)
 
 
 class Request(_Model):
@@ -114,8 +125,8 @@ class Request(_Model):
 class Answer(_Model):
     """The answer to a Request (CONTRACT §1). ``reason`` only when not ok."""
 
-    id: str
-    ok: bool
+    id: str = Field(min_length=1, max_length=500)
+    ok: StrictBool
     data: dict[str, Any] | None = None
     reason: Literal["declined", "cancelled", "expired"] | None = None
 
@@ -347,6 +358,9 @@ class HandleState(_Model):
         result_seq: how many results have settled (waiters wait for it to grow).
         transcript_len: messages committed to the conversation store.
         llm_seq: LLM calls started; the fence that stops a stale activity from writing.
+        store_key: the transcript's key in the conversation store:
+            ``{namespace}/{workflow id}@{first run id}``, so a store shared by several
+            servers, or an id used again after its handle was gone, never mixes transcripts.
         request_seq: Requests raised by this handle (their ids are ``{id}#{n}``).
         floor: the ancestors' live remainder as last pushed by the parent (None: no
             ancestor has a finite pool).
@@ -398,6 +412,7 @@ class HandleState(_Model):
     result_seq: int = 0
     transcript_len: int = 0
     llm_seq: int = 0
+    store_key: str | None = None
     request_seq: int = 0
     floor: PoolFloor | None = None
     running_children: dict[str, int] = Field(default_factory=dict)
@@ -442,6 +457,7 @@ class HandleView(_Model):
     transcript_len: int
     last_error: str | None
     defn: AgentDef | None
+    store_key: str | None = None
 
 
 class HandleStatus(_Model):
@@ -492,8 +508,8 @@ class WakeRequest(_Model):
     """``wake`` input: an optional prompt. ``granted`` is set by the parent when it hands the
     child one of its ``max_concurrent`` slots (a wake without it asks the parent first)."""
 
-    prompt: str | None = None
-    granted: bool = False
+    prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
+    granted: StrictBool = False
 
 
 class WakeChildRequest(_Model):
@@ -504,7 +520,7 @@ class WakeChildRequest(_Model):
     the parent that a turn whose settle report is still on its way is over."""
 
     child: str
-    prompt: str | None = None
+    prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     seen_result_seq: int = Field(default=0, ge=0)
 
 
@@ -537,8 +553,8 @@ class CloseRequest(_Model):
     """``close`` input: ``force`` aborts a running turn at once; ``reason`` goes to the
     ``on_close`` hook and the trace."""
 
-    force: bool = False
-    reason: str | None = None
+    force: StrictBool = False
+    reason: str | None = Field(default=None, max_length=500)
 
 
 class ChildReport(_Model):
@@ -546,14 +562,14 @@ class ChildReport(_Model):
     coalesce and a late one is recognised by ``seq``."""
 
     id: str
-    seq: int
+    seq: int = Field(ge=1)
     state: HandleStateName
-    usage_total: int
-    subtree_tool_calls: int
-    result_seq: int
+    usage_total: int = Field(ge=0)
+    subtree_tool_calls: int = Field(ge=0)
+    result_seq: int = Field(ge=0)
     last_result: TaskResult | None = None
     pending_req: Request | None = None
-    parked: bool = False
+    parked: StrictBool = False
 
 
 class AnswerResult(_Model):
@@ -580,7 +596,7 @@ class WaitRequest(_Model):
     wait for a result beyond this count (set by a wake, so a wait that overtakes the wake's
     delivery still waits for its turn)."""
 
-    timeout_ms: int | None = Field(default=None, ge=0)
+    timeout_ms: int | None = Field(default=None, ge=0, le=MAX_WAIT_MS)
     after_seq: int | None = Field(default=None, ge=0)
 
 

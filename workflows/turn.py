@@ -73,6 +73,14 @@ class Interrupted(Exception):
     """Raised inside a turn when an interrupt aborted it."""
 
 
+def error_cause(err: BaseException) -> str:
+    """The innermost readable message of a Temporal failure chain."""
+    cause: BaseException | None = err
+    while cause is not None and getattr(cause, "cause", None) is not None:
+        cause = cause.cause  # type: ignore[attr-defined]
+    return str(getattr(cause, "message", None) or cause or err)[:300]
+
+
 def error_text(err: ActivityError) -> str:
     """The readable cause of a failed activity."""
     cause = err.cause
@@ -311,7 +319,7 @@ class TurnMixin:
         result: LlmCallResult = await workflow.execute_activity(
             LLM_CALL_ACTIVITY,
             LlmCallInput(
-                conv_id=workflow_id_for(s.scope, s.id),
+                conv_id=s.store_key or workflow_id_for(s.scope, s.id),
                 base_len=s.transcript_len,
                 fence=s.llm_seq,
                 new_messages=new_messages,
