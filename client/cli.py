@@ -112,6 +112,14 @@ def demo(
     ] = False,
     port: PortOption = 7233,
     ui_port: UiPortOption = 8233,
+    local_model: Annotated[
+        bool,
+        typer.Option(
+            "--local-model",
+            help="Use a real model on loopback: llama-server with SmolLM2-135M "
+            "(build once: bash scripts/build-llama-server.sh).",
+        ),
+    ] = False,
 ) -> None:
     """Spawn one agent, wake it with a prompt and show its result, trace and web UI link."""
     try:
@@ -126,6 +134,7 @@ def demo(
                 keep_server=keep_server,
                 port=port,
                 ui_port=ui_port,
+                local_model=local_model,
             )
         )
     except KeyboardInterrupt:

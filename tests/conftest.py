@@ -76,7 +76,7 @@ def make_runtime(client: Client, store: SqliteConversationStore) -> RuntimeFacto
     @asynccontextmanager
     async def factory(
         registry: Any,
-        transport: httpx.AsyncBaseTransport,
+        transport: httpx.AsyncBaseTransport | None,
         *,
         options: RuntimeOptions | None = None,
         budget: Budget | None = None,

@@ -1,0 +1,49 @@
+"""End to end with a real model server as a peer of our wire code: llama.cpp's
+llama-server serving SmolLM2-135M-Instruct on loopback, in both wire styles, streamed and
+not. Marked ``real_llm``; skipped when the server is not built (build it once with
+``bash scripts/build-llama-server.sh``). A 135M model does not call tools reliably: tool flows
+stay on the scripted LLM; here we assert shapes, never wording."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from activities import LlmConfig
+from client import AgentDef, Handle
+from client.localmodel import LocalModelServer, find_llama_server, find_model
+
+pytestmark = pytest.mark.real_llm
+
+BINARY = find_llama_server()
+MODEL = find_model()
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[LocalModelServer]:
+    if BINARY is None or MODEL is None:
+        pytest.skip("llama-server is not built: bash scripts/build-llama-server.sh")
+    with LocalModelServer(binary=BINARY, model=MODEL) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("style", "stream"),
+    [("openai", True), ("openai", False), ("anthropic", True), ("anthropic", False)],
+)
+async def test_real_model_turns(make_runtime, model_server, style: str, stream: bool) -> None:
+    base = model_server.base_url if style == "openai" else model_server.root_url
+    config = LlmConfig(base_url=base, model="smollm2", style=style, stream=stream, max_tokens=24)
+    reg = {"chat": AgentDef(name="chat", system_prompt="Answer in one short sentence.")}
+    async with make_runtime(reg, None, llm=config) as rt:
+        h = await rt.spawn(rt.root, "chat")
+        assert isinstance(h, Handle)
+        first = await rt.run_turn(h, "Name a colour.")
+        assert first.status == "done" and first.text.strip()
+        assert first.turns == 1 and first.total_tokens > 0
+        second = await rt.run_turn(h, "And another one?")
+        assert second.status == "done" and second.text.strip()
+        h = await rt.inspect(h)
+        assert h.turns_total == 2 and h.transcript_len == 5  # system, 2 × (user, assistant)
+        assert h.usage_total == first.total_tokens + second.total_tokens
