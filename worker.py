@@ -30,7 +30,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.llm import LlmActivities, LlmConfig
-from activities.registry import Registry, RegistryActivities
+from activities.registry import Registry, RegistryActivities, RegistryError
 from activities.store import ConversationStore, SqliteConversationStore
 from activities.tools import ToolActivities
 from workflows.agent import AgentWorkflow
@@ -258,6 +258,10 @@ def run(
     ] = DEFAULT_STORE_PATH,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM."""
+    try:
+        Registry.load(registry)
+    except RegistryError as err:
+        raise typer.BadParameter(str(err), param_hint="--registry") from None
     if not llm_base_url:
         raise typer.BadParameter(
             "no LLM endpoint: pass --llm-base-url or set OPENAI_BASE_URL", param_hint="llm"

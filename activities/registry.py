@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
@@ -121,6 +123,8 @@ class Registry:
         module_name, sep, attr = spec.partition(":")
         if not sep or not module_name or not attr:
             raise RegistryError(f"registry spec {spec!r} is not of the form package.module:NAME")
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # like `python -m`: modules next to you import
         try:
             module = importlib.import_module(module_name)
         except ImportError as err:
