@@ -21,7 +21,7 @@ from worker import workflow_runner
 from workflows.agent import AgentWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
-RECORDED = ("root.json", "agent.json")
+RECORDED = ("root.json", "agent.json", "delegating.json", "parked_child.json")
 
 
 @pytest.mark.skipif(not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in")
@@ -41,6 +41,37 @@ async def test_record_histories(make_runtime, client) -> None:
         await rt.inspect(h)
         HISTORIES.mkdir(exist_ok=True)
         for name, handle_id in (("root.json", "root"), ("agent.json", h.id)):
+            history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
+            (HISTORIES / name).write_text(history.to_json())
+
+
+@pytest.mark.skipif(not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in")
+async def test_record_delegation_histories(make_runtime, client) -> None:
+    """A parent delegating through `task` to a child that parks on an approval, answered."""
+    from client import Answer
+    from tests.registries import APPROVALS
+
+    llm = ScriptedLLM(
+        {
+            "m-parent": [
+                tool_calls(("task", {"agent": "asker", "prompt": "get it"})),
+                text("parent done"),
+            ],
+            "stub-model": [tool_calls(("check_secret", {})), text("asker done")],
+        }
+    )
+    async with make_runtime(APPROVALS, llm.transport()) as rt:
+        parent = await rt.spawn(rt.root, "parent")
+        assert isinstance(parent, Handle)
+        result = await rt.run_turn(parent, "go")
+        assert result.status == "pending" and result.pending is not None
+        await rt.resume(Answer(id=result.pending.id, ok=True))
+        assert (await rt.wait(parent)).text == "parent done"
+        await rt.close(parent)
+        for name, handle_id in (
+            ("delegating.json", parent.id),
+            ("parked_child.json", f"{parent.id}/asker.1"),
+        ):
             history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
             (HISTORIES / name).write_text(history.to_json())
 
