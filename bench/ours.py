@@ -1,0 +1,252 @@
+"""Contender: toolnexus-temporal itself, as a user runs it.
+
+An in-process worker (``worker.create_worker``) and an ``AgentRuntime``; a turn is
+``rt.run_turn(h, prompt)``: the ``wake_child`` update on the parent (which owns the
+``max_concurrent`` slots and signals the child), then the ``wait`` update on the agent.
+Each measure gets its own runtime scope, so its root's history is its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities import LlmConfig, Registry, SqliteConversationStore, define_tool
+from bench import llm
+from bench.contender import Agent, AgentKind, Contender, Context, FanoutRun, tracker_of
+from bench.history import MultiTracker
+from client import AgentDef, AgentRuntime, Handle
+from worker import create_worker
+from workflows.models import Budget
+
+T = TypeVar("T")
+
+AGENT_OF_KIND = {"chat": "chat", "chat1k": "chat1k", "tool": "tooler"}
+ROOT_BUDGET = Budget(max_concurrent=1000)
+"""The root's ``max_concurrent`` (default 8) caps the top-level agents running at once."""
+
+
+async def lookup(q: str) -> str:
+    """Look something up (the benchmark's tool: returns at once)."""
+    return f"result for {q}"
+
+
+def registry(fanout: int) -> Registry:
+    """The benchmark's agents: plain chat, ~1 KB chat, a tool user, a lead and its workers."""
+    return Registry(
+        [
+            AgentDef(name="chat", model=llm.MODEL_CHAT),
+            AgentDef(name="chat1k", model=llm.MODEL_CHAT_1K),
+            AgentDef(name="tooler", model=llm.MODEL_TOOL, tools=[llm.TOOL_NAME]),
+            AgentDef(name="lead", model=llm.lead_model(fanout), team=["worker"]),
+            AgentDef(name="worker", description="does one job", model=llm.MODEL_WORKER),
+        ],
+        tools=[define_tool(lookup, name=llm.TOOL_NAME)],
+    )
+
+
+async def retry_rejected(owner: Contender, call: Callable[[], Awaitable[T]]) -> T:
+    """Run ``call``; while the server rejects it with RESOURCE_EXHAUSTED, count it on
+    ``owner.rejected`` and retry with a jittered backoff.
+
+    Every wake and spawn of a top-level agent is an update on the one root workflow, and the
+    server admits at most 10 updates in flight per workflow (``history.maxInFlightUpdates``):
+    past that the call fails at once, before anything happened, so a retry is safe. The
+    runtime does not retry it itself; a user with many top-level agents has to."""
+    delay = 0.02
+    while True:
+        try:
+            return await call()
+        except RPCError as err:
+            if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
+                raise
+            owner.rejected += 1
+            await asyncio.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 0.5)
+
+
+class OursAgent(Agent):
+    def __init__(self, owner: Ours, rt: AgentRuntime, handle: Handle) -> None:
+        self.owner = owner
+        self.rt = rt
+        self.handle = handle
+
+    async def turn(self, prompt: str) -> str:
+        gate = self.owner.wake_gate
+        if gate is None:
+            result = await retry_rejected(self.owner, lambda: self.rt.run_turn(self.handle, prompt))
+        else:
+            # rt.run_turn is wake (an update on the parent) then wait (an update on the
+            # agent); the workaround bounds only the wakes in flight on the shared parent.
+            async with gate:
+                await retry_rejected(self.owner, lambda: self.rt.wake(self.handle, prompt))
+            result = await self.rt.wait(self.handle)
+        if result.status != "done":
+            raise RuntimeError(f"{self.handle.id}: turn ended {result.status}: {result.text}")
+        return result.text
+
+    def tracker(self) -> MultiTracker:
+        rt = self.rt
+        return tracker_of(rt.client, rt.workflow_id(self.handle.id), rt.workflow_id(rt.root.id))
+
+
+class Ours(Contender):
+    name = "ours"
+    label = "toolnexus-temporal"
+
+    def __init__(self) -> None:
+        self.ctx: Context | None = None
+        self.task_queue = ""
+        self._runtimes: dict[str, AgentRuntime] = {}
+        self.wake_gate: asyncio.Semaphore | None = None
+
+    WAKES_IN_FLIGHT = 8
+
+    def workaround(self, on: bool = True) -> str | None:
+        self.wake_gate = asyncio.Semaphore(self.WAKES_IN_FLIGHT) if on else None
+        return (
+            f"at most {self.WAKES_IN_FLIGHT} wakes in flight from the client (a semaphore "
+            "around rt.wake; the server admits 10 updates in flight per workflow, and every "
+            "top-level wake is an update on the one root)"
+        )
+
+    @contextlib.asynccontextmanager
+    async def session(self, ctx: Context) -> AsyncIterator[None]:
+        self.ctx = ctx
+        self.task_queue = f"bench-ours-{ctx.run_id}"
+        store = SqliteConversationStore(ctx.tmp / f"ours-{ctx.run_id}.sqlite")
+        async with (
+            create_worker(
+                ctx.client,
+                registry=registry(ctx.size.fanout),
+                llm=LlmConfig(base_url=ctx.base_url, model=llm.MODEL_CHAT),
+                task_queue=self.task_queue,
+                store=store,
+                max_concurrent_turns=1000,
+            ) as worker,
+            worker,
+        ):
+            yield
+
+    async def runtime(self, group: str) -> AgentRuntime:
+        """One runtime (root workflow) per measure."""
+        rt = self._runtimes.get(group)
+        if rt is None:
+            assert self.ctx is not None
+            rt = AgentRuntime(
+                self.ctx.client,
+                task_queue=self.task_queue,
+                scope=f"bench-{self.ctx.run_id}-{group}",
+                budget=ROOT_BUDGET,
+            )
+            await rt.start()
+            self._runtimes[group] = rt
+        return rt
+
+    async def new_agent(self, kind: AgentKind, group: str) -> OursAgent:
+        rt = await self.runtime(group)
+        h = await retry_rejected(self, lambda: rt.spawn(rt.root, AGENT_OF_KIND[kind]))
+        if not isinstance(h, Handle):
+            raise RuntimeError(f"spawn failed: {h}")
+        return OursAgent(self, rt, h)
+
+    async def fanout(self, n: int, rep: int) -> FanoutRun:
+        rt = await self.runtime(f"fanout{rep}")
+        lead = await rt.spawn(rt.root, "lead", Budget(max_concurrent=n, max_turns=6))
+        if not isinstance(lead, Handle):
+            raise RuntimeError(f"spawn failed: {lead}")
+        wids = [rt.workflow_id(rt.root.id), rt.workflow_id(lead.id)]
+        before = tracker_of(rt.client, *wids)
+        await before.mark()
+        start = time.perf_counter()
+        result = await rt.run_turn(lead, "fan out")
+        seconds = time.perf_counter() - start
+        if result.status != "done":
+            raise RuntimeError(f"fan-out ended {result.status}: {result.text}")
+        # Every child the lead spawned wrote its own history: count them all.
+        view = await rt.inspect(lead)
+        children = [rt.workflow_id(c) for c in view.children]
+        await before.mark()
+        events = bytes_ = 0
+        for cost in await before.costs():
+            events, bytes_ = cost.events, cost.bytes
+        for wid in children:
+            history = await rt.client.get_workflow_handle(wid).fetch_history()
+            events += len(history.events)
+            bytes_ += sum(e.ByteSize() for e in history.events)
+        return FanoutRun(seconds=seconds, events=events, bytes=bytes_, llm_calls=n + 2)
+
+    async def diagnose(self, agent: Agent) -> dict[str, Any] | None:
+        """How long each wake signal took from the parent to the agent.
+
+        ``wake`` admits the turn in the parent (an update), whose workflow then signals the
+        agent; ``run_turn`` sends the ``wait`` update to the agent at once. Pairs the
+        parent's SignalExternalWorkflowExecutionInitiated with the agent's
+        WorkflowExecutionSignaled by their payload (each prompt is unique)."""
+        assert isinstance(agent, OursAgent)
+        rt = agent.rt
+        return await wake_signal_delays(
+            rt.client, rt.workflow_id(rt.root.id), rt.workflow_id(agent.handle.id)
+        )
+
+    async def save_evidence(self, group: str) -> list[str]:
+        """The parent's history (every wake of the group went through it), as JSON that
+        ``temporalio.worker.Replayer`` can replay."""
+        rt = self._runtimes.get(group)
+        if rt is None or self.ctx is None or self.ctx.evidence_dir is None:
+            return []
+        self.ctx.evidence_dir.mkdir(parents=True, exist_ok=True)
+        wid = rt.workflow_id(rt.root.id)
+        history = await rt.client.get_workflow_handle(wid).fetch_history()
+        path = self.ctx.evidence_dir / f"{wid.replace('/', '_')}.json"
+        path.write_text(history.to_json())
+        return [str(path)]
+
+    # ------------------------------------------------------------------ idle agents
+
+    async def spawn_one(self, i: int) -> Any:
+        rt = await self.runtime("idle")
+        h = await retry_rejected(self, lambda: rt.spawn(rt.root, "chat"))
+        if not isinstance(h, Handle):
+            raise RuntimeError(f"spawn failed: {h}")
+        return h
+
+    async def settle(self, spawned: list[Any]) -> None:
+        rt = await self.runtime("idle")
+        for h in spawned:
+            await rt.inspect(h)
+
+
+async def wake_signal_delays(client: Any, parent_wid: str, agent_wid: str) -> dict[str, Any]:
+    """Delays between the parent sending each ``wake`` signal and the agent receiving it
+    (latest runs of both workflows)."""
+    parent = await client.get_workflow_handle(parent_wid).fetch_history()
+    child = await client.get_workflow_handle(agent_wid).fetch_history()
+    sent: dict[bytes, float] = {}
+    for ev in parent.events:
+        if ev.HasField("signal_external_workflow_execution_initiated_event_attributes"):
+            a = ev.signal_external_workflow_execution_initiated_event_attributes
+            if a.signal_name == "wake" and a.workflow_execution.workflow_id == agent_wid:
+                sent[a.input.payloads[0].data] = ev.event_time.ToMicroseconds() / 1e6
+    delays: list[float] = []
+    for ev in child.events:
+        if ev.HasField("workflow_execution_signaled_event_attributes"):
+            a2 = ev.workflow_execution_signaled_event_attributes
+            if a2.signal_name == "wake" and a2.input.payloads:
+                at = sent.get(a2.input.payloads[0].data)
+                if at is not None:
+                    delays.append((ev.event_time.ToMicroseconds() / 1e6 - at) * 1000)
+    delays.sort()
+    return {
+        "wake_signals": len(delays),
+        "wake_signal_delay_p50_ms": delays[len(delays) // 2] if delays else None,
+        "wake_signal_delay_max_ms": delays[-1] if delays else None,
+        "wake_signals_over_500ms": sum(1 for d in delays if d > 500),
+        "wake_signal_delay_total_s": sum(delays) / 1000,
+    }

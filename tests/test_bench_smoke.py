@@ -1,0 +1,79 @@
+"""The benchmark suite still runs: ``bench`` at its tiny size, our runtime and the floor only,
+on the session's dev server. It checks that the results are written and sane, never how fast
+anything is (benchmarks are not timed tests)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from bench.suite import run_suite
+
+
+async def test_tiny_suite_writes_sane_results(env: WorkflowEnvironment, tmp_path: Path) -> None:
+    results = await run_suite("tiny", ["ours", "floor"], tmp_path, client=env.client, stamp="smoke")
+
+    data = json.loads((tmp_path / "smoke.json").read_text())
+    assert set(data["contenders"]) == {"ours", "floor"}
+    assert data["machine"]["cores"] and data["machine"]["temporalio"]
+    size = data["size"]
+    for name, c in data["contenders"].items():
+        assert "error" not in c, (name, c["error"])
+        for measure in ("latency", "throughput", "growth", "fanout", "idle"):
+            assert "error" not in c[measure], (name, measure, c[measure])
+        for kind, turns in (("plain", size["latency_turns"]), ("tool", size["tool_turns"])):
+            lat = c["latency"][kind]
+            assert lat["turns"] == turns
+            assert 0 < lat["p50_ms"] <= lat["p95_ms"] <= lat["p99_ms"] <= lat["max_ms"]
+        plain, tool = c["latency"]["history_plain"], c["latency"]["history_tool"]
+        # A turn writes at least its activities' events; a tool turn runs three activities.
+        assert plain["events_median"] >= 3 and plain["bytes_median"] > 0
+        assert tool["events_median"] > plain["events_median"]
+        assert tool["event_types_median_turn"]["ACTIVITY_TASK_SCHEDULED"] >= 3
+        levels = c["throughput"]["levels"]
+        assert [lv["agents"] for lv in levels] == [n for n, _ in size["throughput"]]
+        assert all(lv["turns_per_s"] > 0 for lv in levels), levels
+        growth = c["growth"]
+        assert growth["turns"] == size["history_turns"] and growth["stopped"] is None
+        assert all(b > 1000 for b in growth["bytes_per_turn"])  # each turn carries ~2 KB
+        assert c["fanout"]["median_s"] > 0 and c["fanout"]["events"] > 0
+        idle = c["idle"]
+        assert idle["agents"] == size["idle_agents"] and idle["spawns_per_s"] > 0
+        assert idle["rss_after_bytes"] > 0
+        # Every LLM call crossed HTTP to the scripted server.
+        assert c["llm_calls"]["bench-chat"] > 0 and c["llm_calls"]["bench-tool"] > 0
+        assert c["llm_calls"]["bench-worker"] == size["fanout"] * size["fanout_reps"]
+
+    derived = data["derived"]
+    assert derived["ratios_to_floor"]["ours"]["latency_plain_p50_ms"] > 0
+    assert derived["history_split"]["floor"]["events_per_llm_call"] > 0
+    assert set(derived["targets"]) == {"latency", "events", "flat_history"}
+
+    md = (tmp_path / "smoke.md").read_text()
+    assert "| measure | Temporal floor | toolnexus-temporal |" in md
+    assert "## Targets" in md
+    if importlib.util.find_spec("matplotlib") is not None:
+        for plot in ("latency", "throughput", "history"):
+            assert results["files"][f"{plot}_png"] == str(tmp_path / f"smoke-{plot}.png")
+            assert len((tmp_path / f"smoke-{plot}.png").read_bytes()) > 10_000
+
+
+async def test_a_missing_package_skips_its_contender(
+    env: WorkflowEnvironment, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench.toolnexus_ref
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        bench.toolnexus_ref.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "toolnexus" else real(name, *a),
+    )
+    results = await run_suite("tiny", ["toolnexus"], tmp_path, client=env.client, stamp="skipped")
+    assert results["contenders"] == {}
+    assert "not installed" in results["skipped"]["toolnexus"]
+    assert "toolnexus skipped" in (tmp_path / "skipped.md").read_text()
