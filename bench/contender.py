@@ -81,8 +81,9 @@ class Contender:
     rejected = 0
     """Requests the server rejected as over a limit and the bench retried (see ours)."""
 
-    async def diagnose(self, agent: Agent) -> dict[str, Any] | None:
-        """Contender-specific evidence about an agent's turns (ours: wake signal delays)."""
+    async def diagnose(self, agent: Agent, prompt_prefix: str) -> dict[str, Any] | None:
+        """Contender-specific evidence about the agent's turns whose prompt starts with
+        ``prompt_prefix`` (ours: wake signal delays)."""
         return None
 
     async def save_evidence(self, group: str) -> list[str]:

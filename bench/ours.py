@@ -182,7 +182,7 @@ class Ours(Contender):
             bytes_ += sum(e.ByteSize() for e in history.events)
         return FanoutRun(seconds=seconds, events=events, bytes=bytes_, llm_calls=n + 2)
 
-    async def diagnose(self, agent: Agent) -> dict[str, Any] | None:
+    async def diagnose(self, agent: Agent, prompt_prefix: str) -> dict[str, Any] | None:
         """How long each wake signal took from the parent to the agent.
 
         ``wake`` admits the turn in the parent (an update), whose workflow then signals the
@@ -192,7 +192,7 @@ class Ours(Contender):
         assert isinstance(agent, OursAgent)
         rt = agent.rt
         return await wake_signal_delays(
-            rt.client, rt.workflow_id(rt.root.id), rt.workflow_id(agent.handle.id)
+            rt.client, rt.workflow_id(rt.root.id), rt.workflow_id(agent.handle.id), prompt_prefix
         )
 
     async def save_evidence(self, group: str) -> list[str]:
@@ -223,24 +223,40 @@ class Ours(Contender):
             await rt.inspect(h)
 
 
-async def wake_signal_delays(client: Any, parent_wid: str, agent_wid: str) -> dict[str, Any]:
-    """Delays between the parent sending each ``wake`` signal and the agent receiving it
-    (latest runs of both workflows)."""
-    parent = await client.get_workflow_handle(parent_wid).fetch_history()
-    child = await client.get_workflow_handle(agent_wid).fetch_history()
+async def all_events(client: Any, workflow_id: str) -> list[Any]:
+    """The events of every run of a workflow, oldest run first (through continue-as-new)."""
+    events: list[Any] = []
+    run_id: str | None = None
+    for _ in range(50):
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        events = list(history.events) + events
+        first = history.events[0].workflow_execution_started_event_attributes
+        if not first.continued_execution_run_id:
+            break
+        run_id = first.continued_execution_run_id
+    return events
+
+
+async def wake_signal_delays(
+    client: Any, parent_wid: str, agent_wid: str, prompt_prefix: str
+) -> dict[str, Any]:
+    """Delays between the parent sending each ``wake`` signal and the agent receiving it, for
+    the turns whose prompt starts with ``prompt_prefix`` (all runs of both workflows)."""
+    marker = f'"prompt":"{prompt_prefix}'.encode()
     sent: dict[bytes, float] = {}
-    for ev in parent.events:
+    for ev in await all_events(client, parent_wid):
         if ev.HasField("signal_external_workflow_execution_initiated_event_attributes"):
             a = ev.signal_external_workflow_execution_initiated_event_attributes
             if a.signal_name == "wake" and a.workflow_execution.workflow_id == agent_wid:
                 sent[a.input.payloads[0].data] = ev.event_time.ToMicroseconds() / 1e6
     delays: list[float] = []
-    for ev in child.events:
+    for ev in await all_events(client, agent_wid):
         if ev.HasField("workflow_execution_signaled_event_attributes"):
             a2 = ev.workflow_execution_signaled_event_attributes
             if a2.signal_name == "wake" and a2.input.payloads:
-                at = sent.get(a2.input.payloads[0].data)
-                if at is not None:
+                data = a2.input.payloads[0].data
+                at = sent.get(data)
+                if at is not None and marker in data:
                     delays.append((ev.event_time.ToMicroseconds() / 1e6 - at) * 1000)
     delays.sort()
     return {

@@ -411,13 +411,14 @@ def _diagnosis(cs: dict[str, Any], names: list[str]) -> list[str]:
             lat = _get(cs[n], "latency", kind)
             if not d or not lat:
                 continue
-            excess = (lat["mean_ms"] - lat["p50_ms"]) * lat["turns"] / 1000
+            total = lat["mean_ms"] * lat["turns"] / 1000
             out.append(
-                f"- {cs[n]['label']}, {title}: {d['wake_signals']} wake signals from the parent; "
-                f"delivery p50 {_num(d['wake_signal_delay_p50_ms'], 1)} ms, max "
+                f"- {cs[n]['label']}, {title}: {lat['turns']} timed turns took "
+                f"{_num(total, 1)} s, of which {_num(d['wake_signal_delay_total_s'], 1)} s "
+                f"was wake signals in flight from the parent to the agent ({d['wake_signals']} "
+                f"signals: p50 {_num(d['wake_signal_delay_p50_ms'], 1)} ms, max "
                 f"{_num(d['wake_signal_delay_max_ms'])} ms, {d['wake_signals_over_500ms']} over "
-                f"500 ms, {_num(d['wake_signal_delay_total_s'], 1)} s in all (the turns spent "
-                f"{_num(excess, 1)} s over their median)."
+                "500 ms)."
             )
     if not out:
         return []

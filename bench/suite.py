@@ -166,7 +166,7 @@ async def measure_latency(c: Contender, size: Size) -> dict[str, Any]:
                 agent, min(HISTORY_SAMPLE_TURNS, max(n, 2)), lambda i: f"again {i}"
             )
             out[f"history_{'plain' if kind == 'chat' else 'tool'}"] = summarize(costs)
-        diagnosis = await c.diagnose(agent)
+        diagnosis = await c.diagnose(agent, "hello ")
         if diagnosis is not None:
             out[f"diagnosis_{'plain' if kind == 'chat' else 'tool'}"] = diagnosis
     return out
