@@ -2,8 +2,9 @@
 
 An in-process worker (``worker.create_worker``) and an ``AgentRuntime``; a turn is
 ``rt.run_turn(h, prompt)``: the ``wake_child`` update on the parent (which owns the
-``max_concurrent`` slots and signals the child), then the ``wait`` update on the agent.
-Each measure gets its own runtime scope, so its root's history is its own.
+``max_concurrent`` slots and hands the client a grant), then the ``turn`` update on the
+agent (wake + wait in one update). Each measure gets its own runtime scope, so its root's
+history is its own.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ async def retry_rejected(owner: Contender, call: Callable[[], Awaitable[T]]) -> 
     Every wake and spawn of a top-level agent is an update on the one root workflow, and the
     server admits at most 10 updates in flight per workflow (``history.maxInFlightUpdates``):
     past that the call fails at once, before anything happened, so a retry is safe. The
-    runtime does not retry it itself; a user with many top-level agents has to."""
+    runtime retries those itself for 30 s (``client.runtime.UPDATE_BACKOFF_S``); this counts
+    what still reaches the benchmark."""
     delay = 0.02
     while True:
         try:
@@ -82,8 +84,8 @@ class OursAgent(Agent):
         if gate is None:
             result = await retry_rejected(self.owner, lambda: self.rt.run_turn(self.handle, prompt))
         else:
-            # rt.run_turn is wake (an update on the parent) then wait (an update on the
-            # agent); the workaround bounds only the wakes in flight on the shared parent.
+            # rt.run_turn is wake_child (an update on the parent) then turn (an update on
+            # the agent); the workaround bounds only the wakes in flight on the shared parent.
             async with gate:
                 await retry_rejected(self.owner, lambda: self.rt.wake(self.handle, prompt))
             result = await self.rt.wait(self.handle)
@@ -113,7 +115,7 @@ class Ours(Contender):
         return (
             f"at most {self.WAKES_IN_FLIGHT} wakes in flight from the client (a semaphore "
             "around rt.wake; the server admits 10 updates in flight per workflow, and every "
-            "top-level wake is an update on the one root)"
+            "top-level wake takes its slot with an update on the one root)"
         )
 
     @contextlib.asynccontextmanager

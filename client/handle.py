@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from workflows.models import (
@@ -43,6 +46,7 @@ class Handle(BaseModel):
         defn: the agent definition (None for the root).
         queued: the last wake waits in the parent's FIFO queue for a ``max_concurrent``
             slot (CONTRACT §6).
+        slot_parent: the parent limits ``max_concurrent``, so wakes take a slot there first.
     """
 
     model_config = ConfigDict(validate_assignment=True)
@@ -68,7 +72,11 @@ class Handle(BaseModel):
     last_error: str | None = None
     defn: AgentDef | None = None
     queued: bool = False
+    slot_parent: bool | None = None
     _after_seq: int | None = PrivateAttr(default=None)
+    _turn: Any = PrivateAttr(default=None)
+    """The ``turn`` update (WorkflowUpdateHandle) of the last wake, until a wait returns."""
+    _turn_result: asyncio.Future[Any] | None = PrivateAttr(default=None)
 
     @classmethod
     def from_view(cls, view: HandleView) -> Handle:

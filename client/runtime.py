@@ -24,15 +24,19 @@ returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``inte
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
 
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
 )
 from temporalio.common import (
     SearchAttributePair,
@@ -70,6 +74,7 @@ from workflows.models import (
     SpawnResult,
     TaskResult,
     TraceLine,
+    TurnRequest,
     WaitRequest,
     WaitResponse,
     WakeChildRequest,
@@ -80,6 +85,11 @@ from workflows.search_attributes import AGENT_DEPTH, AGENT_NAME, AGENT_STATE
 
 if TYPE_CHECKING:
     from activities.store import ConversationStore
+
+_T = TypeVar("_T")
+
+UPDATE_BACKOFF_S = 30.0
+"""How long an update refused with RESOURCE_EXHAUSTED (too many in flight) is retried, s."""
 
 HandleRef = Handle | str
 """A Handle, or a handle id such as ``"root/worker.1"``."""
@@ -131,6 +141,8 @@ class AgentRuntime:
         self.budget = budget or Budget()
         self.store = store
         self._root: Handle | None = None
+        self._settled: dict[str, int] = {}
+        """Result counts seen settle, per handle id, not yet told to the parent."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -240,28 +252,55 @@ class AgentRuntime:
     async def wake(self, h: HandleRef, prompt: str | None = None) -> Handle:
         """Wake a handle (CONTRACT §3 wake).
 
-        Admission goes through the parent's workflow, which owns the ``max_concurrent``
-        slots: when this returns, the slot is taken and ``h.state`` says ``running`` (the
-        child's workflow flips within milliseconds, by a durable signal), or ``h.queued`` is
-        True (FIFO until a sibling hands its slot over), or the handle was already running or
-        suspended (a no-op). The next :meth:`wait` on ``h`` waits for this wake's turn.
+        The wake is the ``turn`` update on the handle's workflow, returned as soon as the
+        workflow accepted it; :meth:`wait` then awaits that same update. Under a parent that
+        limits ``max_concurrent`` (the default: 8) the parent's ``wake_child`` update first
+        takes a slot and returns a grant that the ``turn`` update carries, or queues the
+        wake FIFO (``h.queued``; the parent starts it when a sibling hands its slot over). On
+        a running or suspended handle the wake is a no-op.
 
         Returns:
-            The handle (a new Handle when given an id).
+            The handle, refreshed (a new Handle when given an id): ``running`` when admitted.
 
         Raises:
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
+        handle, grant = await self._admit(h, prompt)
+        if handle.queued or (grant is None and handle.slot_parent is not False):
+            return handle
+        update = await self._start_turn(handle, TurnRequest(prompt=prompt, grant=grant))
+        handle._turn = update
+        handle._turn_result = None
+        await self.inspect(handle)
+        return handle
+
+    async def _admit(self, h: HandleRef, prompt: str | None) -> tuple[Handle, int | None]:
+        """Take a slot from a parent that limits ``max_concurrent`` (``wake_child`` with
+        relay). Returns the handle and the grant to deliver; a queued or no-op wake sets
+        ``queued`` / ``_after_seq`` for the next wait and returns no grant."""
         hid = _id(h)
         parent_id, sep, _ = hid.rpartition("/")
         if not sep:
             raise VerbRejectedError(
                 hid, "wake", "the root handle never runs an LLM: wake a spawned handle"
             )
+        handle = h if isinstance(h, Handle) else await self.inspect(hid)
+        if handle.slot_parent is False:
+            return handle, None
         # What the caller has seen settle tells the parent about a report still in flight.
-        seen = h.result_seq if isinstance(h, Handle) else (await self._view(hid)).result_seq
-        request = WakeChildRequest(child=hid, prompt=prompt, seen_result_seq=seen)
+        settled = {
+            sibling: seq
+            for sibling, seq in list(self._settled.items())[:256]
+            if sibling != hid and sibling.rpartition("/")[0] == parent_id
+        }
+        request = WakeChildRequest(
+            child=hid,
+            prompt=prompt,
+            seen_result_seq=handle.result_seq,
+            relay=True,
+            settled=settled,
+        )
         try:
             res: WakeChildResult = await self._update(
                 parent_id, "wake_child", request, WakeChildResult
@@ -272,14 +311,28 @@ class AgentRuntime:
             if "is not a child" in err.reason:
                 raise HandleNotFoundError(hid) from None
             raise VerbRejectedError(hid, "wake", err.reason) from None
-        handle = h if isinstance(h, Handle) else await self.inspect(hid)
+        for sibling, seq in settled.items():
+            if self._settled.get(sibling) == seq:
+                del self._settled[sibling]
         object.__setattr__(handle, "state", res.state)
         object.__setattr__(handle, "queued", res.outcome == "queued")
-        if res.outcome == "admitted":
-            object.__setattr__(handle, "inbox_count", 0)  # the flip drains the whole inbox
-        if res.outcome != "noop":
+        if res.grant is None and res.outcome == "queued":
             handle._after_seq = res.after_seq
-        return handle
+        return handle, res.grant
+
+    async def _start_turn(self, handle: Handle, req: TurnRequest) -> WorkflowUpdateHandle[Any]:
+        """Send the ``turn`` update and return once the workflow accepted it."""
+        result: WorkflowUpdateHandle[Any] = await self._call(
+            handle,
+            "turn",
+            lambda: self._handle(handle).start_update(
+                "turn",
+                req,
+                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                result_type=WaitResponse,
+            ),
+        )
+        return result
 
     async def post(self, h: HandleRef, item: InboxItem | str) -> PostResult:
         """Append an item to a handle's inbox; never changes its state (CONTRACT §3 post).
@@ -312,6 +365,8 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
+        if isinstance(h, Handle) and h._turn is not None:
+            return await self._wait_turn(h, timeout_ms)
         if await self._is_closed(h):
             view = await self.inspect(h)
             return view.last_result or TaskResult(
@@ -322,12 +377,56 @@ class AgentRuntime:
             h, "wait", WaitRequest(timeout_ms=timeout_ms, after_seq=after), WaitResponse
         )
         await self._apply(h, resp.status, resp.result)
+        self._note_settled(resp)
+        return resp.result
+
+    def _note_settled(self, resp: WaitResponse) -> None:
+        """Remember a settled result, for the parent's next ``wake_child`` (``settled``)."""
+        if resp.result.status != "timeout":
+            self._settled[resp.status.id] = resp.status.result_seq
+
+    async def _wait_turn(self, h: Handle, timeout_ms: int | None) -> TaskResult:
+        """Await the ``turn`` update a :meth:`wake` started (polled again after a timeout)."""
+        update = h._turn
+        assert update is not None
+        pending = h._turn_result
+        if pending is None:
+            pending = h._turn_result = asyncio.ensure_future(
+                self._call(h, "turn", lambda: update.result(rpc_timeout=None))
+            )
+        timeout = None if timeout_ms is None else timeout_ms / 1000
+        try:
+            resp: WaitResponse = await asyncio.wait_for(asyncio.shield(pending), timeout)
+        except TimeoutError:
+            return TaskResult(
+                status="timeout",
+                is_error=True,
+                text=f"no result within {timeout_ms} ms; the turn keeps running",
+            )
+        finally:
+            if pending.done():
+                h._turn, h._turn_result = None, None
+        h.apply_status(resp.status, resp.result)
+        self._note_settled(resp)
         return resp.result
 
     async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
-        """``wake`` then ``wait`` (for this wake's turn)."""
-        handle = await self.wake(h, prompt)
-        return await self.wait(handle)
+        """``wake`` then ``wait`` for that wake's turn: one ``turn`` update on the handle's
+        workflow (after the parent's ``wake_child`` when it limits ``max_concurrent``).
+
+        Raises:
+            VerbRejectedError: closed handle, or the root.
+            HandleNotFoundError: no such handle.
+        """
+        handle, grant = await self._admit(h, prompt)
+        if handle.queued or (grant is None and handle.slot_parent is not False):
+            return await self.wait(handle)
+        resp: WaitResponse = await self._update(
+            handle, "turn", TurnRequest(prompt=prompt, grant=grant), WaitResponse
+        )
+        handle.apply_status(resp.status, resp.result)
+        self._note_settled(resp)
+        return resp.result
 
     async def interrupt(self, h: HandleRef) -> Handle:
         """Abort a running turn (CONTRACT §3 interrupt); returns once the handle is idle.
@@ -502,19 +601,42 @@ class AgentRuntime:
         return self.client.get_workflow_handle(self.workflow_id(_id(h)))
 
     async def _update(self, h: HandleRef, name: str, arg: Any, result_type: type[Any]) -> Any:
-        try:
-            return await self._handle(h).execute_update(name, arg, result_type=result_type)
-        except WorkflowUpdateFailedError as err:
+        return await self._call(
+            h, name, lambda: self._handle(h).execute_update(name, arg, result_type=result_type)
+        )
+
+    async def _call(self, h: HandleRef, name: str, send: Callable[[], Awaitable[_T]]) -> _T:
+        """Run one update RPC with typed errors. The server admits a bounded number of
+        updates in flight per workflow (10 on the dev server) and answers more with
+        RESOURCE_EXHAUSTED: those are retried with backoff (50 ms doubling to 2 s, up to
+        ``UPDATE_BACKOFF_S`` in all) before the error is raised."""
+        delay, waited = 0.05, 0.0
+        while True:
+            try:
+                return await send()
+            except RPCError as err:
+                if err.status != RPCStatusCode.RESOURCE_EXHAUSTED or waited >= UPDATE_BACKOFF_S:
+                    return await self._update_error(h, name, err)
+            except WorkflowUpdateFailedError as err:
+                return await self._update_error(h, name, err)
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 2.0)
+
+    async def _update_error(self, h: HandleRef, name: str, err: Exception) -> NoReturn:
+        """Map a failed update to the verb's typed error."""
+        if isinstance(err, WorkflowUpdateFailedError):
             cause = err.cause
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
             raise VerbRejectedError(_id(h), name, message) from err
-        except RPCError as err:
-            # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow"
-            # for one that raced the close: both mean the handle is closed.
-            if err.status != RPCStatusCode.NOT_FOUND or await self._exists(h):
-                if await self._is_closed(h):
-                    raise VerbRejectedError(_id(h), name, "handle closed") from err
-            raise _rpc_error(h, err) from err
+        assert isinstance(err, RPCError)
+        # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow" for
+        # one that raced the close: both mean the handle is closed.
+        if (err.status != RPCStatusCode.NOT_FOUND or await self._exists(h)) and (
+            await self._is_closed(h)
+        ):
+            raise VerbRejectedError(_id(h), name, "handle closed") from err
+        raise _rpc_error(h, err) from err
 
     async def _exists(self, h: HandleRef) -> bool:
         try:

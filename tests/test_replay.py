@@ -7,21 +7,48 @@ it with workflow versioning)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
+from temporalio import activity
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+import worker
+from activities.registry import RegistryActivities
 from client import AgentDef, Handle, InboxItem
 from client.testing import ScriptedLLM, text, tool_calls
 from worker import workflow_runner
-from workflows.agent import AgentWorkflow
+from workflows.agent import RESOLVE_AGENT_ACTIVITY, AgentWorkflow
+from workflows.models import ResolveAgentInput, ResolveAgentResult
 
 HISTORIES = Path(__file__).parent / "histories"
-RECORDED = ("root.json", "agent.json", "delegating.json", "parked_child.json")
+RECORDED = (
+    # recorded 2026-11-29 (before the `turn` update, relay grants and settle-only reports):
+    # still replay through workflow.patched and the optional state fields
+    "root.json",
+    "agent.json",
+    "delegating.json",
+    "parked_child.json",
+    # recorded 2026-11-30: the `turn` update with a relayed slot grant, and 12 concurrent spawns
+    "root_v2.json",
+    "agent_v2.json",
+    "delegating_v2.json",
+    "parked_child_v2.json",
+)
+SUFFIX = "_v2"
+"""Suffix of the histories the recorders write now."""
+
+
+def _replayer() -> Replayer:
+    return Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=workflow_runner(),
+    )
 
 
 @pytest.mark.skipif(not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in")
@@ -36,11 +63,14 @@ async def test_record_histories(make_runtime, client) -> None:
         assert (await rt.spawn(rt.root, "nope")) is not None
         await rt.post(h, InboxItem(from_="external", channel="webhook", text="hello"))
         assert (await rt.run_turn(h, "first")).text == "one"
-        assert (await rt.run_turn(h, "second")).text == "two"
+        await rt.wake(h, "second")
+        assert (await rt.wait(h)).text == "two"
         await client.get_workflow_handle(rt.workflow_id(h.id)).signal("wake", {"bad": 1})
+        spawned = await asyncio.gather(*(rt.spawn(rt.root, "worker") for _ in range(12)))
+        assert all(isinstance(s, Handle) for s in spawned)
         await rt.inspect(h)
         HISTORIES.mkdir(exist_ok=True)
-        for name, handle_id in (("root.json", "root"), ("agent.json", h.id)):
+        for name, handle_id in ((f"root{SUFFIX}.json", "root"), (f"agent{SUFFIX}.json", h.id)):
             history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
             (HISTORIES / name).write_text(history.to_json())
 
@@ -69,8 +99,8 @@ async def test_record_delegation_histories(make_runtime, client) -> None:
         assert (await rt.wait(parent)).text == "parent done"
         await rt.close(parent)
         for name, handle_id in (
-            ("delegating.json", parent.id),
-            ("parked_child.json", f"{parent.id}/asker.1"),
+            (f"delegating{SUFFIX}.json", parent.id),
+            (f"parked_child{SUFFIX}.json", f"{parent.id}/asker.1"),
         ):
             history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
             (HISTORIES / name).write_text(history.to_json())
@@ -81,9 +111,33 @@ async def test_replay_committed_history(name: str) -> None:
     path = HISTORIES / name
     assert path.exists(), f"{path} is missing: record with TNX_RECORD_HISTORIES=1"
     history = WorkflowHistory.from_json(name.removesuffix(".json"), path.read_text())
-    replayer = Replayer(
-        workflows=[AgentWorkflow],
-        data_converter=pydantic_data_converter,
-        workflow_runner=workflow_runner(),
-    )
-    await replayer.replay_workflow(history)
+    await _replayer().replay_workflow(history)
+
+
+class _UnevenRegistryActivities(RegistryActivities):
+    """``tnx.resolve_agent`` with "helper" slower than the rest."""
+
+    @activity.defn(name=RESOLVE_AGENT_ACTIVITY)
+    async def resolve_agent(self, inp: ResolveAgentInput) -> ResolveAgentResult:
+        if inp.name == "helper":
+            await asyncio.sleep(0.05)
+        return await super().resolve_agent(inp)
+
+
+async def test_concurrent_spawns_replay(make_runtime, client, monkeypatch) -> None:
+    """Many `spawn` updates in flight on one parent: each resolves its agent with a local
+    activity, and concurrent local activities resolved out of order used to make the root's
+    history non-deterministic (sdk-python#1578; bench/results/2026-11-30-evidence). Here
+    "helper" resolves slower than "worker", so unserialised lookups would finish out of
+    order. The history this run writes must replay."""
+    monkeypatch.setattr(worker, "RegistryActivities", _UnevenRegistryActivities)
+    registry = {"worker": AgentDef(name="worker"), "helper": AgentDef(name="helper")}
+    async with make_runtime(registry, ScriptedLLM({}).transport()) as rt:
+        names = ["worker", "helper"] * 12
+        spawned = await asyncio.gather(*(rt.spawn(rt.root, name) for name in names))
+        assert all(isinstance(s, Handle) for s in spawned)
+        ids = sorted(s.id for s in spawned if isinstance(s, Handle))
+        assert len(set(ids)) == 24
+        assert len((await rt.inspect(rt.root)).children) == 24
+        history = await client.get_workflow_handle(rt.workflow_id("root")).fetch_history()
+    await _replayer().replay_workflow(history)

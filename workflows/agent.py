@@ -10,8 +10,9 @@ Messages (names are a durable contract; see README "Verbs on the wire"):
   or a string), ``interrupt`` (no input) and ``close`` (``{"force": bool, "reason": str}``):
   usable from ``temporal workflow signal``; a rejected signal leaves a trace line and
   ``last_error``, never a silent drop. ``child_report`` is internal (child → parent).
-* updates ``spawn``, ``admit_wake``, ``admit_post``, ``admit_interrupt``, ``admit_close``
-  and ``wait``: the client's synchronous path.
+* updates ``spawn``, ``wake_child`` (on the parent: a ``max_concurrent`` slot), ``turn``
+  (wake + wait for that turn's result), ``admit_post``, ``admit_interrupt``, ``admit_close``,
+  ``admit_answer`` and ``wait``: the client's synchronous path.
 * queries ``view`` (HandleView), ``state`` (HandleState), ``trace`` and ``inbox``.
 
 Children are child workflows with ``ParentClosePolicy.ABANDON``: closing a parent closes its
@@ -67,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         TaskResult,
         ToolCall,
         TraceLine,
+        TurnRequest,
         WaitRequest,
         WaitResponse,
         WakeChildRequest,
@@ -129,6 +131,7 @@ def view_of(s: HandleState) -> HandleView:
         last_error=s.last_error,
         defn=s.defn,
         store_key=s.store_key,
+        slot_parent=s.slot_parent,
     )
 
 
@@ -178,6 +181,10 @@ class AgentWorkflow(TurnMixin):
         self._updates = 0
         self._last_report: ChildReport | None = None
         self._closed_event = False
+        # Local activities run one at a time: concurrent ones resolve in completion order on
+        # a first run but in schedule order on replay (sdk-python#1578), which made concurrent
+        # `spawn` updates non-deterministic (bench/results/2026-11-30-evidence).
+        self._local_activity_lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ run loop
 
@@ -291,12 +298,13 @@ class AgentWorkflow(TurnMixin):
         Returns:
             (the child's initial state, None), or (None, the SpawnError text).
         """
-        resolved = await workflow.execute_local_activity(
-            RESOLVE_AGENT_ACTIVITY,
-            ResolveAgentInput(name=name),
-            result_type=ResolveAgentResult,
-            start_to_close_timeout=timedelta(seconds=10),
-        )
+        async with self._local_activity_lock:
+            resolved = await workflow.execute_local_activity(
+                RESOLVE_AGENT_ACTIVITY,
+                ResolveAgentInput(name=name),
+                result_type=ResolveAgentResult,
+                start_to_close_timeout=timedelta(seconds=10),
+            )
         error = self._spawn_check(name, resolved)
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
@@ -340,6 +348,7 @@ class AgentWorkflow(TurnMixin):
             interpreters=own_interpreter + self.s.interpreters,
             tool_options=resolved.tool_options,
             report_results=report_results,
+            slot_parent=self.s.budget.max_concurrent is not None,
             options=self.s.options,
         )
         self.s.children.append(child_id)
@@ -423,7 +432,11 @@ class AgentWorkflow(TurnMixin):
         if info.state == "closed" or self.s.closing or self.s.state == "closed":
             self._reject("wake", f"{req.child}: handle closed")
             raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
-        return self._admit_child_wake(req.child, req.prompt, req.seen_result_seq)
+        for sibling, seen in req.settled.items():
+            granted_at = self.s.running_children.get(sibling)
+            if granted_at is not None and seen > granted_at:
+                self._release_slot(sibling)  # its settle report is still on the way
+        return self._admit_child_wake(req.child, req.prompt, req.seen_result_seq, relay=req.relay)
 
     @workflow.signal(name="slot_request")
     def slot_request(self, *args: Any) -> None:
@@ -438,7 +451,7 @@ class AgentWorkflow(TurnMixin):
         self._admit_child_wake(req.child, req.prompt, req.seen_result_seq)
 
     def _admit_child_wake(
-        self, child: str, prompt: str | None, seen_result_seq: int = 0
+        self, child: str, prompt: str | None, seen_result_seq: int = 0, *, relay: bool = False
     ) -> WakeChildResult:
         s = self.s
         granted_at = s.running_children.get(child)
@@ -449,7 +462,11 @@ class AgentWorkflow(TurnMixin):
             info = info.model_copy(update={"result_seq": seen_result_seq, "state": "idle"})
             s.children_info[child] = info
         if child in s.running_children:
-            return WakeChildResult(outcome="noop", after_seq=info.result_seq, state="running")
+            # A relay caller that retries gets the same grant back (delivered at most once).
+            grant = s.grants.get(child) if relay else None
+            return WakeChildResult(
+                outcome="noop", after_seq=info.result_seq, state="running", grant=grant
+            )
         if any(q.child == child for q in s.wake_queue):
             return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
         limit = s.budget.max_concurrent
@@ -457,19 +474,32 @@ class AgentWorkflow(TurnMixin):
             s.wake_queue.append(QueuedWake(child=child, prompt=prompt))
             self._trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit})")
             return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
-        self._grant(child, prompt)
-        return WakeChildResult(outcome="admitted", after_seq=info.result_seq, state="running")
+        self._grant(child, prompt, relay=relay)
+        return WakeChildResult(
+            outcome="admitted",
+            after_seq=info.result_seq,
+            state="running",
+            grant=s.grants.get(child),
+        )
 
-    def _grant(self, child: str, prompt: str | None) -> None:
-        """Take a slot for ``child`` and tell it to run."""
-        info = self.s.children_info[child]
-        self.s.running_children[child] = info.result_seq
-        self.s.children_info[child] = info.model_copy(update={"state": "running"})
-        self._signal_later(child, "wake", WakeRequest(prompt=prompt, granted=True))
+    def _grant(self, child: str, prompt: str | None, *, relay: bool = False) -> None:
+        """Take a slot for ``child``; tell it to run, or (``relay``) hand the caller a grant
+        id to deliver with the ``turn`` update."""
+        s = self.s
+        info = s.children_info[child]
+        s.running_children[child] = info.result_seq
+        s.children_info[child] = info.model_copy(update={"state": "running"})
+        if relay:
+            s.grant_seq += 1
+            s.grants[child] = s.grant_seq
+        else:
+            s.grants.pop(child, None)
+            self._signal_later(child, "wake", WakeRequest(prompt=prompt, granted=True))
 
     def _release_slot(self, child: str) -> None:
         """A child settled: its slot goes to the first queued wake (slot transfer)."""
         s = self.s
+        s.grants.pop(child, None)
         if s.running_children.pop(child, None) is None:
             return
         while s.wake_queue:
@@ -484,8 +514,8 @@ class AgentWorkflow(TurnMixin):
     def wake_signal(self, *args: Any) -> None:
         """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}``.
 
-        A wake from outside asks the parent for a slot first (``max_concurrent``); the
-        parent's grant comes back as a ``wake`` with ``granted``."""
+        Under a parent that limits ``max_concurrent`` a wake from outside asks the parent for
+        a slot first; the parent's grant comes back as a ``wake`` with ``granted``."""
         payload = self._one("wake", args)
         if payload is _INVALID:
             return
@@ -499,16 +529,19 @@ class AgentWorkflow(TurnMixin):
         if error is not None:
             self._reject("wake", error)
             return
-        if req.granted or self.s.parent is None:
-            self._admit_wake(req.prompt)
+        self._wake_from_outside(req.prompt, granted=req.granted)
+
+    def _wake_from_outside(self, prompt: str | None, *, granted: bool = False) -> None:
+        """Admit a wake at once, or (under a parent that limits ``max_concurrent``) ask the
+        parent for a slot: its grant comes back as a ``wake`` with ``granted``."""
+        if granted or self.s.parent is None or self.s.slot_parent is False:
+            self._admit_wake(prompt)
         elif self.s.state == "idle":
             self._trace(f"{self.s.id}: wake asks {self.s.parent} for a slot")
             self._signal_later(
                 self.s.parent,
                 "slot_request",
-                WakeChildRequest(
-                    child=self.s.id, prompt=req.prompt, seen_result_seq=self.s.result_seq
-                ),
+                WakeChildRequest(child=self.s.id, prompt=prompt, seen_result_seq=self.s.result_seq),
             )
 
     def _wake_error(self) -> str | None:
@@ -526,6 +559,37 @@ class AgentWorkflow(TurnMixin):
         self.s.inbox = []
         self.s.turn_pending = True
         self._transition("running", "wake")
+
+    @workflow.update(name="turn")
+    async def turn(self, req: TurnRequest) -> WaitResponse:
+        """``wake`` then ``wait`` for that wake's result, as one update: the host's turn costs
+        one client round trip and one update, like the floor (CONTRACT §3 wake, wait).
+
+        On an idle handle the wake is admitted and the update returns the result that turn
+        settles (``pending`` when it parks on a Request). Under a parent that limits
+        ``max_concurrent`` the caller first takes a slot with the parent's ``wake_child``
+        (``relay``) and passes its ``grant`` here; without one, the handle asks the parent
+        (``slot_request``) and waits for the grant. On a running or suspended handle, or with
+        a grant already used, the wake is a no-op and the update behaves as ``wait``.
+
+        Raises (in the validator, so a rejection adds nothing to history):
+            ApplicationError: ``WakeRejected`` for the root or a closed handle.
+        """
+        self._updates += 1
+        s = self.s
+        if s.state != "idle" or (req.grant is not None and req.grant <= s.consumed_grant):
+            return await self._wait(WaitRequest())
+        seen = s.result_seq
+        if req.grant is not None:
+            s.consumed_grant = req.grant
+        self._wake_from_outside(req.prompt, granted=req.grant is not None)
+        return await self._wait(WaitRequest(after_seq=seen))
+
+    @turn.validator
+    def _validate_turn(self, req: TurnRequest) -> None:
+        error = self._wake_error()
+        if error is not None:
+            raise ApplicationError(error, type="WakeRejected", non_retryable=True)
 
     # ------------------------------------------------------------------ post
 
@@ -945,6 +1009,9 @@ class AgentWorkflow(TurnMixin):
         ``timeout`` and the turn keeps running. Never raises.
         """
         self._updates += 1
+        return await self._wait(req)
+
+    async def _wait(self, req: WaitRequest) -> WaitResponse:
         s = self.s
         behind = req.after_seq is not None and s.result_seq <= req.after_seq
         if not behind and self._settled() and (s.last_result is not None or s.state == "closed"):

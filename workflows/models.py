@@ -372,6 +372,12 @@ class HandleState(_Model):
             then its ancestors' (CONTRACT §5).
         tool_options: activity options of the handle's tools, by tool name.
         report_results: report each settled result to the parent (children of ``task``).
+        slot_parent: the parent limits ``max_concurrent``: a wake from outside asks it for a
+            slot first. False: the handle admits its own wakes (no parent round trip). None
+            (handles started before this field existed): ask the parent.
+        grant_seq: slot grants handed to callers that relay the wake (``wake_child`` relay).
+        grants: the undelivered-or-running relay grant id per child holding a slot.
+        consumed_grant: the highest relay grant id this handle admitted a wake for.
         children_info: the last report of each child, by child id.
         closing: close has begun: new posts and wakes are rejected.
         report_seq: reports sent to the parent.
@@ -421,6 +427,10 @@ class HandleState(_Model):
     interpreters: list[Interpreter] = Field(default_factory=list)
     tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
     report_results: bool = False
+    slot_parent: bool | None = None
+    grant_seq: int = 0
+    grants: dict[str, int] = Field(default_factory=dict)
+    consumed_grant: int = 0
     children_info: dict[str, ChildInfo] = Field(default_factory=dict)
     closing: bool = False
     report_seq: int = 0
@@ -458,6 +468,7 @@ class HandleView(_Model):
     last_error: str | None
     defn: AgentDef | None
     store_key: str | None = None
+    slot_parent: bool | None = None
 
 
 class HandleStatus(_Model):
@@ -512,16 +523,39 @@ class WakeRequest(_Model):
     granted: StrictBool = False
 
 
+class TurnRequest(_Model):
+    """``turn`` update input: wake with an optional prompt, then wait for that wake's result
+    (the client's ``wake`` + ``wait`` as one Temporal update: CONTRACT §3, §9).
+
+    ``grant``: the slot grant id a parent that limits ``max_concurrent`` returned from
+    ``wake_child`` with ``relay``; the handle admits the wake once per grant id."""
+
+    prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
+    grant: int | None = Field(default=None, ge=1)
+
+
 class WakeChildRequest(_Model):
     """``wake_child`` update / ``slot_request`` signal to a parent: admit ``child``'s wake
     under the parent's ``max_concurrent`` (CONTRACT §3 wake, §6).
 
     ``seen_result_seq``: how many results of the child the caller has seen settle; it tells
-    the parent that a turn whose settle report is still on its way is over."""
+    the parent that a turn whose settle report is still on its way is over.
+
+    ``relay``: the caller delivers the wake itself (``turn`` update with the returned
+    ``grant``) instead of the parent signalling the child: no signal races the caller's
+    update to the child, and the wake costs no signal events. A caller that dies before
+    delivering it leaves the slot held until a ``wake`` of the same child is retried (the
+    parent returns the same grant) or the child is closed.
+
+    ``settled``: siblings' result counts the caller has seen settle since its last
+    ``wake_child`` (child id → result_seq): their slots are freed at once, before their own
+    reports arrive, so a wake right after a sibling's result is never queued behind it."""
 
     child: str
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     seen_result_seq: int = Field(default=0, ge=0)
+    relay: StrictBool = False
+    settled: dict[str, int] = Field(default_factory=dict, max_length=256)
 
 
 class WakeChildResult(_Model):
@@ -534,6 +568,7 @@ class WakeChildResult(_Model):
     outcome: Literal["admitted", "queued", "noop"]
     after_seq: int
     state: HandleStateName
+    grant: int | None = None
 
 
 class PostResult(_Model):

@@ -65,6 +65,10 @@ def llm_task_queue(task_queue: str) -> str:
     return f"{task_queue}{LLM_QUEUE_SUFFIX}"
 
 
+SETTLE_REPORTS_ONLY = "settle-reports-only"
+"""``workflow.patched`` id (2026-11-30): with no finite pool above, a child no longer reports to
+its parent after each LLM call of a turn, only when the turn settles or suspends."""
+
 LLM_NON_RETRYABLE = ["LlmRequestRejected", "MalformedLlmResponse", "StoreError"]
 TOOL_NON_RETRYABLE = ["UnknownTool", "ToolArgumentsInvalid"]
 
@@ -214,7 +218,11 @@ class TurnMixin:
             calls = reply.message.tool_calls or []
             if not calls:
                 return self._turn_result("done", reply.message.content or "")
-            self._report()  # usage rolls up live; a settling turn reports on idle
+            if s.floor is not None or not workflow.patched(SETTLE_REPORTS_ONLY):
+                # Under a finite pool above, siblings drain the same pool: the parent's
+                # ledger takes this call's usage now. Otherwise usage rolls up with the
+                # settle (or suspension) report: 5 history events per LLM call saved.
+                self._report()
             self._open_calls = calls
             await self._refresh_budget()
             limit = self._budget_limit(len(calls))
