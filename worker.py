@@ -34,7 +34,6 @@ from activities.registry import Registry, RegistryActivities, RegistryError
 from activities.store import ConversationStore, SqliteConversationStore
 from activities.tools import ToolActivities
 from workflows.agent import AgentWorkflow
-from workflows.turn import llm_task_queue
 
 DEFAULT_TASK_QUEUE = "tnx"
 """The task queue used when none is given."""
@@ -44,6 +43,9 @@ DEFAULT_STORE_PATH = Path(".tnx/conversations.sqlite")
 
 DEFAULT_MAX_CONCURRENT_TURNS = 100
 """LLM calls in flight at once per worker process when not configured."""
+
+DEFAULT_ACTIVITY_SLOTS = 100
+"""Activity slots of the worker beyond the LLM cap (tools, interpreters, hooks, look-ups)."""
 
 SANDBOX_PASSTHROUGH = (
     # Our models and pydantic are imported once, outside the sandbox: they are deterministic
@@ -79,44 +81,36 @@ async def connect(address: str, namespace: str = "default") -> Client:
 
 
 class AgentWorker:
-    """The runtime's two Temporal workers, run together.
+    """The runtime's Temporal worker on ``task_queue``: the agent workflow, LLM calls, tools,
+    interpreters, hooks and registry look-ups.
 
-    * on ``task_queue``: the agent workflow, tools, interpreters, hooks, registry look-ups;
-    * on ``{task_queue}-llm``: only LLM calls, with at most ``max_concurrent_turns`` at once
-      (the runtime-wide LLM cap of CONTRACT §6). It is a worker slot limit, so a cancelled
-      call frees its slot at once and a dead worker's slots die with it; a parent waiting on
-      its children holds no slot, so no cap can deadlock a tree. With several worker
-      processes the cap applies per process.
+    LLM calls run on the handle's own task queue, so Temporal hands each one straight back to
+    the worker that scheduled it (eager activity dispatch). The runtime-wide LLM cap of
+    CONTRACT §6 (``max_concurrent_turns``) is a semaphore around the HTTP call alone, in this
+    process: a call waiting for it heartbeats (an interrupt still reaches it), a parent
+    waiting on its children holds none, so no cap can deadlock a tree. With several worker
+    processes the cap applies per process.
 
     Use ``async with worker:`` (runs in the background) or ``await worker.run()``.
     """
 
-    def __init__(self, main: Worker, llm: Worker) -> None:
+    def __init__(self, main: Worker) -> None:
         self.main = main
-        self.llm = llm
 
     async def run(self) -> None:
-        """Run both workers until :meth:`shutdown` (or one fails)."""
-        await asyncio.gather(self.main.run(), self.llm.run())
+        """Run until :meth:`shutdown` (or the worker fails)."""
+        await self.main.run()
 
     async def shutdown(self) -> None:
         """Stop polling, let in-flight tasks finish or cancel, then return."""
-        await asyncio.gather(self.main.shutdown(), self.llm.shutdown())
+        await self.main.shutdown()
 
     async def __aenter__(self) -> AgentWorker:
         await self.main.__aenter__()
-        try:
-            await self.llm.__aenter__()
-        except BaseException:
-            await self.main.__aexit__(None, None, None)
-            raise
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        try:
-            await self.llm.__aexit__(*exc)
-        finally:
-            await self.main.__aexit__(*exc)
+        await self.main.__aexit__(*exc)
 
 
 @contextlib.asynccontextmanager
@@ -143,8 +137,9 @@ async def create_worker(
         task_queue: the task queue all handles of the runtime use.
         store: the conversation store (default: SQLite at ``.tnx/conversations.sqlite``).
         transport: an httpx transport for the LLM client (tests: ``httpx.MockTransport``).
-        max_concurrent_turns: LLM calls in flight at once in this process (None: 100).
-        **worker_options: passed to both ``temporalio.worker.Worker``s.
+        max_concurrent_turns: LLM HTTP calls in flight at once in this process (None: 100).
+        **worker_options: passed to ``temporalio.worker.Worker`` (default
+            ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
     Raises:
         RegistryError: the registry is not usable.
@@ -155,11 +150,13 @@ async def create_worker(
     reg = Registry.coerce(registry)
     registry_activities = RegistryActivities(reg)
     tool_activities = ToolActivities(reg.tools, reg.interpreters)
+    cap = max_concurrent_turns or DEFAULT_MAX_CONCURRENT_TURNS
     llm_activities = LlmActivities(
         llm,
         store or SqliteConversationStore(DEFAULT_STORE_PATH),
         transport=transport,
         tool_schemas=registry_activities.tool_schemas,
+        max_concurrent=cap,
     )
     options = {**WORKER_DEFAULTS, **worker_options}
     try:
@@ -172,18 +169,16 @@ async def create_worker(
                 registry_activities.run_hook,
                 tool_activities.tool_call,
                 tool_activities.interpret,
+                llm_activities.llm_call,
             ],
             workflow_runner=workflow_runner(),
+            # LLM calls waiting for the cap hold an activity slot: leave room for tools.
+            max_concurrent_activities=options.pop(
+                "max_concurrent_activities", cap + DEFAULT_ACTIVITY_SLOTS
+            ),
             **options,
         )
-        llm_worker = Worker(
-            client,
-            task_queue=llm_task_queue(task_queue),
-            activities=[llm_activities.llm_call],
-            max_concurrent_activities=max_concurrent_turns or DEFAULT_MAX_CONCURRENT_TURNS,
-            **options,
-        )
-        yield AgentWorker(main, llm_worker)
+        yield AgentWorker(main)
     finally:
         await llm_activities.aclose()
 

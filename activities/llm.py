@@ -21,6 +21,7 @@ API keys are read from the environment at call time and never logged or returned
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable
 from datetime import timedelta
@@ -112,6 +113,12 @@ class LlmActivities:
             ``httpx.MockTransport``). httpx's own retries stay off either way.
         tool_schemas: builds the ``tools`` payload from tool names and a team (the
             registry's ``RegistryActivities.tool_schemas``).
+        max_concurrent: HTTP calls in flight at once through this object (the runtime-wide
+            LLM cap, CONTRACT §6); None for no cap. Only the HTTP call holds a slot; a call
+            waiting for one heartbeats, so an interrupt cancels it.
+
+    Raises:
+        ValueError: ``max_concurrent`` below 1.
     """
 
     def __init__(
@@ -121,7 +128,11 @@ class LlmActivities:
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         tool_schemas: ToolSchemas | None = None,
+        max_concurrent: int | None = None,
     ) -> None:
+        if max_concurrent is not None and max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
+        self._slots = asyncio.Semaphore(max_concurrent) if max_concurrent else None
         self.config = config
         self.store = store
         self.tool_schemas = tool_schemas
@@ -163,7 +174,11 @@ class LlmActivities:
             stream=self.config.stream,
         )
         async with heartbeating(HEARTBEAT_EVERY_S):
-            message, usage = await self._call(style, body)
+            if self._slots is None:
+                message, usage = await self._call(style, body)
+            else:
+                async with self._slots:
+                    message, usage = await self._call(style, body)
         try:
             new_len = await self.store.write(inp.conv_id, stored_len, [message], fence=inp.fence)
         except StoreError as err:

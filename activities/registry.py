@@ -1,7 +1,7 @@
 """The worker-side agent registry and the activity that resolves names against it.
 
 The registry belongs to the worker (loaded from ``package.module:REGISTRY``); workflows learn
-a definition through the ``tnx.resolve_agent`` local activity at spawn, and the child keeps
+a definition through the ``tnx.resolve_agent`` activity at spawn, and the child keeps
 the definition in its state, so a running agent is not changed by a later registry edit.
 """
 
@@ -143,7 +143,8 @@ class Registry:
 
 
 class RegistryActivities:
-    """Registers ``tnx.resolve_agent`` (run as a local activity by ``spawn``) and
+    """Registers ``tnx.resolve_agent`` (run by ``spawn``; a local activity in histories from
+    before 2026-11-30) and
     ``tnx.run_hook``."""
 
     def __init__(self, registry: Registry) -> None:

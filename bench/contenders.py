@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from bench.contender import Contender
 from bench.floor import Floor
-from bench.ours import Ours
+from bench.ours import Ours, OursDirect
 from bench.peer import Peer
 from bench.toolnexus_ref import Toolnexus
 
-ORDER = ["floor", "ours", "toolnexus", "openai_agents"]
+ORDER = ["floor", "ours", "ours_direct", "toolnexus", "openai_agents"]
 
 
 def make(name: str) -> Contender:
@@ -16,6 +16,7 @@ def make(name: str) -> Contender:
     classes: dict[str, type[Contender]] = {
         "floor": Floor,
         "ours": Ours,
+        "ours_direct": OursDirect,
         "toolnexus": Toolnexus,
         "openai_agents": Peer,
     }

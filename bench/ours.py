@@ -30,7 +30,8 @@ T = TypeVar("T")
 
 AGENT_OF_KIND = {"chat": "chat", "chat1k": "chat1k", "tool": "tooler"}
 ROOT_BUDGET = Budget(max_concurrent=1000)
-"""The root's ``max_concurrent`` (default 8) caps the top-level agents running at once."""
+"""The root's ``max_concurrent`` (default 8) caps the top-level agents running at once: 1000
+keeps the slot accounting (one ``wake_child`` update on the root per wake) without queuing."""
 
 
 async def lookup(q: str) -> str:
@@ -101,6 +102,7 @@ class OursAgent(Agent):
 class Ours(Contender):
     name = "ours"
     label = "toolnexus-temporal"
+    root_budget = ROOT_BUDGET
 
     def __init__(self) -> None:
         self.ctx: Context | None = None
@@ -145,7 +147,7 @@ class Ours(Contender):
                 self.ctx.client,
                 task_queue=self.task_queue,
                 scope=f"bench-{self.ctx.run_id}-{group}",
-                budget=ROOT_BUDGET,
+                budget=self.root_budget,
             )
             await rt.start()
             self._runtimes[group] = rt
@@ -268,3 +270,12 @@ async def wake_signal_delays(
         "wake_signals_over_500ms": sum(1 for d in delays if d > 500),
         "wake_signal_delay_total_s": sum(delays) / 1000,
     }
+
+
+class OursDirect(Ours):
+    """Our runtime with no ``max_concurrent`` at the root: a top-level wake is one ``turn``
+    update on the agent, with no slot to take on the root."""
+
+    name = "ours_direct"
+    label = "toolnexus-temporal, no root slot limit"
+    root_budget = Budget(max_concurrent=None)

@@ -471,6 +471,7 @@ def _event_types(cs: dict[str, Any], names: list[str]) -> list[str]:
 COLORS = {
     "floor": "#7f7f7f",
     "ours": "#d62728",
+    "ours_direct": "#ff7f0e",
     "toolnexus": "#2ca02c",
     "openai_agents": "#1f77b4",
 }

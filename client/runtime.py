@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
@@ -91,6 +92,15 @@ _T = TypeVar("_T")
 UPDATE_BACKOFF_S = 30.0
 """How long an update refused with RESOURCE_EXHAUSTED (too many in flight) is retried, s."""
 
+SHORT_UPDATES = frozenset({"spawn", "wake_child", "admit_post", "admit_answer"})
+"""Updates that complete within a workflow task or two."""
+
+SHORT_UPDATES_IN_FLIGHT = 6
+"""How many short updates one runtime sends to one workflow at once. The server admits 10
+updates in flight per workflow (long ones such as ``turn`` and ``wait`` count too); past that
+it refuses, and a workflow flooded with updates loses workflow tasks ("workflow update was
+aborted"). Queuing in the client is cheaper than both."""
+
 HandleRef = Handle | str
 """A Handle, or a handle id such as ``"root/worker.1"``."""
 
@@ -142,6 +152,8 @@ class AgentRuntime:
         self.store = store
         self._root: Handle | None = None
         self._settled: dict[str, int] = {}
+        self._gates: dict[str, _Gate] = {}
+        """Per workflow id: this runtime's short updates in flight (SHORT_UPDATES_IN_FLIGHT)."""
         """Result counts seen settle, per handle id, not yet told to the parent."""
 
     # ------------------------------------------------------------------ lifecycle
@@ -325,9 +337,10 @@ class AgentRuntime:
         result: WorkflowUpdateHandle[Any] = await self._call(
             handle,
             "turn",
-            lambda: self._handle(handle).start_update(
+            lambda update_id: self._handle(handle).start_update(
                 "turn",
                 req,
+                id=update_id,
                 wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                 result_type=WaitResponse,
             ),
@@ -392,7 +405,7 @@ class AgentRuntime:
         pending = h._turn_result
         if pending is None:
             pending = h._turn_result = asyncio.ensure_future(
-                self._call(h, "turn", lambda: update.result(rpc_timeout=None))
+                self._call(h, "turn", lambda _: update.result(rpc_timeout=None))
             )
         timeout = None if timeout_ms is None else timeout_ms / 1000
         try:
@@ -601,21 +614,45 @@ class AgentRuntime:
         return self.client.get_workflow_handle(self.workflow_id(_id(h)))
 
     async def _update(self, h: HandleRef, name: str, arg: Any, result_type: type[Any]) -> Any:
-        return await self._call(
-            h, name, lambda: self._handle(h).execute_update(name, arg, result_type=result_type)
+        call = self._call(
+            h,
+            name,
+            lambda update_id: self._handle(h).execute_update(
+                name, arg, id=update_id, result_type=result_type
+            ),
         )
+        if name not in SHORT_UPDATES:
+            return await call
+        wid = self.workflow_id(_id(h))
+        gate = self._gates.setdefault(wid, _Gate())
+        gate.users += 1
+        try:
+            async with gate.slots:
+                return await call
+        finally:
+            gate.users -= 1
+            if gate.users == 0:
+                del self._gates[wid]
 
-    async def _call(self, h: HandleRef, name: str, send: Callable[[], Awaitable[_T]]) -> _T:
-        """Run one update RPC with typed errors. The server admits a bounded number of
-        updates in flight per workflow (10 on the dev server) and answers more with
-        RESOURCE_EXHAUSTED: those are retried with backoff (50 ms doubling to 2 s, up to
-        ``UPDATE_BACKOFF_S`` in all) before the error is raised."""
+    async def _call(self, h: HandleRef, name: str, send: Callable[[str], Awaitable[_T]]) -> _T:
+        """Run one update RPC with typed errors; ``send`` gets the update id to use.
+
+        Two refusals happen before the workflow accepted anything and are retried with
+        backoff (50 ms doubling to 2 s, up to ``UPDATE_BACKOFF_S`` in all), under the same
+        update id, so an update the server did record is answered from its outcome rather
+        than run twice: RESOURCE_EXHAUSTED (the server admits 10 updates in flight per
+        workflow) and UNAVAILABLE "workflow update was aborted" (the server dropped the
+        workflow task carrying it, which happens to a workflow receiving many updates at
+        once; Temporal documents it as retryable), and FAILED_PRECONDITION "unexpected
+        workflow task failure" (the workflow task carrying it failed, for example a
+        continue-as-new that raced a new event)."""
+        update_id = str(uuid.uuid4())
         delay, waited = 0.05, 0.0
         while True:
             try:
-                return await send()
+                return await send(update_id)
             except RPCError as err:
-                if err.status != RPCStatusCode.RESOURCE_EXHAUSTED or waited >= UPDATE_BACKOFF_S:
+                if not _retryable(err) or waited >= UPDATE_BACKOFF_S:
                     return await self._update_error(h, name, err)
             except WorkflowUpdateFailedError as err:
                 return await self._update_error(h, name, err)
@@ -652,6 +689,25 @@ class AgentRuntime:
             return await self._handle(h).query(name, result_type=result_type)
         except RPCError as err:
             raise _rpc_error(h, err) from err
+
+
+class _Gate:
+    """The short updates one runtime has in flight (or waiting) for one workflow."""
+
+    def __init__(self) -> None:
+        self.slots = asyncio.Semaphore(SHORT_UPDATES_IN_FLIGHT)
+        self.users = 0
+
+
+def _retryable(err: RPCError) -> bool:
+    """An update refused before the workflow accepted it (see ``AgentRuntime._call``)."""
+    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+        return True
+    if err.status == RPCStatusCode.UNAVAILABLE:
+        return "update was aborted" in str(err)
+    # The workflow task that carried the update failed, for example a continue-as-new that
+    # raced a new event (UnhandledCommand): the update was not accepted.
+    return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)
 
 
 def _id(h: HandleRef) -> str:

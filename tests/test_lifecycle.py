@@ -184,8 +184,13 @@ async def test_close_cascade_is_leaf_first_and_close_is_not_loss(make_runtime) -
         for h in await rt.list():
             assert h.state == "closed", h
         for h in (coord, child, grandchild, second):
-            desc = await rt.client.get_workflow_handle(rt.workflow_id(h.id)).describe()
-            assert desc.status == WorkflowExecutionStatus.COMPLETED
+            # a closed handle's workflow completes once its last report is delivered
+            wf = rt.client.get_workflow_handle(rt.workflow_id(h.id))
+            for _ in range(100):
+                if (await wf.describe()).status == WorkflowExecutionStatus.COMPLETED:
+                    break
+                await asyncio.sleep(0.1)
+            assert (await wf.describe()).status == WorkflowExecutionStatus.COMPLETED
         # close is not loss: results, usage and traces stay readable
         gc = await rt.inspect(grandchild)
         assert gc.last_result is not None and gc.last_result.text == "before close"

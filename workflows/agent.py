@@ -84,7 +84,14 @@ with workflow.unsafe.imports_passed_through():
     )
 
 RESOLVE_AGENT_ACTIVITY = "tnx.resolve_agent"
-"""Local activity name that looks an agent name up in the worker's registry."""
+"""Activity name that looks an agent name up in the worker's registry."""
+
+RESOLVE_BY_ACTIVITY = "resolve-agent-by-activity"
+"""``workflow.patched`` id (2026-11-30): ``spawn`` resolves names with a regular activity
+(cached per run), no longer a local activity."""
+
+DEF_CACHE_S = 60.0
+"""How long a parent reuses a resolved agent definition, in seconds of workflow time."""
 
 RUN_HOOK_ACTIVITY = "tnx.run_hook"
 """Activity name that runs a registered ``on_spawn`` / ``on_close`` hook."""
@@ -185,6 +192,9 @@ class AgentWorkflow(TurnMixin):
         # a first run but in schedule order on replay (sdk-python#1578), which made concurrent
         # `spawn` updates non-deterministic (bench/results/2026-11-30-evidence).
         self._local_activity_lock = asyncio.Lock()
+        self._defs: dict[str, tuple[float, ResolveAgentResult]] = {}
+        """Resolved definitions of this run by name: (workflow time in s, result)."""
+        self._resolving: dict[str, asyncio.Future[ResolveAgentResult]] = {}
 
     # ------------------------------------------------------------------ run loop
 
@@ -298,13 +308,7 @@ class AgentWorkflow(TurnMixin):
         Returns:
             (the child's initial state, None), or (None, the SpawnError text).
         """
-        async with self._local_activity_lock:
-            resolved = await workflow.execute_local_activity(
-                RESOLVE_AGENT_ACTIVITY,
-                ResolveAgentInput(name=name),
-                result_type=ResolveAgentResult,
-                start_to_close_timeout=timedelta(seconds=10),
-            )
+        resolved = await self._resolve(name)
         error = self._spawn_check(name, resolved)
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
@@ -366,6 +370,63 @@ class AgentWorkflow(TurnMixin):
         self._trace(f"{self.s.id}: spawn {child_id}")
         asyncio.create_task(self._watch_child(child_id, child_handle))  # noqa: RUF006
         return child, None
+
+    async def _resolve(self, name: str) -> ResolveAgentResult:
+        """The registry's definition of ``name``, through the ``tnx.resolve_agent`` activity.
+
+        A known definition is reused for ``DEF_CACHE_S`` of workflow time, and concurrent
+        spawns of one name share one lookup (a fan-out of 50 costs one activity), so a
+        registry edit reaches a running parent's spawns within that time. An unknown name is
+        looked up again at each spawn.
+
+        Histories from before ``RESOLVE_BY_ACTIVITY`` used a local activity, which a core race
+        could record in one workflow task while resolving it in the next: non-deterministic
+        under concurrent spawn updates (bench/results/2026-11-30-evidence).
+        """
+        if not workflow.patched(RESOLVE_BY_ACTIVITY):
+            async with self._local_activity_lock:
+                old: ResolveAgentResult = await workflow.execute_local_activity(
+                    RESOLVE_AGENT_ACTIVITY,
+                    ResolveAgentInput(name=name),
+                    result_type=ResolveAgentResult,
+                    start_to_close_timeout=timedelta(seconds=10),
+                )
+            return old
+        now = workflow.now().timestamp()
+        cached = self._defs.get(name)
+        if cached is not None and now - cached[0] < DEF_CACHE_S:
+            return cached[1]
+        while (shared := self._resolving.get(name)) is not None:
+            try:
+                return await asyncio.shield(shared)
+            except asyncio.CancelledError:
+                if not shared.cancelled():
+                    raise  # this spawn itself was cancelled
+                # the spawn that was looking it up was cancelled: look it up here
+        pending: asyncio.Future[ResolveAgentResult] = asyncio.get_running_loop().create_future()
+        self._resolving[name] = pending
+        try:
+            resolved: ResolveAgentResult = await workflow.execute_activity(
+                RESOLVE_AGENT_ACTIVITY,
+                ResolveAgentInput(name=name),
+                result_type=ResolveAgentResult,
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+                summary=f"resolve agent {name}",
+            )
+        except asyncio.CancelledError:
+            pending.cancel()
+            raise
+        except Exception as err:
+            pending.set_exception(err)
+            pending.exception()  # marked retrieved: the sharers re-raise it
+            raise
+        finally:
+            del self._resolving[name]
+        pending.set_result(resolved)
+        if resolved.defn is not None:
+            self._defs[name] = (workflow.now().timestamp(), resolved)
+        return resolved
 
     async def _watch_child(
         self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, Any]

@@ -56,12 +56,19 @@ INTERPRET_ACTIVITY = "tnx.interpret"
 """Activity name of one interpreter (``wait_for``) call."""
 
 LLM_QUEUE_SUFFIX = "-llm"
-"""LLM calls run on their own task queue, ``{task_queue}-llm``, whose worker slots are the
-runtime-wide cap on concurrent LLM calls (CONTRACT §6; see ``worker.AgentWorker``)."""
+"""Until 2026-11-30 LLM calls ran on their own task queue, ``{task_queue}-llm``, whose worker
+slots were the LLM-call cap. They now run on the handle's own task queue, so Temporal hands
+the activity straight back to the worker that scheduled it (eager activity dispatch: about
+half of a turn's latency here); the cap is a semaphore around the HTTP call in the worker
+(``activities.llm.LlmActivities``). Histories from before ``LLM_ON_OWN_QUEUE`` replay with
+the old queue."""
+
+LLM_ON_OWN_QUEUE = "llm-on-own-queue"
+"""``workflow.patched`` id of the change above."""
 
 
 def llm_task_queue(task_queue: str) -> str:
-    """The task queue of LLM calls for a runtime on ``task_queue``."""
+    """The task queue of LLM calls scheduled before ``LLM_ON_OWN_QUEUE``."""
     return f"{task_queue}{LLM_QUEUE_SUFFIX}"
 
 
@@ -337,7 +344,9 @@ class TurnMixin:
                 team=s.defn.team,
             ),
             result_type=LlmCallResult,
-            task_queue=llm_task_queue(s.task_queue),
+            task_queue=(
+                s.task_queue if workflow.patched(LLM_ON_OWN_QUEUE) else llm_task_queue(s.task_queue)
+            ),
             start_to_close_timeout=timedelta(milliseconds=opts.llm_timeout_ms),
             heartbeat_timeout=timedelta(milliseconds=opts.llm_heartbeat_ms),
             retry_policy=RetryPolicy(
