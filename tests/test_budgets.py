@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from activities import Registry, define_tool
-from client import AgentDef, Budget, Handle, SpawnError
+from client import AgentDef, Budget, Handle, RuntimeOptions, SpawnError
 from client.testing import ScriptedLLM, text, tool_calls
 from tests.fixture_llm import FixtureLLM, load_fixture
 
@@ -287,3 +287,49 @@ async def test_host_wakes_queue_on_the_parents_slots(make_runtime) -> None:
         lines = await rt.trace_lines(rt.root)
         assert any(f"{second.id} wake QUEUED" in line for line in lines)
         assert any(f"DEQUEUED wake {second.id}" in line for line in lines)
+
+
+async def _usage_mid_turn(make_runtime, live_usage_ms: int | None) -> tuple[int, int]:
+    """The root's usage_total while a child's turn waits on its second LLM call, and after."""
+    reg = Registry([AgentDef(name="worker", tools=["lookup"])], tools=[LOOKUP])
+    second_call = asyncio.Event()
+    release = asyncio.Event()
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        import json
+
+        body = json.loads(request.content)
+        if len(body["messages"]) == 1:  # first call: use the tool (7 tokens)
+            return httpx.Response(200, json=tool_calls(("lookup", {"q": "x"})))
+        second_call.set()
+        await release.wait()
+        return httpx.Response(200, json=text("done"))
+
+    options = RuntimeOptions(live_usage_ms=live_usage_ms)
+    async with make_runtime(reg, httpx.MockTransport(answer), options=options) as rt:
+        h = await spawn(rt, rt.root, "worker")
+        await rt.wake(h, "go")
+        await asyncio.wait_for(second_call.wait(), 30)
+        await asyncio.sleep(1.0)  # a report would have landed by now
+        during = (await rt.inspect(rt.root)).usage_total
+        release.set()
+        assert (await rt.wait(h)).status == "done"
+        for _ in range(50):  # the settle report lands a moment after the result
+            after = (await rt.inspect(rt.root)).usage_total
+            if after == 12:  # 7 tokens for the tool call, 5 for the final answer
+                break
+            await asyncio.sleep(0.1)
+        return during, after
+
+
+async def test_usage_rolls_up_live_inside_a_turn(make_runtime) -> None:
+    """CONTRACT §4: every LLM call's tokens count on every ancestor, live: with
+    live_usage_ms the parent sees the first call's usage while the turn still runs."""
+    during, after = await _usage_mid_turn(make_runtime, live_usage_ms=0)
+    assert (during, after) == (7, 12)
+
+
+async def test_usage_rolls_up_at_settle_without_live_reports(make_runtime) -> None:
+    """live_usage_ms=None: the parent learns a turn's usage when it settles (fewer events)."""
+    during, after = await _usage_mid_turn(make_runtime, live_usage_ms=None)
+    assert (during, after) == (0, 12)

@@ -187,6 +187,8 @@ class AgentWorkflow(TurnMixin):
         self._reports_in_flight = 0
         self._updates = 0
         self._last_report: ChildReport | None = None
+        self._last_report_ms = 0.0
+        """Workflow time of the last report sent to the parent, ms (per run)."""
         self._closed_event = False
         # Local activities run one at a time: concurrent ones resolve in completion order on
         # a first run but in schedule order on replay (sdk-python#1578), which made concurrent
@@ -1046,6 +1048,7 @@ class AgentWorkflow(TurnMixin):
             return
         s.report_seq = report.seq
         self._last_report = report
+        self._last_report_ms = workflow.now().timestamp() * 1000
         self._reports_in_flight += 1
         asyncio.create_task(self._send_report(report))  # noqa: RUF006 (awaited via counter)
 

@@ -229,6 +229,11 @@ class RuntimeOptions(_Model):
             (Temporal allows 2,000 per run).
         continue_as_new_events: history events after which an idle handle continues as new
             (Temporal terminates a run at 51,200); it also does when Temporal suggests it.
+        live_usage_ms: inside a turn, a handle tells its parent its usage after an LLM call
+            when its last report is at least this old (workflow time, ms), so usage rolls up
+            live (CONTRACT §4) at one signal per interval rather than one per call. Under a
+            finite pool above it reports after every call (the pool is enforced live). None:
+            only when a turn settles or suspends.
     """
 
     inbox_cap: int = Field(default=8, ge=1)
@@ -241,6 +246,7 @@ class RuntimeOptions(_Model):
     interpreter_timeout_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1_000)
     continue_as_new_updates: int = Field(default=1_000, ge=1, le=1_900)
     continue_as_new_events: int = Field(default=20_000, ge=100, le=40_000)
+    live_usage_ms: int | None = Field(default=1_000, ge=0)
 
 
 class TraceLine(_Model):

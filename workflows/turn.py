@@ -74,7 +74,8 @@ def llm_task_queue(task_queue: str) -> str:
 
 SETTLE_REPORTS_ONLY = "settle-reports-only"
 """``workflow.patched`` id (2026-11-30): with no finite pool above, a child no longer reports to
-its parent after each LLM call of a turn, only when the turn settles or suspends."""
+its parent after each LLM call of a turn, but at most once per ``live_usage_ms``, and when
+the turn settles or suspends."""
 
 LLM_NON_RETRYABLE = ["LlmRequestRejected", "MalformedLlmResponse", "StoreError"]
 TOOL_NON_RETRYABLE = ["UnknownTool", "ToolArgumentsInvalid"]
@@ -112,6 +113,7 @@ class TurnMixin:
     _suspended_tasks: dict[int, Request]
     _turn_turns: int
     _turn_tokens: int
+    _last_report_ms: float
 
     def _transition(self, to: HandleStateName, why: str) -> None:
         raise NotImplementedError
@@ -227,8 +229,11 @@ class TurnMixin:
                 return self._turn_result("done", reply.message.content or "")
             if s.floor is not None or not workflow.patched(SETTLE_REPORTS_ONLY):
                 # Under a finite pool above, siblings drain the same pool: the parent's
-                # ledger takes this call's usage now. Otherwise usage rolls up with the
-                # settle (or suspension) report: 5 history events per LLM call saved.
+                # ledger takes this call's usage now.
+                self._report()
+            elif self._live_report_due():
+                # Usage rolls up live, at most one report per live_usage_ms; otherwise it
+                # goes with the settle (or suspension) report: 9 events per call saved.
                 self._report()
             self._open_calls = calls
             await self._refresh_budget()
@@ -237,6 +242,13 @@ class TurnMixin:
                 return self._budget_stop(limit)
             self._next_messages = await self._run_tool_calls(calls)
             self._open_calls = []
+
+    def _live_report_due(self) -> bool:
+        every = self.s.options.live_usage_ms
+        if every is None:
+            return False
+        now_ms = workflow.now().timestamp() * 1000
+        return now_ms - self._last_report_ms >= every
 
     def _budget_limit(self, tool_calls: int) -> Any:
         """The limit that forbids the next LLM call (``tool_calls`` 0) or a batch of
