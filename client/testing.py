@@ -410,6 +410,9 @@ class ScriptedLLMServer:
 
         class _Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without TCP_NODELAY the body waits for
+            # the client's delayed ACK of the headers (~40 ms on Linux loopback).
+            disable_nagle_algorithm = True
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length") or 0)
