@@ -107,11 +107,22 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
     ours = cs.get("ours")
     if ours is not None:
         out["targets"] = targets(ours, out, cs)
+    for variant in OUR_VARIANTS:
+        if variant in cs:
+            out.setdefault("targets_by_variant", {})[variant] = targets(
+                cs[variant], out, cs, variant
+            )
     return out
 
 
-def targets(ours: dict[str, Any], derived: dict[str, Any], cs: dict[str, Any]) -> dict[str, Any]:
-    r = derived["ratios_to_floor"].get("ours", {})
+OUR_VARIANTS = ("ours", "ours_direct")
+"""Our runtime's contenders, each judged against the targets."""
+
+
+def targets(
+    ours: dict[str, Any], derived: dict[str, Any], cs: dict[str, Any], name: str = "ours"
+) -> dict[str, Any]:
+    r = derived["ratios_to_floor"].get(name, {})
     plain, tool = r.get("latency_plain_p50_ms"), r.get("latency_tool_p50_ms")
     latency_met = (
         plain is not None
@@ -119,7 +130,7 @@ def targets(ours: dict[str, Any], derived: dict[str, Any], cs: dict[str, Any]) -
         and plain <= LATENCY_TARGET
         and tool <= LATENCY_TARGET
     )
-    split = derived["history_split"].get("ours")
+    split = derived["history_split"].get(name)
     per_call = split["events_per_llm_call"] if split else None
     peer_growth = cs.get("openai_agents", {}).get("growth", {})
     growth = ours.get("growth", {})
@@ -286,13 +297,13 @@ def markdown(results: dict[str, Any]) -> str:
     )
     lines.append("")
 
-    t = d.get("targets", {})
-    if t:
+    by_variant = d.get("targets_by_variant") or ({"ours": d["targets"]} if d.get("targets") else {})
+    if by_variant:
+        lines += ["## Targets", ""]
+    for variant, t in by_variant.items():
         lat, ev, flat = t.get("latency", {}), t.get("events", {}), t.get("flat_history", {})
         lines += [
-            "## Targets",
-            "",
-            "| target | ours | result |",
+            f"| target | {cs[variant]['label']} | result |",
             "|---|---|---|",
             f"| {lat.get('target')} | plain {_num(lat.get('plain_p50_ratio'), 2)}×, tool "
             f"{_num(lat.get('tool_p50_ratio'), 2)}× (p99 plain "
@@ -409,7 +420,7 @@ def _diagnosis(cs: dict[str, Any], names: list[str]) -> list[str]:
         for kind, title in (("plain", "plain turns"), ("tool", "tool turns")):
             d = _get(cs[n], "latency", f"diagnosis_{kind}")
             lat = _get(cs[n], "latency", kind)
-            if not d or not lat:
+            if not d or not lat or not d.get("wake_signals"):
                 continue
             total = lat["mean_ms"] * lat["turns"] / 1000
             out.append(
@@ -425,8 +436,8 @@ def _diagnosis(cs: dict[str, Any], names: list[str]) -> list[str]:
     return [
         "## Where the latency tail comes from",
         "",
-        "A wake is an update on the parent, whose workflow then signals the agent; "
-        "`run_turn` sends the `wait` update to the agent at once. The time from the parent's "
+        "Wakes that reached the agent as a signal from its parent (a queued wake that the "
+        "parent starts later, or the design before 2026-11-30): the time from the parent's "
         "signal to its arrival in the agent's history:",
         "",
         *out,
