@@ -114,51 +114,51 @@ def _min_opt(a: int | None, b: int | None) -> int | None:
     return min(a, b)
 
 
+_STATUS_FIELDS = (
+    "id",
+    "state",
+    "usage_total",
+    "turns_total",
+    "tool_calls_total",
+    "pool_tokens",
+    "pool_tool_calls",
+    "wall_deadline_ms",
+    "pending_req",
+    "result_seq",
+    "transcript_len",
+    "last_error",
+)
+"""Fields a HandleStatus copies from the state as they are."""
+
+_VIEW_FIELDS = (
+    *_STATUS_FIELDS,
+    "parent",
+    "depth",
+    "last_result",
+    "defn",
+    "store_key",
+    "slot_parent",
+)
+"""Fields a HandleView copies from the state as they are."""
+
+
 def view_of(s: HandleState) -> HandleView:
     """Build the public view of a handle state."""
     return HandleView(
-        id=s.id,
+        **{name: getattr(s, name) for name in _VIEW_FIELDS},
         name=s.defn.name if s.defn else ROOT_ID,
-        parent=s.parent,
-        depth=s.depth,
-        state=s.state,
         inbox_count=len(s.inbox),
         children=list(s.children),
-        usage_total=s.usage_total,
-        turns_total=s.turns_total,
-        tool_calls_total=s.tool_calls_total,
-        pool_tokens=s.pool_tokens,
-        pool_tool_calls=s.pool_tool_calls,
-        wall_deadline_ms=s.wall_deadline_ms,
-        pending_req=s.pending_req,
-        last_result=s.last_result,
-        result_seq=s.result_seq,
         conv_id=s.id,
-        transcript_len=s.transcript_len,
-        last_error=s.last_error,
-        defn=s.defn,
-        store_key=s.store_key,
-        slot_parent=s.slot_parent,
     )
 
 
 def status_of(s: HandleState) -> HandleStatus:
     """Build the small status returned by verbs."""
     return HandleStatus(
-        id=s.id,
-        state=s.state,
+        **{name: getattr(s, name) for name in _STATUS_FIELDS},
         inbox_count=len(s.inbox),
         children_count=len(s.children),
-        usage_total=s.usage_total,
-        turns_total=s.turns_total,
-        tool_calls_total=s.tool_calls_total,
-        pool_tokens=s.pool_tokens,
-        pool_tool_calls=s.pool_tool_calls,
-        wall_deadline_ms=s.wall_deadline_ms,
-        pending_req=s.pending_req,
-        result_seq=s.result_seq,
-        transcript_len=s.transcript_len,
-        last_error=s.last_error,
     )
 
 

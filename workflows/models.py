@@ -478,9 +478,9 @@ class HandleView(_Model):
 
 
 class HandleStatus(_Model):
-    """The small, per-verb part of a view, returned by updates (``admit_wake``, ``admit_post``,
-    ``wait``) so each verb adds a constant number of bytes to history: no transcript, no last
-    result, no children list, no definition (read those with the ``view`` query)."""
+    """The small, per-verb part of a view, returned by updates (``turn``, ``admit_post``,
+    ``wait``, ...) so each verb adds a constant number of bytes to history: no transcript, no
+    last result, no children list, no definition (read those with the ``view`` query)."""
 
     id: str
     state: HandleStateName
