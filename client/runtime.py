@@ -279,7 +279,7 @@ class AgentRuntime:
             HandleNotFoundError: no such handle.
         """
         handle, grant = await self._admit(h, prompt)
-        if handle.queued or (grant is None and handle.slot_parent is not False):
+        if handle.queued:
             return handle
         update = await self._start_turn(handle, TurnRequest(prompt=prompt, grant=grant))
         handle._turn = update
@@ -289,8 +289,12 @@ class AgentRuntime:
 
     async def _admit(self, h: HandleRef, prompt: str | None) -> tuple[Handle, int | None]:
         """Take a slot from a parent that limits ``max_concurrent`` (``wake_child`` with
-        relay). Returns the handle and the grant to deliver; a queued or no-op wake sets
-        ``queued`` / ``_after_seq`` for the next wait and returns no grant."""
+        relay). Returns the handle and the grant to deliver with the ``turn`` update. A queued
+        wake sets ``queued`` and ``_after_seq`` (the parent starts it later). A no-op (the
+        parent's books say the handle is running or suspended) returns no grant: the ``turn``
+        update still goes to the handle, which knows its own state best (running or
+        suspended: it waits; idle because the parent had not yet heard its last turn settle:
+        it asks the parent for a slot itself)."""
         hid = _id(h)
         parent_id, sep, _ = hid.rpartition("/")
         if not sep:
@@ -309,7 +313,7 @@ class AgentRuntime:
         request = WakeChildRequest(
             child=hid,
             prompt=prompt,
-            seen_result_seq=handle.result_seq,
+            seen_result_seq=max(handle.result_seq, self._settled.get(hid, 0)),
             relay=True,
             settled=settled,
         )
@@ -362,12 +366,17 @@ class AgentRuntime:
             HandleNotFoundError: no such handle.
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
-        if await self._is_closed(h):
-            view = await self._view(h)
-            return PostResult(ok=False, error="inbox closed", status=_status_of_view(view))
-        result: PostResult = await self._update(h, "admit_post", payload, PostResult)
-        await self._apply(h, result.status)
-        return result
+        if not await self._is_closed(h):
+            try:
+                result: PostResult = await self._update(h, "admit_post", payload, PostResult)
+            except VerbRejectedError as err:
+                if err.reason != "handle closed":
+                    raise
+            else:
+                await self._apply(h, result.status)
+                return result
+        view = await self._view(h)  # closed (possibly between the check and the update)
+        return PostResult(ok=False, error="inbox closed", status=_status_of_view(view))
 
     async def wait(self, h: HandleRef, timeout_ms: int | None = None) -> TaskResult:
         """The next result, or at once the last one when the handle is settled (CONTRACT §3).
@@ -381,17 +390,25 @@ class AgentRuntime:
         if isinstance(h, Handle) and h._turn is not None:
             return await self._wait_turn(h, timeout_ms)
         if await self._is_closed(h):
-            view = await self.inspect(h)
-            return view.last_result or TaskResult(
-                status="closed", is_error=True, text=f"{view.id} is closed"
-            )
+            return await self._closed_result(h)
         after = h._after_seq if isinstance(h, Handle) else None
-        resp: WaitResponse = await self._update(
-            h, "wait", WaitRequest(timeout_ms=timeout_ms, after_seq=after), WaitResponse
-        )
+        try:
+            resp: WaitResponse = await self._update(
+                h, "wait", WaitRequest(timeout_ms=timeout_ms, after_seq=after), WaitResponse
+            )
+        except VerbRejectedError as err:
+            if err.reason != "handle closed":
+                raise
+            return await self._closed_result(h)  # closed between the check and the update
         await self._apply(h, resp.status, resp.result)
         self._note_settled(resp)
         return resp.result
+
+    async def _closed_result(self, h: HandleRef) -> TaskResult:
+        view = await self.inspect(h)
+        return view.last_result or TaskResult(
+            status="closed", is_error=True, text=f"{view.id} is closed"
+        )
 
     def _note_settled(self, resp: WaitResponse) -> None:
         """Remember a settled result, for the parent's next ``wake_child`` (``settled``)."""
@@ -432,7 +449,7 @@ class AgentRuntime:
             HandleNotFoundError: no such handle.
         """
         handle, grant = await self._admit(h, prompt)
-        if handle.queued or (grant is None and handle.slot_parent is not False):
+        if handle.queued:
             return await self.wait(handle)
         resp: WaitResponse = await self._update(
             handle, "turn", TurnRequest(prompt=prompt, grant=grant), WaitResponse

@@ -524,6 +524,9 @@ class AgentWorkflow(TurnMixin):
         if seen_result_seq > info.result_seq:
             info = info.model_copy(update={"result_seq": seen_result_seq, "state": "idle"})
             s.children_info[child] = info
+        if info.state == "suspended" or info.parked:
+            # A wake of a suspended handle is a no-op (CONTRACT §3): no slot for it.
+            return WakeChildResult(outcome="noop", after_seq=info.result_seq, state="suspended")
         if child in s.running_children:
             # A relay caller that retries gets the same grant back (delivered at most once).
             grant = s.grants.get(child) if relay else None
@@ -631,21 +634,29 @@ class AgentWorkflow(TurnMixin):
         On an idle handle the wake is admitted and the update returns the result that turn
         settles (``pending`` when it parks on a Request). Under a parent that limits
         ``max_concurrent`` the caller first takes a slot with the parent's ``wake_child``
-        (``relay``) and passes its ``grant`` here; without one, the handle asks the parent
-        (``slot_request``) and waits for the grant. On a running or suspended handle, or with
-        a grant already used, the wake is a no-op and the update behaves as ``wait``.
+        (``relay``) and passes its ``grant`` here; without one, or with the grant this
+        handle used last (the parent had not yet heard that turn settle), the handle asks
+        the parent (``slot_request``) and waits for the grant. A grant is trusted like the
+        ``wake`` signal's ``granted`` flag (namespace permissions are the trust boundary). On
+        a running or suspended handle the wake is a no-op and the update behaves as
+        ``wait``.
 
         Raises (in the validator, so a rejection adds nothing to history):
             ApplicationError: ``WakeRejected`` for the root or a closed handle.
         """
         self._updates += 1
         s = self.s
-        if s.state != "idle" or (req.grant is not None and req.grant <= s.consumed_grant):
+        if s.state != "idle":
             return await self._wait(WaitRequest())
         seen = s.result_seq
-        if req.grant is not None:
+        if req.grant is not None and req.grant != s.consumed_grant:
             s.consumed_grant = req.grant
-        self._wake_from_outside(req.prompt, granted=req.grant is not None)
+            self._wake_from_outside(req.prompt, granted=True)
+        else:
+            # No grant, or the one this handle last used: the parent's books are behind
+            # (this handle's settle report is still on its way). Ask the parent for a slot
+            # with this handle's own result count, which frees the old one first.
+            self._wake_from_outside(req.prompt)
         return await self._wait(WaitRequest(after_seq=seen))
 
     @turn.validator

@@ -383,7 +383,7 @@ class HandleState(_Model):
             (handles started before this field existed): ask the parent.
         grant_seq: slot grants handed to callers that relay the wake (``wake_child`` relay).
         grants: the undelivered-or-running relay grant id per child holding a slot.
-        consumed_grant: the highest relay grant id this handle admitted a wake for.
+        consumed_grant: the relay grant id this handle last admitted a wake for.
         children_info: the last report of each child, by child id.
         closing: close has begun: new posts and wakes are rejected.
         report_seq: reports sent to the parent.
@@ -534,7 +534,8 @@ class TurnRequest(_Model):
     (the client's ``wake`` + ``wait`` as one Temporal update: CONTRACT §3, §9).
 
     ``grant``: the slot grant id a parent that limits ``max_concurrent`` returned from
-    ``wake_child`` with ``relay``; the handle admits the wake once per grant id."""
+    ``wake_child`` with ``relay``; the handle admits one wake per grant id (a repeat of the
+    id it used last goes through the parent's ``slot_request`` instead)."""
 
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     grant: int | None = Field(default=None, ge=1)
