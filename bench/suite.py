@@ -526,7 +526,8 @@ async def run_suite(
         out_dir: where results go.
         client: an existing dev server's client (pydantic converter, our search attributes);
             None starts an embedded dev server for the suite.
-        stamp: the file name stem (default: today's date).
+        stamp: the file name stem (default: today's date, plus ``-small`` / ``-tiny`` below
+            the full size).
 
     Returns:
         The results dictionary written to the JSON file.
@@ -535,7 +536,9 @@ async def run_suite(
     for name in chosen:
         make(name)  # unknown names fail before anything starts
     sz = SIZES[size]
-    stamp = stamp or date.today().isoformat()
+    if stamp is None:
+        # Only a full run is "the" result of a day; smaller ones never overwrite it.
+        stamp = date.today().isoformat() + ("" if size == "full" else f"-{size}")
     run_id = uuid.uuid4().hex[:8]
     results: dict[str, Any] = {
         "stamp": stamp,

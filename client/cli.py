@@ -529,7 +529,8 @@ def wait_command(
         typer.Option("--timeout-ms", min=0, help="Give up after N ms (status timeout)."),
     ] = None,
 ) -> None:
-    """Wait for a handle's next result; exit 0 when done or pending, 1 otherwise."""
+    """Wait for a handle's result: the next one while it runs, else at once its last one; exit 0
+    when done or pending, 1 otherwise."""
     target = ops.ref(opts, handle_id)
     limit = None if timeout_ms is None else timeout_ms / 1000 + ops.VERB_TIMEOUT_S
     result: TaskResult = ops.run(

@@ -45,7 +45,7 @@ from client.localmodel import LocalModelError, LocalModelServer, find_llama_serv
 from client.runtime import AgentRuntime
 from client.testing import ScriptedLLM, ScriptedLLMServer, text
 from worker import connect, create_worker
-from workflows.models import ROOT_ID, AgentDef, Budget, TaskResult, TraceLine
+from workflows.models import ROOT_ID, AgentDef, Budget, TaskResult, TraceLine, workflow_id_for
 
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 """The model name sent to the local llama-server (it serves the one model it loaded)."""
@@ -54,6 +54,13 @@ DEMO_AGENT: Final = "assistant"
 """The agent the demo spawns."""
 
 DEMO_TASK_QUEUE: Final = "tnx-demo"
+
+DEMO_SCOPE: Final = "demo"
+"""The demo's runtime scope: its workflows are ``demo/root``, ``demo/root/assistant.1``, ...,
+so they never collide with a runtime on the default scope (``root``) of the same server."""
+
+DEMO_ROOT: Final = workflow_id_for(DEMO_SCOPE, ROOT_ID)
+"""The demo root's workflow id."""
 """The task queue of the demo's worker and runtime."""
 
 DEFAULT_PROMPT: Final = "Say hello and tell me, in one sentence, what a durable agent is."
@@ -198,17 +205,17 @@ async def _connect(address: str) -> Client:
 async def _check_root(client: Client) -> None:
     """Refuse to attach to a running root workflow that serves another task queue."""
     try:
-        desc = await client.get_workflow_handle(ROOT_ID).describe()
+        desc = await client.get_workflow_handle(DEMO_ROOT).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             return
-        raise DemoError(f"cannot look up workflow {ROOT_ID!r}: {err.message}") from err
+        raise DemoError(f"cannot look up workflow {DEMO_ROOT!r}: {err.message}") from err
     if desc.status == WorkflowExecutionStatus.RUNNING and desc.task_queue != DEMO_TASK_QUEUE:
         raise DemoError(
-            f"workflow {ROOT_ID!r} on this server already runs on task queue "
+            f"workflow {DEMO_ROOT!r} on this server already runs on task queue "
             f"{desc.task_queue!r}, not {DEMO_TASK_QUEUE!r}, so the demo's worker cannot serve "
             "it. Run the demo on the embedded server (no --address), or, if that root is "
-            f"disposable, end it: temporal workflow terminate --workflow-id {ROOT_ID}"
+            f"disposable, end it: temporal workflow terminate --workflow-id {DEMO_ROOT}"
         )
 
 
@@ -422,7 +429,9 @@ async def _run(
         )
         try:
             result, workflow_id = await _turn(
-                console, AgentRuntime(client, task_queue=DEMO_TASK_QUEUE), prompt
+                console,
+                AgentRuntime(client, task_queue=DEMO_TASK_QUEUE, scope=DEMO_SCOPE),
+                prompt,
             )
         except (TnxError, RPCError) as err:
             raise DemoError(str(err)) from err

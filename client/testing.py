@@ -353,6 +353,14 @@ class ScriptedLLM:
     raw_requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def __post_init__(self) -> None:
+        for model, script in self.scripts.items():
+            if not isinstance(script, list):
+                raise TypeError(
+                    f"ScriptedLLM script for {model!r} must be a list of entries (a reply, or "
+                    f"a function of the request returning one), not {type(script).__name__}"
+                )
+
     def calls(self, model: str | None = None) -> int:
         """How many requests were answered (for one model, or all)."""
         return sum(1 for r in self.requests if model is None or r.get("model") == model)
