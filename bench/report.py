@@ -318,9 +318,17 @@ def markdown(results: dict[str, Any]) -> str:
             f"{_num(flat.get('peer_turns'))} turns | {_yes(flat.get('met'))} |",
             "",
         ]
-        if flat.get("peer_stopped"):
-            lines += [f"The peer's conversation {flat['peer_stopped']}.", ""]
 
+    stopped = next(
+        (
+            t["flat_history"]["peer_stopped"]
+            for t in by_variant.values()
+            if t.get("flat_history", {}).get("peer_stopped")
+        ),
+        None,
+    )
+    if stopped:
+        lines += [f"The peer's conversation {stopped}.", ""]
     lines += _diagnosis(cs, names)
     lines += _event_types(cs, names)
     lines += ["## LLM calls answered per contender (sanity check)", ""]
