@@ -32,6 +32,7 @@ import asyncio
 import functools
 import inspect as pyinspect
 import json
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -218,10 +219,24 @@ def status(
     """Tell whether the dev server runs (exit code 0) or not (exit code 1)."""
     server = DevServer(data_dir=_server_dir(data_dir), port=port, ui_port=ui_port)
     if not server.is_running():
-        console.print("not running")
+        console.print(f"not running from {server.data_dir}")
+        if _port_open(server.ip, port):
+            console.print(
+                f"(something listens on {server.ip}:{port}: a server started from another "
+                "directory? pass its --data-dir)"
+            )
         raise typer.Exit(1)
     console.print(f"[green]running[/green] (pid {server.pid()})")
     _describe(server)
+
+
+def _port_open(host: str, port: int) -> bool:
+    """True when a TCP connect to ``host:port`` succeeds within 0.5 s."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------------------- host verbs
@@ -542,7 +557,7 @@ def wait_command(
         out.print(ops.result_summary(result))
         if result.pending is not None:
             out.print(Text(f"request: {result.pending.prompt}"))
-        if result.text:
+        if result.text and (result.pending is None or result.text != result.pending.prompt):
             out.print(Text(result.text, style="red" if result.is_error else ""))
     if result.status not in ops.OK_STATUSES:
         raise typer.Exit(ops.EXIT_NO)
