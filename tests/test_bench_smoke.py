@@ -1,4 +1,5 @@
-"""The benchmark suite still runs: ``bench`` at its tiny size, our runtime and the floor only,
+"""The benchmark suite still runs: ``bench`` at its tiny size, our runtime (both variants) and
+the floor only,
 on the session's dev server. It checks that the results are written and sane, never how fast
 anything is (benchmarks are not timed tests)."""
 
@@ -15,10 +16,12 @@ from bench.suite import run_suite
 
 
 async def test_tiny_suite_writes_sane_results(env: WorkflowEnvironment, tmp_path: Path) -> None:
-    results = await run_suite("tiny", ["ours", "floor"], tmp_path, client=env.client, stamp="smoke")
+    results = await run_suite(
+        "tiny", ["ours", "ours_direct", "floor"], tmp_path, client=env.client, stamp="smoke"
+    )
 
     data = json.loads((tmp_path / "smoke.json").read_text())
-    assert set(data["contenders"]) == {"ours", "floor"}
+    assert set(data["contenders"]) == {"ours", "ours_direct", "floor"}
     assert data["machine"]["cores"] and data["machine"]["temporalio"]
     size = data["size"]
     for name, c in data["contenders"].items():
@@ -52,6 +55,7 @@ async def test_tiny_suite_writes_sane_results(env: WorkflowEnvironment, tmp_path
     assert derived["ratios_to_floor"]["ours"]["latency_plain_p50_ms"] > 0
     assert derived["history_split"]["floor"]["events_per_llm_call"] > 0
     assert set(derived["targets"]) == {"latency", "events", "flat_history"}
+    assert set(derived["targets_by_variant"]) == {"ours", "ours_direct"}
 
     md = (tmp_path / "smoke.md").read_text()
     assert "| measure | Temporal floor | toolnexus-temporal |" in md
