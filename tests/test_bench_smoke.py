@@ -1,7 +1,6 @@
 """The benchmark suite still runs: ``bench`` at its tiny size, our runtime (both variants) and
-the floor only,
-on the session's dev server. It checks that the results are written and sane, never how fast
-anything is (benchmarks are not timed tests)."""
+the floor only, on the session's dev server. It checks that the results are written and sane,
+never how fast anything is (benchmarks are not timed tests)."""
 
 from __future__ import annotations
 
