@@ -80,39 +80,6 @@ async def connect(address: str, namespace: str = "default") -> Client:
     )
 
 
-class AgentWorker:
-    """The runtime's Temporal worker on ``task_queue``: the agent workflow, LLM calls, tools,
-    interpreters, hooks and registry look-ups.
-
-    LLM calls run on the handle's own task queue, so Temporal hands each one straight back to
-    the worker that scheduled it (eager activity dispatch). The runtime-wide LLM cap of
-    CONTRACT §6 (``max_concurrent_turns``) is a semaphore around the HTTP call alone, in this
-    process: a call waiting for it heartbeats (an interrupt still reaches it), a parent
-    waiting on its children holds none, so no cap can deadlock a tree. With several worker
-    processes the cap applies per process.
-
-    Use ``async with worker:`` (runs in the background) or ``await worker.run()``.
-    """
-
-    def __init__(self, main: Worker) -> None:
-        self.main = main
-
-    async def run(self) -> None:
-        """Run until :meth:`shutdown` (or the worker fails)."""
-        await self.main.run()
-
-    async def shutdown(self) -> None:
-        """Stop polling, let in-flight tasks finish or cancel, then return."""
-        await self.main.shutdown()
-
-    async def __aenter__(self) -> AgentWorker:
-        await self.main.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.main.__aexit__(*exc)
-
-
 @contextlib.asynccontextmanager
 async def create_worker(
     client: Client,
@@ -124,11 +91,19 @@ async def create_worker(
     transport: httpx.AsyncBaseTransport | None = None,
     max_concurrent_turns: int | None = None,
     **worker_options: Any,
-) -> AsyncIterator[AgentWorker]:
-    """Build the runtime's workers and close the HTTP client afterwards.
+) -> AsyncIterator[Worker]:
+    """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
+    tools, interpreters, hooks and registry look-ups) and close the HTTP client afterwards.
 
     Use as ``async with create_worker(...) as worker: await worker.run()`` or wrap the worker
     in ``async with worker:`` for an in-process worker in tests and demos.
+
+    LLM calls run on the handle's own task queue, so Temporal hands each one straight back to
+    the worker that scheduled it (eager activity dispatch). The runtime-wide LLM cap of
+    CONTRACT §6 (``max_concurrent_turns``) is a semaphore around the HTTP call alone, in this
+    process: a call waiting for it heartbeats (an interrupt still reaches it), a parent
+    waiting on its children holds none, so no cap can deadlock a tree. With several worker
+    processes the cap applies per process.
 
     Args:
         client: a client connected with ``pydantic_data_converter`` (see :func:`connect`).
@@ -160,7 +135,7 @@ async def create_worker(
     )
     options = {**WORKER_DEFAULTS, **worker_options}
     try:
-        main = Worker(
+        yield Worker(
             client,
             task_queue=task_queue,
             workflows=[AgentWorkflow],
@@ -178,7 +153,6 @@ async def create_worker(
             ),
             **options,
         )
-        yield AgentWorker(main)
     finally:
         await llm_activities.aclose()
 

@@ -22,6 +22,7 @@ API keys are read from the environment at call time and never logged or returned
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Callable
 from datetime import timedelta
@@ -174,11 +175,8 @@ class LlmActivities:
             stream=self.config.stream,
         )
         async with heartbeating(HEARTBEAT_EVERY_S):
-            if self._slots is None:
+            async with self._slots or contextlib.nullcontext():
                 message, usage = await self._call(style, body)
-            else:
-                async with self._slots:
-                    message, usage = await self._call(style, body)
         try:
             new_len = await self.store.write(inp.conv_id, stored_len, [message], fence=inp.fence)
         except StoreError as err:

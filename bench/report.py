@@ -104,14 +104,13 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
         split = history_split(c)
         if split is not None:
             out["history_split"][name] = split
-    ours = cs.get("ours")
-    if ours is not None:
-        out["targets"] = targets(ours, out, cs)
     for variant in OUR_VARIANTS:
         if variant in cs:
             out.setdefault("targets_by_variant", {})[variant] = targets(
                 cs[variant], out, cs, variant
             )
+    if "ours" in cs:
+        out["targets"] = out["targets_by_variant"]["ours"]  # the headline verdict
     return out
 
 
@@ -541,11 +540,7 @@ def plots(results: dict[str, Any], out_dir: Path, stamp: str) -> dict[str, str] 
     axes[0].set_ylabel("wake → result (ms, log scale)")
     axes[0].legend(fontsize=8)
     fig.suptitle(f"Latency of one agent's turn, turns back to back {title_tail}")
-    fig.tight_layout()
-    path = out_dir / f"{stamp}-latency.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    files["latency_png"] = str(path)
+    files["latency_png"] = _save(plt, fig, out_dir / f"{stamp}-latency.png")
 
     # Throughput against parallel agents.
     fig, ax = plt.subplots(figsize=(7, 5))
@@ -572,11 +567,7 @@ def plots(results: dict[str, Any], out_dir: Path, stamp: str) -> dict[str, str] 
     ax.set_title(f"Throughput {title_tail}")
     ax.grid(which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = out_dir / f"{stamp}-throughput.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    files["throughput_png"] = str(path)
+    files["throughput_png"] = _save(plt, fig, out_dir / f"{stamp}-throughput.png")
 
     # History bytes per turn against the turn number: linear scale (growth reads as a line)
     # and log scale (the flat ones stay readable).
@@ -604,12 +595,16 @@ def plots(results: dict[str, Any], out_dir: Path, stamp: str) -> dict[str, str] 
             ax.grid(which="both", alpha=0.3)
         axes[0].legend(fontsize=8)
         fig.suptitle(f"History bytes per turn as the conversation grows {title_tail}")
-        fig.tight_layout()
-        path = out_dir / f"{stamp}-history.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        files["history_png"] = str(path)
+        files["history_png"] = _save(plt, fig, out_dir / f"{stamp}-history.png")
     return files
+
+
+def _save(plt: Any, fig: Any, path: Path) -> str:
+    """Lay out, write and close one figure; returns its path."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
 
 
 def write(results: dict[str, Any], out_dir: Path, stamp: str) -> dict[str, str]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
@@ -90,7 +91,7 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 UPDATE_BACKOFF_S = 30.0
-"""How long an update refused with RESOURCE_EXHAUSTED (too many in flight) is retried, s."""
+"""How long an update the server refused before accepting it is retried, s (see ``_call``)."""
 
 SHORT_UPDATES = frozenset({"spawn", "wake_child", "admit_post", "admit_answer"})
 """Updates that complete within a workflow task or two."""
@@ -305,11 +306,12 @@ class AgentRuntime:
         if handle.slot_parent is False:
             return handle, None
         # What the caller has seen settle tells the parent about a report still in flight.
-        settled = {
-            sibling: seq
-            for sibling, seq in list(self._settled.items())[:256]
+        siblings = (
+            (sibling, seq)
+            for sibling, seq in self._settled.items()
             if sibling != hid and sibling.rpartition("/")[0] == parent_id
-        }
+        )
+        settled = dict(itertools.islice(siblings, 256))  # WakeChildRequest.settled's bound
         request = WakeChildRequest(
             child=hid,
             prompt=prompt,
@@ -366,17 +368,15 @@ class AgentRuntime:
             HandleNotFoundError: no such handle.
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
-        if not await self._is_closed(h):
-            try:
-                result: PostResult = await self._update(h, "admit_post", payload, PostResult)
-            except VerbRejectedError as err:
-                if err.reason != "handle closed":
-                    raise
-            else:
-                await self._apply(h, result.status)
-                return result
-        view = await self._view(h)  # closed (possibly between the check and the update)
-        return PostResult(ok=False, error="inbox closed", status=_status_of_view(view))
+        try:
+            result: PostResult = await self._update(h, "admit_post", payload, PostResult)
+        except VerbRejectedError as err:
+            if err.reason != "handle closed":
+                raise
+            view = await self._view(h)  # a closed handle's workflow has completed
+            return PostResult(ok=False, error="inbox closed", status=_status_of_view(view))
+        await self._apply(h, result.status)
+        return result
 
     async def wait(self, h: HandleRef, timeout_ms: int | None = None) -> TaskResult:
         """The next result, or at once the last one when the handle is settled (CONTRACT §3).
@@ -389,8 +389,6 @@ class AgentRuntime:
         """
         if isinstance(h, Handle) and h._turn is not None:
             return await self._wait_turn(h, timeout_ms)
-        if await self._is_closed(h):
-            return await self._closed_result(h)
         after = h._after_seq if isinstance(h, Handle) else None
         try:
             resp: WaitResponse = await self._update(
@@ -399,7 +397,7 @@ class AgentRuntime:
         except VerbRejectedError as err:
             if err.reason != "handle closed":
                 raise
-            return await self._closed_result(h)  # closed between the check and the update
+            return await self._closed_result(h)  # a closed handle's workflow has completed
         await self._apply(h, resp.status, resp.result)
         self._note_settled(resp)
         return resp.result
@@ -654,7 +652,7 @@ class AgentRuntime:
     async def _call(self, h: HandleRef, name: str, send: Callable[[str], Awaitable[_T]]) -> _T:
         """Run one update RPC with typed errors; ``send`` gets the update id to use.
 
-        Two refusals happen before the workflow accepted anything and are retried with
+        Three refusals happen before the workflow accepted anything and are retried with
         backoff (50 ms doubling to 2 s, up to ``UPDATE_BACKOFF_S`` in all), under the same
         update id, so an update the server did record is answered from its outcome rather
         than run twice: RESOURCE_EXHAUSTED (the server admits 10 updates in flight per

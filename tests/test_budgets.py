@@ -14,6 +14,7 @@ from activities import Registry, define_tool
 from client import AgentDef, Budget, Handle, RuntimeOptions, SpawnError
 from client.testing import ScriptedLLM, text, tool_calls
 from tests.fixture_llm import FixtureLLM, load_fixture
+from tests.helpers import spawn
 
 
 def lookup(q: str = "") -> str:
@@ -54,12 +55,6 @@ def fixture_registry(fixture: dict[str, Any], overrides: dict[str, Any] | None =
             )
         )
     return Registry(agents, tools=[LOOKUP])
-
-
-async def spawn(rt: Any, parent: Any, name: str, budget: Budget | None = None) -> Handle:
-    h = await rt.spawn(parent, name, budget)
-    assert isinstance(h, Handle), h
-    return h
 
 
 async def test_budgets_fixture(make_runtime) -> None:

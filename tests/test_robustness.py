@@ -11,23 +11,10 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from activities import Registry
-from client import AgentDef, Answer, AnswerRejectedError, Budget, Handle, SpawnError
+from client import AgentDef, Answer, AnswerRejectedError, Budget, SpawnError
 from client.testing import ScriptedLLM, text, tool_calls
+from tests.helpers import eventually, spawn
 from tests.registries import APPROVALS, check_secret  # noqa: F401 (registry module)
-
-
-async def spawn(rt: Any, parent: Any, name: str, budget: Budget | None = None) -> Handle:
-    h = await rt.spawn(parent, name, budget)
-    assert isinstance(h, Handle), h
-    return h
-
-
-async def eventually(check: Any, tries: int = 100) -> None:
-    for _ in range(tries):
-        if await check():
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("condition never held")
 
 
 async def test_signals_with_extra_inputs_or_unknown_names_are_rejected(make_runtime, client):

@@ -190,10 +190,6 @@ class AgentWorkflow(TurnMixin):
         self._last_report_ms = 0.0
         """Workflow time of the last report sent to the parent, ms (per run)."""
         self._closed_event = False
-        # Local activities run one at a time: concurrent ones resolve in completion order on
-        # a first run but in schedule order on replay (sdk-python#1578), which made concurrent
-        # `spawn` updates non-deterministic (bench/results/2026-11-30-evidence).
-        self._local_activity_lock = asyncio.Lock()
         self._defs: dict[str, tuple[float, ResolveAgentResult]] = {}
         """Resolved definitions of this run by name: (workflow time in s, result)."""
         self._resolving: dict[str, asyncio.Future[ResolveAgentResult]] = {}
@@ -385,14 +381,13 @@ class AgentWorkflow(TurnMixin):
         could record in one workflow task while resolving it in the next: non-deterministic
         under concurrent spawn updates (bench/results/2026-11-30-evidence).
         """
-        if not workflow.patched(RESOLVE_BY_ACTIVITY):
-            async with self._local_activity_lock:
-                old: ResolveAgentResult = await workflow.execute_local_activity(
-                    RESOLVE_AGENT_ACTIVITY,
-                    ResolveAgentInput(name=name),
-                    result_type=ResolveAgentResult,
-                    start_to_close_timeout=timedelta(seconds=10),
-                )
+        if not workflow.patched(RESOLVE_BY_ACTIVITY):  # exactly as those histories ran
+            old: ResolveAgentResult = await workflow.execute_local_activity(
+                RESOLVE_AGENT_ACTIVITY,
+                ResolveAgentInput(name=name),
+                result_type=ResolveAgentResult,
+                start_to_close_timeout=timedelta(seconds=10),
+            )
             return old
         now = workflow.now().timestamp()
         cached = self._defs.get(name)

@@ -227,13 +227,14 @@ class TurnMixin:
             calls = reply.message.tool_calls or []
             if not calls:
                 return self._turn_result("done", reply.message.content or "")
-            if s.floor is not None or not workflow.patched(SETTLE_REPORTS_ONLY):
-                # Under a finite pool above, siblings drain the same pool: the parent's
-                # ledger takes this call's usage now.
-                self._report()
-            elif self._live_report_due():
-                # Usage rolls up live, at most one report per live_usage_ms; otherwise it
-                # goes with the settle (or suspension) report: 9 events per call saved.
+            # Usage rolls up live: after every call under a finite pool above (siblings drain
+            # the same pool), else at most once per live_usage_ms; the rest goes with the
+            # settle (or suspension) report, which saves ~9 events per call.
+            if (
+                s.floor is not None
+                or not workflow.patched(SETTLE_REPORTS_ONLY)
+                or self._live_report_due()
+            ):
                 self._report()
             self._open_calls = calls
             await self._refresh_budget()
