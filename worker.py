@@ -25,15 +25,15 @@ from typing import Annotated, Any
 import httpx
 import typer
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities.llm import LlmActivities, LlmConfig
-from activities.registry import Registry, RegistryActivities, RegistryError
-from activities.store import ConversationStore, SqliteConversationStore
-from activities.tools import ToolActivities
-from workflows.agent import AgentWorkflow
+from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
+from toolnexus_temporal.activities.registry import Registry, RegistryActivities, RegistryError
+from toolnexus_temporal.activities.store import ConversationStore, SqliteConversationStore
+from toolnexus_temporal.activities.tools import ToolActivities
+from toolnexus_temporal.client.rpc import connect
+from toolnexus_temporal.workflows.agent import AgentWorkflow
 
 DEFAULT_TASK_QUEUE = "tnx"
 """The task queue used when none is given."""
@@ -48,13 +48,17 @@ DEFAULT_ACTIVITY_SLOTS = 100
 """Activity slots of the worker beyond the LLM cap (tools, interpreters, hooks, look-ups)."""
 
 SANDBOX_PASSTHROUGH = (
-    # Our models and pydantic are imported once, outside the sandbox: they are deterministic
-    # and re-importing pydantic per workflow run is slow.
+    # pydantic: deterministic, and re-importing it per workflow run is slow.
     "pydantic",
     "pydantic_core",
-    "workflows.models",
-    "workflows.render",
-    "workflows.search_attributes",
+    # Our data modules: plain models and constants with no state, imported once; passing
+    # them through also keeps one class per model, so isinstance checks hold across the
+    # sandbox boundary. The workflow logic itself is re-imported in the sandbox as usual.
+    "toolnexus_temporal.workflows.names",
+    "toolnexus_temporal.workflows.models",
+    "toolnexus_temporal.workflows.state",
+    "toolnexus_temporal.workflows.messages",
+    "toolnexus_temporal.workflows.render",
 )
 
 
@@ -70,13 +74,6 @@ def workflow_runner() -> SandboxedWorkflowRunner:
     """The sandboxed runner with our pass-through modules (see ``SANDBOX_PASSTHROUGH``)."""
     return SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
-    )
-
-
-async def connect(address: str, namespace: str = "default") -> Client:
-    """Connect a client with the pydantic data converter every part of the runtime uses."""
-    return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
     )
 
 

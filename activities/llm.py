@@ -1,9 +1,9 @@
 """The LLM call as a Temporal activity, over httpx (CONTRACT §4, §8).
 
 One activity execution is one model round trip. It reads the transcript from the
-:class:`~activities.store.ConversationStore` (the workflow sends only new messages and the
+``ConversationStore`` (``store.py``) (the workflow sends only new messages and the
 committed length), calls the model in the worker's wire style (``openai`` or ``anthropic``,
-overridable per AgentDef; see :mod:`activities.wire`), streaming the response (SSE) while it
+overridable per AgentDef; see ``wire.py``), streaming the response (SSE) while it
 heartbeats, so a long completion can be cancelled within a second, then stores the assembled
 reply and returns it with its usage.
 
@@ -33,11 +33,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import wire
-from activities.heartbeat import heartbeating
-from activities.store import ConversationStore, StoreError
-from workflows.models import LlmCallInput, LlmCallResult, Message, Usage, WireStyle
-from workflows.turn import LLM_CALL_ACTIVITY
+from toolnexus_temporal.activities import wire
+from toolnexus_temporal.activities.heartbeat import heartbeating
+from toolnexus_temporal.activities.store import ConversationStore, StoreError
+from toolnexus_temporal.workflows.messages import LlmCallInput, LlmCallResult
+from toolnexus_temporal.workflows.models import Message, Usage, WireStyle
+from toolnexus_temporal.workflows.names import LLM_CALL_ACTIVITY
 
 ToolSchemas = Callable[[list[str], list[str]], list[dict[str, Any]]]
 """(tool names, team) -> OpenAI-style tool schemas."""

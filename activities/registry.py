@@ -17,15 +17,10 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.tools import Interpreter, Tool
-from workflows.agent import RESOLVE_AGENT_ACTIVITY, RUN_HOOK_ACTIVITY
-from workflows.models import (
-    TASK_TOOL,
-    AgentDef,
-    HookInput,
-    ResolveAgentInput,
-    ResolveAgentResult,
-)
+from toolnexus_temporal.activities.tools import Interpreter, Tool
+from toolnexus_temporal.workflows.messages import HookInput, ResolveAgentInput, ResolveAgentResult
+from toolnexus_temporal.workflows.models import AgentDef
+from toolnexus_temporal.workflows.names import RESOLVE_AGENT_ACTIVITY, RUN_HOOK_ACTIVITY, TASK_TOOL
 
 Hook = Callable[[HookInput], Awaitable[None] | None]
 """An ``on_spawn`` / ``on_close`` hook: called with the event; sync or async."""

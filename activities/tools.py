@@ -24,16 +24,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
-from workflows.models import (
-    Answer,
-    InterpretInput,
-    Request,
-    ToolCallInput,
-    ToolOptions,
-    ToolResult,
-)
-from workflows.turn import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
+from toolnexus_temporal.activities.heartbeat import heartbeating
+from toolnexus_temporal.workflows.messages import InterpretInput, ToolCallInput
+from toolnexus_temporal.workflows.models import Answer, Request, ToolOptions, ToolResult
+from toolnexus_temporal.workflows.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
 
 
 @dataclass(frozen=True)

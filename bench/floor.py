@@ -20,7 +20,6 @@ from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
 
-from activities import wire
 from bench import llm
 from bench.contender import Agent, AgentKind, Contender, Context, FanoutRun, tracker_of
 from bench.floor_workflows import (
@@ -36,7 +35,8 @@ from bench.floor_workflows import (
 )
 from bench.history import MultiTracker
 from bench.ours import lookup
-from workflows.models import Message, ToolCall
+from toolnexus_temporal.activities import wire
+from toolnexus_temporal.workflows.models import Message, ToolCall
 
 MODEL_OF_KIND = {"chat": llm.MODEL_CHAT, "chat1k": llm.MODEL_CHAT_1K, "tool": llm.MODEL_TOOL}
 TOOL_SCHEMA = {

@@ -35,7 +35,7 @@ from typing import Any
 
 import httpx
 
-from client.testing import (
+from toolnexus_temporal.client.testing import (
     ScriptedLLM,
     ScriptedLLMServer,
     openai_view,

@@ -18,13 +18,13 @@ from typing import Any, TypeVar
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import LlmConfig, Registry, SqliteConversationStore, define_tool
 from bench import llm
 from bench.contender import Agent, AgentKind, Contender, Context, FanoutRun, tracker_of
 from bench.history import MultiTracker
-from client import AgentDef, AgentRuntime, Handle
-from worker import create_worker
-from workflows.models import Budget
+from toolnexus_temporal.activities import LlmConfig, Registry, SqliteConversationStore, define_tool
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
+from toolnexus_temporal.worker import create_worker
+from toolnexus_temporal.workflows.models import Budget
 
 T = TypeVar("T")
 

@@ -486,7 +486,7 @@ async def dev_server(client: Client | None) -> AsyncIterator[tuple[Client, str]]
     if client is not None:
         yield client, client.service_client.config.target_host
         return
-    from workflows.search_attributes import ALL_KEYS
+    from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
 
     binary = temporal_binary()
     if binary is None:
@@ -494,7 +494,7 @@ async def dev_server(client: Client | None) -> AsyncIterator[tuple[Client, str]]
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=binary,
         data_converter=pydantic_data_converter,
-        search_attributes=ALL_KEYS,
+        search_attributes=ALL_SEARCH_ATTRIBUTES,
         dev_server_log_level="error",
     ) as env:
         yield env.client, env.client.service_client.config.target_host

@@ -1,15 +1,15 @@
 """Host-side client: ``AgentRuntime`` drives agent handles that live in Temporal workflows."""
 
-from client.errors import (
+from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
     SpawnError,
     TnxError,
     VerbRejectedError,
 )
-from client.handle import Handle
-from client.runtime import AgentRuntime
-from workflows.models import (
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.workflows.models import (
     AgentDef,
     Answer,
     Budget,

@@ -43,14 +43,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from client import cli_ops as ops
-from client.cli_ops import CliError, Options
-from client.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
-from client.devserver import DevServer, DevServerError
-from client.errors import SpawnError
-from client.handle import Handle
-from client.runtime import AgentRuntime
-from workflows.models import Answer, AnswerResult, InboxItem, Message, PostResult, TaskResult
+from toolnexus_temporal.client import cli_ops as ops
+from toolnexus_temporal.client.cli_ops import CliError, Options
+from toolnexus_temporal.client.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
+from toolnexus_temporal.client.devserver import DevServer, DevServerError
+from toolnexus_temporal.client.errors import SpawnError
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
+from toolnexus_temporal.workflows.models import Answer, InboxItem, Message, TaskResult
 
 DEFAULT_SERVER_DIR = DEFAULT_DATA_DIR / "temporal"
 """The dev server's state directory when none is given (``.tnx/temporal``)."""

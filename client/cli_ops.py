@@ -35,12 +35,13 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.store import SqliteConversationStore
-from client.errors import HandleNotFoundError, TnxError, VerbRejectedError
-from client.handle import Handle
-from client.runtime import AgentRuntime
-from worker import connect
-from workflows.models import ROOT_ID, AgentDef, Budget, Message, TaskResult, TraceLine
+from toolnexus_temporal.activities.store import SqliteConversationStore
+from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError, VerbRejectedError
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.rpc import connect
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.workflows.models import AgentDef, Budget, Message, TaskResult, TraceLine
+from toolnexus_temporal.workflows.names import ROOT_ID
 
 T = TypeVar("T")
 

@@ -37,15 +37,22 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.llm import LlmConfig
-from activities.store import SqliteConversationStore
-from client.devserver import DevServer, DevServerError, ensure_search_attributes
-from client.errors import SpawnError, TnxError
-from client.localmodel import LocalModelError, LocalModelServer, find_llama_server, find_model
-from client.runtime import AgentRuntime
-from client.testing import ScriptedLLM, ScriptedLLMServer, text
-from worker import connect, create_worker
-from workflows.models import ROOT_ID, AgentDef, Budget, TaskResult, TraceLine, workflow_id_for
+from toolnexus_temporal.activities.llm import LlmConfig
+from toolnexus_temporal.activities.store import SqliteConversationStore
+from toolnexus_temporal.client.devserver import DevServer, DevServerError, ensure_search_attributes
+from toolnexus_temporal.client.errors import SpawnError, TnxError
+from toolnexus_temporal.client.localmodel import (
+    LocalModelError,
+    LocalModelServer,
+    find_llama_server,
+    find_model,
+)
+from toolnexus_temporal.client.rpc import connect
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text
+from toolnexus_temporal.worker import create_worker
+from toolnexus_temporal.workflows.models import AgentDef, Budget, TaskResult, TraceLine
+from toolnexus_temporal.workflows.names import ROOT_ID, workflow_id_for
 
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 """The model name sent to the local llama-server (it serves the one model it loaded)."""

@@ -41,7 +41,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 
-from workflows.search_attributes import ALL_KEYS
+from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -61,10 +61,11 @@ _CLI_TYPE_NAMES: Final[dict[int, str]] = {
 }
 
 SEARCH_ATTRIBUTES: Final[dict[str, str]] = {
-    key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in ALL_KEYS
+    key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in ALL_SEARCH_ATTRIBUTES
 }
 """Custom search attributes upserted by the agent workflows, name -> Temporal type name
-(derived from :data:`workflows.search_attributes.ALL_KEYS`, the one source of truth)."""
+(derived from :data:`toolnexus_temporal.workflows.names.ALL_SEARCH_ATTRIBUTES`, the one source
+of truth)."""
 
 _INDEXED_VALUE_TYPES: Final[dict[str, IndexedValueType.ValueType]] = {
     "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from workflows.models import (
+from toolnexus_temporal.workflows.models import (
     AgentDef,
     HandleStateName,
     HandleStatus,

@@ -48,45 +48,50 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from client.errors import (
+from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
     SpawnError,
     TnxError,
     VerbRejectedError,
 )
-from client.handle import Handle
-from workflows.agent import AgentWorkflow
-from workflows.models import (
-    ROOT_ID,
-    AgentInput,
-    Answer,
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.messages import (
     AnswerResult,
-    Budget,
     CloseRequest,
-    HandleState,
-    HandleStatus,
-    HandleView,
-    InboxItem,
     InterruptRequest,
-    Message,
     PostResult,
-    RuntimeOptions,
     SpawnRequest,
     SpawnResult,
-    TaskResult,
-    TraceLine,
     TurnRequest,
     WaitRequest,
     WaitResponse,
     WakeChildRequest,
     WakeChildResult,
+)
+from toolnexus_temporal.workflows.models import (
+    Answer,
+    Budget,
+    HandleStatus,
+    HandleView,
+    InboxItem,
+    Message,
+    RuntimeOptions,
+    TaskResult,
+    TraceLine,
+)
+from toolnexus_temporal.workflows.names import (
+    AGENT_DEPTH,
+    AGENT_NAME,
+    AGENT_STATE,
+    ROOT_ID,
     workflow_id_for,
 )
-from workflows.search_attributes import AGENT_DEPTH, AGENT_NAME, AGENT_STATE
+from toolnexus_temporal.workflows.state import AgentInput, HandleState
 
 if TYPE_CHECKING:
-    from activities.store import ConversationStore
+    from toolnexus_temporal.activities.store import ConversationStore
 
 _T = TypeVar("_T")
 
@@ -120,7 +125,7 @@ class AgentRuntime:
     and ``tnx-worker``) must serve ``task_queue`` with the agent registry.
 
     Args:
-        client: a client built with ``pydantic_data_converter`` (``worker.connect``).
+        client: a client built with ``pydantic_data_converter`` (``toolnexus_temporal.connect``).
         task_queue: the task queue every handle of this runtime runs on.
         scope: optional prefix of every workflow id (``{scope}/root/worker.1``) so several
             runtimes can share a namespace; None for bare ids.

@@ -17,11 +17,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from activities import LlmConfig, SqliteConversationStore
-from client import AgentRuntime, RuntimeOptions
-from worker import create_worker
-from workflows.models import Budget
-from workflows.search_attributes import ALL_KEYS
+from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
+from toolnexus_temporal.client import AgentRuntime, RuntimeOptions
+from toolnexus_temporal.worker import create_worker
+from toolnexus_temporal.workflows.models import Budget
+from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
 
 MODEL = "stub-model"
 """The model name the scripted LLM answers for by default."""
@@ -43,7 +43,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
     async with await WorkflowEnvironment.start_local(
         dev_server_existing_path=temporal_binary(),
         data_converter=pydantic_data_converter,
-        search_attributes=ALL_KEYS,
+        search_attributes=ALL_SEARCH_ATTRIBUTES,
         dev_server_log_level="error",
     ) as environment:
         yield environment

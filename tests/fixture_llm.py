@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from client.testing import openai_view, render, style_of, text, tool_calls
+from toolnexus_temporal.client.testing import openai_view, render, style_of, text, tool_calls
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolnexus"
 

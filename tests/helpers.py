@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from client import Budget, Handle
+from toolnexus_temporal.client import Budget, Handle
 
 
 async def spawn(rt: Any, parent: Any, name: str, budget: Budget | None = None) -> Handle:

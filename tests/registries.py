@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities import Registry, ToolContext, define_tool, pending
-from client import AgentDef
+from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.client import AgentDef
 
 
 async def check_secret(ctx: ToolContext) -> Any:
@@ -24,3 +24,18 @@ APPROVALS = Registry(
     tools=[define_tool(check_secret, input_schema={"type": "object", "properties": {}})],
 )
 """A parent that delegates to an asker whose tool needs an approval (no interpreter)."""
+
+
+async def lookup(q: str) -> str:
+    """Looks something up."""
+    return f"found {q}"
+
+
+def lookup_tool() -> Any:
+    """A fresh ``lookup`` tool (returns ``found <q>``)."""
+    return define_tool(lookup)
+
+
+def check_secret_tool() -> Any:
+    """A fresh ``check_secret`` tool (needs an approval)."""
+    return define_tool(check_secret, input_schema={"type": "object", "properties": {}})

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from activities import Registry, ToolContext, define_tool, pending
-from client import AgentDef, Answer, AnswerRejectedError, Handle, Request
-from client.testing import ScriptedLLM, text, tool_calls
 from tests.conftest import temporal_binary
+from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Handle, Request
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
 
 async def ask_approval(ctx: ToolContext) -> Any:

@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 
-from activities import Registry, define_tool
-from client import AgentDef, Budget, Handle, RuntimeOptions, SpawnError
-from client.testing import ScriptedLLM, text, tool_calls
 from tests.fixture_llm import FixtureLLM, load_fixture
 from tests.helpers import spawn
+from toolnexus_temporal.activities import Registry, define_tool
+from toolnexus_temporal.client import AgentDef, Budget, Handle, RuntimeOptions, SpawnError
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
 
 def lookup(q: str = "") -> str:

@@ -20,9 +20,9 @@ import httpx
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import Registry
-from client import AgentDef, AgentRuntime, Handle, RuntimeOptions
-from client.testing import ScriptedLLM, text
+from toolnexus_temporal.activities import Registry
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, RuntimeOptions
+from toolnexus_temporal.client.testing import ScriptedLLM, text
 
 TNX = Path(sys.executable).parent / "tnx"
 
@@ -237,8 +237,8 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
 
 
 async def test_pending_and_answer_drive_the_approval_queue(make_runtime, env) -> None:
-    from client.testing import tool_calls
     from tests.registries import APPROVALS
+    from toolnexus_temporal.client.testing import tool_calls
 
     llm = ScriptedLLM(
         {

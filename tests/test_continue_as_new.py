@@ -3,8 +3,8 @@ the transcript, the trace, children and the root's slots survive the run boundar
 
 from __future__ import annotations
 
-from client import AgentDef, Handle, RuntimeOptions
-from client.testing import ScriptedLLM, text
+from toolnexus_temporal.client import AgentDef, Handle, RuntimeOptions
+from toolnexus_temporal.client.testing import ScriptedLLM, text
 
 
 async def test_handles_continue_as_new_with_nothing_lost(make_runtime, client) -> None:

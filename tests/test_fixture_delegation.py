@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from activities import Registry, ToolContext, define_tool, pending
-from client import AgentDef, AgentRuntime, Answer, Handle, Request
 from tests.fixture_llm import FixtureLLM, load_fixture
+from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, Handle, Request
 
 STATES = "idle|running|suspended|closed"
 ARROW = re.compile(rf"^(?:{STATES})?→(?:{STATES})")

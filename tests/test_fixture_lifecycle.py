@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from activities import Registry
-from client import AgentDef, AgentRuntime, Handle, InboxItem, RuntimeOptions
 from tests.fixture_llm import FixtureLLM, load_fixture
-from workflows.models import HookInput
+from toolnexus_temporal.activities import Registry
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, InboxItem, RuntimeOptions
+from toolnexus_temporal.workflows.messages import HookInput
 
 FIXTURE = load_fixture("subagent-lifecycle")
 

@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from client import (
+from tests.conftest import rt_transcript
+from toolnexus_temporal.client import (
     AgentDef,
     AgentRuntime,
     Handle,
@@ -20,9 +21,8 @@ from client import (
     SpawnError,
     VerbRejectedError,
 )
-from client.testing import ScriptedLLM, text, tool_calls
-from tests.conftest import rt_transcript
-from workflows.models import ROOT_ID
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.names import ROOT_ID
 
 REGISTRY = {
     "worker": AgentDef(name="worker", description="does work", system_prompt="", model="inherit"),

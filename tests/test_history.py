@@ -8,9 +8,9 @@ from itertools import pairwise
 
 from temporalio.client import WorkflowHistory
 
-from client import AgentDef, Handle
-from client.testing import ScriptedLLM, text
 from tests.conftest import rt_transcript
+from toolnexus_temporal.client import AgentDef, Handle
+from toolnexus_temporal.client.testing import ScriptedLLM, text
 
 TURNS = 50
 MESSAGE = "x" * 1000  # ~1 KB per user message and per reply

@@ -13,11 +13,11 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus
 
-from activities import Registry
-from client import AgentDef, Handle, InboxItem, VerbRejectedError
-from client.testing import ScriptedLLM, text
 from tests.conftest import rt_transcript, temporal_binary
-from workflows.models import HookInput
+from toolnexus_temporal.activities import Registry
+from toolnexus_temporal.client import AgentDef, Handle, InboxItem, VerbRejectedError
+from toolnexus_temporal.client.testing import ScriptedLLM, text
+from toolnexus_temporal.workflows.messages import HookInput
 
 AGENTS = [
     AgentDef(name="coordinator", description="splits and delegates", on_close="record_close"),
@@ -111,7 +111,7 @@ async def test_inbox_block_renders_provenance_and_coalesces_ticks(make_runtime) 
 
 
 async def test_inbox_cap_rejects_loudly(make_runtime) -> None:
-    from client import RuntimeOptions
+    from toolnexus_temporal.client import RuntimeOptions
 
     async with make_runtime(
         registry(), ScriptedLLM({}).transport(), options=RuntimeOptions(inbox_cap=2)

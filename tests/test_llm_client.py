@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from activities import LlmConfig, Registry, define_tool
-from client import AgentDef, Handle, RuntimeOptions
-from client.testing import ScriptedLLM, render, style_of, text, tool_calls
 from tests.fixture_llm import FixtureLLM, load_fixture
 from tests.test_fixture_delegation import fixture_registry
+from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
+from toolnexus_temporal.client import AgentDef, Handle, RuntimeOptions
+from toolnexus_temporal.client.testing import ScriptedLLM, render, style_of, text, tool_calls
 
 KEY = "sk-test-secret-123"
 

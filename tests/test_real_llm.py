@@ -10,9 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from activities import LlmConfig
-from client import AgentDef, Handle
-from client.localmodel import LocalModelServer, find_llama_server, find_model
+from toolnexus_temporal.activities import LlmConfig
+from toolnexus_temporal.client import AgentDef, Handle
+from toolnexus_temporal.client.localmodel import LocalModelServer, find_llama_server, find_model
 
 pytestmark = pytest.mark.real_llm
 

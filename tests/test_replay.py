@@ -17,13 +17,14 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-import worker
-from activities.registry import RegistryActivities
-from client import AgentDef, Handle, InboxItem
-from client.testing import ScriptedLLM, text, tool_calls
-from worker import workflow_runner
-from workflows.agent import RESOLVE_AGENT_ACTIVITY, AgentWorkflow
-from workflows.models import ResolveAgentInput, ResolveAgentResult
+from toolnexus_temporal import worker
+from toolnexus_temporal.activities.registry import RegistryActivities
+from toolnexus_temporal.client import AgentDef, Handle, InboxItem
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.worker import workflow_runner
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.messages import ResolveAgentInput, ResolveAgentResult
+from toolnexus_temporal.workflows.names import RESOLVE_AGENT_ACTIVITY
 
 HISTORIES = Path(__file__).parent / "histories"
 RECORDED = (
@@ -38,6 +39,13 @@ RECORDED = (
     "agent_v2.json",
     "delegating_v2.json",
     "parked_child_v2.json",
+    # recorded 2026-11-30 on bd6cb24, before the restructure (issue 10): pools, slots, wake and
+    # answer signals, interrupt, close cascade
+    "protocol_root_v3.json",
+    "protocol_lead_v3.json",
+    "protocol_lead_child_v3.json",
+    "protocol_slow_v3.json",
+    "protocol_asker_v3.json",
 )
 SUFFIX = "_v2"
 """Suffix of the histories the recorders write now."""
@@ -78,8 +86,8 @@ async def test_record_histories(make_runtime, client) -> None:
 @pytest.mark.skipif(not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in")
 async def test_record_delegation_histories(make_runtime, client) -> None:
     """A parent delegating through `task` to a child that parks on an approval, answered."""
-    from client import Answer
     from tests.registries import APPROVALS
+    from toolnexus_temporal.client import Answer
 
     llm = ScriptedLLM(
         {
@@ -141,3 +149,80 @@ async def test_concurrent_spawns_replay(make_runtime, client, monkeypatch) -> No
         assert len((await rt.inspect(rt.root)).children) == 24
         history = await client.get_workflow_handle(rt.workflow_id("root")).fetch_history()
     await _replayer().replay_workflow(history)
+
+
+@pytest.mark.skipif(not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in")
+async def test_record_protocol_histories(make_runtime, client) -> None:
+    """Recorded 2026-11-30 before the restructure (issue 10): finite pools (budget_ask,
+    pool_floor), root slots queued and handed over, a wake signal asking for a slot, an
+    interrupt, post and answer as signals, and a close cascade."""
+    from tests.registries import check_secret_tool, lookup_tool
+    from toolnexus_temporal.activities import Registry
+    from toolnexus_temporal.client import Answer, Budget
+
+    reg = Registry(
+        [
+            AgentDef(
+                name="lead",
+                team=["helper"],
+                model="m-lead",
+                budget=Budget(max_tokens=10_000, max_concurrent=1),
+            ),
+            AgentDef(name="helper", tools=["lookup"], model="m-helper"),
+            AgentDef(name="slow", model="m-slow"),
+            AgentDef(name="asker", tools=["check_secret"], model="m-asker"),
+        ],
+        tools=[lookup_tool(), check_secret_tool()],
+    )
+    llm = ScriptedLLM(
+        {
+            "m-lead": [
+                tool_calls(
+                    ("task", {"agent": "helper", "prompt": "one"}),
+                    ("task", {"agent": "helper", "prompt": "two"}),
+                ),
+                text("lead done"),
+            ],
+            "m-helper": [tool_calls(("lookup", {"q": "x"})), text("helped")],
+            "m-slow": [text("s" * 400)],
+            "m-asker": [tool_calls(("check_secret", {})), text("asked")],
+        },
+        repeat_last=True,
+        chunk_delay_s=0.02,
+    )
+    async with make_runtime(reg, llm.transport(), budget=Budget(max_concurrent=1)) as rt:
+        lead = await rt.spawn(rt.root, "lead")
+        slow = await rt.spawn(rt.root, "slow")
+        asker = await rt.spawn(rt.root, "asker")
+        assert isinstance(lead, Handle) and isinstance(slow, Handle)
+        assert isinstance(asker, Handle)
+        assert (await rt.run_turn(lead, "fan out")).text == "lead done"
+        await rt.wake(slow, "first")
+        await rt.wake(asker, "queued behind slow")
+        assert (await rt.wait(slow)).status == "done"
+        parked = await rt.wait(asker)
+        assert parked.status == "pending" and parked.pending is not None
+        asker_wf = client.get_workflow_handle(rt.workflow_id(asker.id))
+        await asker_wf.signal("answer", Answer(id=parked.pending.id, ok=True))
+        for _ in range(100):  # a wait right after the signal may still see the Request
+            if (await rt.wait(asker)).text == "asked":
+                break
+            await asyncio.sleep(0.1)
+        slow_wf = client.get_workflow_handle(rt.workflow_id(slow.id))
+        await slow_wf.signal("post", "from a shell")
+        await slow_wf.signal("wake", "by signal")
+        await asyncio.sleep(0.3)
+        await rt.interrupt(slow)
+        assert (await rt.run_turn(slow, "again")).status == "done"
+        await client.get_workflow_handle(rt.workflow_id(lead.id)).signal("close", None)
+        await rt.close(rt.root)
+        names = {
+            "root": "root",
+            "lead": lead.id,
+            "lead_child": f"{lead.id}/helper.1",
+            "slow": slow.id,
+            "asker": asker.id,
+        }
+        for name, handle_id in names.items():
+            history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
+            (HISTORIES / f"protocol_{name}_v3.json").write_text(history.to_json())

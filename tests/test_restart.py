@@ -10,8 +10,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from client import AgentRuntime, Answer, Handle
-from client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
+from toolnexus_temporal.client import AgentRuntime, Answer, Handle
+from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,11 +10,11 @@ import httpx
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from activities import Registry
-from client import AgentDef, Answer, AnswerRejectedError, Budget, SpawnError
-from client.testing import ScriptedLLM, text, tool_calls
 from tests.helpers import eventually, spawn
 from tests.registries import APPROVALS, check_secret  # noqa: F401 (registry module)
+from toolnexus_temporal.activities import Registry
+from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Budget, SpawnError
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
 
 async def test_signals_with_extra_inputs_or_unknown_names_are_rejected(make_runtime, client):
@@ -174,7 +174,8 @@ async def test_a_parked_child_gives_its_slot_to_a_sibling(make_runtime) -> None:
 
 
 def test_inputs_are_bounded() -> None:
-    from workflows.models import CloseRequest, InboxItem, WaitRequest
+    from toolnexus_temporal.workflows.messages import CloseRequest, WaitRequest
+    from toolnexus_temporal.workflows.models import InboxItem
 
     with pytest.raises(ValueError):
         WaitRequest(timeout_ms=10**18)

@@ -13,15 +13,15 @@ import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from activities import Registry
-from client import AgentDef, AgentRuntime, Answer, Budget, Handle, RuntimeOptions
-from client.errors import VerbRejectedError
-from client.testing import text, tool_calls
 from tests.helpers import eventually, spawn
 from tests.registries import APPROVALS, check_secret  # noqa: F401
-from worker import workflow_runner
-from workflows.agent import AgentWorkflow
-from workflows.models import TurnRequest, WaitResponse
+from toolnexus_temporal.activities import Registry
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, Budget, Handle, RuntimeOptions
+from toolnexus_temporal.client.errors import VerbRejectedError
+from toolnexus_temporal.client.testing import text, tool_calls
+from toolnexus_temporal.worker import workflow_runner
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.messages import TurnRequest, WaitResponse
 
 
 class Gated:
@@ -350,7 +350,7 @@ def approval_transport(g: Gated) -> httpx.MockTransport:
 
 
 def approvals_registry() -> Any:
-    from activities import define_tool
+    from toolnexus_temporal.activities import define_tool
 
     return Registry(
         [AgentDef(name="asker", tools=["check_secret"], model="m-ask"), AgentDef(name="w")],
@@ -432,7 +432,7 @@ async def test_spawn_30_concurrently_then_replay_root(make_runtime, client) -> N
 async def test_live_usage_reports_are_throttled(make_runtime, client) -> None:
     """Many fast LLM calls in one turn: reports to the parent at most once per
     live_usage_ms (10 s here)."""
-    from activities import define_tool
+    from toolnexus_temporal.activities import define_tool
 
     def lookup(q: str = "") -> str:
         """returns data"""

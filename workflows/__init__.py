@@ -1,9 +1,6 @@
-"""Deterministic workflow code: the Handle state machine and its data model.
+"""Deterministic workflow code: the Handle state machine, one concept per module.
 
-Nothing here performs I/O; the Temporal sandbox re-imports these modules.
+Nothing here performs I/O; the Temporal sandbox re-imports these modules. Importing this
+package loads nothing else: import what you need from its modules (``names``, ``models``,
+``state``, ``messages`` for the durable surface; ``agent`` for ``AgentWorkflow``).
 """
-
-from workflows.agent import RESOLVE_AGENT_ACTIVITY, AgentWorkflow, view_of
-from workflows.turn import LLM_CALL_ACTIVITY
-
-__all__ = ["LLM_CALL_ACTIVITY", "RESOLVE_AGENT_ACTIVITY", "AgentWorkflow", "view_of"]

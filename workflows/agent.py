@@ -1,7 +1,7 @@
 """``AgentWorkflow``: one workflow per Handle, the root included (CONTRACT §2, §8).
 
 The Handle state machine runs here, deterministically; LLM calls and hooks are activities.
-All state lives in one :class:`~workflows.models.HandleState`, so queries return it as is and
+All state lives in one ``HandleState`` (``state.py``), so queries return it as is and
 continue-as-new can carry it whole.
 
 Messages (names are a durable contract; see README "Verbs on the wire"):
@@ -32,69 +32,66 @@ from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from workflows.turn import TurnMixin, error_cause, error_text
+from toolnexus_temporal.workflows.turn import TurnMixin, error_cause, error_text
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, TypeAdapter, ValidationError
 
-    from workflows.models import (
-        ROOT_ID,
-        AgentInput,
-        Answer,
+    from toolnexus_temporal.workflows.messages import (
         AnswerResult,
-        Budget,
         BudgetAsk,
         BudgetReply,
-        ChildInfo,
         ChildReport,
         CloseRequest,
-        HandleState,
-        HandleStateName,
-        HandleStatus,
-        HandleView,
         HookInput,
-        InboxItem,
-        Interpreter,
         InterruptRequest,
-        Message,
-        PoolFloor,
         PostResult,
-        QueuedWake,
-        Request,
         ResolveAgentInput,
         ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
-        TaskResult,
-        ToolCall,
-        TraceLine,
         TurnRequest,
         WaitRequest,
         WaitResponse,
         WakeChildRequest,
         WakeChildResult,
         WakeRequest,
-        workflow_id_for,
     )
-    from workflows.search_attributes import (
+    from toolnexus_temporal.workflows.models import (
+        Answer,
+        Budget,
+        HandleStateName,
+        HandleStatus,
+        HandleView,
+        InboxItem,
+        Message,
+        Request,
+        TaskResult,
+        ToolCall,
+        TraceLine,
+    )
+    from toolnexus_temporal.workflows.names import (
         AGENT_DEPTH,
         AGENT_NAME,
         AGENT_PARENT,
         AGENT_STATE,
+        RESOLVE_AGENT_ACTIVITY,
+        RESOLVE_BY_ACTIVITY,
+        ROOT_ID,
+        RUN_HOOK_ACTIVITY,
+        workflow_id_for,
     )
-
-RESOLVE_AGENT_ACTIVITY = "tnx.resolve_agent"
-"""Activity name that looks an agent name up in the worker's registry."""
-
-RESOLVE_BY_ACTIVITY = "resolve-agent-by-activity"
-"""``workflow.patched`` id (2026-11-30): ``spawn`` resolves names with a regular activity
-(cached per run), no longer a local activity."""
+    from toolnexus_temporal.workflows.state import (
+        AgentInput,
+        ChildInfo,
+        HandleState,
+        Interpreter,
+        PoolFloor,
+        QueuedWake,
+    )
 
 DEF_CACHE_S = 60.0
 """How long a parent reuses a resolved agent definition, in seconds of workflow time."""
-
-RUN_HOOK_ACTIVITY = "tnx.run_hook"
-"""Activity name that runs a registered ``on_spawn`` / ``on_close`` hook."""
 
 _INVALID = object()
 """Marks a signal whose input was rejected."""
@@ -166,7 +163,7 @@ def status_of(s: HandleState) -> HandleStatus:
 class AgentWorkflow(TurnMixin):
     """One Handle. Started by the client for the root, by a parent's ``spawn`` for the rest.
 
-    The turn itself (LLM loop, tools, suspension, delegation) is in :mod:`workflows.turn`."""
+    The turn itself (LLM loop, tools, suspension, delegation) is in ``turn.py``."""
 
     @workflow.init
     def __init__(self, inp: AgentInput) -> None:

@@ -1,6 +1,6 @@
 """The turn (CONTRACT §4, §5): the LLM loop, tool calls, suspension and delegation.
 
-Mixed into :class:`workflows.agent.AgentWorkflow`; deterministic like it. One turn:
+Mixed into ``AgentWorkflow``; deterministic like it. One turn:
 
 1. call the model (activity ``tnx.llm_call``) with the new messages;
 2. run every tool call of the reply concurrently (activity ``tnx.tool_call`` per call; the
@@ -25,60 +25,38 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.models import (
-        TASK_TOOL,
-        Answer,
-        ChildInfo,
+    from toolnexus_temporal.workflows.messages import (
         CloseRequest,
-        HandleState,
-        HandleStateName,
         InterpretInput,
         LlmCallInput,
         LlmCallResult,
+        ToolCallInput,
+    )
+    from toolnexus_temporal.workflows.models import (
+        Answer,
+        HandleStateName,
         Message,
         Request,
         TaskResult,
         ToolCall,
-        ToolCallInput,
         ToolOptions,
         ToolResult,
+    )
+    from toolnexus_temporal.workflows.names import (
+        INTERPRET_ACTIVITY,
+        INTERPRET_NON_RETRYABLE,
+        LLM_CALL_ACTIVITY,
+        LLM_NON_RETRYABLE,
+        LLM_ON_OWN_QUEUE,
+        SETTLE_REPORTS_ONLY,
+        TASK_TOOL,
+        TOOL_CALL_ACTIVITY,
+        TOOL_NON_RETRYABLE,
+        llm_task_queue,
         workflow_id_for,
     )
-    from workflows.render import render_turn_input
-
-LLM_CALL_ACTIVITY = "tnx.llm_call"
-"""Activity name of one LLM round trip (durable contract: do not rename)."""
-
-TOOL_CALL_ACTIVITY = "tnx.tool_call"
-"""Activity name of one tool call."""
-
-INTERPRET_ACTIVITY = "tnx.interpret"
-"""Activity name of one interpreter (``wait_for``) call."""
-
-LLM_QUEUE_SUFFIX = "-llm"
-"""Until 2026-11-30 LLM calls ran on their own task queue, ``{task_queue}-llm``, whose worker
-slots were the LLM-call cap. They now run on the handle's own task queue, so Temporal hands
-the activity straight back to the worker that scheduled it (eager activity dispatch: about
-half of a turn's latency here); the cap is a semaphore around the HTTP call in the worker
-(``activities.llm.LlmActivities``). Histories from before ``LLM_ON_OWN_QUEUE`` replay with
-the old queue."""
-
-LLM_ON_OWN_QUEUE = "llm-on-own-queue"
-"""``workflow.patched`` id of the change above."""
-
-
-def llm_task_queue(task_queue: str) -> str:
-    """The task queue of LLM calls scheduled before ``LLM_ON_OWN_QUEUE``."""
-    return f"{task_queue}{LLM_QUEUE_SUFFIX}"
-
-
-SETTLE_REPORTS_ONLY = "settle-reports-only"
-"""``workflow.patched`` id (2026-11-30): with no finite pool above, a child no longer reports to
-its parent after each LLM call of a turn, but at most once per ``live_usage_ms``, and when
-the turn settles or suspends."""
-
-LLM_NON_RETRYABLE = ["LlmRequestRejected", "MalformedLlmResponse", "StoreError"]
-TOOL_NON_RETRYABLE = ["UnknownTool", "ToolArgumentsInvalid"]
+    from toolnexus_temporal.workflows.render import render_turn_input
+    from toolnexus_temporal.workflows.state import ChildInfo, HandleState
 
 
 class Interrupted(Exception):
@@ -366,7 +344,7 @@ class TurnMixin:
                 initial_interval=timedelta(milliseconds=opts.llm_initial_retry_ms),
                 backoff_coefficient=2.0,
                 maximum_attempts=opts.llm_max_attempts,
-                non_retryable_error_types=LLM_NON_RETRYABLE,
+                non_retryable_error_types=list(LLM_NON_RETRYABLE),
             ),
             summary=f"LLM call for {s.id}",
         )
@@ -440,7 +418,7 @@ class TurnMixin:
                 retry_policy=RetryPolicy(
                     initial_interval=timedelta(milliseconds=opts.initial_retry_ms),
                     maximum_attempts=opts.max_attempts,
-                    non_retryable_error_types=TOOL_NON_RETRYABLE,
+                    non_retryable_error_types=list(TOOL_NON_RETRYABLE),
                 ),
                 summary=f"tool {call.name} for {s.id}",
             )
@@ -497,7 +475,7 @@ class TurnMixin:
                 heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(
                     maximum_attempts=3,
-                    non_retryable_error_types=["UnknownInterpreter", "WrongAnswerId"],
+                    non_retryable_error_types=list(INTERPRET_NON_RETRYABLE),
                 ),
                 summary=f"interpreter {name} answers {req.id}",
             )

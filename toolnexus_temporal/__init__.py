@@ -1,0 +1,133 @@
+"""toolnexus-temporal: the toolnexus agent runtime where every agent Handle is a Temporal workflow.
+
+The public API, importable in one line::
+
+    from toolnexus_temporal import AgentDef, AgentRuntime, LlmConfig, connect, create_worker
+
+Subpackages, by role (each importable on its own):
+
+* ``toolnexus_temporal.client``: the host library (``AgentRuntime``, ``Handle``, errors);
+  it never imports the worker or any activity.
+* ``toolnexus_temporal.workflows``: deterministic workflow code (``AgentWorkflow``) and the
+  durable names and models.
+* ``toolnexus_temporal.activities``: every piece of I/O (LLM calls, tools, the store).
+* ``toolnexus_temporal.worker``: wiring (``create_worker``, ``tnx-worker``).
+* ``toolnexus_temporal.cli``: the ``tnx`` command, the demo, the dev-server and local-model
+  process managers.
+
+Names are loaded on first use (PEP 562), so ``import toolnexus_temporal.client`` costs no
+activity, httpx client or worker import, and the workflow sandbox's re-import of this package
+is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolnexus_temporal.activities.llm import LlmConfig
+    from toolnexus_temporal.activities.registry import Registry, RegistryError
+    from toolnexus_temporal.activities.store import (
+        ConversationStore,
+        SqliteConversationStore,
+        StoreError,
+    )
+    from toolnexus_temporal.activities.tools import Tool, ToolContext, define_tool, pending
+    from toolnexus_temporal.client.errors import (
+        AnswerRejectedError,
+        HandleNotFoundError,
+        SpawnError,
+        TnxError,
+        VerbRejectedError,
+    )
+    from toolnexus_temporal.client.handle import Handle
+    from toolnexus_temporal.client.rpc import connect
+    from toolnexus_temporal.client.runtime import AgentRuntime
+    from toolnexus_temporal.worker import create_worker
+    from toolnexus_temporal.workflows.models import (
+        AgentDef,
+        Answer,
+        Budget,
+        InboxItem,
+        Request,
+        RuntimeOptions,
+        TaskResult,
+    )
+
+_WHERE = {
+    "AgentDef": "workflows.models",
+    "AgentRuntime": "client.runtime",
+    "Answer": "workflows.models",
+    "AnswerRejectedError": "client.errors",
+    "Budget": "workflows.models",
+    "ConversationStore": "activities.store",
+    "Handle": "client.handle",
+    "HandleNotFoundError": "client.errors",
+    "InboxItem": "workflows.models",
+    "LlmConfig": "activities.llm",
+    "Registry": "activities.registry",
+    "RegistryError": "activities.registry",
+    "Request": "workflows.models",
+    "RuntimeOptions": "workflows.models",
+    "SpawnError": "client.errors",
+    "SqliteConversationStore": "activities.store",
+    "StoreError": "activities.store",
+    "TaskResult": "workflows.models",
+    "TnxError": "client.errors",
+    "Tool": "activities.tools",
+    "ToolContext": "activities.tools",
+    "VerbRejectedError": "client.errors",
+    "connect": "client.rpc",
+    "create_worker": "worker",
+    "define_tool": "activities.tools",
+    "pending": "activities.tools",
+}
+"""Public name -> the module (under this package) that defines it."""
+
+__all__ = [
+    "AgentDef",
+    "AgentRuntime",
+    "Answer",
+    "AnswerRejectedError",
+    "Budget",
+    "ConversationStore",
+    "Handle",
+    "HandleNotFoundError",
+    "InboxItem",
+    "LlmConfig",
+    "Registry",
+    "RegistryError",
+    "Request",
+    "RuntimeOptions",
+    "SpawnError",
+    "SqliteConversationStore",
+    "StoreError",
+    "TaskResult",
+    "TnxError",
+    "Tool",
+    "ToolContext",
+    "VerbRejectedError",
+    "connect",
+    "create_worker",
+    "define_tool",
+    "pending",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use (PEP 562).
+
+    Raises:
+        AttributeError: ``name`` is not part of the public API.
+    """
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

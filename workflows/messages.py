@@ -1,0 +1,271 @@
+"""Messages: one model per signal, update and activity payload (CONTRACT §3), so fields can
+be added later without breaking running workflows. Deterministic and I/O free.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, StrictBool
+
+from toolnexus_temporal.workflows.models import (
+    MAX_PROMPT,
+    MAX_WAIT_MS,
+    AgentDef,
+    Answer,
+    Budget,
+    HandleStateName,
+    HandleStatus,
+    HandleView,
+    Message,
+    Request,
+    TaskResult,
+    ToolOptions,
+    Usage,
+    WireModel,
+    WireStyle,
+)
+
+
+class BudgetAsk(WireModel):
+    """Signal ``budget_ask`` from a child before an LLM call or tool batch, when a finite pool
+    sits above it: carries the child's usage so the parent's ledger is exact, and asks for
+    the live remainder (answered by ``budget_reply``)."""
+
+    child: str
+    seq: int
+    usage_total: int
+    subtree_tool_calls: int
+
+
+class BudgetReply(WireModel):
+    """Signal ``budget_reply`` to a child: the live remainder above it (None = unlimited)."""
+
+    seq: int
+    tokens: int | None = None
+    tool_calls: int | None = None
+
+
+class SpawnRequest(WireModel):
+    """``spawn`` update input: the agent name and an optional budget override."""
+
+    name: str
+    budget: Budget | None = None
+
+
+class SpawnResult(WireModel):
+    """``spawn`` update result: the child's view, or the SpawnError text (never both)."""
+
+    handle: HandleView | None = None
+    error: str | None = None
+
+
+class WakeRequest(WireModel):
+    """``wake`` input: an optional prompt. ``granted`` is set by the parent when it hands the
+    child one of its ``max_concurrent`` slots (a wake without it asks the parent first)."""
+
+    prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
+    granted: StrictBool = False
+
+
+class TurnRequest(WireModel):
+    """``turn`` update input: wake with an optional prompt, then wait for that wake's result
+    (the client's ``wake`` + ``wait`` as one Temporal update: CONTRACT §3, §9).
+
+    ``grant``: the slot grant id a parent that limits ``max_concurrent`` returned from
+    ``wake_child`` with ``relay``; the handle admits one wake per grant id (a repeat of the
+    id it used last goes through the parent's ``slot_request`` instead)."""
+
+    prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
+    grant: int | None = Field(default=None, ge=1)
+
+
+class WakeChildRequest(WireModel):
+    """``wake_child`` update / ``slot_request`` signal to a parent: admit ``child``'s wake
+    under the parent's ``max_concurrent`` (CONTRACT §3 wake, §6).
+
+    ``seen_result_seq``: how many results of the child the caller has seen settle; it tells
+    the parent that a turn whose settle report is still on its way is over.
+
+    ``relay``: the caller delivers the wake itself (``turn`` update with the returned
+    ``grant``) instead of the parent signalling the child: no signal races the caller's
+    update to the child, and the wake costs no signal events. A caller that dies before
+    delivering it leaves the slot held until a ``wake`` of the same child is retried (the
+    parent returns the same grant) or the child is closed.
+
+    ``settled``: siblings' result counts the caller has seen settle since its last
+    ``wake_child`` (child id → result_seq): their slots are freed at once, before their own
+    reports arrive, so a wake right after a sibling's result is never queued behind it."""
+
+    child: str
+    prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
+    seen_result_seq: int = Field(default=0, ge=0)
+    relay: StrictBool = False
+    settled: dict[str, int] = Field(default_factory=dict, max_length=256)
+
+
+class WakeChildResult(WireModel):
+    """``wake_child`` result: ``admitted`` (a slot was taken and the child told), ``queued``
+    (FIFO, until a sibling hands its slot over) or ``noop`` (already running or suspended).
+
+    ``after_seq`` is the child's result count at admission: a ``wait`` for the turn this wake
+    starts waits for a result beyond it."""
+
+    outcome: Literal["admitted", "queued", "noop"]
+    after_seq: int
+    state: HandleStateName
+    grant: int | None = None
+
+
+class PostResult(WireModel):
+    """``post`` result (CONTRACT §3): ``ok`` False with ``error`` (``inbox full``,
+    ``inbox closed``) when rejected; the rejection is also a trace line."""
+
+    ok: bool
+    error: str | None = None
+    status: HandleStatus
+
+
+class InterruptRequest(WireModel):
+    """``interrupt`` input (reserved for future fields)."""
+
+
+class CloseRequest(WireModel):
+    """``close`` input: ``force`` aborts a running turn at once; ``reason`` goes to the
+    ``on_close`` hook and the trace."""
+
+    force: StrictBool = False
+    reason: str | None = Field(default=None, max_length=500)
+
+
+class ChildReport(WireModel):
+    """Signal ``child_report`` from a child to its parent: an absolute snapshot, so reports
+    coalesce and a late one is recognised by ``seq``."""
+
+    id: str
+    seq: int = Field(ge=1)
+    state: HandleStateName
+    usage_total: int = Field(ge=0)
+    subtree_tool_calls: int = Field(ge=0)
+    result_seq: int = Field(ge=0)
+    last_result: TaskResult | None = None
+    pending_req: Request | None = None
+    parked: StrictBool = False
+
+
+class AnswerResult(WireModel):
+    """``answer`` update result: whether the Answer matched a pending Request, and where."""
+
+    ok: bool
+    error: str | None = None
+    answered: str | None = None
+    status: HandleStatus
+
+
+class HookInput(WireModel):
+    """Input of the ``tnx.run_hook`` activity: run the registered hook ``hook`` for
+    ``event`` (``spawn`` or ``close``) of handle ``handle_id``."""
+
+    hook: str
+    event: Literal["spawn", "close"]
+    handle_id: str
+    reason: str | None = None
+
+
+class WaitRequest(WireModel):
+    """``wait`` update input: timeout in ms (None = wait as long as it takes); ``after_seq``:
+    wait for a result beyond this count (set by a wake, so a wait that overtakes the wake's
+    delivery still waits for its turn)."""
+
+    timeout_ms: int | None = Field(default=None, ge=0, le=MAX_WAIT_MS)
+    after_seq: int | None = Field(default=None, ge=0)
+
+
+class WaitResponse(WireModel):
+    """``wait`` update result: the result and the handle's status after it."""
+
+    result: TaskResult
+    status: HandleStatus
+
+
+# ---- activity payloads ----
+
+
+class ResolveAgentInput(WireModel):
+    """Input of the ``tnx.resolve_agent`` activity."""
+
+    name: str
+
+
+class ResolveAgentResult(WireModel):
+    """The def and its tools' options, or the sorted known names when the name is unknown."""
+
+    defn: AgentDef | None = None
+    known: list[str] = Field(default_factory=list)
+    tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
+
+
+class ToolCallInput(WireModel):
+    """Input of the ``tnx.tool_call`` activity.
+
+    Attributes:
+        tool: the registered tool name.
+        arguments: the model's JSON arguments text.
+        handle_id: the calling handle.
+        call_id: the model's tool call id.
+        answer: the Answer, when the tool is re-run after its suspension was answered.
+    """
+
+    tool: str
+    arguments: str = "{}"
+    handle_id: str
+    call_id: str
+    answer: Answer | None = None
+
+
+class InterpretInput(WireModel):
+    """Input of the ``tnx.interpret`` activity: interpreter ``interpreter`` answers
+    ``request`` on behalf of handle ``answerer``."""
+
+    interpreter: str
+    answerer: str
+    request: Request
+
+
+class LlmCallInput(WireModel):
+    """Input of the ``tnx.llm_call`` activity.
+
+    The transcript never travels whole: the activity truncates the stored conversation
+    ``conv_id`` to ``base_len`` messages (dropping any uncommitted tail from an aborted
+    attempt or turn), appends ``new_messages``, calls the model with the whole stored
+    transcript, stores the reply and returns it.
+
+    Attributes:
+        conv_id: the conversation key (== handle id, scope-qualified).
+        base_len: committed transcript length the workflow knows.
+        fence: the call's sequence number; the store refuses writes older than the newest
+            fence it has seen, so a cancelled attempt still running cannot overwrite a newer
+            turn.
+        new_messages: messages to append before the call.
+        model: model name or ``"inherit"``.
+        style: wire style override, or None for the worker's.
+        tools: tool names offered to the model (schemas come from the worker's registry).
+        team: agent names of the ``task`` tool (empty: no ``task`` tool).
+    """
+
+    conv_id: str
+    base_len: int
+    fence: int = 0
+    new_messages: list[Message]
+    model: str = "inherit"
+    style: WireStyle | None = None
+    tools: list[str] = Field(default_factory=list)
+    team: list[str] = Field(default_factory=list)
+
+
+class LlmCallResult(WireModel):
+    """Result of ``tnx.llm_call``: the assistant message, its usage, the new stored length."""
+
+    message: Message
+    usage: Usage
+    stored_len: int

@@ -1,0 +1,139 @@
+"""The durable names: everything a running workflow, a history or an operator refers to by name.
+
+Every workflow, signal, update, query and activity name, every search attribute, and every
+``workflow.patched`` id lives here, and only here. Renaming any of them breaks running agents
+and recorded histories (tests/histories replays them): add, never rename. Activities and the
+host library import their names from this module, never from workflow code.
+
+Deterministic and I/O free (the workflow sandbox imports it).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from temporalio.common import SearchAttributeKey
+
+# ---- ids ----
+
+ROOT_ID: Final = "root"
+"""The root handle's id (depth 0; never runs an LLM)."""
+
+TASK_TOOL: Final = "task"
+"""The delegation tool's name (CONTRACT §4): ``{"agent": ..., "prompt": ...}``."""
+
+
+def workflow_id_for(scope: str | None, handle_id: str) -> str:
+    """The workflow id of a handle: its handle id, prefixed by ``{scope}/`` when scoped."""
+    return f"{scope}/{handle_id}" if scope else handle_id
+
+
+# ---- the workflow ----
+
+WORKFLOW_TYPE: Final = "AgentWorkflow"
+"""The workflow type of every handle, the root included."""
+
+# Signals a host or an operator may send (``temporal workflow signal --name ...``).
+SIGNAL_WAKE: Final = "wake"
+SIGNAL_POST: Final = "post"
+SIGNAL_INTERRUPT: Final = "interrupt"
+SIGNAL_CLOSE: Final = "close"
+SIGNAL_ANSWER: Final = "answer"
+PUBLIC_SIGNALS: Final = (SIGNAL_WAKE, SIGNAL_POST, SIGNAL_INTERRUPT, SIGNAL_CLOSE, SIGNAL_ANSWER)
+"""The signals of the host verbs, in the order the rejection message lists them."""
+
+# Signals between handle workflows (runtime-internal: not for hosts).
+SIGNAL_CHILD_REPORT: Final = "child_report"
+SIGNAL_SLOT_REQUEST: Final = "slot_request"
+SIGNAL_BUDGET_ASK: Final = "budget_ask"
+SIGNAL_BUDGET_REPLY: Final = "budget_reply"
+SIGNAL_POOL_FLOOR: Final = "pool_floor"
+
+# Updates (the host library's synchronous path).
+UPDATE_SPAWN: Final = "spawn"
+UPDATE_WAKE_CHILD: Final = "wake_child"
+UPDATE_TURN: Final = "turn"
+UPDATE_POST: Final = "admit_post"
+UPDATE_INTERRUPT: Final = "admit_interrupt"
+UPDATE_CLOSE: Final = "admit_close"
+UPDATE_ANSWER: Final = "admit_answer"
+UPDATE_WAIT: Final = "wait"
+
+# Queries.
+QUERY_VIEW: Final = "view"
+QUERY_STATE: Final = "state"
+QUERY_TRACE: Final = "trace"
+QUERY_INBOX: Final = "inbox"
+
+# ---- activities ----
+
+LLM_CALL_ACTIVITY: Final = "tnx.llm_call"
+"""One LLM round trip."""
+
+TOOL_CALL_ACTIVITY: Final = "tnx.tool_call"
+"""One tool call."""
+
+INTERPRET_ACTIVITY: Final = "tnx.interpret"
+"""One interpreter (``wait_for``) call."""
+
+RESOLVE_AGENT_ACTIVITY: Final = "tnx.resolve_agent"
+"""Looks an agent name up in the worker's registry."""
+
+RUN_HOOK_ACTIVITY: Final = "tnx.run_hook"
+"""Runs a registered ``on_spawn`` / ``on_close`` hook."""
+
+LLM_NON_RETRYABLE: Final = ("LlmRequestRejected", "MalformedLlmResponse", "StoreError")
+"""``ApplicationError`` types of ``tnx.llm_call`` that no retry can fix."""
+
+TOOL_NON_RETRYABLE: Final = ("UnknownTool", "ToolArgumentsInvalid")
+"""``ApplicationError`` types of ``tnx.tool_call`` that no retry can fix."""
+
+INTERPRET_NON_RETRYABLE: Final = ("UnknownInterpreter", "WrongAnswerId")
+"""``ApplicationError`` types of ``tnx.interpret`` that no retry can fix."""
+
+# ---- search attributes (CONTRACT §8) ----
+# Registered on the namespace before a worker runs (``tnx server start`` and the test
+# fixture do it; ``ensure_search_attributes`` in the CLI's dev-server module does it for any
+# server). Example: ``temporal workflow list --query 'AgentState="suspended"'``.
+
+AGENT_STATE = SearchAttributeKey.for_keyword("AgentState")
+"""The Handle state: idle, running, suspended or closed."""
+
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+"""The agent definition's name (``root`` for the root)."""
+
+AGENT_PARENT = SearchAttributeKey.for_keyword("AgentParent")
+"""The parent's handle id (absent on the root)."""
+
+AGENT_DEPTH = SearchAttributeKey.for_int("AgentDepth")
+"""0 for the root, +1 per spawn level."""
+
+ALL_SEARCH_ATTRIBUTES = (AGENT_STATE, AGENT_NAME, AGENT_PARENT, AGENT_DEPTH)
+"""Every custom search attribute, for registration."""
+
+# ---- workflow.patched ids ----
+# Each marks a behaviour change under running workflows: histories recorded before it replay
+# the old branch. Remove a patch (and its old branch) only once no workflow that started before
+# it can still be running or replayed, i.e. after the retention period of every namespace that
+# ran the older code.
+
+RESOLVE_BY_ACTIVITY: Final = "resolve-agent-by-activity"
+"""2026-11-30: ``spawn`` resolves names with a regular activity (cached per run), no longer a
+local activity."""
+
+LLM_ON_OWN_QUEUE: Final = "llm-on-own-queue"
+"""2026-11-30: LLM calls run on the handle's own task queue (eager activity dispatch); before,
+on ``{task_queue}-llm`` (see :func:`llm_task_queue`)."""
+
+SETTLE_REPORTS_ONLY: Final = "settle-reports-only"
+"""2026-11-30: with no finite pool above, a child reports to its parent at most once per
+``live_usage_ms`` inside a turn, and when the turn settles or suspends; before, after each
+LLM call."""
+
+LLM_QUEUE_SUFFIX: Final = "-llm"
+"""Suffix of the LLM task queue used before ``LLM_ON_OWN_QUEUE``."""
+
+
+def llm_task_queue(task_queue: str) -> str:
+    """The task queue of LLM calls scheduled before ``LLM_ON_OWN_QUEUE``."""
+    return f"{task_queue}{LLM_QUEUE_SUFFIX}"

@@ -1,0 +1,199 @@
+"""The state model of one handle: ``HandleState``, the single serializable model behind the
+``state`` query and continue-as-new, and the records it holds (CONTRACT §2).
+
+Fields are grouped by the component that owns them (see README "Layout"). The shape is a
+durable contract: running workflows carry it through continue-as-new, so fields are only ever
+added, with defaults. Deterministic and I/O free.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from toolnexus_temporal.workflows.models import (
+    AgentDef,
+    Budget,
+    HandleStateName,
+    InboxItem,
+    Message,
+    Request,
+    RuntimeOptions,
+    TaskResult,
+    ToolOptions,
+    TraceLine,
+    WireModel,
+)
+
+
+class PoolFloor(WireModel):
+    """Signal ``pool_floor`` from a parent: the remainder of the tightest ancestor pool,
+    computed when the parent knew the child had spent ``basis_tokens`` / ``basis_tool_calls``
+    (so the child subtracts what it spent since). None = unlimited."""
+
+    tokens: int | None = None
+    tool_calls: int | None = None
+    basis_tokens: int = 0
+    basis_tool_calls: int = 0
+
+
+class QueuedWake(WireModel):
+    """A child's wake waiting for one of its parent's ``max_concurrent`` slots."""
+
+    child: str
+    prompt: str | None = None
+
+
+class Interpreter(WireModel):
+    """One link of an interpreter chain: handle ``handle_id`` answers with ``name``."""
+
+    handle_id: str
+    name: str
+
+
+class ChildInfo(WireModel):
+    """What a parent knows of one child, from the child's latest report.
+
+    Attributes:
+        state: the child's state.
+        usage_total: the child's subtree tokens.
+        subtree_tool_calls: the child's subtree tool calls.
+        report_seq: the sequence number of the report (older reports are ignored).
+        result_seq: the child's settled results.
+        last_result: the child's latest result.
+        pending_req: the child's pending Request while suspended.
+        parked: the child is parked on ``pending_req`` waiting for an Answer from outside
+            (not being answered inline by an interpreter).
+    """
+
+    state: HandleStateName = "idle"
+    usage_total: int = 0
+    subtree_tool_calls: int = 0
+    report_seq: int = 0
+    result_seq: int = 0
+    last_result: TaskResult | None = None
+    pending_req: Request | None = None
+    parked: bool = False
+
+
+class HandleState(WireModel):
+    """All state of one handle: the single serializable model behind queries and
+    continue-as-new (CONTRACT §2).
+
+    Attributes:
+        id: the handle id (``root/worker.1``); also the conversation id.
+        scope: optional runtime scope prefixed to workflow ids (``{scope}/{id}``).
+        task_queue: the task queue every handle of this runtime runs on.
+        defn: the agent definition; None only for the root.
+        budget: the effective budget (the def's, or the spawn override; the runtime's for
+            the root).
+        parent: the parent's handle id; None only for the root.
+        depth: 0 for the root.
+        state: the Handle state.
+        inbox: items waiting for the next wake.
+        children: child handle ids in spawn order (never shrinks).
+        spawn_count: successful spawns under this handle (the id counter).
+        usage_total: tokens of this handle and all descendants.
+        turns_total: LLM round trips over the lifetime.
+        tool_calls_total: this handle's own tool calls over the lifetime.
+        own_tokens: this handle's own tokens.
+        subtree_tool_calls: tool calls of this handle and all descendants.
+        pool_tokens_limit: the token pool carved at spawn (None = unlimited).
+        pool_tool_calls_limit: the tool-call pool carved at spawn (None = unlimited).
+        pool_tokens: remaining token pool: limit - usage_total (None = unlimited).
+        pool_tool_calls: remaining tool-call pool (None = unlimited).
+        wall_deadline_ms: deadline in ms since the epoch (None = none).
+        pending_req: the Request, only while suspended.
+        last_result: the most recent settled result.
+        result_seq: how many results have settled (waiters wait for it to grow).
+        transcript_len: messages committed to the conversation store.
+        llm_seq: LLM calls started; the fence that stops a stale activity from writing.
+        store_key: the transcript's key in the conversation store:
+            ``{namespace}/{workflow id}@{first run id}``, so a store shared by several
+            servers, or an id used again after its handle was gone, never mixes transcripts.
+        request_seq: Requests raised by this handle (their ids are ``{id}#{n}``).
+        floor: the ancestors' live remainder as last pushed by the parent (None: no
+            ancestor has a finite pool).
+        running_children: children holding one of this handle's ``max_concurrent`` slots,
+            with their result count when the slot was granted.
+        wake_queue: children's wakes waiting for a slot, FIFO.
+        pushed_floors: the floor last pushed to each child.
+        interpreters: the interpreter chain, nearest first: the handle's own ``wait_for``,
+            then its ancestors' (CONTRACT §5).
+        tool_options: activity options of the handle's tools, by tool name.
+        report_results: report each settled result to the parent (children of ``task``).
+        slot_parent: the parent limits ``max_concurrent``: a wake from outside asks it for a
+            slot first. False: the handle admits its own wakes (no parent round trip). None
+            (handles started before this field existed): ask the parent.
+        grant_seq: slot grants handed to callers that relay the wake (``wake_child`` relay).
+        grants: the undelivered-or-running relay grant id per child holding a slot.
+        consumed_grant: the relay grant id this handle last admitted a wake for.
+        children_info: the last report of each child, by child id.
+        closing: close has begun: new posts and wakes are rejected.
+        report_seq: reports sent to the parent.
+        wake_prompt: the admitted wake's prompt, consumed when its turn starts.
+        turn_inbox: items drained into the current turn (restored on interrupt or error).
+        turn_pending: True from admission until the turn starts.
+        unsent: messages produced but not yet stored (tool results of a turn stopped by a
+            limit); they go first into the next LLM call.
+        last_error: the last rejected input or failure, readable by operators.
+        trace: trace lines (at most ``options.trace_cap``).
+        trace_seq: trace lines ever written (seq of the newest).
+        options: runtime options.
+    """
+
+    id: str
+    scope: str | None = None
+    task_queue: str
+    defn: AgentDef | None = None
+    budget: Budget = Field(default_factory=Budget)
+    parent: str | None = None
+    depth: int = 0
+    state: HandleStateName = "idle"
+    inbox: list[InboxItem] = Field(default_factory=list)
+    children: list[str] = Field(default_factory=list)
+    spawn_count: int = 0
+    usage_total: int = 0
+    turns_total: int = 0
+    tool_calls_total: int = 0
+    own_tokens: int = 0
+    subtree_tool_calls: int = 0
+    pool_tokens_limit: int | None = None
+    pool_tool_calls_limit: int | None = None
+    pool_tokens: int | None = None
+    pool_tool_calls: int | None = None
+    wall_deadline_ms: int | None = None
+    pending_req: Request | None = None
+    last_result: TaskResult | None = None
+    result_seq: int = 0
+    transcript_len: int = 0
+    llm_seq: int = 0
+    store_key: str | None = None
+    request_seq: int = 0
+    floor: PoolFloor | None = None
+    running_children: dict[str, int] = Field(default_factory=dict)
+    wake_queue: list[QueuedWake] = Field(default_factory=list)
+    pushed_floors: dict[str, PoolFloor] = Field(default_factory=dict)
+    interpreters: list[Interpreter] = Field(default_factory=list)
+    tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
+    report_results: bool = False
+    slot_parent: bool | None = None
+    grant_seq: int = 0
+    grants: dict[str, int] = Field(default_factory=dict)
+    consumed_grant: int = 0
+    children_info: dict[str, ChildInfo] = Field(default_factory=dict)
+    closing: bool = False
+    report_seq: int = 0
+    wake_prompt: str | None = None
+    turn_inbox: list[InboxItem] = Field(default_factory=list)
+    turn_pending: bool = False
+    unsent: list[Message] = Field(default_factory=list)
+    last_error: str | None = None
+    trace: list[TraceLine] = Field(default_factory=list)
+    trace_seq: int = 0
+    options: RuntimeOptions = Field(default_factory=RuntimeOptions)
+
+
+class AgentInput(WireModel):
+    """Workflow input: the handle's whole state (fresh at spawn, carried by continue-as-new)."""
+
+    state: HandleState
