@@ -26,17 +26,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from toolnexus_temporal.workflows.turn import TurnMixin, error_cause, error_text
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.turn import TurnMixin
+from toolnexus_temporal.workflows.visibility import (
+    INVALID,
+    Visibility,
+    error_cause,
+    error_text,
+    status_of,
+    view_of,
+)
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel, TypeAdapter, ValidationError
-
     from toolnexus_temporal.workflows.messages import (
         AnswerResult,
         BudgetAsk,
@@ -60,24 +68,16 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.models import (
         Answer,
         Budget,
-        HandleStateName,
         HandleStatus,
         HandleView,
         InboxItem,
-        Message,
         Request,
         TaskResult,
-        ToolCall,
         TraceLine,
     )
     from toolnexus_temporal.workflows.names import (
-        AGENT_DEPTH,
-        AGENT_NAME,
-        AGENT_PARENT,
-        AGENT_STATE,
         RESOLVE_AGENT_ACTIVITY,
         RESOLVE_BY_ACTIVITY,
-        ROOT_ID,
         RUN_HOOK_ACTIVITY,
         workflow_id_for,
     )
@@ -93,14 +93,6 @@ with workflow.unsafe.imports_passed_through():
 DEF_CACHE_S = 60.0
 """How long a parent reuses a resolved agent definition, in seconds of workflow time."""
 
-_INVALID = object()
-"""Marks a signal whose input was rejected."""
-
-_M = TypeVar("_M", bound=BaseModel)
-
-_WAKE_PAYLOAD: TypeAdapter[WakeRequest | str | None] = TypeAdapter(WakeRequest | str | None)
-_CLOSE_PAYLOAD: TypeAdapter[CloseRequest | None] = TypeAdapter(CloseRequest | None)
-
 
 def _min_opt(a: int | None, b: int | None) -> int | None:
     """min() where None means unlimited."""
@@ -109,54 +101,6 @@ def _min_opt(a: int | None, b: int | None) -> int | None:
     if b is None:
         return a
     return min(a, b)
-
-
-_STATUS_FIELDS = (
-    "id",
-    "state",
-    "usage_total",
-    "turns_total",
-    "tool_calls_total",
-    "pool_tokens",
-    "pool_tool_calls",
-    "wall_deadline_ms",
-    "pending_req",
-    "result_seq",
-    "transcript_len",
-    "last_error",
-)
-"""Fields a HandleStatus copies from the state as they are."""
-
-_VIEW_FIELDS = (
-    *_STATUS_FIELDS,
-    "parent",
-    "depth",
-    "last_result",
-    "defn",
-    "store_key",
-    "slot_parent",
-)
-"""Fields a HandleView copies from the state as they are."""
-
-
-def view_of(s: HandleState) -> HandleView:
-    """Build the public view of a handle state."""
-    return HandleView(
-        **{name: getattr(s, name) for name in _VIEW_FIELDS},
-        name=s.defn.name if s.defn else ROOT_ID,
-        inbox_count=len(s.inbox),
-        children=list(s.children),
-        conv_id=s.id,
-    )
-
-
-def status_of(s: HandleState) -> HandleStatus:
-    """Build the small status returned by verbs."""
-    return HandleStatus(
-        **{name: getattr(s, name) for name in _STATUS_FIELDS},
-        inbox_count=len(s.inbox),
-        children_count=len(s.children),
-    )
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -168,24 +112,16 @@ class AgentWorkflow(TurnMixin):
     @workflow.init
     def __init__(self, inp: AgentInput) -> None:
         self.s: HandleState = inp.state
-        self._published_state: HandleStateName | None = None
-        self._turn_task: asyncio.Task[None] | None = None
-        self._interrupt_requested = False
+        self._vis = Visibility(self.s)
+        self._outbox = Outbox(self.s, self._vis)
+        self._machine = Machine(self.s, self._vis, self._outbox)
+        self._scratch = TurnScratch()
         self._answers: dict[str, Answer] = {}
         self._forwarded: set[str] = set()
         self._suspended_tasks: dict[int, Request] = {}
-        self._turn_turns = 0
-        self._turn_tokens = 0
-        self._wall_fired = False
         self._budget_seq = 0
         self._budget_replies: dict[int, BudgetReply] = {}
-        self._next_messages: list[Message] = []
-        self._open_calls: list[ToolCall] = []
-        self._reports_in_flight = 0
         self._updates = 0
-        self._last_report: ChildReport | None = None
-        self._last_report_ms = 0.0
-        """Workflow time of the last report sent to the parent, ms (per run)."""
         self._closed_event = False
         self._defs: dict[str, tuple[float, ResolveAgentResult]] = {}
         """Resolved definitions of this run by name: (workflow time in s, result)."""
@@ -203,7 +139,7 @@ class AgentWorkflow(TurnMixin):
         info = workflow.info()
         if self.s.store_key is None:
             self.s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
-        self._publish(initial=True)
+        self._vis.publish(initial=True)
         first_run = info.continued_run_id is None
         if first_run and self.s.defn is not None and self.s.defn.on_spawn:
             await self._run_hook(self.s.defn.on_spawn, "spawn", None)
@@ -214,9 +150,9 @@ class AgentWorkflow(TurnMixin):
             if self._closed_event:
                 break
             if self.s.turn_pending:
-                self._turn_task = asyncio.create_task(self._run_turn())
-                await self._turn_task
-                self._turn_task = None
+                self._scratch.task = asyncio.create_task(self._run_turn())
+                await self._scratch.task
+                self._scratch.task = None
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
             # into a fresh run (children keep running: they are ABANDON children and signal by
@@ -225,10 +161,10 @@ class AgentWorkflow(TurnMixin):
                 lambda: self.s.turn_pending or self._closed_event or self._quiescent()
             )
             if self._quiescent():
-                self._trace(f"{self.s.id}: continue-as-new")
+                self._vis.trace(f"{self.s.id}: continue-as-new")
                 workflow.continue_as_new(AgentInput(state=self.s))
         await workflow.wait_condition(
-            lambda: workflow.all_handlers_finished() and self._reports_in_flight == 0
+            lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
         )
         return view_of(self.s)
 
@@ -248,7 +184,7 @@ class AgentWorkflow(TurnMixin):
             s.state == "idle"
             and not s.turn_pending
             and not s.closing
-            and self._reports_in_flight == 0
+            and self._outbox.signals_in_flight == 0
             and not s.wake_queue
             and workflow.all_handlers_finished()
         )
@@ -307,7 +243,7 @@ class AgentWorkflow(TurnMixin):
         error = self._spawn_check(name, resolved)
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
-            self._trace(f"{self.s.id}: spawn {name} REJECTED ({error})")
+            self._vis.trace(f"{self.s.id}: spawn {name} REJECTED ({error})")
             return None, error
         defn = resolved.defn
         budget = budget or defn.budget
@@ -362,7 +298,7 @@ class AgentWorkflow(TurnMixin):
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             static_summary=f"agent {defn.name} (child of {self.s.id})",
         )
-        self._trace(f"{self.s.id}: spawn {child_id}")
+        self._vis.trace(f"{self.s.id}: spawn {child_id}")
         asyncio.create_task(self._watch_child(child_id, child_handle))  # noqa: RUF006
         return child, None
 
@@ -436,7 +372,7 @@ class AgentWorkflow(TurnMixin):
         info = self.s.children_info.get(child_id)
         if info is None or info.state == "closed":
             return
-        self._trace(f"{self.s.id}: child {child_id} {why}")
+        self._vis.trace(f"{self.s.id}: child {child_id} {why}")
         self.s.children_info[child_id] = info.model_copy(
             update={"state": "closed", "parked": False, "pending_req": None}
         )
@@ -485,7 +421,7 @@ class AgentWorkflow(TurnMixin):
                 f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
             )
         if info.state == "closed" or self.s.closing or self.s.state == "closed":
-            self._reject("wake", f"{req.child}: handle closed")
+            self._vis.reject("wake", f"{req.child}: handle closed")
             raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
         for sibling, seen in req.settled.items():
             granted_at = self.s.running_children.get(sibling)
@@ -496,12 +432,12 @@ class AgentWorkflow(TurnMixin):
     @workflow.signal(name="slot_request")
     def slot_request(self, *args: Any) -> None:
         """A child asks for a slot for a wake it received as a signal (internal)."""
-        req = self._parse("slot_request", WakeChildRequest, args)
+        req = self._vis.parse("slot_request", WakeChildRequest, args)
         if req is None:
             return
         info = self.s.children_info.get(req.child)
         if info is None or info.state == "closed" or self.s.closing:
-            self._reject("wake", f"{req.child}: no slot for a closed or unknown child")
+            self._vis.reject("wake", f"{req.child}: no slot for a closed or unknown child")
             return
         self._admit_child_wake(req.child, req.prompt, req.seen_result_seq)
 
@@ -530,7 +466,7 @@ class AgentWorkflow(TurnMixin):
         limit = s.budget.max_concurrent
         if limit is not None and len(s.running_children) >= limit:
             s.wake_queue.append(QueuedWake(child=child, prompt=prompt))
-            self._trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit})")
+            self._vis.trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit})")
             return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
         self._grant(child, prompt, relay=relay)
         return WakeChildResult(
@@ -552,7 +488,7 @@ class AgentWorkflow(TurnMixin):
             s.grants[child] = s.grant_seq
         else:
             s.grants.pop(child, None)
-            self._signal_later(child, "wake", WakeRequest(prompt=prompt, granted=True))
+            self._outbox.signal_later(child, "wake", WakeRequest(prompt=prompt, granted=True))
 
     def _release_slot(self, child: str) -> None:
         """A child settled: its slot goes to the first queued wake (slot transfer)."""
@@ -564,7 +500,7 @@ class AgentWorkflow(TurnMixin):
             nxt = s.wake_queue.pop(0)
             if s.children_info.get(nxt.child, ChildInfo()).state == "closed":
                 continue
-            self._trace(f"{s.id}: DEQUEUED wake {nxt.child} (slot from {child})")
+            self._vis.trace(f"{s.id}: DEQUEUED wake {nxt.child} (slot from {child})")
             self._grant(nxt.child, nxt.prompt)
             return
 
@@ -574,18 +510,12 @@ class AgentWorkflow(TurnMixin):
 
         Under a parent that limits ``max_concurrent`` a wake from outside asks the parent for
         a slot first; the parent's grant comes back as a ``wake`` with ``granted``."""
-        payload = self._one("wake", args)
-        if payload is _INVALID:
+        req = self._vis.parse_wake(args)
+        if req is None:
             return
-        try:
-            parsed = _WAKE_PAYLOAD.validate_python(payload)
-        except ValidationError as err:
-            self._reject("wake", f"bad payload: {_short(err)}")
-            return
-        req = parsed if isinstance(parsed, WakeRequest) else WakeRequest(prompt=parsed)
         error = self._wake_error()
         if error is not None:
-            self._reject("wake", error)
+            self._vis.reject("wake", error)
             return
         self._wake_from_outside(req.prompt, granted=req.granted)
 
@@ -595,8 +525,8 @@ class AgentWorkflow(TurnMixin):
         if granted or self.s.parent is None or self.s.slot_parent is False:
             self._admit_wake(prompt)
         elif self.s.state == "idle":
-            self._trace(f"{self.s.id}: wake asks {self.s.parent} for a slot")
-            self._signal_later(
+            self._vis.trace(f"{self.s.id}: wake asks {self.s.parent} for a slot")
+            self._outbox.signal_later(
                 self.s.parent,
                 "slot_request",
                 WakeChildRequest(child=self.s.id, prompt=prompt, seen_result_seq=self.s.result_seq),
@@ -616,7 +546,7 @@ class AgentWorkflow(TurnMixin):
         self.s.turn_inbox = self.s.inbox
         self.s.inbox = []
         self.s.turn_pending = True
-        self._transition("running", "wake")
+        self._machine.transition("running", "wake")
 
     @workflow.update(name="turn")
     async def turn(self, req: TurnRequest) -> WaitResponse:
@@ -675,17 +605,8 @@ class AgentWorkflow(TurnMixin):
     def post_signal(self, *args: Any) -> None:
         """``post`` as a signal: an InboxItem as JSON (``{"from": ..., "channel": ...,
         "text": ...}``) or a bare string (an external item)."""
-        payload = self._one("post", args)
-        if payload is _INVALID:
-            return
-        try:
-            item = (
-                InboxItem(text=payload)
-                if isinstance(payload, str)
-                else InboxItem.model_validate(payload)
-            )
-        except ValidationError as err:
-            self._reject("post", f"bad payload: {_short(err)}")
+        item = self._vis.parse_post(args)
+        if item is None:
             return
         self._post(item)
 
@@ -698,9 +619,9 @@ class AgentWorkflow(TurnMixin):
             error = f"inbox full ({self.s.options.inbox_cap})"
         else:
             self.s.inbox.append(item)
-            self._publish()
+            self._vis.publish()
             return None
-        self._reject("post", f"{error}; from={item.from_} channel={item.channel}")
+        self._vis.reject("post", f"{error}; from={item.from_} channel={item.channel}")
         return error
 
     # ------------------------------------------------------------------ interrupt
@@ -719,7 +640,7 @@ class AgentWorkflow(TurnMixin):
     @workflow.signal(name="interrupt")
     async def interrupt_signal(self, *args: Any) -> None:
         """``interrupt`` as a signal (no input, or ``null``)."""
-        if self._one("interrupt", args) is _INVALID:
+        if self._vis.one("interrupt", args) is INVALID:
             return
         await self._interrupt("interrupt")
 
@@ -728,9 +649,9 @@ class AgentWorkflow(TurnMixin):
         cancelled with it); idle and closed: nothing to do."""
         if self.s.state not in ("running", "suspended"):
             return
-        self._interrupt_requested = True
-        if self._turn_task is not None:
-            self._turn_task.cancel()
+        self._scratch.interrupt_requested = True
+        if self._scratch.task is not None:
+            self._scratch.task.cancel()
         await workflow.wait_condition(lambda: self.s.state not in ("running", "suspended"))
 
     # ------------------------------------------------------------------ close
@@ -745,13 +666,8 @@ class AgentWorkflow(TurnMixin):
     @workflow.signal(name="close")
     async def close_signal(self, *args: Any) -> None:
         """``close`` as a signal: ``null`` or ``{"force": bool, "reason": str}``."""
-        payload = self._one("close", args)
-        if payload is _INVALID:
-            return
-        try:
-            req = _CLOSE_PAYLOAD.validate_python(payload) or CloseRequest()
-        except ValidationError as err:
-            self._reject("close", f"bad payload: {_short(err)}")
+        req = self._vis.parse_close(args)
+        if req is None:
             return
         await self._close(req)
 
@@ -764,7 +680,7 @@ class AgentWorkflow(TurnMixin):
             return
         s.closing = True
         why = req.reason or ("close --force" if req.force else "close")
-        self._trace(f"{s.id}: close requested ({why})")
+        self._vis.trace(f"{s.id}: close requested ({why})")
         if req.force or s.state == "suspended":
             # A forced close aborts the turn first; a parked turn cannot finish by itself, so
             # its Request is cancelled now rather than answered by a closing tree.
@@ -779,7 +695,7 @@ class AgentWorkflow(TurnMixin):
                 await self._interrupt("close: shutdown grace over")
         if s.defn is not None and s.defn.on_close:
             await self._run_hook(s.defn.on_close, "close", req.reason)
-        self._transition("closed", why)
+        self._machine.transition("closed", why)
         self._closed_event = True
 
     async def _close_child(self, child_id: str, req: CloseRequest) -> None:
@@ -791,7 +707,7 @@ class AgentWorkflow(TurnMixin):
             await child.signal("close", CloseRequest(force=req.force, reason=req.reason))
         except Exception as err:  # the child's workflow is gone (ended or terminated)
             workflow.logger.warning("%s: close of %s not delivered: %s", self.s.id, child_id, err)
-            self._trace(f"{self.s.id}: close of {child_id} not delivered ({err})")
+            self._vis.trace(f"{self.s.id}: close of {child_id} not delivered ({err})")
             return
         await workflow.wait_condition(
             lambda: self.s.children_info.get(child_id, ChildInfo()).state == "closed"
@@ -817,7 +733,7 @@ class AgentWorkflow(TurnMixin):
     @workflow.signal(name="answer")
     def answer_signal(self, *args: Any) -> None:
         """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``)."""
-        answer = self._parse("answer", Answer, args)
+        answer = self._vis.parse("answer", Answer, args)
         if answer is not None:
             self._answer(answer)
 
@@ -831,14 +747,14 @@ class AgentWorkflow(TurnMixin):
             error = f"answer {answer.id!r} matches no pending request (pending: {pending.id!r})"
         elif answer.id in self._answers or answer.id in self._forwarded:
             error = f"request {answer.id!r} is already answered"
-        elif self._interrupt_requested or s.closing:
+        elif self._scratch.interrupt_requested or s.closing:
             error = f"request {answer.id!r} is being cancelled (interrupt or close)"
         else:
             error = None
         if error is not None:
-            self._reject("answer", error)
+            self._vis.reject("answer", error)
             return error, None
-        self._trace(f"{s.id}: answer {answer.id} ({'ok' if answer.ok else 'not ok'})")
+        self._vis.trace(f"{s.id}: answer {answer.id} ({'ok' if answer.ok else 'not ok'})")
         for child_id, info in s.children_info.items():
             if info.pending_req is not None and info.pending_req.id == answer.id:
                 # The answer is on its way: this handle resumes now (the waiting task sees the
@@ -847,40 +763,24 @@ class AgentWorkflow(TurnMixin):
                     update={"state": "running", "pending_req": None, "parked": False}
                 )
                 self._forwarded.add(answer.id)
-                self._signal_later(child_id, "answer", answer)
+                self._outbox.signal_later(child_id, "answer", answer)
                 return None, child_id
         self._answers[answer.id] = answer
         return None, s.id
-
-    def _signal_later(self, handle_id: str, name: str, arg: Any) -> None:
-        """Signal another handle from a sync handler; the workflow does not end before the
-        signal is delivered (or the target is gone: traced)."""
-        target = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, handle_id))
-
-        async def send() -> None:
-            try:
-                await target.signal(name, arg)
-            except Exception as err:  # the target's workflow is gone
-                self._trace(f"{self.s.id}: {name} to {handle_id} not delivered ({err})")
-            finally:
-                self._reports_in_flight -= 1
-
-        self._reports_in_flight += 1
-        asyncio.create_task(send())  # noqa: RUF006 (awaited through the counter)
 
     # ------------------------------------------------------------------ children
 
     @workflow.signal(name="child_report")
     def child_report(self, *args: Any) -> None:
         """A child's snapshot (internal: sent by child workflows, not by hosts)."""
-        report = self._parse("child_report", ChildReport, args)
+        report = self._vis.parse("child_report", ChildReport, args)
         if report is None:
             return
         info = self.s.children_info.get(report.id)
         if info is None or report.seq <= info.report_seq:
             return  # unknown child or an older report
         if info.state != report.state and report.state == "closed":
-            self._trace(f"{self.s.id}: child {report.id} closed")
+            self._vis.trace(f"{self.s.id}: child {report.id} closed")
         self.s.children_info[report.id] = ChildInfo(
             state=report.state,
             usage_total=report.usage_total,
@@ -905,7 +805,7 @@ class AgentWorkflow(TurnMixin):
             self.s.running_children[report.id] = report.result_seq
         self._recount()
         self._push_floors()
-        self._report()
+        self._machine.report()
 
     def _recount(self) -> None:
         """Recompute subtree usage and pools from own usage and the children's reports."""
@@ -951,12 +851,12 @@ class AgentWorkflow(TurnMixin):
             )
             if s.pushed_floors.get(child_id) != floor:
                 s.pushed_floors[child_id] = floor
-                self._signal_later(child_id, "pool_floor", floor)
+                self._outbox.signal_later(child_id, "pool_floor", floor)
 
     @workflow.signal(name="budget_ask")
     async def budget_ask(self, *args: Any) -> None:
         """A child asks for the live remainder before spending (internal; CONTRACT §6)."""
-        ask = self._parse("budget_ask", BudgetAsk, args)
+        ask = self._vis.parse("budget_ask", BudgetAsk, args)
         if ask is None:
             return
         s = self.s
@@ -973,7 +873,7 @@ class AgentWorkflow(TurnMixin):
             self._recount()
         await self._refresh_budget()
         tokens, tool_calls = self.remaining()
-        self._signal_later(
+        self._outbox.signal_later(
             ask.child,
             "budget_reply",
             BudgetReply(seq=ask.seq, tokens=tokens, tool_calls=tool_calls),
@@ -982,7 +882,7 @@ class AgentWorkflow(TurnMixin):
     @workflow.signal(name="budget_reply")
     def budget_reply(self, *args: Any) -> None:
         """The parent's answer to a ``budget_ask`` (internal)."""
-        reply = self._parse("budget_reply", BudgetReply, args)
+        reply = self._vis.parse("budget_reply", BudgetReply, args)
         if reply is not None:
             self._budget_replies[reply.seq] = reply
 
@@ -997,7 +897,7 @@ class AgentWorkflow(TurnMixin):
             return
         self._budget_seq += 1
         seq = self._budget_seq
-        self._signal_later(
+        self._outbox.signal_later(
             s.parent,
             "budget_ask",
             BudgetAsk(
@@ -1019,52 +919,11 @@ class AgentWorkflow(TurnMixin):
     @workflow.signal(name="pool_floor")
     def pool_floor(self, *args: Any) -> None:
         """The parent's live remainder (internal; see :class:`PoolFloor`)."""
-        floor = self._parse("pool_floor", PoolFloor, args)
+        floor = self._vis.parse("pool_floor", PoolFloor, args)
         if floor is None:
             return
         self.s.floor = floor
         self._push_floors()
-
-    def _report(self) -> None:
-        """Tell the parent this handle's current snapshot, unless it already knows it.
-
-        One signal per change, sent in order; the parent keeps the highest ``seq``. The
-        workflow does not end before every report is delivered (or the parent is gone).
-        """
-        s = self.s
-        if s.parent is None:
-            return
-        report = ChildReport(
-            id=s.id,
-            seq=s.report_seq + 1,
-            state=s.state,
-            usage_total=s.usage_total,
-            subtree_tool_calls=s.subtree_tool_calls,
-            result_seq=s.result_seq,
-            # Only a `task` child's parent reads results; others stay small.
-            last_result=s.last_result if s.report_results else None,
-            pending_req=s.pending_req,
-            parked=s.state == "suspended" and self._settled(),
-        )
-        last = self._last_report
-        if last is not None and last.model_copy(update={"seq": report.seq}) == report:
-            return
-        s.report_seq = report.seq
-        self._last_report = report
-        self._last_report_ms = workflow.now().timestamp() * 1000
-        self._reports_in_flight += 1
-        asyncio.create_task(self._send_report(report))  # noqa: RUF006 (awaited via counter)
-
-    async def _send_report(self, report: ChildReport) -> None:
-        s = self.s
-        assert s.parent is not None
-        parent = workflow.get_external_workflow_handle(workflow_id_for(s.scope, s.parent))
-        try:
-            await parent.signal("child_report", report)
-        except Exception as err:  # the parent's workflow has ended: nobody to tell
-            workflow.logger.warning("%s: report to %s failed: %s", s.id, s.parent, err)
-        finally:
-            self._reports_in_flight -= 1
 
     # ------------------------------------------------------------------ wait
 
@@ -1081,10 +940,14 @@ class AgentWorkflow(TurnMixin):
     async def _wait(self, req: WaitRequest) -> WaitResponse:
         s = self.s
         behind = req.after_seq is not None and s.result_seq <= req.after_seq
-        if not behind and self._settled() and (s.last_result is not None or s.state == "closed"):
+        if (
+            not behind
+            and self._machine.settled()
+            and (s.last_result is not None or s.state == "closed")
+        ):
             if s.floor is not None:
-                await workflow.wait_condition(lambda: self._reports_in_flight == 0)
-            return WaitResponse(result=self._last_or_closed(), status=status_of(s))
+                await workflow.wait_condition(lambda: self._outbox.signals_in_flight == 0)
+            return WaitResponse(result=self._machine.last_or_closed(), status=status_of(s))
         seen = s.result_seq if req.after_seq is None else max(req.after_seq, 0)
         timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
         try:
@@ -1102,31 +965,9 @@ class AgentWorkflow(TurnMixin):
             if s.floor is not None:
                 # Under a finite pool the caller must see a settled ledger: the parent has
                 # the report of this turn's spending before the result is handed out.
-                await workflow.wait_condition(lambda: self._reports_in_flight == 0)
+                await workflow.wait_condition(lambda: self._outbox.signals_in_flight == 0)
             return WaitResponse(result=s.last_result, status=status_of(s))
-        return WaitResponse(result=self._closed_result(), status=status_of(s))
-
-    def _settled(self) -> bool:
-        """Idle, closed, or parked on a Request (not while an interpreter answers inline)."""
-        s = self.s
-        if s.turn_pending:
-            return False
-        if s.state == "suspended":
-            last = s.last_result
-            return (
-                last is not None
-                and last.status == "pending"
-                and last.pending is not None
-                and s.pending_req is not None
-                and last.pending.id == s.pending_req.id
-            )
-        return s.state != "running"
-
-    def _last_or_closed(self) -> TaskResult:
-        return self.s.last_result or self._closed_result()
-
-    def _closed_result(self) -> TaskResult:
-        return TaskResult(status="closed", is_error=True, text=f"{self.s.id} is closed")
+        return WaitResponse(result=self._machine.closed_result(), status=status_of(s))
 
     async def _run_hook(self, hook: str, event: str, reason: str | None) -> None:
         """Run a registered hook as an activity; a failing hook is traced, never fatal."""
@@ -1144,99 +985,15 @@ class AgentWorkflow(TurnMixin):
                 retry_policy=RetryPolicy(maximum_attempts=3),
                 summary=f"on_{event} hook {hook} for {s.id}",
             )
-            self._trace(f"{s.id}: on_{event} {hook} ran")
+            self._vis.trace(f"{s.id}: on_{event} {hook} ran")
         except ActivityError as err:
             cause = error_text(err)
             s.last_error = f"on_{event} hook {hook} failed: {cause}"[:500]
-            self._trace(f"{s.id}: on_{event} {hook} FAILED ({cause})")
+            self._vis.trace(f"{s.id}: on_{event} {hook} FAILED ({cause})")
 
     # ------------------------------------------------------------------ trace & visibility
-
-    def _transition(self, to: HandleStateName, why: str) -> None:
-        before = self.s.state
-        self.s.state = to
-        self._trace(f"{self.s.id}: {before}→{to} ({why})")
-        self._publish()
-        if not (before == "idle" and to == "running"):
-            # A parent needs settled results, suspensions, resumptions, closes and usage; a
-            # turn's start reaches it with the next report (one signal per turn saved).
-            self._report()
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """A signal with a name this workflow does not know: rejected loudly, not buffered."""
-        self._reject(name[:80], "unknown signal (known: wake, post, interrupt, close, answer)")
-
-    def _one(self, verb: str, args: tuple[Any, ...]) -> Any:
-        """The single input of a signal, or ``_INVALID`` (rejected loudly) when there are
-        several: an extra input must never fail the workflow task."""
-        if len(args) > 1:
-            self._reject(verb, f"expected one input, got {len(args)}")
-            return _INVALID
-        return args[0] if args else None
-
-    def _parse(self, verb: str, model: type[_M], args: tuple[Any, ...]) -> _M | None:
-        """Validate a signal's single input as ``model``; rejected loudly when it is not."""
-        payload = self._one(verb, args)
-        if payload is _INVALID:
-            return None
-        try:
-            return model.model_validate(payload)
-        except ValidationError as err:
-            self._reject(verb, f"bad payload: {_short(err)}")
-            return None
-
-    def _reject(self, verb: str, error: str) -> None:
-        self.s.last_error = f"{verb} rejected: {error}"[:500]
-        self._trace(f"{self.s.id}: {verb} REJECTED ({error})")
-        workflow.logger.warning("%s: %s rejected: %s", self.s.id, verb, error)
-
-    def _trace(self, line: str) -> None:
-        s = self.s
-        s.trace_seq += 1
-        at_ms = int(workflow.now().timestamp() * 1000)
-        s.trace.append(TraceLine(seq=s.trace_seq, at_ms=at_ms, line=line))
-        if len(s.trace) > s.options.trace_cap:
-            del s.trace[: len(s.trace) - s.options.trace_cap]
-
-    def _publish(self, *, initial: bool = False) -> None:
-        """Upsert search attributes when the state changed; refresh the UI's current details."""
-        s = self.s
-        if initial:
-            workflow.upsert_search_attributes(
-                [
-                    AGENT_STATE.value_set(s.state),
-                    AGENT_NAME.value_set(s.defn.name if s.defn else ROOT_ID),
-                    AGENT_DEPTH.value_set(s.depth),
-                    *([AGENT_PARENT.value_set(s.parent)] if s.parent else []),
-                ]
-            )
-            self._published_state = s.state
-        elif self._published_state != s.state:
-            workflow.upsert_search_attributes([AGENT_STATE.value_set(s.state)])
-            self._published_state = s.state
-        last = s.last_result
-        pending = (
-            f"pending: {s.pending_req.kind} — {s.pending_req.prompt[:200]}"
-            if (s.pending_req)
-            else None
-        )
-        workflow.set_current_details(
-            "\n".join(
-                line
-                for line in (
-                    f"**{s.id}** — `{s.state}`",
-                    f"turns {s.turns_total} · tokens {s.usage_total} · inbox {len(s.inbox)}"
-                    f" · children {len(s.children)}",
-                    pending,
-                    f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
-                )
-                if line
-            )
-        )
-
-
-def _short(err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "payload"
-    return f"{where}: {first.get('msg', 'invalid')}"
+        self._vis.unknown_signal(name)

@@ -22,7 +22,10 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError
+
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
@@ -34,7 +37,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus_temporal.workflows.models import (
         Answer,
-        HandleStateName,
         Message,
         Request,
         TaskResult,
@@ -63,49 +65,18 @@ class Interrupted(Exception):
     """Raised inside a turn when an interrupt aborted it."""
 
 
-def error_cause(err: BaseException) -> str:
-    """The innermost readable message of a Temporal failure chain."""
-    cause: BaseException | None = err
-    while cause is not None and getattr(cause, "cause", None) is not None:
-        cause = cause.cause  # type: ignore[attr-defined]
-    return str(getattr(cause, "message", None) or cause or err)[:300]
-
-
-def error_text(err: ActivityError) -> str:
-    """The readable cause of a failed activity."""
-    cause = err.cause
-    if isinstance(cause, CancelledError):
-        return "cancelled"
-    if isinstance(cause, ApplicationError):
-        return cause.message
-    return str(cause or err)
-
-
 class TurnMixin:
     """The turn half of AgentWorkflow. The attributes and methods declared here are provided
     by AgentWorkflow."""
 
     s: HandleState
-    _interrupt_requested: bool
+    _vis: Visibility
+    _machine: Machine
+    _scratch: TurnScratch
     _answers: dict[str, Answer]
     _suspended_tasks: dict[int, Request]
-    _turn_turns: int
-    _turn_tokens: int
-    _last_report_ms: float
-
-    def _transition(self, to: HandleStateName, why: str) -> None:
-        raise NotImplementedError
-
-    def _trace(self, line: str) -> None:
-        raise NotImplementedError
 
     def _recount(self) -> None:
-        raise NotImplementedError
-
-    def _report(self) -> None:
-        raise NotImplementedError
-
-    def _publish(self) -> None:
         raise NotImplementedError
 
     async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
@@ -122,11 +93,6 @@ class TurnMixin:
 
     async def _refresh_budget(self) -> None:
         raise NotImplementedError
-
-    _turn_task: asyncio.Task[None] | None
-    _wall_fired: bool
-    _next_messages: list[Message]
-    _open_calls: list[ToolCall]
 
     # ------------------------------------------------------------------ the turn
 
@@ -149,33 +115,29 @@ class TurnMixin:
             new_messages.append(Message(role="system", content=s.defn.system_prompt))
         new_messages.append(Message(role="user", content=user_text))
         turn_start_len = s.transcript_len
-        self._turn_turns = 0
-        self._turn_tokens = 0
-        self._wall_fired = False
-        self._next_messages = new_messages
-        self._open_calls = []
+        self._scratch.start(new_messages)
         watchdog = self._start_watchdog()
         result: TaskResult
         try:
             result = await self._turn_loop()
         except (asyncio.CancelledError, Interrupted):
-            if self._wall_fired:
+            if self._scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
                 result = self._rollback(turn_start_len, unsent_before, None)
         except ActivityError as err:
-            if self._wall_fired:
+            if self._scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
-                cause = None if self._interrupt_requested else error_text(err)
+                cause = None if self._scratch.interrupt_requested else error_text(err)
                 result = self._rollback(turn_start_len, unsent_before, cause)
         finally:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
         s.turn_inbox = []
         s.pending_req = None
-        self._interrupt_requested = False
-        self._settle(result)
+        self._scratch.interrupt_requested = False
+        self._machine.settle(result)
 
     async def _turn_loop(self) -> TaskResult:
         """The LLM loop; budgets are checked before every LLM call and every tool batch
@@ -183,28 +145,28 @@ class TurnMixin:
         s = self.s
         max_turns = s.budget.max_turns
         while True:
-            if max_turns is not None and self._turn_turns >= max_turns:
-                s.unsent = self._next_messages
-                return self._turn_result(
+            if max_turns is not None and self._scratch.llm_calls >= max_turns:
+                s.unsent = self._scratch.next_messages
+                return self._scratch.result(
                     "incomplete",
-                    f"stopped after {self._turn_turns} LLM round trip(s): max_turns reached",
+                    f"stopped after {self._scratch.llm_calls} LLM round trip(s): max_turns reached",
                     limit="maxTurns",
                 )
             await self._refresh_budget()
             limit = self._budget_limit(0)
             if limit is not None:
                 return self._budget_stop(limit)
-            reply = await self._llm_call(self._next_messages)
-            self._turn_turns += 1
-            self._turn_tokens += reply.usage.total_tokens
+            reply = await self._llm_call(self._scratch.next_messages)
+            self._scratch.llm_calls += 1
+            self._scratch.tokens += reply.usage.total_tokens
             s.turns_total += 1
             s.own_tokens += reply.usage.total_tokens
             self._recount()
             s.transcript_len = reply.stored_len
-            self._next_messages = []
+            self._scratch.next_messages = []
             calls = reply.message.tool_calls or []
             if not calls:
-                return self._turn_result("done", reply.message.content or "")
+                return self._scratch.result("done", reply.message.content or "")
             # Usage rolls up live: after every call under a finite pool above (siblings drain
             # the same pool), else at most once per live_usage_ms; the rest goes with the
             # settle (or suspension) report, which saves ~9 events per call.
@@ -213,21 +175,21 @@ class TurnMixin:
                 or not workflow.patched(SETTLE_REPORTS_ONLY)
                 or self._live_report_due()
             ):
-                self._report()
-            self._open_calls = calls
+                self._machine.report()
+            self._scratch.open_calls = calls
             await self._refresh_budget()
             limit = self._budget_limit(len(calls))
             if limit is not None:
                 return self._budget_stop(limit)
-            self._next_messages = await self._run_tool_calls(calls)
-            self._open_calls = []
+            self._scratch.next_messages = await self._run_tool_calls(calls)
+            self._scratch.open_calls = []
 
     def _live_report_due(self) -> bool:
         every = self.s.options.live_usage_ms
         if every is None:
             return False
         now_ms = workflow.now().timestamp() * 1000
-        return now_ms - self._last_report_ms >= every
+        return now_ms - self._machine.last_report_ms >= every
 
     def _budget_limit(self, tool_calls: int) -> Any:
         """The limit that forbids the next LLM call (``tool_calls`` 0) or a batch of
@@ -248,19 +210,19 @@ class TurnMixin:
         Tool calls the model asked for but that did not run get error results, sent first
         on the next wake, so the transcript stays well-formed."""
         s = self.s
-        if self._open_calls:
+        if self._scratch.open_calls:
             s.unsent = [
                 Message(
                     role="tool",
                     tool_call_id=call.id,
                     content=f"error: not run: budget exhausted ({limit})",
                 )
-                for call in self._open_calls
+                for call in self._scratch.open_calls
             ]
         else:
-            s.unsent = self._next_messages
-        self._open_calls = []
-        return self._turn_result(
+            s.unsent = self._scratch.next_messages
+        self._scratch.open_calls = []
+        return self._scratch.result(
             "incomplete", f"budget exhausted ({limit}): the turn stopped", limit=limit
         )
 
@@ -275,29 +237,11 @@ class TurnMixin:
 
         async def fire() -> None:
             await workflow.sleep(timedelta(milliseconds=left_ms))
-            self._wall_fired = True
-            if self._turn_task is not None:
-                self._turn_task.cancel()
+            self._scratch.wall_fired = True
+            if self._scratch.task is not None:
+                self._scratch.task.cancel()
 
         return asyncio.create_task(fire())
-
-    def _turn_result(
-        self, status: Any, text: str, limit: Any = None, pending: Request | None = None
-    ) -> TaskResult:
-        return TaskResult(
-            status=status,
-            is_error=status not in ("done", "pending"),
-            text=text,
-            turns=self._turn_turns,
-            total_tokens=self._turn_tokens,
-            limit=limit,
-            pending=pending,
-        )
-
-    def _settle(self, result: TaskResult) -> None:
-        self.s.last_result = result
-        self.s.result_seq += 1
-        self._transition("idle", result.status)
 
     def _rollback(
         self, turn_start_len: int, unsent_before: list[Message], cause: str | None
@@ -308,17 +252,17 @@ class TurnMixin:
         s.unsent = unsent_before
         s.inbox = s.turn_inbox + s.inbox
         if cause is None:
-            return self._turn_result(
+            return self._scratch.result(
                 "interrupted", "the turn was interrupted; its transcript was not kept"
             )
-        result = self._turn_result("error", f"LLM call failed: {cause}")
+        result = self._scratch.result("error", f"LLM call failed: {cause}")
         s.last_error = result.text[:500]
         return result
 
     async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:
         s = self.s
         assert s.defn is not None
-        if self._interrupt_requested:
+        if self._scratch.interrupt_requested:
             raise Interrupted()
         opts = s.options
         s.llm_seq += 1
@@ -423,7 +367,7 @@ class TurnMixin:
                 summary=f"tool {call.name} for {s.id}",
             )
         except ActivityError as err:
-            if self._interrupt_requested:
+            if self._scratch.interrupt_requested:
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
         return result
@@ -440,19 +384,21 @@ class TurnMixin:
         s.pending_req = req
         nearest = s.interpreters[0] if s.interpreters else None
         if nearest is not None:
-            self._transition("suspended", f"{call.name} needs {req.kind}")
-            self._trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
+            self._machine.transition("suspended", f"{call.name} needs {req.kind}")
+            self._vis.trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
             answer = await self._interpret(nearest.name, nearest.handle_id, req)
         else:
             # Park: waiters get `pending` now; the Answer continues this very turn.
-            s.last_result = self._turn_result("pending", req.prompt, pending=req)
+            s.last_result = self._scratch.result("pending", req.prompt, pending=req)
             s.result_seq += 1
-            self._transition("suspended", f"{call.name} needs {req.kind}; waiting for an answer")
+            self._machine.transition(
+                "suspended", f"{call.name} needs {req.kind}; waiting for an answer"
+            )
             await workflow.wait_condition(lambda: req.id in self._answers)
             answer = self._answers.pop(req.id)
         s.pending_req = None
         verdict = "ok" if answer.ok else (answer.reason or "declined")
-        self._transition("running", f"answer {verdict}")
+        self._machine.transition("running", f"answer {verdict}")
         if not answer.ok:
             return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
         again = await self._exec_tool(call, answer)
@@ -480,9 +426,9 @@ class TurnMixin:
                 summary=f"interpreter {name} answers {req.id}",
             )
         except ActivityError as err:
-            if self._interrupt_requested:
+            if self._scratch.interrupt_requested:
                 raise
-            self._trace(f"{self.s.id}: interpreter {name} FAILED ({error_text(err)})")
+            self._vis.trace(f"{self.s.id}: interpreter {name} FAILED ({error_text(err)})")
             return Answer(id=req.id, ok=False, reason="cancelled")
         return answer
 
@@ -509,7 +455,7 @@ class TurnMixin:
         child_id, error = await self._spawn_child(agent, report_results=True)
         if child_id is None:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
-        self._trace(f"{s.id}: task → {child_id}")
+        self._vis.trace(f"{s.id}: task → {child_id}")
         try:
             self._admit_child_wake(child_id, prompt)  # takes a slot, or queues FIFO
             result = await self._await_child_result(index, child_id)
@@ -560,24 +506,24 @@ class TurnMixin:
         first = self._suspended_tasks[min(self._suspended_tasks)]
         if s.state == "suspended":
             s.pending_req = first
-            self._publish()
-            self._report()
+            self._vis.publish()
+            self._machine.report()
             return
         s.pending_req = first
-        s.last_result = self._turn_result("pending", first.prompt, pending=first)
+        s.last_result = self._scratch.result("pending", first.prompt, pending=first)
         s.result_seq += 1
-        self._transition("suspended", f"delegated task waits for {req.kind}")
+        self._machine.transition("suspended", f"delegated task waits for {req.kind}")
 
     def _unpark_for_child(self, index: int) -> None:
         s = self.s
         self._suspended_tasks.pop(index, None)
         if self._suspended_tasks:
             s.pending_req = self._suspended_tasks[min(self._suspended_tasks)]
-            self._publish()
-            self._report()
+            self._vis.publish()
+            self._machine.report()
             return
         s.pending_req = None
-        self._transition("running", "delegated task answered")
+        self._machine.transition("running", "delegated task answered")
 
 
 def _canonical(arguments: str) -> str:
