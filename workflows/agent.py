@@ -32,8 +32,10 @@ from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from toolnexus_temporal.workflows.budgets import BudgetLedger, carve
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.turn import TurnMixin
 from toolnexus_temporal.workflows.visibility import (
     INVALID,
@@ -63,7 +65,6 @@ with workflow.unsafe.imports_passed_through():
         WaitResponse,
         WakeChildRequest,
         WakeChildResult,
-        WakeRequest,
     )
     from toolnexus_temporal.workflows.models import (
         Answer,
@@ -87,20 +88,10 @@ with workflow.unsafe.imports_passed_through():
         HandleState,
         Interpreter,
         PoolFloor,
-        QueuedWake,
     )
 
 DEF_CACHE_S = 60.0
 """How long a parent reuses a resolved agent definition, in seconds of workflow time."""
-
-
-def _min_opt(a: int | None, b: int | None) -> int | None:
-    """min() where None means unlimited."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -116,11 +107,11 @@ class AgentWorkflow(TurnMixin):
         self._outbox = Outbox(self.s, self._vis)
         self._machine = Machine(self.s, self._vis, self._outbox)
         self._scratch = TurnScratch()
+        self._budgets = BudgetLedger(self.s, self._outbox)
+        self._slots = SlotBook(self.s, self._vis, self._outbox)
         self._answers: dict[str, Answer] = {}
         self._forwarded: set[str] = set()
         self._suspended_tasks: dict[int, Request] = {}
-        self._budget_seq = 0
-        self._budget_replies: dict[int, BudgetReply] = {}
         self._updates = 0
         self._closed_event = False
         self._defs: dict[str, tuple[float, ResolveAgentResult]] = {}
@@ -246,23 +237,9 @@ class AgentWorkflow(TurnMixin):
             self._vis.trace(f"{self.s.id}: spawn {name} REJECTED ({error})")
             return None, error
         defn = resolved.defn
-        budget = budget or defn.budget
-        # A subtree is never deeper than any ancestor allows.
-        budget = budget.model_copy(
-            update={"max_depth": _min_opt(budget.max_depth, self.s.budget.max_depth)}
-        )
+        pools = carve(self.s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
         self.s.spawn_count += 1
         child_id = f"{self.s.id}/{defn.name}.{self.s.spawn_count}"
-        now_ms = int(workflow.now().timestamp() * 1000)
-        own_deadline = now_ms + budget.max_wall_ms if budget.max_wall_ms is not None else None
-        live_tokens, live_tool_calls = self.remaining()
-        tokens_limit = _min_opt(budget.max_tokens, live_tokens)
-        tool_calls_limit = _min_opt(budget.max_tool_calls, live_tool_calls)
-        floor = (
-            PoolFloor(tokens=live_tokens, tool_calls=live_tool_calls)
-            if live_tokens is not None or live_tool_calls is not None
-            else None
-        )
         own_interpreter = (
             [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
         )
@@ -271,15 +248,15 @@ class AgentWorkflow(TurnMixin):
             scope=self.s.scope,
             task_queue=self.s.task_queue,
             defn=defn,
-            budget=budget,
+            budget=pools.budget,
             parent=self.s.id,
             depth=self.s.depth + 1,
-            pool_tokens_limit=tokens_limit,
-            pool_tool_calls_limit=tool_calls_limit,
-            pool_tokens=tokens_limit,
-            pool_tool_calls=tool_calls_limit,
-            wall_deadline_ms=_min_opt(own_deadline, self.s.wall_deadline_ms),
-            floor=floor,
+            pool_tokens_limit=pools.tokens_limit,
+            pool_tool_calls_limit=pools.tool_calls_limit,
+            pool_tokens=pools.tokens_limit,
+            pool_tool_calls=pools.tool_calls_limit,
+            wall_deadline_ms=pools.wall_deadline_ms,
+            floor=pools.floor,
             interpreters=own_interpreter + self.s.interpreters,
             tool_options=resolved.tool_options,
             report_results=report_results,
@@ -376,9 +353,7 @@ class AgentWorkflow(TurnMixin):
         self.s.children_info[child_id] = info.model_copy(
             update={"state": "closed", "parked": False, "pending_req": None}
         )
-        if child_id in self.s.running_children:
-            self._release_slot(child_id)
-        self.s.wake_queue = [q for q in self.s.wake_queue if q.child != child_id]
+        self._slots.child_ended(child_id)
 
     def _spawn_check(self, name: str, resolved: ResolveAgentResult) -> str | None:
         if resolved.defn is None:
@@ -391,7 +366,7 @@ class AgentWorkflow(TurnMixin):
         max_children = self.s.budget.max_children
         if max_children is not None and len(self.s.children) >= max_children:
             return f"children over max_children {max_children}"
-        tokens, tool_calls = self.remaining()
+        tokens, tool_calls = self._budgets.remaining()
         if tokens is not None and tokens <= 0:
             return "budget exhausted (tokens)"
         if tool_calls is not None and tool_calls <= 0:
@@ -415,19 +390,7 @@ class AgentWorkflow(TurnMixin):
             ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
         self._updates += 1
-        info = self.s.children_info.get(req.child)
-        if info is None:
-            raise ApplicationError(
-                f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
-            )
-        if info.state == "closed" or self.s.closing or self.s.state == "closed":
-            self._vis.reject("wake", f"{req.child}: handle closed")
-            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
-        for sibling, seen in req.settled.items():
-            granted_at = self.s.running_children.get(sibling)
-            if granted_at is not None and seen > granted_at:
-                self._release_slot(sibling)  # its settle report is still on the way
-        return self._admit_child_wake(req.child, req.prompt, req.seen_result_seq, relay=req.relay)
+        return self._slots.wake_child(req)
 
     @workflow.signal(name="slot_request")
     def slot_request(self, *args: Any) -> None:
@@ -435,74 +398,7 @@ class AgentWorkflow(TurnMixin):
         req = self._vis.parse("slot_request", WakeChildRequest, args)
         if req is None:
             return
-        info = self.s.children_info.get(req.child)
-        if info is None or info.state == "closed" or self.s.closing:
-            self._vis.reject("wake", f"{req.child}: no slot for a closed or unknown child")
-            return
-        self._admit_child_wake(req.child, req.prompt, req.seen_result_seq)
-
-    def _admit_child_wake(
-        self, child: str, prompt: str | None, seen_result_seq: int = 0, *, relay: bool = False
-    ) -> WakeChildResult:
-        s = self.s
-        granted_at = s.running_children.get(child)
-        if granted_at is not None and seen_result_seq > granted_at:
-            self._release_slot(child)  # its settle report is still on the way
-        info = s.children_info[child]
-        if seen_result_seq > info.result_seq:
-            info = info.model_copy(update={"result_seq": seen_result_seq, "state": "idle"})
-            s.children_info[child] = info
-        if info.state == "suspended" or info.parked:
-            # A wake of a suspended handle is a no-op (CONTRACT §3): no slot for it.
-            return WakeChildResult(outcome="noop", after_seq=info.result_seq, state="suspended")
-        if child in s.running_children:
-            # A relay caller that retries gets the same grant back (delivered at most once).
-            grant = s.grants.get(child) if relay else None
-            return WakeChildResult(
-                outcome="noop", after_seq=info.result_seq, state="running", grant=grant
-            )
-        if any(q.child == child for q in s.wake_queue):
-            return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
-        limit = s.budget.max_concurrent
-        if limit is not None and len(s.running_children) >= limit:
-            s.wake_queue.append(QueuedWake(child=child, prompt=prompt))
-            self._vis.trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit})")
-            return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
-        self._grant(child, prompt, relay=relay)
-        return WakeChildResult(
-            outcome="admitted",
-            after_seq=info.result_seq,
-            state="running",
-            grant=s.grants.get(child),
-        )
-
-    def _grant(self, child: str, prompt: str | None, *, relay: bool = False) -> None:
-        """Take a slot for ``child``; tell it to run, or (``relay``) hand the caller a grant
-        id to deliver with the ``turn`` update."""
-        s = self.s
-        info = s.children_info[child]
-        s.running_children[child] = info.result_seq
-        s.children_info[child] = info.model_copy(update={"state": "running"})
-        if relay:
-            s.grant_seq += 1
-            s.grants[child] = s.grant_seq
-        else:
-            s.grants.pop(child, None)
-            self._outbox.signal_later(child, "wake", WakeRequest(prompt=prompt, granted=True))
-
-    def _release_slot(self, child: str) -> None:
-        """A child settled: its slot goes to the first queued wake (slot transfer)."""
-        s = self.s
-        s.grants.pop(child, None)
-        if s.running_children.pop(child, None) is None:
-            return
-        while s.wake_queue:
-            nxt = s.wake_queue.pop(0)
-            if s.children_info.get(nxt.child, ChildInfo()).state == "closed":
-                continue
-            self._vis.trace(f"{s.id}: DEQUEUED wake {nxt.child} (slot from {child})")
-            self._grant(nxt.child, nxt.prompt)
-            return
+        self._slots.slot_request(req)
 
     @workflow.signal(name="wake")
     def wake_signal(self, *args: Any) -> None:
@@ -571,14 +467,10 @@ class AgentWorkflow(TurnMixin):
         if s.state != "idle":
             return await self._wait(WaitRequest())
         seen = s.result_seq
-        if req.grant is not None and req.grant != s.consumed_grant:
-            s.consumed_grant = req.grant
-            self._wake_from_outside(req.prompt, granted=True)
-        else:
-            # No grant, or the one this handle last used: the parent's books are behind
-            # (this handle's settle report is still on its way). Ask the parent for a slot
-            # with this handle's own result count, which frees the old one first.
-            self._wake_from_outside(req.prompt)
+        # No grant, or the one this handle last used: the parent's books are behind (this
+        # handle's settle report is still on its way). Then it asks the parent for a slot
+        # with its own result count, which frees the old one first.
+        self._wake_from_outside(req.prompt, granted=self._slots.consume_grant(req.grant))
         return await self._wait(WaitRequest(after_seq=seen))
 
     @turn.validator
@@ -791,67 +683,10 @@ class AgentWorkflow(TurnMixin):
             pending_req=report.pending_req,
             parked=report.parked,
         )
-        granted_at = self.s.running_children.get(report.id)
-        if granted_at is not None and (
-            report.state == "closed"
-            or report.parked
-            or (report.state == "idle" and report.result_seq > granted_at)
-        ):
-            # settled, closed, or parked on a Request (a parked child spends nothing and
-            # may wait for days: its slot goes to the queue)
-            self._release_slot(report.id)
-        elif granted_at is None and info.parked and report.state == "running":
-            # resumed by its Answer: it runs again, even if that briefly exceeds the cap
-            self.s.running_children[report.id] = report.result_seq
-        self._recount()
-        self._push_floors()
+        self._slots.on_report(report, was_parked=info.parked)
+        self._budgets.recount()
+        self._budgets.push_floors()
         self._machine.report()
-
-    def _recount(self) -> None:
-        """Recompute subtree usage and pools from own usage and the children's reports."""
-        s = self.s
-        infos = s.children_info.values()
-        s.usage_total = s.own_tokens + sum(i.usage_total for i in infos)
-        s.subtree_tool_calls = s.tool_calls_total + sum(i.subtree_tool_calls for i in infos)
-        if s.pool_tokens_limit is not None:
-            s.pool_tokens = s.pool_tokens_limit - s.usage_total
-        if s.pool_tool_calls_limit is not None:
-            s.pool_tool_calls = s.pool_tool_calls_limit - s.subtree_tool_calls
-
-    def remaining(self) -> tuple[int | None, int | None]:
-        """Live remainder (tokens, tool calls) for this handle: its own pool, capped by the
-        tightest ancestor pool as last pushed, less what this handle spent since. None =
-        unlimited."""
-        s = self.s
-        tokens, tool_calls = s.pool_tokens, s.pool_tool_calls
-        floor = s.floor
-        if floor is not None:
-            if floor.tokens is not None:
-                tokens = _min_opt(tokens, floor.tokens - (s.usage_total - floor.basis_tokens))
-            if floor.tool_calls is not None:
-                spent = s.subtree_tool_calls - floor.basis_tool_calls
-                tool_calls = _min_opt(tool_calls, floor.tool_calls - spent)
-        return tokens, tool_calls
-
-    def _push_floors(self) -> None:
-        """Tell children the live remainder of the tightest pool above them, when it changed
-        (only when some pool is finite): siblings' spending drains everyone's budget."""
-        s = self.s
-        tokens, tool_calls = self.remaining()
-        if tokens is None and tool_calls is None:
-            return
-        for child_id, info in s.children_info.items():
-            if info.state == "closed":
-                continue
-            floor = PoolFloor(
-                tokens=tokens,
-                tool_calls=tool_calls,
-                basis_tokens=info.usage_total,
-                basis_tool_calls=info.subtree_tool_calls,
-            )
-            if s.pushed_floors.get(child_id) != floor:
-                s.pushed_floors[child_id] = floor
-                self._outbox.signal_later(child_id, "pool_floor", floor)
 
     @workflow.signal(name="budget_ask")
     async def budget_ask(self, *args: Any) -> None:
@@ -859,71 +694,21 @@ class AgentWorkflow(TurnMixin):
         ask = self._vis.parse("budget_ask", BudgetAsk, args)
         if ask is None:
             return
-        s = self.s
-        info = s.children_info.get(ask.child)
-        if info is None:
-            return
-        if ask.usage_total > info.usage_total or ask.subtree_tool_calls > info.subtree_tool_calls:
-            s.children_info[ask.child] = info.model_copy(
-                update={
-                    "usage_total": max(ask.usage_total, info.usage_total),
-                    "subtree_tool_calls": max(ask.subtree_tool_calls, info.subtree_tool_calls),
-                }
-            )
-            self._recount()
-        await self._refresh_budget()
-        tokens, tool_calls = self.remaining()
-        self._outbox.signal_later(
-            ask.child,
-            "budget_reply",
-            BudgetReply(seq=ask.seq, tokens=tokens, tool_calls=tool_calls),
-        )
+        await self._budgets.on_ask(ask)
 
     @workflow.signal(name="budget_reply")
     def budget_reply(self, *args: Any) -> None:
         """The parent's answer to a ``budget_ask`` (internal)."""
         reply = self._vis.parse("budget_reply", BudgetReply, args)
         if reply is not None:
-            self._budget_replies[reply.seq] = reply
-
-    async def _refresh_budget(self) -> None:
-        """When a finite pool sits above this handle, ask the parent for its live remainder
-        (the parent asks its own parent first), so siblings can overshoot a shared pool by
-        at most the calls already in flight."""
-        s = self.s
-        if s.parent is None or s.floor is None:
-            return
-        if s.floor.tokens is None and s.floor.tool_calls is None:
-            return
-        self._budget_seq += 1
-        seq = self._budget_seq
-        self._outbox.signal_later(
-            s.parent,
-            "budget_ask",
-            BudgetAsk(
-                child=s.id,
-                seq=seq,
-                usage_total=s.usage_total,
-                subtree_tool_calls=s.subtree_tool_calls,
-            ),
-        )
-        await workflow.wait_condition(lambda: seq in self._budget_replies)
-        reply = self._budget_replies.pop(seq)
-        s.floor = PoolFloor(
-            tokens=reply.tokens,
-            tool_calls=reply.tool_calls,
-            basis_tokens=s.usage_total,
-            basis_tool_calls=s.subtree_tool_calls,
-        )
+            self._budgets.on_reply(reply)
 
     @workflow.signal(name="pool_floor")
     def pool_floor(self, *args: Any) -> None:
         """The parent's live remainder (internal; see :class:`PoolFloor`)."""
         floor = self._vis.parse("pool_floor", PoolFloor, args)
-        if floor is None:
-            return
-        self.s.floor = floor
-        self._push_floors()
+        if floor is not None:
+            self._budgets.on_floor(floor)
 
     # ------------------------------------------------------------------ wait
 

@@ -24,7 +24,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -37,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus_temporal.workflows.models import (
         Answer,
+        LimitName,
         Message,
         Request,
         TaskResult,
@@ -73,25 +76,15 @@ class TurnMixin:
     _vis: Visibility
     _machine: Machine
     _scratch: TurnScratch
+    _budgets: BudgetLedger
+    _slots: SlotBook
     _answers: dict[str, Answer]
     _suspended_tasks: dict[int, Request]
-
-    def _recount(self) -> None:
-        raise NotImplementedError
 
     async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
         raise NotImplementedError
 
     async def _close_child(self, child_id: str, req: CloseRequest) -> None:
-        raise NotImplementedError
-
-    def remaining(self) -> tuple[int | None, int | None]:
-        raise NotImplementedError
-
-    def _admit_child_wake(self, child: str, prompt: str | None) -> Any:
-        raise NotImplementedError
-
-    async def _refresh_budget(self) -> None:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ the turn
@@ -152,8 +145,8 @@ class TurnMixin:
                     f"stopped after {self._scratch.llm_calls} LLM round trip(s): max_turns reached",
                     limit="maxTurns",
                 )
-            await self._refresh_budget()
-            limit = self._budget_limit(0)
+            await self._budgets.refresh()
+            limit = self._budgets.limit(0)
             if limit is not None:
                 return self._budget_stop(limit)
             reply = await self._llm_call(self._scratch.next_messages)
@@ -161,7 +154,7 @@ class TurnMixin:
             self._scratch.tokens += reply.usage.total_tokens
             s.turns_total += 1
             s.own_tokens += reply.usage.total_tokens
-            self._recount()
+            self._budgets.recount()
             s.transcript_len = reply.stored_len
             self._scratch.next_messages = []
             calls = reply.message.tool_calls or []
@@ -177,8 +170,8 @@ class TurnMixin:
             ):
                 self._machine.report()
             self._scratch.open_calls = calls
-            await self._refresh_budget()
-            limit = self._budget_limit(len(calls))
+            await self._budgets.refresh()
+            limit = self._budgets.limit(len(calls))
             if limit is not None:
                 return self._budget_stop(limit)
             self._scratch.next_messages = await self._run_tool_calls(calls)
@@ -191,21 +184,7 @@ class TurnMixin:
         now_ms = workflow.now().timestamp() * 1000
         return now_ms - self._machine.last_report_ms >= every
 
-    def _budget_limit(self, tool_calls: int) -> Any:
-        """The limit that forbids the next LLM call (``tool_calls`` 0) or a batch of
-        ``tool_calls`` tool calls, or None."""
-        s = self.s
-        now_ms = workflow.now().timestamp() * 1000
-        if s.wall_deadline_ms is not None and now_ms >= s.wall_deadline_ms:
-            return "wallMs"
-        tokens, calls_left = self.remaining()
-        if tokens is not None and tokens <= 0:
-            return "tokens"
-        if tool_calls and calls_left is not None and calls_left < tool_calls:
-            return "toolCalls"
-        return None
-
-    def _budget_stop(self, limit: Any) -> TaskResult:
+    def _budget_stop(self, limit: LimitName) -> TaskResult:
         """Stop the turn at a budget limit: ``incomplete``, partial work and transcript kept.
         Tool calls the model asked for but that did not run get error results, sent first
         on the next wake, so the transcript stays well-formed."""
@@ -301,7 +280,7 @@ class TurnMixin:
         at a time in call order. Returns one tool message per call, in call order."""
         s = self.s
         s.tool_calls_total += len(calls)
-        self._recount()
+        self._budgets.recount()
         # Identical task calls within one response share one child (CONTRACT §4).
         jobs: dict[str, int] = {}
         call_job: list[int] = []
@@ -457,7 +436,7 @@ class TurnMixin:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
         self._vis.trace(f"{s.id}: task → {child_id}")
         try:
-            self._admit_child_wake(child_id, prompt)  # takes a slot, or queues FIFO
+            self._slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
             result = await self._await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.
