@@ -33,6 +33,7 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, carve
+from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.slots import SlotBook
@@ -109,6 +110,7 @@ class AgentWorkflow(TurnMixin):
         self._scratch = TurnScratch()
         self._budgets = BudgetLedger(self.s, self._outbox)
         self._slots = SlotBook(self.s, self._vis, self._outbox)
+        self._inbox = Inbox(self.s, self._vis, self._machine, self._outbox)
         self._answers: dict[str, Answer] = {}
         self._forwarded: set[str] = set()
         self._suspended_tasks: dict[int, Request] = {}
@@ -409,40 +411,7 @@ class AgentWorkflow(TurnMixin):
         req = self._vis.parse_wake(args)
         if req is None:
             return
-        error = self._wake_error()
-        if error is not None:
-            self._vis.reject("wake", error)
-            return
-        self._wake_from_outside(req.prompt, granted=req.granted)
-
-    def _wake_from_outside(self, prompt: str | None, *, granted: bool = False) -> None:
-        """Admit a wake at once, or (under a parent that limits ``max_concurrent``) ask the
-        parent for a slot: its grant comes back as a ``wake`` with ``granted``."""
-        if granted or self.s.parent is None or self.s.slot_parent is False:
-            self._admit_wake(prompt)
-        elif self.s.state == "idle":
-            self._vis.trace(f"{self.s.id}: wake asks {self.s.parent} for a slot")
-            self._outbox.signal_later(
-                self.s.parent,
-                "slot_request",
-                WakeChildRequest(child=self.s.id, prompt=prompt, seen_result_seq=self.s.result_seq),
-            )
-
-    def _wake_error(self) -> str | None:
-        if self.s.defn is None:
-            return "the root handle never runs an LLM: wake a spawned handle"
-        if self.s.state == "closed" or self.s.closing:
-            return "handle closed"
-        return None
-
-    def _admit_wake(self, prompt: str | None) -> None:
-        if self.s.state != "idle":
-            return  # running or suspended: a no-op (CONTRACT §3); posts buffer meanwhile
-        self.s.wake_prompt = prompt
-        self.s.turn_inbox = self.s.inbox
-        self.s.inbox = []
-        self.s.turn_pending = True
-        self._machine.transition("running", "wake")
+        self._inbox.wake_signal(req)
 
     @workflow.update(name="turn")
     async def turn(self, req: TurnRequest) -> WaitResponse:
@@ -470,12 +439,12 @@ class AgentWorkflow(TurnMixin):
         # No grant, or the one this handle last used: the parent's books are behind (this
         # handle's settle report is still on its way). Then it asks the parent for a slot
         # with its own result count, which frees the old one first.
-        self._wake_from_outside(req.prompt, granted=self._slots.consume_grant(req.grant))
+        self._inbox.wake_from_outside(req.prompt, granted=self._slots.consume_grant(req.grant))
         return await self._wait(WaitRequest(after_seq=seen))
 
     @turn.validator
     def _validate_turn(self, req: TurnRequest) -> None:
-        error = self._wake_error()
+        error = self._inbox.wake_error()
         if error is not None:
             raise ApplicationError(error, type="WakeRejected", non_retryable=True)
 
@@ -490,7 +459,7 @@ class AgentWorkflow(TurnMixin):
             the sender, and a trace line.
         """
         self._updates += 1
-        error = self._post(item)
+        error = self._inbox.post(item)
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
 
     @workflow.signal(name="post")
@@ -500,21 +469,7 @@ class AgentWorkflow(TurnMixin):
         item = self._vis.parse_post(args)
         if item is None:
             return
-        self._post(item)
-
-    def _post(self, item: InboxItem) -> str | None:
-        if self.s.defn is None:
-            error = "the root has no inbox: post to a spawned handle"
-        elif self.s.state == "closed" or self.s.closing:
-            error = "inbox closed"
-        elif len(self.s.inbox) >= self.s.options.inbox_cap:
-            error = f"inbox full ({self.s.options.inbox_cap})"
-        else:
-            self.s.inbox.append(item)
-            self._vis.publish()
-            return None
-        self._vis.reject("post", f"{error}; from={item.from_} channel={item.channel}")
-        return error
+        self._inbox.post(item)
 
     # ------------------------------------------------------------------ interrupt
 

@@ -25,6 +25,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
@@ -60,7 +61,6 @@ with workflow.unsafe.imports_passed_through():
         llm_task_queue,
         workflow_id_for,
     )
-    from toolnexus_temporal.workflows.render import render_turn_input
     from toolnexus_temporal.workflows.state import ChildInfo, HandleState
 
 
@@ -99,8 +99,7 @@ class TurnMixin:
         s = self.s
         assert s.defn is not None
         s.turn_pending = False
-        user_text = render_turn_input(s.wake_prompt, s.turn_inbox)
-        s.wake_prompt = None
+        user_text = take_turn_input(s)
         unsent_before = list(s.unsent)
         new_messages: list[Message] = list(s.unsent)
         s.unsent = []
@@ -229,7 +228,7 @@ class TurnMixin:
         s = self.s
         s.transcript_len = turn_start_len
         s.unsent = unsent_before
-        s.inbox = s.turn_inbox + s.inbox
+        restore_drained(s)
         if cause is None:
             return self._scratch.result(
                 "interrupted", "the turn was interrupted; its transcript was not kept"
