@@ -32,6 +32,7 @@ from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger, carve
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
@@ -73,7 +74,6 @@ with workflow.unsafe.imports_passed_through():
         HandleStatus,
         HandleView,
         InboxItem,
-        Request,
         TaskResult,
         TraceLine,
     )
@@ -111,9 +111,7 @@ class AgentWorkflow(TurnMixin):
         self._budgets = BudgetLedger(self.s, self._outbox)
         self._slots = SlotBook(self.s, self._vis, self._outbox)
         self._inbox = Inbox(self.s, self._vis, self._machine, self._outbox)
-        self._answers: dict[str, Answer] = {}
-        self._forwarded: set[str] = set()
-        self._suspended_tasks: dict[int, Request] = {}
+        self._approvals = Approvals(self.s, self._scratch, self._vis, self._machine, self._outbox)
         self._updates = 0
         self._closed_event = False
         self._defs: dict[str, tuple[float, ResolveAgentResult]] = {}
@@ -572,7 +570,7 @@ class AgentWorkflow(TurnMixin):
             changes; a trace line records it: CONTRACT §9.2).
         """
         self._updates += 1
-        error, answered = self._answer(answer)
+        error, answered = self._approvals.answer(answer)
         return AnswerResult(
             ok=error is None, error=error, answered=answered, status=status_of(self.s)
         )
@@ -582,38 +580,7 @@ class AgentWorkflow(TurnMixin):
         """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``)."""
         answer = self._vis.parse("answer", Answer, args)
         if answer is not None:
-            self._answer(answer)
-
-    def _answer(self, answer: Answer) -> tuple[str | None, str | None]:
-        """Route an Answer; returns (error, the handle it was delivered to)."""
-        s = self.s
-        pending = s.pending_req
-        if s.state != "suspended" or pending is None:
-            error = f"{s.id} has no pending request"
-        elif answer.id != pending.id:
-            error = f"answer {answer.id!r} matches no pending request (pending: {pending.id!r})"
-        elif answer.id in self._answers or answer.id in self._forwarded:
-            error = f"request {answer.id!r} is already answered"
-        elif self._scratch.interrupt_requested or s.closing:
-            error = f"request {answer.id!r} is being cancelled (interrupt or close)"
-        else:
-            error = None
-        if error is not None:
-            self._vis.reject("answer", error)
-            return error, None
-        self._vis.trace(f"{s.id}: answer {answer.id} ({'ok' if answer.ok else 'not ok'})")
-        for child_id, info in s.children_info.items():
-            if info.pending_req is not None and info.pending_req.id == answer.id:
-                # The answer is on its way: this handle resumes now (the waiting task sees the
-                # child running); a child that refuses it reports `suspended` again.
-                s.children_info[child_id] = info.model_copy(
-                    update={"state": "running", "pending_req": None, "parked": False}
-                )
-                self._forwarded.add(answer.id)
-                self._outbox.signal_later(child_id, "answer", answer)
-                return None, child_id
-        self._answers[answer.id] = answer
-        return None, s.id
+            self._approvals.answer(answer)
 
     # ------------------------------------------------------------------ children
 

@@ -24,6 +24,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
@@ -33,7 +34,6 @@ from toolnexus_temporal.workflows.visibility import Visibility, error_text
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
         CloseRequest,
-        InterpretInput,
         LlmCallInput,
         LlmCallResult,
         ToolCallInput,
@@ -42,15 +42,12 @@ with workflow.unsafe.imports_passed_through():
         Answer,
         LimitName,
         Message,
-        Request,
         TaskResult,
         ToolCall,
         ToolOptions,
         ToolResult,
     )
     from toolnexus_temporal.workflows.names import (
-        INTERPRET_ACTIVITY,
-        INTERPRET_NON_RETRYABLE,
         LLM_CALL_ACTIVITY,
         LLM_NON_RETRYABLE,
         LLM_ON_OWN_QUEUE,
@@ -78,8 +75,7 @@ class TurnMixin:
     _scratch: TurnScratch
     _budgets: BudgetLedger
     _slots: SlotBook
-    _answers: dict[str, Answer]
-    _suspended_tasks: dict[int, Request]
+    _approvals: Approvals
 
     async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
         raise NotImplementedError
@@ -300,11 +296,20 @@ class TurnMixin:
         for index, call in enumerate(calls):
             fields = results[index].metadata.get("pending")
             if isinstance(fields, dict):
-                results[index] = await self._suspend(call, fields)
+                results[index] = await self._resolve_suspension(call, fields)
         return [
             Message(role="tool", tool_call_id=call.id, content=result.output)
             for call, result in zip(calls, results, strict=True)
         ]
+
+    async def _resolve_suspension(self, call: ToolCall, fields: dict[str, Any]) -> ToolResult:
+        """Resolve one suspension (CONTRACT §5) and, when its Answer is ``ok``, run the tool
+        once more with it."""
+        outcome = await self._approvals.suspend(call, fields)
+        if isinstance(outcome, ToolResult):
+            return outcome
+        again = await self._exec_tool(call, outcome.answer)
+        return rerun_result(outcome.request, again)
 
     async def _tool_job(self, index: int, call: ToolCall) -> ToolResult:
         s = self.s
@@ -352,64 +357,6 @@ class TurnMixin:
 
     # ------------------------------------------------------------------ suspension
 
-    async def _suspend(self, call: ToolCall, fields: dict[str, Any]) -> ToolResult:
-        """Resolve one suspension (CONTRACT §5): nearest interpreter inline, else park."""
-        s = self.s
-        s.request_seq += 1
-        data = dict(fields.get("data") or {})
-        data["path"] = s.id.split("/")
-        req = Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
-        s.pending_req = req
-        nearest = s.interpreters[0] if s.interpreters else None
-        if nearest is not None:
-            self._machine.transition("suspended", f"{call.name} needs {req.kind}")
-            self._vis.trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
-            answer = await self._interpret(nearest.name, nearest.handle_id, req)
-        else:
-            # Park: waiters get `pending` now; the Answer continues this very turn.
-            s.last_result = self._scratch.result("pending", req.prompt, pending=req)
-            s.result_seq += 1
-            self._machine.transition(
-                "suspended", f"{call.name} needs {req.kind}; waiting for an answer"
-            )
-            await workflow.wait_condition(lambda: req.id in self._answers)
-            answer = self._answers.pop(req.id)
-        s.pending_req = None
-        verdict = "ok" if answer.ok else (answer.reason or "declined")
-        self._machine.transition("running", f"answer {verdict}")
-        if not answer.ok:
-            return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
-        again = await self._exec_tool(call, answer)
-        if isinstance(again.metadata.get("pending"), dict):
-            return ToolResult(
-                output=f"unresolved: {req.prompt} (the tool suspended again after its answer)",
-                is_error=True,
-            )
-        return again
-
-    async def _interpret(self, name: str, answerer: str, req: Request) -> Answer:
-        try:
-            answer: Answer = await workflow.execute_activity(
-                INTERPRET_ACTIVITY,
-                InterpretInput(interpreter=name, answerer=answerer, request=req),
-                result_type=Answer,
-                start_to_close_timeout=timedelta(
-                    milliseconds=self.s.options.interpreter_timeout_ms
-                ),
-                heartbeat_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(
-                    maximum_attempts=3,
-                    non_retryable_error_types=list(INTERPRET_NON_RETRYABLE),
-                ),
-                summary=f"interpreter {name} answers {req.id}",
-            )
-        except ActivityError as err:
-            if self._scratch.interrupt_requested:
-                raise
-            self._vis.trace(f"{self.s.id}: interpreter {name} FAILED ({error_text(err)})")
-            return Answer(id=req.id, ok=False, reason="cancelled")
-        return answer
-
     # ------------------------------------------------------------------ delegation
 
     async def _task(self, index: int, call: ToolCall) -> ToolResult:
@@ -439,7 +386,7 @@ class TurnMixin:
             result = await self._await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.
-            self._suspended_tasks.pop(index, None)
+            self._approvals.forget_task(index)
             await self._close_child(child_id, CloseRequest(force=True, reason="task aborted"))
             raise
         await self._close_child(child_id, CloseRequest(reason="task done"))
@@ -460,48 +407,20 @@ class TurnMixin:
                 lambda: (
                     info().state == "closed"
                     or (info().result_seq >= 1 and info().state == "idle")
-                    or info().parked != (index in self._suspended_tasks)
+                    or info().parked != self._approvals.is_parked(index)
                 )
             )
             current = info()
             if current.parked and current.pending_req is not None:
-                self._park_for_child(index, current.pending_req)
+                self._approvals.park_for_child(index, current.pending_req)
                 continue
-            if index in self._suspended_tasks:
-                self._unpark_for_child(index)
+            if self._approvals.is_parked(index):
+                self._approvals.unpark_for_child(index)
                 continue
             if current.last_result is not None and current.result_seq >= 1:
                 return current.last_result
             if current.state == "closed":
                 return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")
-
-    def _park_for_child(self, index: int, child_req: Request) -> None:
-        s = self.s
-        data = dict(child_req.data or {})
-        data["path"] = s.id.split("/")
-        req = child_req.model_copy(update={"data": data})
-        self._suspended_tasks[index] = req
-        first = self._suspended_tasks[min(self._suspended_tasks)]
-        if s.state == "suspended":
-            s.pending_req = first
-            self._vis.publish()
-            self._machine.report()
-            return
-        s.pending_req = first
-        s.last_result = self._scratch.result("pending", first.prompt, pending=first)
-        s.result_seq += 1
-        self._machine.transition("suspended", f"delegated task waits for {req.kind}")
-
-    def _unpark_for_child(self, index: int) -> None:
-        s = self.s
-        self._suspended_tasks.pop(index, None)
-        if self._suspended_tasks:
-            s.pending_req = self._suspended_tasks[min(self._suspended_tasks)]
-            self._vis.publish()
-            self._machine.report()
-            return
-        s.pending_req = None
-        self._machine.transition("running", "delegated task answered")
 
 
 def _canonical(arguments: str) -> str:
