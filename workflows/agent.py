@@ -33,7 +33,8 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from toolnexus_temporal.workflows.approvals import Approvals
-from toolnexus_temporal.workflows.budgets import BudgetLedger, carve
+from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
@@ -42,7 +43,6 @@ from toolnexus_temporal.workflows.turn import TurnMixin
 from toolnexus_temporal.workflows.visibility import (
     INVALID,
     Visibility,
-    error_cause,
     error_text,
     status_of,
     view_of,
@@ -58,7 +58,6 @@ with workflow.unsafe.imports_passed_through():
         HookInput,
         InterruptRequest,
         PostResult,
-        ResolveAgentInput,
         ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
@@ -70,7 +69,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus_temporal.workflows.models import (
         Answer,
-        Budget,
         HandleStatus,
         HandleView,
         InboxItem,
@@ -78,21 +76,13 @@ with workflow.unsafe.imports_passed_through():
         TraceLine,
     )
     from toolnexus_temporal.workflows.names import (
-        RESOLVE_AGENT_ACTIVITY,
-        RESOLVE_BY_ACTIVITY,
         RUN_HOOK_ACTIVITY,
-        workflow_id_for,
     )
     from toolnexus_temporal.workflows.state import (
         AgentInput,
-        ChildInfo,
         HandleState,
-        Interpreter,
         PoolFloor,
     )
-
-DEF_CACHE_S = 60.0
-"""How long a parent reuses a resolved agent definition, in seconds of workflow time."""
 
 
 @workflow.defn(name="AgentWorkflow")
@@ -111,6 +101,7 @@ class AgentWorkflow(TurnMixin):
         self._budgets = BudgetLedger(self.s, self._outbox)
         self._slots = SlotBook(self.s, self._vis, self._outbox)
         self._inbox = Inbox(self.s, self._vis, self._machine, self._outbox)
+        self._children = Children(self.s, self._vis, self._machine, self._budgets, self._slots)
         self._approvals = Approvals(self.s, self._scratch, self._vis, self._machine, self._outbox)
         self._updates = 0
         self._closed_event = False
@@ -212,169 +203,7 @@ class AgentWorkflow(TurnMixin):
         A failed check is a SpawnResult with ``error`` set (spawn never raises).
         """
         self._updates += 1
-        child, error = await self._start_child(req.name, budget=req.budget)
-        if child is None:
-            return SpawnResult(error=error)
-        return SpawnResult(handle=view_of(child))
-
-    async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
-        """Spawn for the ``task`` tool: (child id, None) or (None, the SpawnError text)."""
-        child, error = await self._start_child(name, report_results=report_results)
-        return (child.id if child else None), error
-
-    async def _start_child(
-        self, name: str, *, report_results: bool = False, budget: Budget | None = None
-    ) -> tuple[HandleState | None, str | None]:
-        """Check, then start a child workflow (CONTRACT §3 spawn).
-
-        Returns:
-            (the child's initial state, None), or (None, the SpawnError text).
-        """
-        resolved = await self._resolve(name)
-        error = self._spawn_check(name, resolved)
-        if error is not None or resolved.defn is None:
-            error = error or "unknown agent"
-            self._vis.trace(f"{self.s.id}: spawn {name} REJECTED ({error})")
-            return None, error
-        defn = resolved.defn
-        pools = carve(self.s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
-        self.s.spawn_count += 1
-        child_id = f"{self.s.id}/{defn.name}.{self.s.spawn_count}"
-        own_interpreter = (
-            [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
-        )
-        child = HandleState(
-            id=child_id,
-            scope=self.s.scope,
-            task_queue=self.s.task_queue,
-            defn=defn,
-            budget=pools.budget,
-            parent=self.s.id,
-            depth=self.s.depth + 1,
-            pool_tokens_limit=pools.tokens_limit,
-            pool_tool_calls_limit=pools.tool_calls_limit,
-            pool_tokens=pools.tokens_limit,
-            pool_tool_calls=pools.tool_calls_limit,
-            wall_deadline_ms=pools.wall_deadline_ms,
-            floor=pools.floor,
-            interpreters=own_interpreter + self.s.interpreters,
-            tool_options=resolved.tool_options,
-            report_results=report_results,
-            slot_parent=self.s.budget.max_concurrent is not None,
-            options=self.s.options,
-        )
-        self.s.children.append(child_id)
-        self.s.children_info[child_id] = ChildInfo()
-        child_handle = await workflow.start_child_workflow(
-            AgentWorkflow.run,
-            AgentInput(state=child),
-            id=workflow_id_for(self.s.scope, child_id),
-            task_queue=self.s.task_queue,
-            # Closing a parent closes its subtree through our own graceful cascade, never by
-            # Temporal termination; children also outlive a parent's continue-as-new.
-            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-            static_summary=f"agent {defn.name} (child of {self.s.id})",
-        )
-        self._vis.trace(f"{self.s.id}: spawn {child_id}")
-        asyncio.create_task(self._watch_child(child_id, child_handle))  # noqa: RUF006
-        return child, None
-
-    async def _resolve(self, name: str) -> ResolveAgentResult:
-        """The registry's definition of ``name``, through the ``tnx.resolve_agent`` activity.
-
-        A known definition is reused for ``DEF_CACHE_S`` of workflow time, and concurrent
-        spawns of one name share one lookup (a fan-out of 50 costs one activity), so a
-        registry edit reaches a running parent's spawns within that time. An unknown name is
-        looked up again at each spawn.
-
-        Histories from before ``RESOLVE_BY_ACTIVITY`` used a local activity, which a core race
-        could record in one workflow task while resolving it in the next: non-deterministic
-        under concurrent spawn updates (bench/results/2026-11-30-evidence).
-        """
-        if not workflow.patched(RESOLVE_BY_ACTIVITY):  # exactly as those histories ran
-            old: ResolveAgentResult = await workflow.execute_local_activity(
-                RESOLVE_AGENT_ACTIVITY,
-                ResolveAgentInput(name=name),
-                result_type=ResolveAgentResult,
-                start_to_close_timeout=timedelta(seconds=10),
-            )
-            return old
-        now = workflow.now().timestamp()
-        cached = self._defs.get(name)
-        if cached is not None and now - cached[0] < DEF_CACHE_S:
-            return cached[1]
-        while (shared := self._resolving.get(name)) is not None:
-            try:
-                return await asyncio.shield(shared)
-            except asyncio.CancelledError:
-                if not shared.cancelled():
-                    raise  # this spawn itself was cancelled
-                # the spawn that was looking it up was cancelled: look it up here
-        pending: asyncio.Future[ResolveAgentResult] = asyncio.get_running_loop().create_future()
-        self._resolving[name] = pending
-        try:
-            resolved: ResolveAgentResult = await workflow.execute_activity(
-                RESOLVE_AGENT_ACTIVITY,
-                ResolveAgentInput(name=name),
-                result_type=ResolveAgentResult,
-                start_to_close_timeout=timedelta(seconds=10),
-                retry_policy=RetryPolicy(maximum_attempts=5),
-                summary=f"resolve agent {name}",
-            )
-        except asyncio.CancelledError:
-            pending.cancel()
-            raise
-        except Exception as err:
-            pending.set_exception(err)
-            pending.exception()  # marked retrieved: the sharers re-raise it
-            raise
-        finally:
-            del self._resolving[name]
-        pending.set_result(resolved)
-        if resolved.defn is not None:
-            self._defs[name] = (workflow.now().timestamp(), resolved)
-        return resolved
-
-    async def _watch_child(
-        self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, Any]
-    ) -> None:
-        """A child's workflow that ends without reporting ``closed`` (terminated, failed,
-        timed out: for example from the web UI) is marked closed here, so nothing waits on
-        it forever and its slot is freed. (Watches children started in this run.)"""
-        try:
-            await handle
-            why = "ended"
-        except Exception as err:
-            why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
-        info = self.s.children_info.get(child_id)
-        if info is None or info.state == "closed":
-            return
-        self._vis.trace(f"{self.s.id}: child {child_id} {why}")
-        self.s.children_info[child_id] = info.model_copy(
-            update={"state": "closed", "parked": False, "pending_req": None}
-        )
-        self._slots.child_ended(child_id)
-
-    def _spawn_check(self, name: str, resolved: ResolveAgentResult) -> str | None:
-        if resolved.defn is None:
-            return f'unknown agent "{name}" (known: {", ".join(resolved.known)})'
-        if self.s.state == "closed" or self.s.closing:
-            return "parent closed"
-        max_depth = self.s.budget.max_depth
-        if max_depth is not None and self.s.depth + 1 > max_depth:
-            return f"depth {self.s.depth + 1} over max_depth {max_depth}"
-        max_children = self.s.budget.max_children
-        if max_children is not None and len(self.s.children) >= max_children:
-            return f"children over max_children {max_children}"
-        tokens, tool_calls = self._budgets.remaining()
-        if tokens is not None and tokens <= 0:
-            return "budget exhausted (tokens)"
-        if tool_calls is not None and tool_calls <= 0:
-            return "budget exhausted (toolCalls)"
-        deadline = self.s.wall_deadline_ms
-        if deadline is not None and workflow.now().timestamp() * 1000 >= deadline:
-            return "budget exhausted (wallMs)"
-        return None
+        return await self._children.spawn(req)
 
     # ------------------------------------------------------------------ wake
 
@@ -531,7 +360,7 @@ class AgentWorkflow(TurnMixin):
             # its Request is cancelled now rather than answered by a closing tree.
             await self._interrupt("close")
         for child_id in list(s.children):
-            await self._close_child(child_id, req)
+            await self._children.close(child_id, req)
         if s.state == "running" or s.turn_pending:
             grace = timedelta(milliseconds=s.options.shutdown_ms)
             try:
@@ -542,21 +371,6 @@ class AgentWorkflow(TurnMixin):
             await self._run_hook(s.defn.on_close, "close", req.reason)
         self._machine.transition("closed", why)
         self._closed_event = True
-
-    async def _close_child(self, child_id: str, req: CloseRequest) -> None:
-        info = self.s.children_info.get(child_id)
-        if info is not None and info.state == "closed":
-            return
-        child = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, child_id))
-        try:
-            await child.signal("close", CloseRequest(force=req.force, reason=req.reason))
-        except Exception as err:  # the child's workflow is gone (ended or terminated)
-            workflow.logger.warning("%s: close of %s not delivered: %s", self.s.id, child_id, err)
-            self._vis.trace(f"{self.s.id}: close of {child_id} not delivered ({err})")
-            return
-        await workflow.wait_condition(
-            lambda: self.s.children_info.get(child_id, ChildInfo()).state == "closed"
-        )
 
     # ------------------------------------------------------------------ answer
 
@@ -590,25 +404,7 @@ class AgentWorkflow(TurnMixin):
         report = self._vis.parse("child_report", ChildReport, args)
         if report is None:
             return
-        info = self.s.children_info.get(report.id)
-        if info is None or report.seq <= info.report_seq:
-            return  # unknown child or an older report
-        if info.state != report.state and report.state == "closed":
-            self._vis.trace(f"{self.s.id}: child {report.id} closed")
-        self.s.children_info[report.id] = ChildInfo(
-            state=report.state,
-            usage_total=report.usage_total,
-            subtree_tool_calls=report.subtree_tool_calls,
-            report_seq=report.seq,
-            result_seq=report.result_seq,
-            last_result=report.last_result,
-            pending_req=report.pending_req,
-            parked=report.parked,
-        )
-        self._slots.on_report(report, was_parked=info.parked)
-        self._budgets.recount()
-        self._budgets.push_floors()
-        self._machine.report()
+        self._children.on_report(report)
 
     @workflow.signal(name="budget_ask")
     async def budget_ask(self, *args: Any) -> None:

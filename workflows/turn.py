@@ -26,6 +26,7 @@ from temporalio.exceptions import ActivityError
 
 from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.slots import SlotBook
@@ -76,12 +77,7 @@ class TurnMixin:
     _budgets: BudgetLedger
     _slots: SlotBook
     _approvals: Approvals
-
-    async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
-        raise NotImplementedError
-
-    async def _close_child(self, child_id: str, req: CloseRequest) -> None:
-        raise NotImplementedError
+    _children: Children
 
     # ------------------------------------------------------------------ the turn
 
@@ -377,7 +373,7 @@ class TurnMixin:
                 output=f"error: agent {agent!r} is not in the team (team: {team})",
                 is_error=True,
             )
-        child_id, error = await self._spawn_child(agent, report_results=True)
+        child_id, error = await self._children.spawn_for_task(agent)
         if child_id is None:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
         self._vis.trace(f"{s.id}: task → {child_id}")
@@ -387,9 +383,9 @@ class TurnMixin:
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.
             self._approvals.forget_task(index)
-            await self._close_child(child_id, CloseRequest(force=True, reason="task aborted"))
+            await self._children.close(child_id, CloseRequest(force=True, reason="task aborted"))
             raise
-        await self._close_child(child_id, CloseRequest(reason="task done"))
+        await self._children.close(child_id, CloseRequest(reason="task done"))
         if result.status == "done":
             return ToolResult(output=result.text)
         return ToolResult(output=f"[{result.status}] {result.text}", is_error=True)
