@@ -35,6 +35,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children import Children
+from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
@@ -58,7 +59,6 @@ with workflow.unsafe.imports_passed_through():
         HookInput,
         InterruptRequest,
         PostResult,
-        ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
         TurnRequest,
@@ -103,11 +103,11 @@ class AgentWorkflow(TurnMixin):
         self._inbox = Inbox(self.s, self._vis, self._machine, self._outbox)
         self._children = Children(self.s, self._vis, self._machine, self._budgets, self._slots)
         self._approvals = Approvals(self.s, self._scratch, self._vis, self._machine, self._outbox)
+        self._delegation = Delegation(
+            self.s, self._vis, self._children, self._slots, self._approvals
+        )
         self._updates = 0
         self._closed_event = False
-        self._defs: dict[str, tuple[float, ResolveAgentResult]] = {}
-        """Resolved definitions of this run by name: (workflow time in s, result)."""
-        self._resolving: dict[str, asyncio.Future[ResolveAgentResult]] = {}
 
     # ------------------------------------------------------------------ run loop
 

@@ -16,6 +16,7 @@ import asyncio
 from typing import Final
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.visibility import Visibility
@@ -23,6 +24,7 @@ from toolnexus_temporal.workflows.visibility import Visibility
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import ChildReport
     from toolnexus_temporal.workflows.models import (
+        AgentDef,
         HandleStateName,
         LimitName,
         Message,
@@ -59,6 +61,23 @@ def transition_error(before: HandleStateName, to: HandleStateName) -> str | None
         return None
     allowed = ", ".join(sorted(TRANSITIONS[before])) or "nothing"
     return f"illegal transition {before}→{to} (from {before}: {allowed})"
+
+
+def require_defn(s: HandleState) -> AgentDef:
+    """The agent definition of a handle that runs turns (every handle but the root).
+
+    Raises:
+        ApplicationError: ``NoAgentDefinition`` (non-retryable: it fails the workflow rather
+            than retrying its task forever) if a turn ever starts on the root, whose wakes
+            are rejected before admission.
+    """
+    if s.defn is None:
+        raise ApplicationError(
+            f"{s.id} has no agent definition: the root never runs a turn",
+            type="NoAgentDefinition",
+            non_retryable=True,
+        )
+    return s.defn
 
 
 def is_settled(s: HandleState) -> bool:

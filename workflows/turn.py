@@ -27,6 +27,7 @@ from temporalio.exceptions import ActivityError
 from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children import Children
+from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.slots import SlotBook
@@ -34,7 +35,6 @@ from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
-        CloseRequest,
         LlmCallInput,
         LlmCallResult,
         ToolCallInput,
@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
         llm_task_queue,
         workflow_id_for,
     )
-    from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+    from toolnexus_temporal.workflows.state import HandleState
 
 
 class Interrupted(Exception):
@@ -78,6 +78,7 @@ class TurnMixin:
     _slots: SlotBook
     _approvals: Approvals
     _children: Children
+    _delegation: Delegation
 
     # ------------------------------------------------------------------ the turn
 
@@ -311,7 +312,7 @@ class TurnMixin:
         s = self.s
         assert s.defn is not None
         if call.name == TASK_TOOL and s.defn.team:
-            return await self._task(index, call)
+            return await self._delegation.task(index, call)
         if call.name not in s.defn.tools:
             available = ", ".join([*s.defn.tools, *([TASK_TOOL] if s.defn.team else [])])
             return ToolResult(
@@ -352,71 +353,6 @@ class TurnMixin:
         return result
 
     # ------------------------------------------------------------------ suspension
-
-    # ------------------------------------------------------------------ delegation
-
-    async def _task(self, index: int, call: ToolCall) -> ToolResult:
-        """The ``task`` tool (CONTRACT §4): spawn → wake → wait → close of one child."""
-        s = self.s
-        assert s.defn is not None
-        try:
-            args = json.loads(call.arguments or "{}")
-            agent, prompt = str(args["agent"]), str(args["prompt"])
-        except (ValueError, KeyError, TypeError):
-            return ToolResult(
-                output='error: task needs {"agent": <team member>, "prompt": <text>}',
-                is_error=True,
-            )
-        if agent not in s.defn.team:
-            team = ", ".join(sorted(s.defn.team))
-            return ToolResult(
-                output=f"error: agent {agent!r} is not in the team (team: {team})",
-                is_error=True,
-            )
-        child_id, error = await self._children.spawn_for_task(agent)
-        if child_id is None:
-            return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
-        self._vis.trace(f"{s.id}: task → {child_id}")
-        try:
-            self._slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
-            result = await self._await_child_result(index, child_id)
-        except asyncio.CancelledError:
-            # The parent's turn was interrupted: the delegated work is abandoned with it.
-            self._approvals.forget_task(index)
-            await self._children.close(child_id, CloseRequest(force=True, reason="task aborted"))
-            raise
-        await self._children.close(child_id, CloseRequest(reason="task done"))
-        if result.status == "done":
-            return ToolResult(output=result.text)
-        return ToolResult(output=f"[{result.status}] {result.text}", is_error=True)
-
-    async def _await_child_result(self, index: int, child_id: str) -> TaskResult:
-        """Wait for the child's first settled result; while the child is parked on a
-        Request, this handle parks too, with the Request stamped with its own path."""
-        s = self.s
-
-        def info() -> ChildInfo:
-            return s.children_info.get(child_id, ChildInfo())
-
-        while True:
-            await workflow.wait_condition(
-                lambda: (
-                    info().state == "closed"
-                    or (info().result_seq >= 1 and info().state == "idle")
-                    or info().parked != self._approvals.is_parked(index)
-                )
-            )
-            current = info()
-            if current.parked and current.pending_req is not None:
-                self._approvals.park_for_child(index, current.pending_req)
-                continue
-            if self._approvals.is_parked(index):
-                self._approvals.unpark_for_child(index)
-                continue
-            if current.last_result is not None and current.result_seq >= 1:
-                return current.last_result
-            if current.state == "closed":
-                return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")
 
 
 def _canonical(arguments: str) -> str:
