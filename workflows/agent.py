@@ -40,7 +40,7 @@ from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.slots import SlotBook
-from toolnexus_temporal.workflows.turn import TurnMixin
+from toolnexus_temporal.workflows.turn import Turn
 from toolnexus_temporal.workflows.visibility import (
     INVALID,
     Visibility,
@@ -86,7 +86,7 @@ with workflow.unsafe.imports_passed_through():
 
 
 @workflow.defn(name="AgentWorkflow")
-class AgentWorkflow(TurnMixin):
+class AgentWorkflow:
     """One Handle. Started by the client for the root, by a parent's ``spawn`` for the rest.
 
     The turn itself (LLM loop, tools, suspension, delegation) is in ``turn.py``."""
@@ -105,6 +105,15 @@ class AgentWorkflow(TurnMixin):
         self._approvals = Approvals(self.s, self._scratch, self._vis, self._machine, self._outbox)
         self._delegation = Delegation(
             self.s, self._vis, self._children, self._slots, self._approvals
+        )
+        self._turn = Turn(
+            self.s,
+            self._scratch,
+            self._vis,
+            self._machine,
+            self._budgets,
+            self._approvals,
+            self._delegation,
         )
         self._updates = 0
         self._closed_event = False
@@ -132,7 +141,7 @@ class AgentWorkflow(TurnMixin):
             if self._closed_event:
                 break
             if self.s.turn_pending:
-                self._scratch.task = asyncio.create_task(self._run_turn())
+                self._scratch.task = asyncio.create_task(self._turn.run())
                 await self._scratch.task
                 self._scratch.task = None
                 continue

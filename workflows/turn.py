@@ -1,6 +1,6 @@
 """The turn (CONTRACT §4, §5): the LLM loop, tool calls, suspension and delegation.
 
-Mixed into ``AgentWorkflow``; deterministic like it. One turn:
+Deterministic, like all workflow code. One turn:
 
 1. call the model (activity ``tnx.llm_call``) with the new messages;
 2. run every tool call of the reply concurrently (activity ``tnx.tool_call`` per call; the
@@ -26,11 +26,9 @@ from temporalio.exceptions import ActivityError
 
 from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
-from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
-from toolnexus_temporal.workflows.machine import Machine, TurnScratch
-from toolnexus_temporal.workflows.slots import SlotBook
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -66,23 +64,44 @@ class Interrupted(Exception):
     """Raised inside a turn when an interrupt aborted it."""
 
 
-class TurnMixin:
-    """The turn half of AgentWorkflow. The attributes and methods declared here are provided
-    by AgentWorkflow."""
+class Turn:
+    """The turn of one handle (see the module docstring).
 
-    s: HandleState
-    _vis: Visibility
-    _machine: Machine
-    _scratch: TurnScratch
-    _budgets: BudgetLedger
-    _slots: SlotBook
-    _approvals: Approvals
-    _children: Children
-    _delegation: Delegation
+    Owns ``transcript_len``, ``llm_seq``, ``unsent``, ``store_key`` and ``tool_options``, the
+    turn's counters in ``HandleState`` (``turns_total``, ``own_tokens``,
+    ``tool_calls_total``), and the per-turn :class:`TurnScratch`.
+
+    Args:
+        s: the handle's state model.
+        scratch: the per-turn counters and flags (shared with approvals and interrupt).
+        vis: trace lines.
+        machine: settles the turn; live usage reports.
+        budgets: the ledger and the budget check before each LLM call and tool batch.
+        approvals: suspensions.
+        delegation: the ``task`` tool.
+    """
+
+    def __init__(
+        self,
+        s: HandleState,
+        scratch: TurnScratch,
+        vis: Visibility,
+        machine: Machine,
+        budgets: BudgetLedger,
+        approvals: Approvals,
+        delegation: Delegation,
+    ) -> None:
+        self.s = s
+        self.scratch = scratch
+        self.vis = vis
+        self.machine = machine
+        self.budgets = budgets
+        self.approvals = approvals
+        self.delegation = delegation
 
     # ------------------------------------------------------------------ the turn
 
-    async def _run_turn(self) -> None:
+    async def run(self) -> None:
         """Run one admitted turn (see the module docstring).
 
         A turn is transactional when it is interrupted or fails: the transcript rolls back to
@@ -90,68 +109,68 @@ class TurnMixin:
         drained inbox returns to the front of the inbox.
         """
         s = self.s
-        assert s.defn is not None
+        defn = require_defn(s)
         s.turn_pending = False
         user_text = take_turn_input(s)
         unsent_before = list(s.unsent)
         new_messages: list[Message] = list(s.unsent)
         s.unsent = []
-        if s.transcript_len == 0 and not new_messages and s.defn.system_prompt:
-            new_messages.append(Message(role="system", content=s.defn.system_prompt))
+        if s.transcript_len == 0 and not new_messages and defn.system_prompt:
+            new_messages.append(Message(role="system", content=defn.system_prompt))
         new_messages.append(Message(role="user", content=user_text))
         turn_start_len = s.transcript_len
-        self._scratch.start(new_messages)
+        self.scratch.start(new_messages)
         watchdog = self._start_watchdog()
         result: TaskResult
         try:
-            result = await self._turn_loop()
+            result = await self._loop()
         except (asyncio.CancelledError, Interrupted):
-            if self._scratch.wall_fired:
+            if self.scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
                 result = self._rollback(turn_start_len, unsent_before, None)
         except ActivityError as err:
-            if self._scratch.wall_fired:
+            if self.scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
-                cause = None if self._scratch.interrupt_requested else error_text(err)
+                cause = None if self.scratch.interrupt_requested else error_text(err)
                 result = self._rollback(turn_start_len, unsent_before, cause)
         finally:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
         s.turn_inbox = []
         s.pending_req = None
-        self._scratch.interrupt_requested = False
-        self._machine.settle(result)
+        self.scratch.interrupt_requested = False
+        self.machine.settle(result)
 
-    async def _turn_loop(self) -> TaskResult:
+    async def _loop(self) -> TaskResult:
         """The LLM loop; budgets are checked before every LLM call and every tool batch
         (CONTRACT §6, §9.3)."""
         s = self.s
         max_turns = s.budget.max_turns
         while True:
-            if max_turns is not None and self._scratch.llm_calls >= max_turns:
-                s.unsent = self._scratch.next_messages
-                return self._scratch.result(
+            if max_turns is not None and self.scratch.llm_calls >= max_turns:
+                s.unsent = self.scratch.next_messages
+                return self.scratch.result(
                     "incomplete",
-                    f"stopped after {self._scratch.llm_calls} LLM round trip(s): max_turns reached",
+                    f"stopped after {self.scratch.llm_calls} LLM round trip(s): max_turns reached",
                     limit="maxTurns",
                 )
-            await self._budgets.refresh()
-            limit = self._budgets.limit(0)
+            await self.budgets.refresh()
+            limit = self.budgets.limit(0)
             if limit is not None:
                 return self._budget_stop(limit)
-            reply = await self._llm_call(self._scratch.next_messages)
-            self._scratch.llm_calls += 1
-            self._scratch.tokens += reply.usage.total_tokens
+            reply = await self._llm_call(self.scratch.next_messages)
+            self.scratch.llm_calls += 1
+            self.scratch.tokens += reply.usage.total_tokens
             s.turns_total += 1
             s.own_tokens += reply.usage.total_tokens
-            self._budgets.recount()
+            self.budgets.recount()
             s.transcript_len = reply.stored_len
-            self._scratch.next_messages = []
+            self.scratch.next_messages = []
             calls = reply.message.tool_calls or []
             if not calls:
-                return self._scratch.result("done", reply.message.content or "")
+                return self.scratch.result("done", reply.message.content or "")
             # Usage rolls up live: after every call under a finite pool above (siblings drain
             # the same pool), else at most once per live_usage_ms; the rest goes with the
             # settle (or suspension) report, which saves ~9 events per call.
@@ -160,40 +179,41 @@ class TurnMixin:
                 or not workflow.patched(SETTLE_REPORTS_ONLY)
                 or self._live_report_due()
             ):
-                self._machine.report()
-            self._scratch.open_calls = calls
-            await self._budgets.refresh()
-            limit = self._budgets.limit(len(calls))
+                self.machine.report()
+            self.scratch.open_calls = calls
+            await self.budgets.refresh()
+            limit = self.budgets.limit(len(calls))
             if limit is not None:
                 return self._budget_stop(limit)
-            self._scratch.next_messages = await self._run_tool_calls(calls)
-            self._scratch.open_calls = []
+            self.scratch.next_messages = await self._run_tool_calls(calls)
+            self.scratch.open_calls = []
 
     def _live_report_due(self) -> bool:
+        """The last report is at least ``live_usage_ms`` old (workflow time)."""
         every = self.s.options.live_usage_ms
         if every is None:
             return False
         now_ms = workflow.now().timestamp() * 1000
-        return now_ms - self._machine.last_report_ms >= every
+        return now_ms - self.machine.last_report_ms >= every
 
     def _budget_stop(self, limit: LimitName) -> TaskResult:
         """Stop the turn at a budget limit: ``incomplete``, partial work and transcript kept.
         Tool calls the model asked for but that did not run get error results, sent first
         on the next wake, so the transcript stays well-formed."""
         s = self.s
-        if self._scratch.open_calls:
+        if self.scratch.open_calls:
             s.unsent = [
                 Message(
                     role="tool",
                     tool_call_id=call.id,
                     content=f"error: not run: budget exhausted ({limit})",
                 )
-                for call in self._scratch.open_calls
+                for call in self.scratch.open_calls
             ]
         else:
-            s.unsent = self._scratch.next_messages
-        self._scratch.open_calls = []
-        return self._scratch.result(
+            s.unsent = self.scratch.next_messages
+        self.scratch.open_calls = []
+        return self.scratch.result(
             "incomplete", f"budget exhausted ({limit}): the turn stopped", limit=limit
         )
 
@@ -208,9 +228,9 @@ class TurnMixin:
 
         async def fire() -> None:
             await workflow.sleep(timedelta(milliseconds=left_ms))
-            self._scratch.wall_fired = True
-            if self._scratch.task is not None:
-                self._scratch.task.cancel()
+            self.scratch.wall_fired = True
+            if self.scratch.task is not None:
+                self.scratch.task.cancel()
 
         return asyncio.create_task(fire())
 
@@ -223,17 +243,23 @@ class TurnMixin:
         s.unsent = unsent_before
         restore_drained(s)
         if cause is None:
-            return self._scratch.result(
+            return self.scratch.result(
                 "interrupted", "the turn was interrupted; its transcript was not kept"
             )
-        result = self._scratch.result("error", f"LLM call failed: {cause}")
+        result = self.scratch.result("error", f"LLM call failed: {cause}")
         s.last_error = result.text[:500]
         return result
 
     async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:
+        """One LLM round trip (activity ``tnx.llm_call``) appending ``new_messages``.
+
+        Raises:
+            Interrupted: an interrupt came before the call was scheduled.
+            ActivityError: the call failed after its retries, or was cancelled.
+        """
         s = self.s
-        assert s.defn is not None
-        if self._scratch.interrupt_requested:
+        defn = require_defn(s)
+        if self.scratch.interrupt_requested:
             raise Interrupted()
         opts = s.options
         s.llm_seq += 1
@@ -244,10 +270,10 @@ class TurnMixin:
                 base_len=s.transcript_len,
                 fence=s.llm_seq,
                 new_messages=new_messages,
-                model=s.defn.model,
-                style=s.defn.style,
-                tools=s.defn.tools,
-                team=s.defn.team,
+                model=defn.model,
+                style=defn.style,
+                tools=defn.tools,
+                team=defn.team,
             ),
             result_type=LlmCallResult,
             task_queue=(
@@ -272,7 +298,7 @@ class TurnMixin:
         at a time in call order. Returns one tool message per call, in call order."""
         s = self.s
         s.tool_calls_total += len(calls)
-        self._budgets.recount()
+        self.budgets.recount()
         # Identical task calls within one response share one child (CONTRACT §4).
         jobs: dict[str, int] = {}
         call_job: list[int] = []
@@ -302,19 +328,21 @@ class TurnMixin:
     async def _resolve_suspension(self, call: ToolCall, fields: dict[str, Any]) -> ToolResult:
         """Resolve one suspension (CONTRACT §5) and, when its Answer is ``ok``, run the tool
         once more with it."""
-        outcome = await self._approvals.suspend(call, fields)
+        outcome = await self.approvals.suspend(call, fields)
         if isinstance(outcome, ToolResult):
             return outcome
         again = await self._exec_tool(call, outcome.answer)
         return rerun_result(outcome.request, again)
 
     async def _tool_job(self, index: int, call: ToolCall) -> ToolResult:
+        """Run the unique tool call ``index``: ``task``, a registered tool, or an error
+        result naming the available tools."""
         s = self.s
-        assert s.defn is not None
-        if call.name == TASK_TOOL and s.defn.team:
-            return await self._delegation.task(index, call)
-        if call.name not in s.defn.tools:
-            available = ", ".join([*s.defn.tools, *([TASK_TOOL] if s.defn.team else [])])
+        defn = require_defn(s)
+        if call.name == TASK_TOOL and defn.team:
+            return await self.delegation.task(index, call)
+        if call.name not in defn.tools:
+            available = ", ".join([*defn.tools, *([TASK_TOOL] if defn.team else [])])
             return ToolResult(
                 output=f"error: unknown tool {call.name!r} (available: {available or 'none'})",
                 is_error=True,
@@ -347,15 +375,14 @@ class TurnMixin:
                 summary=f"tool {call.name} for {s.id}",
             )
         except ActivityError as err:
-            if self._scratch.interrupt_requested:
+            if self.scratch.interrupt_requested:
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
         return result
 
-    # ------------------------------------------------------------------ suspension
-
 
 def _canonical(arguments: str) -> str:
+    """JSON arguments with sorted keys (the key of identical ``task`` calls)."""
     try:
         return json.dumps(json.loads(arguments or "{}"), sort_keys=True)
     except ValueError:
