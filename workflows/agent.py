@@ -1,62 +1,65 @@
 """``AgentWorkflow``: one workflow per Handle, the root included (CONTRACT §2, §8).
 
-The Handle state machine runs here, deterministically; LLM calls and hooks are activities.
-All state lives in one ``HandleState`` (``state.py``), so queries return it as is and
-continue-as-new can carry it whole.
+The Handle state machine runs here, deterministically; LLM calls, tools, interpreters and
+hooks are activities. All state lives in one ``HandleState`` (``state.py``), so queries
+return it as is and continue-as-new can carry it whole.
 
-Messages (names are a durable contract; see README "Verbs on the wire"):
+This module is the durable surface, readable in one place: the run loop, every handler
+and the queries. Each handler parses its input and delegates to one component; a component
+is a plain class that owns one concept and gets its collaborators in its constructor
+(imports only go down):
+
+* ``visibility``: trace, search attributes, views, loud rejection of signal input;
+* ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
+* ``budgets``: pools and the budget check; ``slots``: ``max_concurrent`` (the slot protocol);
+* ``inbox``: post bounds, wake admission; ``approvals``: suspension, Answers, parking;
+* ``children``: spawn, child reports, closing a child; ``delegation``: the ``task`` tool;
+* ``turn``: the LLM loop and tool calls; ``lifecycle``: wait, interrupt, close, hooks,
+  continue-as-new.
+
+Messages (names are a durable contract in ``names.py``; see README "Verbs on the wire"):
 
 * signals ``wake`` (a prompt string, ``null`` or ``{"prompt": ...}``), ``post`` (an InboxItem
-  or a string), ``interrupt`` (no input) and ``close`` (``{"force": bool, "reason": str}``):
-  usable from ``temporal workflow signal``; a rejected signal leaves a trace line and
-  ``last_error``, never a silent drop. ``child_report`` is internal (child → parent).
+  or a string), ``interrupt`` (no input), ``close`` (``{"force": bool, "reason": str}``) and
+  ``answer``: usable from ``temporal workflow signal``; a rejected signal leaves a trace line
+  and ``last_error``, never a silent drop. ``child_report``, ``slot_request``,
+  ``budget_ask``, ``budget_reply`` and ``pool_floor`` are internal (between handles).
 * updates ``spawn``, ``wake_child`` (on the parent: a ``max_concurrent`` slot), ``turn``
   (wake + wait for that turn's result), ``admit_post``, ``admit_interrupt``, ``admit_close``,
   ``admit_answer`` and ``wait``: the client's synchronous path.
 * queries ``view`` (HandleView), ``state`` (HandleState), ``trace`` and ``inbox``.
-
-Children are child workflows with ``ParentClosePolicy.ABANDON``: closing a parent closes its
-subtree through the graceful cascade below (leaf-first, spawn order), never by Temporal
-termination. Children report to their parent with the ``child_report`` signal (state, usage,
-results): an absolute snapshot, coalesced by one reporter loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import Inbox
+from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.turn import Turn
-from toolnexus_temporal.workflows.visibility import (
-    INVALID,
-    Visibility,
-    error_text,
-    status_of,
-    view_of,
-)
+from toolnexus_temporal.workflows.visibility import INVALID, Visibility, status_of, view_of
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows import names
     from toolnexus_temporal.workflows.messages import (
         AnswerResult,
         BudgetAsk,
         BudgetReply,
         ChildReport,
         CloseRequest,
-        HookInput,
         InterruptRequest,
         PostResult,
         SpawnRequest,
@@ -72,42 +75,36 @@ with workflow.unsafe.imports_passed_through():
         HandleStatus,
         HandleView,
         InboxItem,
-        TaskResult,
         TraceLine,
     )
-    from toolnexus_temporal.workflows.names import (
-        RUN_HOOK_ACTIVITY,
-    )
-    from toolnexus_temporal.workflows.state import (
-        AgentInput,
-        HandleState,
-        PoolFloor,
-    )
+    from toolnexus_temporal.workflows.state import AgentInput, HandleState, PoolFloor
 
 
-@workflow.defn(name="AgentWorkflow")
+@workflow.defn(name=names.WORKFLOW_TYPE)
 class AgentWorkflow:
     """One Handle. Started by the client for the root, by a parent's ``spawn`` for the rest.
 
-    The turn itself (LLM loop, tools, suspension, delegation) is in ``turn.py``."""
+    Each concept is a component built here (see the module docstring); handlers parse their
+    input and delegate to one component.
+    """
 
     @workflow.init
     def __init__(self, inp: AgentInput) -> None:
-        self.s: HandleState = inp.state
-        self._vis = Visibility(self.s)
-        self._outbox = Outbox(self.s, self._vis)
-        self._machine = Machine(self.s, self._vis, self._outbox)
+        s = inp.state
+        self.s: HandleState = s
+        """The whole handle state, shared by every component (``state`` query)."""
+        self._vis = Visibility(s)
+        self._outbox = Outbox(s, self._vis)
+        self._machine = Machine(s, self._vis, self._outbox)
         self._scratch = TurnScratch()
-        self._budgets = BudgetLedger(self.s, self._outbox)
-        self._slots = SlotBook(self.s, self._vis, self._outbox)
-        self._inbox = Inbox(self.s, self._vis, self._machine, self._outbox)
-        self._children = Children(self.s, self._vis, self._machine, self._budgets, self._slots)
-        self._approvals = Approvals(self.s, self._scratch, self._vis, self._machine, self._outbox)
-        self._delegation = Delegation(
-            self.s, self._vis, self._children, self._slots, self._approvals
-        )
+        self._budgets = BudgetLedger(s, self._outbox)
+        self._slots = SlotBook(s, self._vis, self._outbox)
+        self._inbox = Inbox(s, self._vis, self._machine, self._outbox)
+        self._children = Children(s, self._vis, self._machine, self._budgets, self._slots)
+        self._approvals = Approvals(s, self._scratch, self._vis, self._machine, self._outbox)
+        self._delegation = Delegation(s, self._vis, self._children, self._slots, self._approvals)
         self._turn = Turn(
-            self.s,
+            s,
             self._scratch,
             self._vis,
             self._machine,
@@ -115,8 +112,16 @@ class AgentWorkflow:
             self._approvals,
             self._delegation,
         )
-        self._updates = 0
-        self._closed_event = False
+        self._lifecycle = Lifecycle(
+            s,
+            self._scratch,
+            self._vis,
+            self._machine,
+            self._outbox,
+            self._inbox,
+            self._slots,
+            self._children,
+        )
 
     # ------------------------------------------------------------------ run loop
 
@@ -127,20 +132,22 @@ class AgentWorkflow:
         Returns:
             The final view (readable after close: close is not loss).
         """
+        s = self.s
+        life = self._lifecycle
         info = workflow.info()
-        if self.s.store_key is None:
-            self.s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
+        if s.store_key is None:
+            s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
         self._vis.publish(initial=True)
         first_run = info.continued_run_id is None
-        if first_run and self.s.defn is not None and self.s.defn.on_spawn:
-            await self._run_hook(self.s.defn.on_spawn, "spawn", None)
+        if first_run and s.defn is not None and s.defn.on_spawn:
+            await life.run_hook(s.defn.on_spawn, "spawn", None)
         while True:
             await workflow.wait_condition(
-                lambda: self.s.turn_pending or self._closed_event or self._continue_as_new_due()
+                lambda: s.turn_pending or life.closed or life.continue_as_new_due()
             )
-            if self._closed_event:
+            if life.closed:
                 break
-            if self.s.turn_pending:
+            if s.turn_pending:
                 self._scratch.task = asyncio.create_task(self._turn.run())
                 await self._scratch.task
                 self._scratch.task = None
@@ -148,145 +155,112 @@ class AgentWorkflow:
             # Idle and the run is long: once nothing is in flight, carry the whole state model
             # into a fresh run (children keep running: they are ABANDON children and signal by
             # workflow id). A wake or a close first takes precedence.
-            await workflow.wait_condition(
-                lambda: self.s.turn_pending or self._closed_event or self._quiescent()
-            )
-            if self._quiescent():
-                self._vis.trace(f"{self.s.id}: continue-as-new")
-                workflow.continue_as_new(AgentInput(state=self.s))
+            await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
+            if life.quiescent():
+                self._vis.trace(f"{s.id}: continue-as-new")
+                workflow.continue_as_new(AgentInput(state=s))
         await workflow.wait_condition(
             lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
         )
-        return view_of(self.s)
-
-    def _continue_as_new_due(self) -> bool:
-        info = workflow.info()
-        opts = self.s.options
-        return (
-            self._updates >= opts.continue_as_new_updates
-            or info.get_current_history_length() >= opts.continue_as_new_events
-            or info.is_continue_as_new_suggested()
-        )
-
-    def _quiescent(self) -> bool:
-        """Idle with nothing in flight: safe to continue as new."""
-        s = self.s
-        return (
-            s.state == "idle"
-            and not s.turn_pending
-            and not s.closing
-            and self._outbox.signals_in_flight == 0
-            and not s.wake_queue
-            and workflow.all_handlers_finished()
-        )
+        return view_of(s)
 
     # ------------------------------------------------------------------ queries
 
-    @workflow.query(name="view")
+    @workflow.query(name=names.QUERY_VIEW)
     def view(self) -> HandleView:
         """The handle's public view (CONTRACT §2 fields)."""
         return view_of(self.s)
 
-    @workflow.query(name="state")
+    @workflow.query(name=names.QUERY_STATE)
     def state(self) -> HandleState:
         """The whole handle state model."""
         return self.s
 
-    @workflow.query(name="trace")
+    @workflow.query(name=names.QUERY_TRACE)
     def trace(self) -> list[TraceLine]:
         """This handle's trace lines, oldest first (CONTRACT §7)."""
         return list(self.s.trace)
 
-    @workflow.query(name="inbox")
+    @workflow.query(name=names.QUERY_INBOX)
     def inbox(self) -> list[InboxItem]:
         """Items waiting for the next wake, oldest first."""
         return list(self.s.inbox)
 
-    # ------------------------------------------------------------------ spawn
+    # ------------------------------------------------------------------ spawn and slots
 
-    @workflow.update(name="spawn")
+    @workflow.update(name=names.UPDATE_SPAWN)
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """Spawn a child handle as a child workflow (CONTRACT §3 spawn).
 
         Checks, in order: unknown name; parent closed; depth; max_children; pools exhausted.
         A failed check is a SpawnResult with ``error`` set (spawn never raises).
         """
-        self._updates += 1
+        self._lifecycle.updates += 1
         return await self._children.spawn(req)
 
-    # ------------------------------------------------------------------ wake
-
-    @workflow.update(name="wake_child")
+    @workflow.update(name=names.UPDATE_WAKE_CHILD)
     def wake_child(self, req: WakeChildRequest) -> WakeChildResult:
         """Admit a child's wake under this handle's ``max_concurrent`` (CONTRACT §3 wake, §6).
 
         The slot take happens here, atomically with the call: the child is then told by a
         durable signal (it drains its inbox and flips to ``running`` when it lands), or the
-        wake is queued FIFO until a sibling hands its slot over.
+        wake is queued FIFO until a sibling hands its slot over (see ``slots.py``).
 
         Raises:
             ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
-        self._updates += 1
+        self._lifecycle.updates += 1
         return self._slots.wake_child(req)
 
-    @workflow.signal(name="slot_request")
+    @workflow.signal(name=names.SIGNAL_SLOT_REQUEST)
     def slot_request(self, *args: Any) -> None:
         """A child asks for a slot for a wake it received as a signal (internal)."""
-        req = self._vis.parse("slot_request", WakeChildRequest, args)
-        if req is None:
-            return
-        self._slots.slot_request(req)
+        req = self._vis.parse(names.SIGNAL_SLOT_REQUEST, WakeChildRequest, args)
+        if req is not None:
+            self._slots.slot_request(req)
 
-    @workflow.signal(name="wake")
+    # ------------------------------------------------------------------ wake
+
+    @workflow.signal(name=names.SIGNAL_WAKE)
     def wake_signal(self, *args: Any) -> None:
         """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}``.
 
         Under a parent that limits ``max_concurrent`` a wake from outside asks the parent for
         a slot first; the parent's grant comes back as a ``wake`` with ``granted``."""
         req = self._vis.parse_wake(args)
-        if req is None:
-            return
-        self._inbox.wake_signal(req)
+        if req is not None:
+            self._inbox.wake_signal(req)
 
-    @workflow.update(name="turn")
+    @workflow.update(name=names.UPDATE_TURN)
     async def turn(self, req: TurnRequest) -> WaitResponse:
         """``wake`` then ``wait`` for that wake's result, as one update: the host's turn costs
-        one client round trip and one update, like the floor (CONTRACT §3 wake, wait).
+        one client round trip and one update (CONTRACT §3 wake, wait).
 
-        On an idle handle the wake is admitted and the update returns the result that turn
-        settles (``pending`` when it parks on a Request). Under a parent that limits
-        ``max_concurrent`` the caller first takes a slot with the parent's ``wake_child``
-        (``relay``) and passes its ``grant`` here; without one, or with the grant this
-        handle used last (the parent had not yet heard that turn settle), the handle asks
-        the parent (``slot_request``) and waits for the grant. A grant is trusted like the
-        ``wake`` signal's ``granted`` flag (namespace permissions are the trust boundary). On
-        a running or suspended handle the wake is a no-op and the update behaves as
-        ``wait``.
+        On an idle handle the wake is admitted (with a fresh ``grant`` from the parent's
+        ``wake_child``, else after a ``slot_request``: see ``slots.py``) and the update
+        returns the result that turn settles (``pending`` when it parks on a Request). On a
+        running or suspended handle the wake is a no-op and the update behaves as ``wait``.
 
         Raises (in the validator, so a rejection adds nothing to history):
             ApplicationError: ``WakeRejected`` for the root or a closed handle.
         """
-        self._updates += 1
-        s = self.s
-        if s.state != "idle":
-            return await self._wait(WaitRequest())
-        seen = s.result_seq
-        # No grant, or the one this handle last used: the parent's books are behind (this
-        # handle's settle report is still on its way). Then it asks the parent for a slot
-        # with its own result count, which frees the old one first.
-        self._inbox.wake_from_outside(req.prompt, granted=self._slots.consume_grant(req.grant))
-        return await self._wait(WaitRequest(after_seq=seen))
+        self._lifecycle.updates += 1
+        return await self._lifecycle.turn(req)
 
     @turn.validator
     def _validate_turn(self, req: TurnRequest) -> None:
+        """Reject a ``turn`` on the root or a closed handle before it reaches history.
+
+        Raises:
+            ApplicationError: ``WakeRejected``.
+        """
         error = self._inbox.wake_error()
         if error is not None:
             raise ApplicationError(error, type="WakeRejected", non_retryable=True)
 
     # ------------------------------------------------------------------ post
 
-    @workflow.update(name="admit_post")
+    @workflow.update(name=names.UPDATE_POST)
     def admit_post(self, item: InboxItem) -> PostResult:
         """Append an item to the inbox; never changes state (CONTRACT §3 post).
 
@@ -294,96 +268,68 @@ class AgentWorkflow:
             ``ok`` True, or ``ok`` False with ``inbox closed`` / ``inbox full (N)``: loud to
             the sender, and a trace line.
         """
-        self._updates += 1
+        self._lifecycle.updates += 1
         error = self._inbox.post(item)
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
 
-    @workflow.signal(name="post")
+    @workflow.signal(name=names.SIGNAL_POST)
     def post_signal(self, *args: Any) -> None:
         """``post`` as a signal: an InboxItem as JSON (``{"from": ..., "channel": ...,
         "text": ...}``) or a bare string (an external item)."""
         item = self._vis.parse_post(args)
-        if item is None:
-            return
-        self._inbox.post(item)
+        if item is not None:
+            self._inbox.post(item)
+
+    # ------------------------------------------------------------------ wait
+
+    @workflow.update(name=names.UPDATE_WAIT)
+    async def wait(self, req: WaitRequest) -> WaitResponse:
+        """The next result, or at once the last one when the handle is settled (CONTRACT §3).
+
+        Settled means: idle with a result, suspended, or closed. A timeout returns status
+        ``timeout`` and the turn keeps running. Never raises.
+        """
+        self._lifecycle.updates += 1
+        return await self._lifecycle.wait(req)
 
     # ------------------------------------------------------------------ interrupt
 
-    @workflow.update(name="admit_interrupt")
+    @workflow.update(name=names.UPDATE_INTERRUPT)
     async def admit_interrupt(self, req: InterruptRequest) -> HandleStatus:
         """Abort the running turn (CONTRACT §3 interrupt) and return once the handle is idle.
 
         Idle or closed: a no-op. The drained inbox returns to the front, the aborted turn's
         transcript is not kept, waiters get ``interrupted``.
         """
-        self._updates += 1
-        await self._interrupt("interrupt")
+        self._lifecycle.updates += 1
+        await self._lifecycle.interrupt("interrupt")
         return status_of(self.s)
 
-    @workflow.signal(name="interrupt")
+    @workflow.signal(name=names.SIGNAL_INTERRUPT)
     async def interrupt_signal(self, *args: Any) -> None:
         """``interrupt`` as a signal (no input, or ``null``)."""
-        if self._vis.one("interrupt", args) is INVALID:
-            return
-        await self._interrupt("interrupt")
-
-    async def _interrupt(self, why: str) -> None:
-        """Abort the turn of a running or suspended handle (a suspended one's Request is
-        cancelled with it); idle and closed: nothing to do."""
-        if self.s.state not in ("running", "suspended"):
-            return
-        self._scratch.interrupt_requested = True
-        if self._scratch.task is not None:
-            self._scratch.task.cancel()
-        await workflow.wait_condition(lambda: self.s.state not in ("running", "suspended"))
+        if self._vis.one(names.SIGNAL_INTERRUPT, args) is not INVALID:
+            await self._lifecycle.interrupt("interrupt")
 
     # ------------------------------------------------------------------ close
 
-    @workflow.update(name="admit_close")
+    @workflow.update(name=names.UPDATE_CLOSE)
     async def admit_close(self, req: CloseRequest) -> HandleStatus:
         """Close this handle and its subtree (CONTRACT §3 close); returns once closed."""
-        self._updates += 1
-        await self._close(req)
+        self._lifecycle.updates += 1
+        await self._lifecycle.close(req)
         return status_of(self.s)
 
-    @workflow.signal(name="close")
+    @workflow.signal(name=names.SIGNAL_CLOSE)
     async def close_signal(self, *args: Any) -> None:
         """``close`` as a signal: ``null`` or ``{"force": bool, "reason": str}``."""
         req = self._vis.parse_close(args)
-        if req is None:
-            return
-        await self._close(req)
-
-    async def _close(self, req: CloseRequest) -> None:
-        """Stop accepting; close children leaf-first in spawn order; let a running turn
-        finish within ``shutdown_ms`` (force: abort it first); run ``on_close``; closed."""
-        s = self.s
-        if s.closing or s.state == "closed":
-            await workflow.wait_condition(lambda: self.s.state == "closed")
-            return
-        s.closing = True
-        why = req.reason or ("close --force" if req.force else "close")
-        self._vis.trace(f"{s.id}: close requested ({why})")
-        if req.force or s.state == "suspended":
-            # A forced close aborts the turn first; a parked turn cannot finish by itself, so
-            # its Request is cancelled now rather than answered by a closing tree.
-            await self._interrupt("close")
-        for child_id in list(s.children):
-            await self._children.close(child_id, req)
-        if s.state == "running" or s.turn_pending:
-            grace = timedelta(milliseconds=s.options.shutdown_ms)
-            try:
-                await workflow.wait_condition(lambda: self.s.state != "running", timeout=grace)
-            except TimeoutError:
-                await self._interrupt("close: shutdown grace over")
-        if s.defn is not None and s.defn.on_close:
-            await self._run_hook(s.defn.on_close, "close", req.reason)
-        self._machine.transition("closed", why)
-        self._closed_event = True
+        if req is not None:
+            await self._lifecycle.close(req)
 
     # ------------------------------------------------------------------ answer
 
-    @workflow.update(name="admit_answer")
+    @workflow.update(name=names.UPDATE_ANSWER)
     def admit_answer(self, answer: Answer) -> AnswerResult:
         """Deliver an Answer (CONTRACT §3 resume, §5): to this handle's parked Request, or
         routed down to the child whose parked Request has this id.
@@ -392,118 +338,48 @@ class AgentWorkflow:
             ``ok`` False with the reason when the id matches no pending Request (nothing
             changes; a trace line records it: CONTRACT §9.2).
         """
-        self._updates += 1
+        self._lifecycle.updates += 1
         error, answered = self._approvals.answer(answer)
         return AnswerResult(
             ok=error is None, error=error, answered=answered, status=status_of(self.s)
         )
 
-    @workflow.signal(name="answer")
+    @workflow.signal(name=names.SIGNAL_ANSWER)
     def answer_signal(self, *args: Any) -> None:
         """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``)."""
-        answer = self._vis.parse("answer", Answer, args)
+        answer = self._vis.parse(names.SIGNAL_ANSWER, Answer, args)
         if answer is not None:
             self._approvals.answer(answer)
 
-    # ------------------------------------------------------------------ children
+    # ------------------------------------------------------------------ between handles
 
-    @workflow.signal(name="child_report")
+    @workflow.signal(name=names.SIGNAL_CHILD_REPORT)
     def child_report(self, *args: Any) -> None:
         """A child's snapshot (internal: sent by child workflows, not by hosts)."""
-        report = self._vis.parse("child_report", ChildReport, args)
-        if report is None:
-            return
-        self._children.on_report(report)
+        report = self._vis.parse(names.SIGNAL_CHILD_REPORT, ChildReport, args)
+        if report is not None:
+            self._children.on_report(report)
 
-    @workflow.signal(name="budget_ask")
+    @workflow.signal(name=names.SIGNAL_BUDGET_ASK)
     async def budget_ask(self, *args: Any) -> None:
         """A child asks for the live remainder before spending (internal; CONTRACT §6)."""
-        ask = self._vis.parse("budget_ask", BudgetAsk, args)
-        if ask is None:
-            return
-        await self._budgets.on_ask(ask)
+        ask = self._vis.parse(names.SIGNAL_BUDGET_ASK, BudgetAsk, args)
+        if ask is not None:
+            await self._budgets.on_ask(ask)
 
-    @workflow.signal(name="budget_reply")
+    @workflow.signal(name=names.SIGNAL_BUDGET_REPLY)
     def budget_reply(self, *args: Any) -> None:
         """The parent's answer to a ``budget_ask`` (internal)."""
-        reply = self._vis.parse("budget_reply", BudgetReply, args)
+        reply = self._vis.parse(names.SIGNAL_BUDGET_REPLY, BudgetReply, args)
         if reply is not None:
             self._budgets.on_reply(reply)
 
-    @workflow.signal(name="pool_floor")
+    @workflow.signal(name=names.SIGNAL_POOL_FLOOR)
     def pool_floor(self, *args: Any) -> None:
         """The parent's live remainder (internal; see :class:`PoolFloor`)."""
-        floor = self._vis.parse("pool_floor", PoolFloor, args)
+        floor = self._vis.parse(names.SIGNAL_POOL_FLOOR, PoolFloor, args)
         if floor is not None:
             self._budgets.on_floor(floor)
-
-    # ------------------------------------------------------------------ wait
-
-    @workflow.update(name="wait")
-    async def wait(self, req: WaitRequest) -> WaitResponse:
-        """The next result, or at once the last one when the handle is settled (CONTRACT §3).
-
-        Settled means: idle with a result, suspended, or closed. A timeout returns status
-        ``timeout`` and the turn keeps running. Never raises.
-        """
-        self._updates += 1
-        return await self._wait(req)
-
-    async def _wait(self, req: WaitRequest) -> WaitResponse:
-        s = self.s
-        behind = req.after_seq is not None and s.result_seq <= req.after_seq
-        if (
-            not behind
-            and self._machine.settled()
-            and (s.last_result is not None or s.state == "closed")
-        ):
-            if s.floor is not None:
-                await workflow.wait_condition(lambda: self._outbox.signals_in_flight == 0)
-            return WaitResponse(result=self._machine.last_or_closed(), status=status_of(s))
-        seen = s.result_seq if req.after_seq is None else max(req.after_seq, 0)
-        timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
-        try:
-            await workflow.wait_condition(
-                lambda: self.s.result_seq > seen or self.s.state == "closed", timeout=timeout
-            )
-        except TimeoutError:
-            result = TaskResult(
-                status="timeout",
-                is_error=True,
-                text=f"no result within {req.timeout_ms} ms; the turn keeps running",
-            )
-            return WaitResponse(result=result, status=status_of(s))
-        if s.result_seq > seen and s.last_result is not None:
-            if s.floor is not None:
-                # Under a finite pool the caller must see a settled ledger: the parent has
-                # the report of this turn's spending before the result is handed out.
-                await workflow.wait_condition(lambda: self._outbox.signals_in_flight == 0)
-            return WaitResponse(result=s.last_result, status=status_of(s))
-        return WaitResponse(result=self._machine.closed_result(), status=status_of(s))
-
-    async def _run_hook(self, hook: str, event: str, reason: str | None) -> None:
-        """Run a registered hook as an activity; a failing hook is traced, never fatal."""
-        s = self.s
-        try:
-            await workflow.execute_activity(
-                RUN_HOOK_ACTIVITY,
-                HookInput(
-                    hook=hook,
-                    event="spawn" if event == "spawn" else "close",
-                    handle_id=s.id,
-                    reason=reason,
-                ),
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"on_{event} hook {hook} for {s.id}",
-            )
-            self._vis.trace(f"{s.id}: on_{event} {hook} ran")
-        except ActivityError as err:
-            cause = error_text(err)
-            s.last_error = f"on_{event} hook {hook} failed: {cause}"[:500]
-            self._vis.trace(f"{s.id}: on_{event} {hook} FAILED ({cause})")
-
-    # ------------------------------------------------------------------ trace & visibility
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
