@@ -60,7 +60,22 @@ def transition_error(before: HandleStateName, to: HandleStateName) -> str | None
     if to in TRANSITIONS[before]:
         return None
     allowed = ", ".join(sorted(TRANSITIONS[before])) or "nothing"
-    return f"illegal transition {before}→{to} (from {before}: {allowed})"
+    # no arrow: tools that read the trace's arrows see only the moves themselves
+    return f"illegal transition {before} to {to} (allowed from {before}: {allowed})"
+
+
+def record_illegal(s: HandleState, to: HandleStateName, why: str) -> str | None:
+    """Check the move of ``s`` to ``to`` against :data:`TRANSITIONS`; an illegal one is kept
+    in ``last_error``.
+
+    Returns:
+        None when allowed, else the trace line that records it.
+    """
+    error = transition_error(s.state, to)
+    if error is None:
+        return None
+    s.last_error = f"{error} ({why})"[:500]
+    return f"{s.id}: ILLEGAL: {error} ({why})"
 
 
 def require_defn(s: HandleState) -> AgentDef:
@@ -192,11 +207,10 @@ class Machine:
         """
         s = self.s
         before = s.state
-        error = transition_error(before, to)
-        if error is not None:
-            s.last_error = f"{error}: {why}"[:500]
-            self.vis.trace(f"{s.id}: ILLEGAL {error}: {why}")
-            workflow.logger.error("%s: %s: %s", s.id, error, why)
+        illegal = record_illegal(s, to, why)
+        if illegal is not None:
+            self.vis.trace(illegal)
+            workflow.logger.error("%s", illegal)
         s.state = to
         self.vis.trace(f"{s.id}: {before}→{to} ({why})")
         self.vis.publish()
