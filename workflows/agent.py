@@ -1,53 +1,67 @@
 """``AgentWorkflow``: one workflow per Handle, the root included (CONTRACT §2, §8).
 
-The Handle state machine runs here, deterministically; LLM calls and hooks are activities.
-All state lives in one ``HandleState`` (``state.py``), so queries return it as is and
-continue-as-new can carry it whole.
+The Handle state machine runs here, deterministically; LLM calls, tools, interpreters and
+hooks are activities. All state lives in one ``HandleState`` (``state.py``), so queries
+return it as is and continue-as-new can carry it whole.
 
-Messages (names are a durable contract; see README "Verbs on the wire"):
+This module is the durable surface, readable in one place: the run loop, every handler
+and the queries. Each handler parses its input and delegates to one component; a component
+is a plain class that owns one concept and gets its collaborators in its constructor
+(imports only go down):
+
+* ``visibility``: trace, search attributes, views, loud rejection of signal input;
+* ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
+* ``budgets``: pools and the budget check; ``slots``: ``max_concurrent`` (the slot protocol);
+* ``inbox``: post bounds, wake admission; ``approvals``: suspension, Answers, parking;
+* ``children``: spawn, child reports, closing a child; ``delegation``: the ``task`` tool;
+* ``turn``: the LLM loop and tool calls; ``lifecycle``: wait, interrupt, close, hooks,
+  continue-as-new.
+
+Messages (names are a durable contract in ``names.py``; see README "Verbs on the wire"):
 
 * signals ``wake`` (a prompt string, ``null`` or ``{"prompt": ...}``), ``post`` (an InboxItem
-  or a string), ``interrupt`` (no input) and ``close`` (``{"force": bool, "reason": str}``):
-  usable from ``temporal workflow signal``; a rejected signal leaves a trace line and
-  ``last_error``, never a silent drop. ``child_report`` is internal (child → parent).
+  or a string), ``interrupt`` (no input), ``close`` (``{"force": bool, "reason": str}``) and
+  ``answer``: usable from ``temporal workflow signal``; a rejected signal leaves a trace line
+  and ``last_error``, never a silent drop. ``child_report``, ``slot_request``,
+  ``budget_ask``, ``budget_reply`` and ``pool_floor`` are internal (between handles).
 * updates ``spawn``, ``wake_child`` (on the parent: a ``max_concurrent`` slot), ``turn``
   (wake + wait for that turn's result), ``admit_post``, ``admit_interrupt``, ``admit_close``,
   ``admit_answer`` and ``wait``: the client's synchronous path.
 * queries ``view`` (HandleView), ``state`` (HandleState), ``trace`` and ``inbox``.
-
-Children are child workflows with ``ParentClosePolicy.ABANDON``: closing a parent closes its
-subtree through the graceful cascade below (leaf-first, spawn order), never by Temporal
-termination. Children report to their parent with the ``child_report`` signal (state, usage,
-results): an absolute snapshot, coalesced by one reporter loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.workflows.turn import TurnMixin, error_cause, error_text
+from toolnexus_temporal.workflows.approvals import Approvals
+from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.children import Children
+from toolnexus_temporal.workflows.delegation import Delegation
+from toolnexus_temporal.workflows.inbox import Inbox
+from toolnexus_temporal.workflows.lifecycle import Lifecycle
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.slots import SlotBook
+from toolnexus_temporal.workflows.turn import Turn
+from toolnexus_temporal.workflows.visibility import INVALID, Visibility, status_of, view_of
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel, TypeAdapter, ValidationError
-
+    from toolnexus_temporal.workflows import names
     from toolnexus_temporal.workflows.messages import (
         AnswerResult,
         BudgetAsk,
         BudgetReply,
         ChildReport,
         CloseRequest,
-        HookInput,
         InterruptRequest,
         PostResult,
-        ResolveAgentInput,
-        ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
         TurnRequest,
@@ -55,141 +69,59 @@ with workflow.unsafe.imports_passed_through():
         WaitResponse,
         WakeChildRequest,
         WakeChildResult,
-        WakeRequest,
     )
     from toolnexus_temporal.workflows.models import (
         Answer,
-        Budget,
-        HandleStateName,
         HandleStatus,
         HandleView,
         InboxItem,
-        Message,
-        Request,
-        TaskResult,
-        ToolCall,
         TraceLine,
     )
-    from toolnexus_temporal.workflows.names import (
-        AGENT_DEPTH,
-        AGENT_NAME,
-        AGENT_PARENT,
-        AGENT_STATE,
-        RESOLVE_AGENT_ACTIVITY,
-        RESOLVE_BY_ACTIVITY,
-        ROOT_ID,
-        RUN_HOOK_ACTIVITY,
-        workflow_id_for,
-    )
-    from toolnexus_temporal.workflows.state import (
-        AgentInput,
-        ChildInfo,
-        HandleState,
-        Interpreter,
-        PoolFloor,
-        QueuedWake,
-    )
-
-DEF_CACHE_S = 60.0
-"""How long a parent reuses a resolved agent definition, in seconds of workflow time."""
-
-_INVALID = object()
-"""Marks a signal whose input was rejected."""
-
-_M = TypeVar("_M", bound=BaseModel)
-
-_WAKE_PAYLOAD: TypeAdapter[WakeRequest | str | None] = TypeAdapter(WakeRequest | str | None)
-_CLOSE_PAYLOAD: TypeAdapter[CloseRequest | None] = TypeAdapter(CloseRequest | None)
+    from toolnexus_temporal.workflows.state import AgentInput, HandleState, PoolFloor
 
 
-def _min_opt(a: int | None, b: int | None) -> int | None:
-    """min() where None means unlimited."""
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
-
-
-_STATUS_FIELDS = (
-    "id",
-    "state",
-    "usage_total",
-    "turns_total",
-    "tool_calls_total",
-    "pool_tokens",
-    "pool_tool_calls",
-    "wall_deadline_ms",
-    "pending_req",
-    "result_seq",
-    "transcript_len",
-    "last_error",
-)
-"""Fields a HandleStatus copies from the state as they are."""
-
-_VIEW_FIELDS = (
-    *_STATUS_FIELDS,
-    "parent",
-    "depth",
-    "last_result",
-    "defn",
-    "store_key",
-    "slot_parent",
-)
-"""Fields a HandleView copies from the state as they are."""
-
-
-def view_of(s: HandleState) -> HandleView:
-    """Build the public view of a handle state."""
-    return HandleView(
-        **{name: getattr(s, name) for name in _VIEW_FIELDS},
-        name=s.defn.name if s.defn else ROOT_ID,
-        inbox_count=len(s.inbox),
-        children=list(s.children),
-        conv_id=s.id,
-    )
-
-
-def status_of(s: HandleState) -> HandleStatus:
-    """Build the small status returned by verbs."""
-    return HandleStatus(
-        **{name: getattr(s, name) for name in _STATUS_FIELDS},
-        inbox_count=len(s.inbox),
-        children_count=len(s.children),
-    )
-
-
-@workflow.defn(name="AgentWorkflow")
-class AgentWorkflow(TurnMixin):
+@workflow.defn(name=names.WORKFLOW_TYPE)
+class AgentWorkflow:
     """One Handle. Started by the client for the root, by a parent's ``spawn`` for the rest.
 
-    The turn itself (LLM loop, tools, suspension, delegation) is in ``turn.py``."""
+    Each concept is a component built here (see the module docstring); handlers parse their
+    input and delegate to one component.
+    """
 
     @workflow.init
     def __init__(self, inp: AgentInput) -> None:
-        self.s: HandleState = inp.state
-        self._published_state: HandleStateName | None = None
-        self._turn_task: asyncio.Task[None] | None = None
-        self._interrupt_requested = False
-        self._answers: dict[str, Answer] = {}
-        self._forwarded: set[str] = set()
-        self._suspended_tasks: dict[int, Request] = {}
-        self._turn_turns = 0
-        self._turn_tokens = 0
-        self._wall_fired = False
-        self._budget_seq = 0
-        self._budget_replies: dict[int, BudgetReply] = {}
-        self._next_messages: list[Message] = []
-        self._open_calls: list[ToolCall] = []
-        self._reports_in_flight = 0
-        self._updates = 0
-        self._last_report: ChildReport | None = None
-        self._last_report_ms = 0.0
-        """Workflow time of the last report sent to the parent, ms (per run)."""
-        self._closed_event = False
-        self._defs: dict[str, tuple[float, ResolveAgentResult]] = {}
-        """Resolved definitions of this run by name: (workflow time in s, result)."""
-        self._resolving: dict[str, asyncio.Future[ResolveAgentResult]] = {}
+        s = inp.state
+        self.s: HandleState = s
+        """The whole handle state, shared by every component (``state`` query)."""
+        self._vis = Visibility(s)
+        self._outbox = Outbox(s, self._vis)
+        self._machine = Machine(s, self._vis, self._outbox)
+        self._scratch = TurnScratch()
+        self._budgets = BudgetLedger(s, self._outbox)
+        self._slots = SlotBook(s, self._vis, self._outbox)
+        self._inbox = Inbox(s, self._vis, self._machine, self._outbox)
+        self._children = Children(s, self._vis, self._machine, self._budgets, self._slots)
+        self._approvals = Approvals(s, self._scratch, self._vis, self._machine, self._outbox)
+        self._delegation = Delegation(s, self._vis, self._children, self._slots, self._approvals)
+        self._turn = Turn(
+            s,
+            self._scratch,
+            self._vis,
+            self._machine,
+            self._budgets,
+            self._approvals,
+            self._delegation,
+        )
+        self._lifecycle = Lifecycle(
+            s,
+            self._scratch,
+            self._vis,
+            self._machine,
+            self._outbox,
+            self._inbox,
+            self._slots,
+            self._children,
+        )
 
     # ------------------------------------------------------------------ run loop
 
@@ -200,466 +132,135 @@ class AgentWorkflow(TurnMixin):
         Returns:
             The final view (readable after close: close is not loss).
         """
+        s = self.s
+        life = self._lifecycle
         info = workflow.info()
-        if self.s.store_key is None:
-            self.s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
-        self._publish(initial=True)
+        if s.store_key is None:
+            s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
+        self._vis.publish(initial=True)
         first_run = info.continued_run_id is None
-        if first_run and self.s.defn is not None and self.s.defn.on_spawn:
-            await self._run_hook(self.s.defn.on_spawn, "spawn", None)
+        if first_run and s.defn is not None and s.defn.on_spawn:
+            await life.run_hook(s.defn.on_spawn, "spawn", None)
         while True:
             await workflow.wait_condition(
-                lambda: self.s.turn_pending or self._closed_event or self._continue_as_new_due()
+                lambda: s.turn_pending or life.closed or life.continue_as_new_due()
             )
-            if self._closed_event:
+            if life.closed:
                 break
-            if self.s.turn_pending:
-                self._turn_task = asyncio.create_task(self._run_turn())
-                await self._turn_task
-                self._turn_task = None
+            if s.turn_pending:
+                self._scratch.task = asyncio.create_task(self._turn.run())
+                await self._scratch.task
+                self._scratch.task = None
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
             # into a fresh run (children keep running: they are ABANDON children and signal by
             # workflow id). A wake or a close first takes precedence.
-            await workflow.wait_condition(
-                lambda: self.s.turn_pending or self._closed_event or self._quiescent()
-            )
-            if self._quiescent():
-                self._trace(f"{self.s.id}: continue-as-new")
-                workflow.continue_as_new(AgentInput(state=self.s))
+            await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
+            if life.quiescent():
+                self._vis.trace(f"{s.id}: continue-as-new")
+                workflow.continue_as_new(AgentInput(state=s))
         await workflow.wait_condition(
-            lambda: workflow.all_handlers_finished() and self._reports_in_flight == 0
+            lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
         )
-        return view_of(self.s)
-
-    def _continue_as_new_due(self) -> bool:
-        info = workflow.info()
-        opts = self.s.options
-        return (
-            self._updates >= opts.continue_as_new_updates
-            or info.get_current_history_length() >= opts.continue_as_new_events
-            or info.is_continue_as_new_suggested()
-        )
-
-    def _quiescent(self) -> bool:
-        """Idle with nothing in flight: safe to continue as new."""
-        s = self.s
-        return (
-            s.state == "idle"
-            and not s.turn_pending
-            and not s.closing
-            and self._reports_in_flight == 0
-            and not s.wake_queue
-            and workflow.all_handlers_finished()
-        )
+        return view_of(s)
 
     # ------------------------------------------------------------------ queries
 
-    @workflow.query(name="view")
+    @workflow.query(name=names.QUERY_VIEW)
     def view(self) -> HandleView:
         """The handle's public view (CONTRACT §2 fields)."""
         return view_of(self.s)
 
-    @workflow.query(name="state")
+    @workflow.query(name=names.QUERY_STATE)
     def state(self) -> HandleState:
         """The whole handle state model."""
         return self.s
 
-    @workflow.query(name="trace")
+    @workflow.query(name=names.QUERY_TRACE)
     def trace(self) -> list[TraceLine]:
         """This handle's trace lines, oldest first (CONTRACT §7)."""
         return list(self.s.trace)
 
-    @workflow.query(name="inbox")
+    @workflow.query(name=names.QUERY_INBOX)
     def inbox(self) -> list[InboxItem]:
         """Items waiting for the next wake, oldest first."""
         return list(self.s.inbox)
 
-    # ------------------------------------------------------------------ spawn
+    # ------------------------------------------------------------------ spawn and slots
 
-    @workflow.update(name="spawn")
+    @workflow.update(name=names.UPDATE_SPAWN)
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """Spawn a child handle as a child workflow (CONTRACT §3 spawn).
 
         Checks, in order: unknown name; parent closed; depth; max_children; pools exhausted.
         A failed check is a SpawnResult with ``error`` set (spawn never raises).
         """
-        self._updates += 1
-        child, error = await self._start_child(req.name, budget=req.budget)
-        if child is None:
-            return SpawnResult(error=error)
-        return SpawnResult(handle=view_of(child))
+        self._lifecycle.updates += 1
+        return await self._children.spawn(req)
 
-    async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
-        """Spawn for the ``task`` tool: (child id, None) or (None, the SpawnError text)."""
-        child, error = await self._start_child(name, report_results=report_results)
-        return (child.id if child else None), error
-
-    async def _start_child(
-        self, name: str, *, report_results: bool = False, budget: Budget | None = None
-    ) -> tuple[HandleState | None, str | None]:
-        """Check, then start a child workflow (CONTRACT §3 spawn).
-
-        Returns:
-            (the child's initial state, None), or (None, the SpawnError text).
-        """
-        resolved = await self._resolve(name)
-        error = self._spawn_check(name, resolved)
-        if error is not None or resolved.defn is None:
-            error = error or "unknown agent"
-            self._trace(f"{self.s.id}: spawn {name} REJECTED ({error})")
-            return None, error
-        defn = resolved.defn
-        budget = budget or defn.budget
-        # A subtree is never deeper than any ancestor allows.
-        budget = budget.model_copy(
-            update={"max_depth": _min_opt(budget.max_depth, self.s.budget.max_depth)}
-        )
-        self.s.spawn_count += 1
-        child_id = f"{self.s.id}/{defn.name}.{self.s.spawn_count}"
-        now_ms = int(workflow.now().timestamp() * 1000)
-        own_deadline = now_ms + budget.max_wall_ms if budget.max_wall_ms is not None else None
-        live_tokens, live_tool_calls = self.remaining()
-        tokens_limit = _min_opt(budget.max_tokens, live_tokens)
-        tool_calls_limit = _min_opt(budget.max_tool_calls, live_tool_calls)
-        floor = (
-            PoolFloor(tokens=live_tokens, tool_calls=live_tool_calls)
-            if live_tokens is not None or live_tool_calls is not None
-            else None
-        )
-        own_interpreter = (
-            [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
-        )
-        child = HandleState(
-            id=child_id,
-            scope=self.s.scope,
-            task_queue=self.s.task_queue,
-            defn=defn,
-            budget=budget,
-            parent=self.s.id,
-            depth=self.s.depth + 1,
-            pool_tokens_limit=tokens_limit,
-            pool_tool_calls_limit=tool_calls_limit,
-            pool_tokens=tokens_limit,
-            pool_tool_calls=tool_calls_limit,
-            wall_deadline_ms=_min_opt(own_deadline, self.s.wall_deadline_ms),
-            floor=floor,
-            interpreters=own_interpreter + self.s.interpreters,
-            tool_options=resolved.tool_options,
-            report_results=report_results,
-            slot_parent=self.s.budget.max_concurrent is not None,
-            options=self.s.options,
-        )
-        self.s.children.append(child_id)
-        self.s.children_info[child_id] = ChildInfo()
-        child_handle = await workflow.start_child_workflow(
-            AgentWorkflow.run,
-            AgentInput(state=child),
-            id=workflow_id_for(self.s.scope, child_id),
-            task_queue=self.s.task_queue,
-            # Closing a parent closes its subtree through our own graceful cascade, never by
-            # Temporal termination; children also outlive a parent's continue-as-new.
-            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-            static_summary=f"agent {defn.name} (child of {self.s.id})",
-        )
-        self._trace(f"{self.s.id}: spawn {child_id}")
-        asyncio.create_task(self._watch_child(child_id, child_handle))  # noqa: RUF006
-        return child, None
-
-    async def _resolve(self, name: str) -> ResolveAgentResult:
-        """The registry's definition of ``name``, through the ``tnx.resolve_agent`` activity.
-
-        A known definition is reused for ``DEF_CACHE_S`` of workflow time, and concurrent
-        spawns of one name share one lookup (a fan-out of 50 costs one activity), so a
-        registry edit reaches a running parent's spawns within that time. An unknown name is
-        looked up again at each spawn.
-
-        Histories from before ``RESOLVE_BY_ACTIVITY`` used a local activity, which a core race
-        could record in one workflow task while resolving it in the next: non-deterministic
-        under concurrent spawn updates (bench/results/2026-11-30-evidence).
-        """
-        if not workflow.patched(RESOLVE_BY_ACTIVITY):  # exactly as those histories ran
-            old: ResolveAgentResult = await workflow.execute_local_activity(
-                RESOLVE_AGENT_ACTIVITY,
-                ResolveAgentInput(name=name),
-                result_type=ResolveAgentResult,
-                start_to_close_timeout=timedelta(seconds=10),
-            )
-            return old
-        now = workflow.now().timestamp()
-        cached = self._defs.get(name)
-        if cached is not None and now - cached[0] < DEF_CACHE_S:
-            return cached[1]
-        while (shared := self._resolving.get(name)) is not None:
-            try:
-                return await asyncio.shield(shared)
-            except asyncio.CancelledError:
-                if not shared.cancelled():
-                    raise  # this spawn itself was cancelled
-                # the spawn that was looking it up was cancelled: look it up here
-        pending: asyncio.Future[ResolveAgentResult] = asyncio.get_running_loop().create_future()
-        self._resolving[name] = pending
-        try:
-            resolved: ResolveAgentResult = await workflow.execute_activity(
-                RESOLVE_AGENT_ACTIVITY,
-                ResolveAgentInput(name=name),
-                result_type=ResolveAgentResult,
-                start_to_close_timeout=timedelta(seconds=10),
-                retry_policy=RetryPolicy(maximum_attempts=5),
-                summary=f"resolve agent {name}",
-            )
-        except asyncio.CancelledError:
-            pending.cancel()
-            raise
-        except Exception as err:
-            pending.set_exception(err)
-            pending.exception()  # marked retrieved: the sharers re-raise it
-            raise
-        finally:
-            del self._resolving[name]
-        pending.set_result(resolved)
-        if resolved.defn is not None:
-            self._defs[name] = (workflow.now().timestamp(), resolved)
-        return resolved
-
-    async def _watch_child(
-        self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, Any]
-    ) -> None:
-        """A child's workflow that ends without reporting ``closed`` (terminated, failed,
-        timed out: for example from the web UI) is marked closed here, so nothing waits on
-        it forever and its slot is freed. (Watches children started in this run.)"""
-        try:
-            await handle
-            why = "ended"
-        except Exception as err:
-            why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
-        info = self.s.children_info.get(child_id)
-        if info is None or info.state == "closed":
-            return
-        self._trace(f"{self.s.id}: child {child_id} {why}")
-        self.s.children_info[child_id] = info.model_copy(
-            update={"state": "closed", "parked": False, "pending_req": None}
-        )
-        if child_id in self.s.running_children:
-            self._release_slot(child_id)
-        self.s.wake_queue = [q for q in self.s.wake_queue if q.child != child_id]
-
-    def _spawn_check(self, name: str, resolved: ResolveAgentResult) -> str | None:
-        if resolved.defn is None:
-            return f'unknown agent "{name}" (known: {", ".join(resolved.known)})'
-        if self.s.state == "closed" or self.s.closing:
-            return "parent closed"
-        max_depth = self.s.budget.max_depth
-        if max_depth is not None and self.s.depth + 1 > max_depth:
-            return f"depth {self.s.depth + 1} over max_depth {max_depth}"
-        max_children = self.s.budget.max_children
-        if max_children is not None and len(self.s.children) >= max_children:
-            return f"children over max_children {max_children}"
-        tokens, tool_calls = self.remaining()
-        if tokens is not None and tokens <= 0:
-            return "budget exhausted (tokens)"
-        if tool_calls is not None and tool_calls <= 0:
-            return "budget exhausted (toolCalls)"
-        deadline = self.s.wall_deadline_ms
-        if deadline is not None and workflow.now().timestamp() * 1000 >= deadline:
-            return "budget exhausted (wallMs)"
-        return None
-
-    # ------------------------------------------------------------------ wake
-
-    @workflow.update(name="wake_child")
+    @workflow.update(name=names.UPDATE_WAKE_CHILD)
     def wake_child(self, req: WakeChildRequest) -> WakeChildResult:
         """Admit a child's wake under this handle's ``max_concurrent`` (CONTRACT §3 wake, §6).
 
         The slot take happens here, atomically with the call: the child is then told by a
         durable signal (it drains its inbox and flips to ``running`` when it lands), or the
-        wake is queued FIFO until a sibling hands its slot over.
+        wake is queued FIFO until a sibling hands its slot over (see ``slots.py``).
 
         Raises:
             ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
-        self._updates += 1
-        info = self.s.children_info.get(req.child)
-        if info is None:
-            raise ApplicationError(
-                f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
-            )
-        if info.state == "closed" or self.s.closing or self.s.state == "closed":
-            self._reject("wake", f"{req.child}: handle closed")
-            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
-        for sibling, seen in req.settled.items():
-            granted_at = self.s.running_children.get(sibling)
-            if granted_at is not None and seen > granted_at:
-                self._release_slot(sibling)  # its settle report is still on the way
-        return self._admit_child_wake(req.child, req.prompt, req.seen_result_seq, relay=req.relay)
+        self._lifecycle.updates += 1
+        return self._slots.wake_child(req)
 
-    @workflow.signal(name="slot_request")
+    @workflow.signal(name=names.SIGNAL_SLOT_REQUEST)
     def slot_request(self, *args: Any) -> None:
         """A child asks for a slot for a wake it received as a signal (internal)."""
-        req = self._parse("slot_request", WakeChildRequest, args)
-        if req is None:
-            return
-        info = self.s.children_info.get(req.child)
-        if info is None or info.state == "closed" or self.s.closing:
-            self._reject("wake", f"{req.child}: no slot for a closed or unknown child")
-            return
-        self._admit_child_wake(req.child, req.prompt, req.seen_result_seq)
+        req = self._vis.parse(names.SIGNAL_SLOT_REQUEST, WakeChildRequest, args)
+        if req is not None:
+            self._slots.slot_request(req)
 
-    def _admit_child_wake(
-        self, child: str, prompt: str | None, seen_result_seq: int = 0, *, relay: bool = False
-    ) -> WakeChildResult:
-        s = self.s
-        granted_at = s.running_children.get(child)
-        if granted_at is not None and seen_result_seq > granted_at:
-            self._release_slot(child)  # its settle report is still on the way
-        info = s.children_info[child]
-        if seen_result_seq > info.result_seq:
-            info = info.model_copy(update={"result_seq": seen_result_seq, "state": "idle"})
-            s.children_info[child] = info
-        if info.state == "suspended" or info.parked:
-            # A wake of a suspended handle is a no-op (CONTRACT §3): no slot for it.
-            return WakeChildResult(outcome="noop", after_seq=info.result_seq, state="suspended")
-        if child in s.running_children:
-            # A relay caller that retries gets the same grant back (delivered at most once).
-            grant = s.grants.get(child) if relay else None
-            return WakeChildResult(
-                outcome="noop", after_seq=info.result_seq, state="running", grant=grant
-            )
-        if any(q.child == child for q in s.wake_queue):
-            return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
-        limit = s.budget.max_concurrent
-        if limit is not None and len(s.running_children) >= limit:
-            s.wake_queue.append(QueuedWake(child=child, prompt=prompt))
-            self._trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit})")
-            return WakeChildResult(outcome="queued", after_seq=info.result_seq, state="idle")
-        self._grant(child, prompt, relay=relay)
-        return WakeChildResult(
-            outcome="admitted",
-            after_seq=info.result_seq,
-            state="running",
-            grant=s.grants.get(child),
-        )
+    # ------------------------------------------------------------------ wake
 
-    def _grant(self, child: str, prompt: str | None, *, relay: bool = False) -> None:
-        """Take a slot for ``child``; tell it to run, or (``relay``) hand the caller a grant
-        id to deliver with the ``turn`` update."""
-        s = self.s
-        info = s.children_info[child]
-        s.running_children[child] = info.result_seq
-        s.children_info[child] = info.model_copy(update={"state": "running"})
-        if relay:
-            s.grant_seq += 1
-            s.grants[child] = s.grant_seq
-        else:
-            s.grants.pop(child, None)
-            self._signal_later(child, "wake", WakeRequest(prompt=prompt, granted=True))
-
-    def _release_slot(self, child: str) -> None:
-        """A child settled: its slot goes to the first queued wake (slot transfer)."""
-        s = self.s
-        s.grants.pop(child, None)
-        if s.running_children.pop(child, None) is None:
-            return
-        while s.wake_queue:
-            nxt = s.wake_queue.pop(0)
-            if s.children_info.get(nxt.child, ChildInfo()).state == "closed":
-                continue
-            self._trace(f"{s.id}: DEQUEUED wake {nxt.child} (slot from {child})")
-            self._grant(nxt.child, nxt.prompt)
-            return
-
-    @workflow.signal(name="wake")
+    @workflow.signal(name=names.SIGNAL_WAKE)
     def wake_signal(self, *args: Any) -> None:
         """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}``.
 
         Under a parent that limits ``max_concurrent`` a wake from outside asks the parent for
         a slot first; the parent's grant comes back as a ``wake`` with ``granted``."""
-        payload = self._one("wake", args)
-        if payload is _INVALID:
-            return
-        try:
-            parsed = _WAKE_PAYLOAD.validate_python(payload)
-        except ValidationError as err:
-            self._reject("wake", f"bad payload: {_short(err)}")
-            return
-        req = parsed if isinstance(parsed, WakeRequest) else WakeRequest(prompt=parsed)
-        error = self._wake_error()
-        if error is not None:
-            self._reject("wake", error)
-            return
-        self._wake_from_outside(req.prompt, granted=req.granted)
+        req = self._vis.parse_wake(args)
+        if req is not None:
+            self._inbox.wake_signal(req)
 
-    def _wake_from_outside(self, prompt: str | None, *, granted: bool = False) -> None:
-        """Admit a wake at once, or (under a parent that limits ``max_concurrent``) ask the
-        parent for a slot: its grant comes back as a ``wake`` with ``granted``."""
-        if granted or self.s.parent is None or self.s.slot_parent is False:
-            self._admit_wake(prompt)
-        elif self.s.state == "idle":
-            self._trace(f"{self.s.id}: wake asks {self.s.parent} for a slot")
-            self._signal_later(
-                self.s.parent,
-                "slot_request",
-                WakeChildRequest(child=self.s.id, prompt=prompt, seen_result_seq=self.s.result_seq),
-            )
-
-    def _wake_error(self) -> str | None:
-        if self.s.defn is None:
-            return "the root handle never runs an LLM: wake a spawned handle"
-        if self.s.state == "closed" or self.s.closing:
-            return "handle closed"
-        return None
-
-    def _admit_wake(self, prompt: str | None) -> None:
-        if self.s.state != "idle":
-            return  # running or suspended: a no-op (CONTRACT §3); posts buffer meanwhile
-        self.s.wake_prompt = prompt
-        self.s.turn_inbox = self.s.inbox
-        self.s.inbox = []
-        self.s.turn_pending = True
-        self._transition("running", "wake")
-
-    @workflow.update(name="turn")
+    @workflow.update(name=names.UPDATE_TURN)
     async def turn(self, req: TurnRequest) -> WaitResponse:
         """``wake`` then ``wait`` for that wake's result, as one update: the host's turn costs
-        one client round trip and one update, like the floor (CONTRACT §3 wake, wait).
+        one client round trip and one update (CONTRACT §3 wake, wait).
 
-        On an idle handle the wake is admitted and the update returns the result that turn
-        settles (``pending`` when it parks on a Request). Under a parent that limits
-        ``max_concurrent`` the caller first takes a slot with the parent's ``wake_child``
-        (``relay``) and passes its ``grant`` here; without one, or with the grant this
-        handle used last (the parent had not yet heard that turn settle), the handle asks
-        the parent (``slot_request``) and waits for the grant. A grant is trusted like the
-        ``wake`` signal's ``granted`` flag (namespace permissions are the trust boundary). On
-        a running or suspended handle the wake is a no-op and the update behaves as
-        ``wait``.
+        On an idle handle the wake is admitted (with a fresh ``grant`` from the parent's
+        ``wake_child``, else after a ``slot_request``: see ``slots.py``) and the update
+        returns the result that turn settles (``pending`` when it parks on a Request). On a
+        running or suspended handle the wake is a no-op and the update behaves as ``wait``.
 
         Raises (in the validator, so a rejection adds nothing to history):
             ApplicationError: ``WakeRejected`` for the root or a closed handle.
         """
-        self._updates += 1
-        s = self.s
-        if s.state != "idle":
-            return await self._wait(WaitRequest())
-        seen = s.result_seq
-        if req.grant is not None and req.grant != s.consumed_grant:
-            s.consumed_grant = req.grant
-            self._wake_from_outside(req.prompt, granted=True)
-        else:
-            # No grant, or the one this handle last used: the parent's books are behind
-            # (this handle's settle report is still on its way). Ask the parent for a slot
-            # with this handle's own result count, which frees the old one first.
-            self._wake_from_outside(req.prompt)
-        return await self._wait(WaitRequest(after_seq=seen))
+        self._lifecycle.updates += 1
+        return await self._lifecycle.turn(req)
 
     @turn.validator
     def _validate_turn(self, req: TurnRequest) -> None:
-        error = self._wake_error()
+        """Reject a ``turn`` on the root or a closed handle before it reaches history.
+
+        Raises:
+            ApplicationError: ``WakeRejected``.
+        """
+        error = self._inbox.wake_error()
         if error is not None:
             raise ApplicationError(error, type="WakeRejected", non_retryable=True)
 
     # ------------------------------------------------------------------ post
 
-    @workflow.update(name="admit_post")
+    @workflow.update(name=names.UPDATE_POST)
     def admit_post(self, item: InboxItem) -> PostResult:
         """Append an item to the inbox; never changes state (CONTRACT §3 post).
 
@@ -667,139 +268,68 @@ class AgentWorkflow(TurnMixin):
             ``ok`` True, or ``ok`` False with ``inbox closed`` / ``inbox full (N)``: loud to
             the sender, and a trace line.
         """
-        self._updates += 1
-        error = self._post(item)
+        self._lifecycle.updates += 1
+        error = self._inbox.post(item)
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
 
-    @workflow.signal(name="post")
+    @workflow.signal(name=names.SIGNAL_POST)
     def post_signal(self, *args: Any) -> None:
         """``post`` as a signal: an InboxItem as JSON (``{"from": ..., "channel": ...,
         "text": ...}``) or a bare string (an external item)."""
-        payload = self._one("post", args)
-        if payload is _INVALID:
-            return
-        try:
-            item = (
-                InboxItem(text=payload)
-                if isinstance(payload, str)
-                else InboxItem.model_validate(payload)
-            )
-        except ValidationError as err:
-            self._reject("post", f"bad payload: {_short(err)}")
-            return
-        self._post(item)
+        item = self._vis.parse_post(args)
+        if item is not None:
+            self._inbox.post(item)
 
-    def _post(self, item: InboxItem) -> str | None:
-        if self.s.defn is None:
-            error = "the root has no inbox: post to a spawned handle"
-        elif self.s.state == "closed" or self.s.closing:
-            error = "inbox closed"
-        elif len(self.s.inbox) >= self.s.options.inbox_cap:
-            error = f"inbox full ({self.s.options.inbox_cap})"
-        else:
-            self.s.inbox.append(item)
-            self._publish()
-            return None
-        self._reject("post", f"{error}; from={item.from_} channel={item.channel}")
-        return error
+    # ------------------------------------------------------------------ wait
+
+    @workflow.update(name=names.UPDATE_WAIT)
+    async def wait(self, req: WaitRequest) -> WaitResponse:
+        """The next result, or at once the last one when the handle is settled (CONTRACT §3).
+
+        Settled means: idle with a result, suspended, or closed. A timeout returns status
+        ``timeout`` and the turn keeps running. Never raises.
+        """
+        self._lifecycle.updates += 1
+        return await self._lifecycle.wait(req)
 
     # ------------------------------------------------------------------ interrupt
 
-    @workflow.update(name="admit_interrupt")
+    @workflow.update(name=names.UPDATE_INTERRUPT)
     async def admit_interrupt(self, req: InterruptRequest) -> HandleStatus:
         """Abort the running turn (CONTRACT §3 interrupt) and return once the handle is idle.
 
         Idle or closed: a no-op. The drained inbox returns to the front, the aborted turn's
         transcript is not kept, waiters get ``interrupted``.
         """
-        self._updates += 1
-        await self._interrupt("interrupt")
+        self._lifecycle.updates += 1
+        await self._lifecycle.interrupt("interrupt")
         return status_of(self.s)
 
-    @workflow.signal(name="interrupt")
+    @workflow.signal(name=names.SIGNAL_INTERRUPT)
     async def interrupt_signal(self, *args: Any) -> None:
         """``interrupt`` as a signal (no input, or ``null``)."""
-        if self._one("interrupt", args) is _INVALID:
-            return
-        await self._interrupt("interrupt")
-
-    async def _interrupt(self, why: str) -> None:
-        """Abort the turn of a running or suspended handle (a suspended one's Request is
-        cancelled with it); idle and closed: nothing to do."""
-        if self.s.state not in ("running", "suspended"):
-            return
-        self._interrupt_requested = True
-        if self._turn_task is not None:
-            self._turn_task.cancel()
-        await workflow.wait_condition(lambda: self.s.state not in ("running", "suspended"))
+        if self._vis.one(names.SIGNAL_INTERRUPT, args) is not INVALID:
+            await self._lifecycle.interrupt("interrupt")
 
     # ------------------------------------------------------------------ close
 
-    @workflow.update(name="admit_close")
+    @workflow.update(name=names.UPDATE_CLOSE)
     async def admit_close(self, req: CloseRequest) -> HandleStatus:
         """Close this handle and its subtree (CONTRACT §3 close); returns once closed."""
-        self._updates += 1
-        await self._close(req)
+        self._lifecycle.updates += 1
+        await self._lifecycle.close(req)
         return status_of(self.s)
 
-    @workflow.signal(name="close")
+    @workflow.signal(name=names.SIGNAL_CLOSE)
     async def close_signal(self, *args: Any) -> None:
         """``close`` as a signal: ``null`` or ``{"force": bool, "reason": str}``."""
-        payload = self._one("close", args)
-        if payload is _INVALID:
-            return
-        try:
-            req = _CLOSE_PAYLOAD.validate_python(payload) or CloseRequest()
-        except ValidationError as err:
-            self._reject("close", f"bad payload: {_short(err)}")
-            return
-        await self._close(req)
-
-    async def _close(self, req: CloseRequest) -> None:
-        """Stop accepting; close children leaf-first in spawn order; let a running turn
-        finish within ``shutdown_ms`` (force: abort it first); run ``on_close``; closed."""
-        s = self.s
-        if s.closing or s.state == "closed":
-            await workflow.wait_condition(lambda: self.s.state == "closed")
-            return
-        s.closing = True
-        why = req.reason or ("close --force" if req.force else "close")
-        self._trace(f"{s.id}: close requested ({why})")
-        if req.force or s.state == "suspended":
-            # A forced close aborts the turn first; a parked turn cannot finish by itself, so
-            # its Request is cancelled now rather than answered by a closing tree.
-            await self._interrupt("close")
-        for child_id in list(s.children):
-            await self._close_child(child_id, req)
-        if s.state == "running" or s.turn_pending:
-            grace = timedelta(milliseconds=s.options.shutdown_ms)
-            try:
-                await workflow.wait_condition(lambda: self.s.state != "running", timeout=grace)
-            except TimeoutError:
-                await self._interrupt("close: shutdown grace over")
-        if s.defn is not None and s.defn.on_close:
-            await self._run_hook(s.defn.on_close, "close", req.reason)
-        self._transition("closed", why)
-        self._closed_event = True
-
-    async def _close_child(self, child_id: str, req: CloseRequest) -> None:
-        info = self.s.children_info.get(child_id)
-        if info is not None and info.state == "closed":
-            return
-        child = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, child_id))
-        try:
-            await child.signal("close", CloseRequest(force=req.force, reason=req.reason))
-        except Exception as err:  # the child's workflow is gone (ended or terminated)
-            workflow.logger.warning("%s: close of %s not delivered: %s", self.s.id, child_id, err)
-            self._trace(f"{self.s.id}: close of {child_id} not delivered ({err})")
-            return
-        await workflow.wait_condition(
-            lambda: self.s.children_info.get(child_id, ChildInfo()).state == "closed"
-        )
+        req = self._vis.parse_close(args)
+        if req is not None:
+            await self._lifecycle.close(req)
 
     # ------------------------------------------------------------------ answer
 
-    @workflow.update(name="admit_answer")
+    @workflow.update(name=names.UPDATE_ANSWER)
     def admit_answer(self, answer: Answer) -> AnswerResult:
         """Deliver an Answer (CONTRACT §3 resume, §5): to this handle's parked Request, or
         routed down to the child whose parked Request has this id.
@@ -808,435 +338,50 @@ class AgentWorkflow(TurnMixin):
             ``ok`` False with the reason when the id matches no pending Request (nothing
             changes; a trace line records it: CONTRACT §9.2).
         """
-        self._updates += 1
-        error, answered = self._answer(answer)
+        self._lifecycle.updates += 1
+        error, answered = self._approvals.answer(answer)
         return AnswerResult(
             ok=error is None, error=error, answered=answered, status=status_of(self.s)
         )
 
-    @workflow.signal(name="answer")
+    @workflow.signal(name=names.SIGNAL_ANSWER)
     def answer_signal(self, *args: Any) -> None:
         """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``)."""
-        answer = self._parse("answer", Answer, args)
+        answer = self._vis.parse(names.SIGNAL_ANSWER, Answer, args)
         if answer is not None:
-            self._answer(answer)
+            self._approvals.answer(answer)
 
-    def _answer(self, answer: Answer) -> tuple[str | None, str | None]:
-        """Route an Answer; returns (error, the handle it was delivered to)."""
-        s = self.s
-        pending = s.pending_req
-        if s.state != "suspended" or pending is None:
-            error = f"{s.id} has no pending request"
-        elif answer.id != pending.id:
-            error = f"answer {answer.id!r} matches no pending request (pending: {pending.id!r})"
-        elif answer.id in self._answers or answer.id in self._forwarded:
-            error = f"request {answer.id!r} is already answered"
-        elif self._interrupt_requested or s.closing:
-            error = f"request {answer.id!r} is being cancelled (interrupt or close)"
-        else:
-            error = None
-        if error is not None:
-            self._reject("answer", error)
-            return error, None
-        self._trace(f"{s.id}: answer {answer.id} ({'ok' if answer.ok else 'not ok'})")
-        for child_id, info in s.children_info.items():
-            if info.pending_req is not None and info.pending_req.id == answer.id:
-                # The answer is on its way: this handle resumes now (the waiting task sees the
-                # child running); a child that refuses it reports `suspended` again.
-                s.children_info[child_id] = info.model_copy(
-                    update={"state": "running", "pending_req": None, "parked": False}
-                )
-                self._forwarded.add(answer.id)
-                self._signal_later(child_id, "answer", answer)
-                return None, child_id
-        self._answers[answer.id] = answer
-        return None, s.id
+    # ------------------------------------------------------------------ between handles
 
-    def _signal_later(self, handle_id: str, name: str, arg: Any) -> None:
-        """Signal another handle from a sync handler; the workflow does not end before the
-        signal is delivered (or the target is gone: traced)."""
-        target = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, handle_id))
-
-        async def send() -> None:
-            try:
-                await target.signal(name, arg)
-            except Exception as err:  # the target's workflow is gone
-                self._trace(f"{self.s.id}: {name} to {handle_id} not delivered ({err})")
-            finally:
-                self._reports_in_flight -= 1
-
-        self._reports_in_flight += 1
-        asyncio.create_task(send())  # noqa: RUF006 (awaited through the counter)
-
-    # ------------------------------------------------------------------ children
-
-    @workflow.signal(name="child_report")
+    @workflow.signal(name=names.SIGNAL_CHILD_REPORT)
     def child_report(self, *args: Any) -> None:
         """A child's snapshot (internal: sent by child workflows, not by hosts)."""
-        report = self._parse("child_report", ChildReport, args)
-        if report is None:
-            return
-        info = self.s.children_info.get(report.id)
-        if info is None or report.seq <= info.report_seq:
-            return  # unknown child or an older report
-        if info.state != report.state and report.state == "closed":
-            self._trace(f"{self.s.id}: child {report.id} closed")
-        self.s.children_info[report.id] = ChildInfo(
-            state=report.state,
-            usage_total=report.usage_total,
-            subtree_tool_calls=report.subtree_tool_calls,
-            report_seq=report.seq,
-            result_seq=report.result_seq,
-            last_result=report.last_result,
-            pending_req=report.pending_req,
-            parked=report.parked,
-        )
-        granted_at = self.s.running_children.get(report.id)
-        if granted_at is not None and (
-            report.state == "closed"
-            or report.parked
-            or (report.state == "idle" and report.result_seq > granted_at)
-        ):
-            # settled, closed, or parked on a Request (a parked child spends nothing and
-            # may wait for days: its slot goes to the queue)
-            self._release_slot(report.id)
-        elif granted_at is None and info.parked and report.state == "running":
-            # resumed by its Answer: it runs again, even if that briefly exceeds the cap
-            self.s.running_children[report.id] = report.result_seq
-        self._recount()
-        self._push_floors()
-        self._report()
+        report = self._vis.parse(names.SIGNAL_CHILD_REPORT, ChildReport, args)
+        if report is not None:
+            self._children.on_report(report)
 
-    def _recount(self) -> None:
-        """Recompute subtree usage and pools from own usage and the children's reports."""
-        s = self.s
-        infos = s.children_info.values()
-        s.usage_total = s.own_tokens + sum(i.usage_total for i in infos)
-        s.subtree_tool_calls = s.tool_calls_total + sum(i.subtree_tool_calls for i in infos)
-        if s.pool_tokens_limit is not None:
-            s.pool_tokens = s.pool_tokens_limit - s.usage_total
-        if s.pool_tool_calls_limit is not None:
-            s.pool_tool_calls = s.pool_tool_calls_limit - s.subtree_tool_calls
-
-    def remaining(self) -> tuple[int | None, int | None]:
-        """Live remainder (tokens, tool calls) for this handle: its own pool, capped by the
-        tightest ancestor pool as last pushed, less what this handle spent since. None =
-        unlimited."""
-        s = self.s
-        tokens, tool_calls = s.pool_tokens, s.pool_tool_calls
-        floor = s.floor
-        if floor is not None:
-            if floor.tokens is not None:
-                tokens = _min_opt(tokens, floor.tokens - (s.usage_total - floor.basis_tokens))
-            if floor.tool_calls is not None:
-                spent = s.subtree_tool_calls - floor.basis_tool_calls
-                tool_calls = _min_opt(tool_calls, floor.tool_calls - spent)
-        return tokens, tool_calls
-
-    def _push_floors(self) -> None:
-        """Tell children the live remainder of the tightest pool above them, when it changed
-        (only when some pool is finite): siblings' spending drains everyone's budget."""
-        s = self.s
-        tokens, tool_calls = self.remaining()
-        if tokens is None and tool_calls is None:
-            return
-        for child_id, info in s.children_info.items():
-            if info.state == "closed":
-                continue
-            floor = PoolFloor(
-                tokens=tokens,
-                tool_calls=tool_calls,
-                basis_tokens=info.usage_total,
-                basis_tool_calls=info.subtree_tool_calls,
-            )
-            if s.pushed_floors.get(child_id) != floor:
-                s.pushed_floors[child_id] = floor
-                self._signal_later(child_id, "pool_floor", floor)
-
-    @workflow.signal(name="budget_ask")
+    @workflow.signal(name=names.SIGNAL_BUDGET_ASK)
     async def budget_ask(self, *args: Any) -> None:
         """A child asks for the live remainder before spending (internal; CONTRACT §6)."""
-        ask = self._parse("budget_ask", BudgetAsk, args)
-        if ask is None:
-            return
-        s = self.s
-        info = s.children_info.get(ask.child)
-        if info is None:
-            return
-        if ask.usage_total > info.usage_total or ask.subtree_tool_calls > info.subtree_tool_calls:
-            s.children_info[ask.child] = info.model_copy(
-                update={
-                    "usage_total": max(ask.usage_total, info.usage_total),
-                    "subtree_tool_calls": max(ask.subtree_tool_calls, info.subtree_tool_calls),
-                }
-            )
-            self._recount()
-        await self._refresh_budget()
-        tokens, tool_calls = self.remaining()
-        self._signal_later(
-            ask.child,
-            "budget_reply",
-            BudgetReply(seq=ask.seq, tokens=tokens, tool_calls=tool_calls),
-        )
+        ask = self._vis.parse(names.SIGNAL_BUDGET_ASK, BudgetAsk, args)
+        if ask is not None:
+            await self._budgets.on_ask(ask)
 
-    @workflow.signal(name="budget_reply")
+    @workflow.signal(name=names.SIGNAL_BUDGET_REPLY)
     def budget_reply(self, *args: Any) -> None:
         """The parent's answer to a ``budget_ask`` (internal)."""
-        reply = self._parse("budget_reply", BudgetReply, args)
+        reply = self._vis.parse(names.SIGNAL_BUDGET_REPLY, BudgetReply, args)
         if reply is not None:
-            self._budget_replies[reply.seq] = reply
+            self._budgets.on_reply(reply)
 
-    async def _refresh_budget(self) -> None:
-        """When a finite pool sits above this handle, ask the parent for its live remainder
-        (the parent asks its own parent first), so siblings can overshoot a shared pool by
-        at most the calls already in flight."""
-        s = self.s
-        if s.parent is None or s.floor is None:
-            return
-        if s.floor.tokens is None and s.floor.tool_calls is None:
-            return
-        self._budget_seq += 1
-        seq = self._budget_seq
-        self._signal_later(
-            s.parent,
-            "budget_ask",
-            BudgetAsk(
-                child=s.id,
-                seq=seq,
-                usage_total=s.usage_total,
-                subtree_tool_calls=s.subtree_tool_calls,
-            ),
-        )
-        await workflow.wait_condition(lambda: seq in self._budget_replies)
-        reply = self._budget_replies.pop(seq)
-        s.floor = PoolFloor(
-            tokens=reply.tokens,
-            tool_calls=reply.tool_calls,
-            basis_tokens=s.usage_total,
-            basis_tool_calls=s.subtree_tool_calls,
-        )
-
-    @workflow.signal(name="pool_floor")
+    @workflow.signal(name=names.SIGNAL_POOL_FLOOR)
     def pool_floor(self, *args: Any) -> None:
         """The parent's live remainder (internal; see :class:`PoolFloor`)."""
-        floor = self._parse("pool_floor", PoolFloor, args)
-        if floor is None:
-            return
-        self.s.floor = floor
-        self._push_floors()
-
-    def _report(self) -> None:
-        """Tell the parent this handle's current snapshot, unless it already knows it.
-
-        One signal per change, sent in order; the parent keeps the highest ``seq``. The
-        workflow does not end before every report is delivered (or the parent is gone).
-        """
-        s = self.s
-        if s.parent is None:
-            return
-        report = ChildReport(
-            id=s.id,
-            seq=s.report_seq + 1,
-            state=s.state,
-            usage_total=s.usage_total,
-            subtree_tool_calls=s.subtree_tool_calls,
-            result_seq=s.result_seq,
-            # Only a `task` child's parent reads results; others stay small.
-            last_result=s.last_result if s.report_results else None,
-            pending_req=s.pending_req,
-            parked=s.state == "suspended" and self._settled(),
-        )
-        last = self._last_report
-        if last is not None and last.model_copy(update={"seq": report.seq}) == report:
-            return
-        s.report_seq = report.seq
-        self._last_report = report
-        self._last_report_ms = workflow.now().timestamp() * 1000
-        self._reports_in_flight += 1
-        asyncio.create_task(self._send_report(report))  # noqa: RUF006 (awaited via counter)
-
-    async def _send_report(self, report: ChildReport) -> None:
-        s = self.s
-        assert s.parent is not None
-        parent = workflow.get_external_workflow_handle(workflow_id_for(s.scope, s.parent))
-        try:
-            await parent.signal("child_report", report)
-        except Exception as err:  # the parent's workflow has ended: nobody to tell
-            workflow.logger.warning("%s: report to %s failed: %s", s.id, s.parent, err)
-        finally:
-            self._reports_in_flight -= 1
-
-    # ------------------------------------------------------------------ wait
-
-    @workflow.update(name="wait")
-    async def wait(self, req: WaitRequest) -> WaitResponse:
-        """The next result, or at once the last one when the handle is settled (CONTRACT §3).
-
-        Settled means: idle with a result, suspended, or closed. A timeout returns status
-        ``timeout`` and the turn keeps running. Never raises.
-        """
-        self._updates += 1
-        return await self._wait(req)
-
-    async def _wait(self, req: WaitRequest) -> WaitResponse:
-        s = self.s
-        behind = req.after_seq is not None and s.result_seq <= req.after_seq
-        if not behind and self._settled() and (s.last_result is not None or s.state == "closed"):
-            if s.floor is not None:
-                await workflow.wait_condition(lambda: self._reports_in_flight == 0)
-            return WaitResponse(result=self._last_or_closed(), status=status_of(s))
-        seen = s.result_seq if req.after_seq is None else max(req.after_seq, 0)
-        timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
-        try:
-            await workflow.wait_condition(
-                lambda: self.s.result_seq > seen or self.s.state == "closed", timeout=timeout
-            )
-        except TimeoutError:
-            result = TaskResult(
-                status="timeout",
-                is_error=True,
-                text=f"no result within {req.timeout_ms} ms; the turn keeps running",
-            )
-            return WaitResponse(result=result, status=status_of(s))
-        if s.result_seq > seen and s.last_result is not None:
-            if s.floor is not None:
-                # Under a finite pool the caller must see a settled ledger: the parent has
-                # the report of this turn's spending before the result is handed out.
-                await workflow.wait_condition(lambda: self._reports_in_flight == 0)
-            return WaitResponse(result=s.last_result, status=status_of(s))
-        return WaitResponse(result=self._closed_result(), status=status_of(s))
-
-    def _settled(self) -> bool:
-        """Idle, closed, or parked on a Request (not while an interpreter answers inline)."""
-        s = self.s
-        if s.turn_pending:
-            return False
-        if s.state == "suspended":
-            last = s.last_result
-            return (
-                last is not None
-                and last.status == "pending"
-                and last.pending is not None
-                and s.pending_req is not None
-                and last.pending.id == s.pending_req.id
-            )
-        return s.state != "running"
-
-    def _last_or_closed(self) -> TaskResult:
-        return self.s.last_result or self._closed_result()
-
-    def _closed_result(self) -> TaskResult:
-        return TaskResult(status="closed", is_error=True, text=f"{self.s.id} is closed")
-
-    async def _run_hook(self, hook: str, event: str, reason: str | None) -> None:
-        """Run a registered hook as an activity; a failing hook is traced, never fatal."""
-        s = self.s
-        try:
-            await workflow.execute_activity(
-                RUN_HOOK_ACTIVITY,
-                HookInput(
-                    hook=hook,
-                    event="spawn" if event == "spawn" else "close",
-                    handle_id=s.id,
-                    reason=reason,
-                ),
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"on_{event} hook {hook} for {s.id}",
-            )
-            self._trace(f"{s.id}: on_{event} {hook} ran")
-        except ActivityError as err:
-            cause = error_text(err)
-            s.last_error = f"on_{event} hook {hook} failed: {cause}"[:500]
-            self._trace(f"{s.id}: on_{event} {hook} FAILED ({cause})")
-
-    # ------------------------------------------------------------------ trace & visibility
-
-    def _transition(self, to: HandleStateName, why: str) -> None:
-        before = self.s.state
-        self.s.state = to
-        self._trace(f"{self.s.id}: {before}→{to} ({why})")
-        self._publish()
-        if not (before == "idle" and to == "running"):
-            # A parent needs settled results, suspensions, resumptions, closes and usage; a
-            # turn's start reaches it with the next report (one signal per turn saved).
-            self._report()
+        floor = self._vis.parse(names.SIGNAL_POOL_FLOOR, PoolFloor, args)
+        if floor is not None:
+            self._budgets.on_floor(floor)
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """A signal with a name this workflow does not know: rejected loudly, not buffered."""
-        self._reject(name[:80], "unknown signal (known: wake, post, interrupt, close, answer)")
-
-    def _one(self, verb: str, args: tuple[Any, ...]) -> Any:
-        """The single input of a signal, or ``_INVALID`` (rejected loudly) when there are
-        several: an extra input must never fail the workflow task."""
-        if len(args) > 1:
-            self._reject(verb, f"expected one input, got {len(args)}")
-            return _INVALID
-        return args[0] if args else None
-
-    def _parse(self, verb: str, model: type[_M], args: tuple[Any, ...]) -> _M | None:
-        """Validate a signal's single input as ``model``; rejected loudly when it is not."""
-        payload = self._one(verb, args)
-        if payload is _INVALID:
-            return None
-        try:
-            return model.model_validate(payload)
-        except ValidationError as err:
-            self._reject(verb, f"bad payload: {_short(err)}")
-            return None
-
-    def _reject(self, verb: str, error: str) -> None:
-        self.s.last_error = f"{verb} rejected: {error}"[:500]
-        self._trace(f"{self.s.id}: {verb} REJECTED ({error})")
-        workflow.logger.warning("%s: %s rejected: %s", self.s.id, verb, error)
-
-    def _trace(self, line: str) -> None:
-        s = self.s
-        s.trace_seq += 1
-        at_ms = int(workflow.now().timestamp() * 1000)
-        s.trace.append(TraceLine(seq=s.trace_seq, at_ms=at_ms, line=line))
-        if len(s.trace) > s.options.trace_cap:
-            del s.trace[: len(s.trace) - s.options.trace_cap]
-
-    def _publish(self, *, initial: bool = False) -> None:
-        """Upsert search attributes when the state changed; refresh the UI's current details."""
-        s = self.s
-        if initial:
-            workflow.upsert_search_attributes(
-                [
-                    AGENT_STATE.value_set(s.state),
-                    AGENT_NAME.value_set(s.defn.name if s.defn else ROOT_ID),
-                    AGENT_DEPTH.value_set(s.depth),
-                    *([AGENT_PARENT.value_set(s.parent)] if s.parent else []),
-                ]
-            )
-            self._published_state = s.state
-        elif self._published_state != s.state:
-            workflow.upsert_search_attributes([AGENT_STATE.value_set(s.state)])
-            self._published_state = s.state
-        last = s.last_result
-        pending = (
-            f"pending: {s.pending_req.kind} — {s.pending_req.prompt[:200]}"
-            if (s.pending_req)
-            else None
-        )
-        workflow.set_current_details(
-            "\n".join(
-                line
-                for line in (
-                    f"**{s.id}** — `{s.state}`",
-                    f"turns {s.turns_total} · tokens {s.usage_total} · inbox {len(s.inbox)}"
-                    f" · children {len(s.children)}",
-                    pending,
-                    f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
-                )
-                if line
-            )
-        )
-
-
-def _short(err: ValidationError) -> str:
-    first = err.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "payload"
-    return f"{where}: {first.get('msg', 'invalid')}"
+        self._vis.unknown_signal(name)

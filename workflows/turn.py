@@ -1,6 +1,6 @@
 """The turn (CONTRACT §4, §5): the LLM loop, tool calls, suspension and delegation.
 
-Mixed into ``AgentWorkflow``; deterministic like it. One turn:
+Deterministic, like all workflow code. One turn:
 
 1. call the model (activity ``tnx.llm_call``) with the new messages;
 2. run every tool call of the reply concurrently (activity ``tnx.tool_call`` per call; the
@@ -22,29 +22,31 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError
+
+from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
+from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.delegation import Delegation
+from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
-        CloseRequest,
-        InterpretInput,
         LlmCallInput,
         LlmCallResult,
         ToolCallInput,
     )
     from toolnexus_temporal.workflows.models import (
         Answer,
-        HandleStateName,
+        LimitName,
         Message,
-        Request,
         TaskResult,
         ToolCall,
         ToolOptions,
         ToolResult,
     )
     from toolnexus_temporal.workflows.names import (
-        INTERPRET_ACTIVITY,
-        INTERPRET_NON_RETRYABLE,
         LLM_CALL_ACTIVITY,
         LLM_NON_RETRYABLE,
         LLM_ON_OWN_QUEUE,
@@ -55,82 +57,51 @@ with workflow.unsafe.imports_passed_through():
         llm_task_queue,
         workflow_id_for,
     )
-    from toolnexus_temporal.workflows.render import render_turn_input
-    from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+    from toolnexus_temporal.workflows.state import HandleState
 
 
 class Interrupted(Exception):
     """Raised inside a turn when an interrupt aborted it."""
 
 
-def error_cause(err: BaseException) -> str:
-    """The innermost readable message of a Temporal failure chain."""
-    cause: BaseException | None = err
-    while cause is not None and getattr(cause, "cause", None) is not None:
-        cause = cause.cause  # type: ignore[attr-defined]
-    return str(getattr(cause, "message", None) or cause or err)[:300]
+class Turn:
+    """The turn of one handle (see the module docstring).
 
+    Owns ``transcript_len``, ``llm_seq``, ``unsent``, ``store_key`` and ``tool_options``, the
+    turn's counters in ``HandleState`` (``turns_total``, ``own_tokens``,
+    ``tool_calls_total``), and the per-turn :class:`TurnScratch`.
 
-def error_text(err: ActivityError) -> str:
-    """The readable cause of a failed activity."""
-    cause = err.cause
-    if isinstance(cause, CancelledError):
-        return "cancelled"
-    if isinstance(cause, ApplicationError):
-        return cause.message
-    return str(cause or err)
+    Args:
+        s: the handle's state model.
+        scratch: the per-turn counters and flags (shared with approvals and interrupt).
+        vis: trace lines.
+        machine: settles the turn; live usage reports.
+        budgets: the ledger and the budget check before each LLM call and tool batch.
+        approvals: suspensions.
+        delegation: the ``task`` tool.
+    """
 
-
-class TurnMixin:
-    """The turn half of AgentWorkflow. The attributes and methods declared here are provided
-    by AgentWorkflow."""
-
-    s: HandleState
-    _interrupt_requested: bool
-    _answers: dict[str, Answer]
-    _suspended_tasks: dict[int, Request]
-    _turn_turns: int
-    _turn_tokens: int
-    _last_report_ms: float
-
-    def _transition(self, to: HandleStateName, why: str) -> None:
-        raise NotImplementedError
-
-    def _trace(self, line: str) -> None:
-        raise NotImplementedError
-
-    def _recount(self) -> None:
-        raise NotImplementedError
-
-    def _report(self) -> None:
-        raise NotImplementedError
-
-    def _publish(self) -> None:
-        raise NotImplementedError
-
-    async def _spawn_child(self, name: str, report_results: bool) -> tuple[str | None, str | None]:
-        raise NotImplementedError
-
-    async def _close_child(self, child_id: str, req: CloseRequest) -> None:
-        raise NotImplementedError
-
-    def remaining(self) -> tuple[int | None, int | None]:
-        raise NotImplementedError
-
-    def _admit_child_wake(self, child: str, prompt: str | None) -> Any:
-        raise NotImplementedError
-
-    async def _refresh_budget(self) -> None:
-        raise NotImplementedError
-
-    _turn_task: asyncio.Task[None] | None
-    _wall_fired: bool
-    _next_messages: list[Message]
-    _open_calls: list[ToolCall]
+    def __init__(
+        self,
+        s: HandleState,
+        scratch: TurnScratch,
+        vis: Visibility,
+        machine: Machine,
+        budgets: BudgetLedger,
+        approvals: Approvals,
+        delegation: Delegation,
+    ) -> None:
+        self.s = s
+        self.scratch = scratch
+        self.vis = vis
+        self.machine = machine
+        self.budgets = budgets
+        self.approvals = approvals
+        self.delegation = delegation
 
     # ------------------------------------------------------------------ the turn
 
-    async def _run_turn(self) -> None:
+    async def run(self) -> None:
         """Run one admitted turn (see the module docstring).
 
         A turn is transactional when it is interrupted or fails: the transcript rolls back to
@@ -138,73 +109,68 @@ class TurnMixin:
         drained inbox returns to the front of the inbox.
         """
         s = self.s
-        assert s.defn is not None
+        defn = require_defn(s)
         s.turn_pending = False
-        user_text = render_turn_input(s.wake_prompt, s.turn_inbox)
-        s.wake_prompt = None
+        user_text = take_turn_input(s)
         unsent_before = list(s.unsent)
         new_messages: list[Message] = list(s.unsent)
         s.unsent = []
-        if s.transcript_len == 0 and not new_messages and s.defn.system_prompt:
-            new_messages.append(Message(role="system", content=s.defn.system_prompt))
+        if s.transcript_len == 0 and not new_messages and defn.system_prompt:
+            new_messages.append(Message(role="system", content=defn.system_prompt))
         new_messages.append(Message(role="user", content=user_text))
         turn_start_len = s.transcript_len
-        self._turn_turns = 0
-        self._turn_tokens = 0
-        self._wall_fired = False
-        self._next_messages = new_messages
-        self._open_calls = []
+        self.scratch.start(new_messages)
         watchdog = self._start_watchdog()
         result: TaskResult
         try:
-            result = await self._turn_loop()
+            result = await self._loop()
         except (asyncio.CancelledError, Interrupted):
-            if self._wall_fired:
+            if self.scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
                 result = self._rollback(turn_start_len, unsent_before, None)
         except ActivityError as err:
-            if self._wall_fired:
+            if self.scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
-                cause = None if self._interrupt_requested else error_text(err)
+                cause = None if self.scratch.interrupt_requested else error_text(err)
                 result = self._rollback(turn_start_len, unsent_before, cause)
         finally:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
         s.turn_inbox = []
         s.pending_req = None
-        self._interrupt_requested = False
-        self._settle(result)
+        self.scratch.interrupt_requested = False
+        self.machine.settle(result)
 
-    async def _turn_loop(self) -> TaskResult:
+    async def _loop(self) -> TaskResult:
         """The LLM loop; budgets are checked before every LLM call and every tool batch
         (CONTRACT §6, §9.3)."""
         s = self.s
         max_turns = s.budget.max_turns
         while True:
-            if max_turns is not None and self._turn_turns >= max_turns:
-                s.unsent = self._next_messages
-                return self._turn_result(
+            if max_turns is not None and self.scratch.llm_calls >= max_turns:
+                s.unsent = self.scratch.next_messages
+                return self.scratch.result(
                     "incomplete",
-                    f"stopped after {self._turn_turns} LLM round trip(s): max_turns reached",
+                    f"stopped after {self.scratch.llm_calls} LLM round trip(s): max_turns reached",
                     limit="maxTurns",
                 )
-            await self._refresh_budget()
-            limit = self._budget_limit(0)
+            await self.budgets.refresh()
+            limit = self.budgets.limit(0)
             if limit is not None:
                 return self._budget_stop(limit)
-            reply = await self._llm_call(self._next_messages)
-            self._turn_turns += 1
-            self._turn_tokens += reply.usage.total_tokens
+            reply = await self._llm_call(self.scratch.next_messages)
+            self.scratch.llm_calls += 1
+            self.scratch.tokens += reply.usage.total_tokens
             s.turns_total += 1
             s.own_tokens += reply.usage.total_tokens
-            self._recount()
+            self.budgets.recount()
             s.transcript_len = reply.stored_len
-            self._next_messages = []
+            self.scratch.next_messages = []
             calls = reply.message.tool_calls or []
             if not calls:
-                return self._turn_result("done", reply.message.content or "")
+                return self.scratch.result("done", reply.message.content or "")
             # Usage rolls up live: after every call under a finite pool above (siblings drain
             # the same pool), else at most once per live_usage_ms; the rest goes with the
             # settle (or suspension) report, which saves ~9 events per call.
@@ -213,54 +179,41 @@ class TurnMixin:
                 or not workflow.patched(SETTLE_REPORTS_ONLY)
                 or self._live_report_due()
             ):
-                self._report()
-            self._open_calls = calls
-            await self._refresh_budget()
-            limit = self._budget_limit(len(calls))
+                self.machine.report()
+            self.scratch.open_calls = calls
+            await self.budgets.refresh()
+            limit = self.budgets.limit(len(calls))
             if limit is not None:
                 return self._budget_stop(limit)
-            self._next_messages = await self._run_tool_calls(calls)
-            self._open_calls = []
+            self.scratch.next_messages = await self._run_tool_calls(calls)
+            self.scratch.open_calls = []
 
     def _live_report_due(self) -> bool:
+        """The last report is at least ``live_usage_ms`` old (workflow time)."""
         every = self.s.options.live_usage_ms
         if every is None:
             return False
         now_ms = workflow.now().timestamp() * 1000
-        return now_ms - self._last_report_ms >= every
+        return now_ms - self.machine.last_report_ms >= every
 
-    def _budget_limit(self, tool_calls: int) -> Any:
-        """The limit that forbids the next LLM call (``tool_calls`` 0) or a batch of
-        ``tool_calls`` tool calls, or None."""
-        s = self.s
-        now_ms = workflow.now().timestamp() * 1000
-        if s.wall_deadline_ms is not None and now_ms >= s.wall_deadline_ms:
-            return "wallMs"
-        tokens, calls_left = self.remaining()
-        if tokens is not None and tokens <= 0:
-            return "tokens"
-        if tool_calls and calls_left is not None and calls_left < tool_calls:
-            return "toolCalls"
-        return None
-
-    def _budget_stop(self, limit: Any) -> TaskResult:
+    def _budget_stop(self, limit: LimitName) -> TaskResult:
         """Stop the turn at a budget limit: ``incomplete``, partial work and transcript kept.
         Tool calls the model asked for but that did not run get error results, sent first
         on the next wake, so the transcript stays well-formed."""
         s = self.s
-        if self._open_calls:
+        if self.scratch.open_calls:
             s.unsent = [
                 Message(
                     role="tool",
                     tool_call_id=call.id,
                     content=f"error: not run: budget exhausted ({limit})",
                 )
-                for call in self._open_calls
+                for call in self.scratch.open_calls
             ]
         else:
-            s.unsent = self._next_messages
-        self._open_calls = []
-        return self._turn_result(
+            s.unsent = self.scratch.next_messages
+        self.scratch.open_calls = []
+        return self.scratch.result(
             "incomplete", f"budget exhausted ({limit}): the turn stopped", limit=limit
         )
 
@@ -275,29 +228,11 @@ class TurnMixin:
 
         async def fire() -> None:
             await workflow.sleep(timedelta(milliseconds=left_ms))
-            self._wall_fired = True
-            if self._turn_task is not None:
-                self._turn_task.cancel()
+            self.scratch.wall_fired = True
+            if self.scratch.task is not None:
+                self.scratch.task.cancel()
 
         return asyncio.create_task(fire())
-
-    def _turn_result(
-        self, status: Any, text: str, limit: Any = None, pending: Request | None = None
-    ) -> TaskResult:
-        return TaskResult(
-            status=status,
-            is_error=status not in ("done", "pending"),
-            text=text,
-            turns=self._turn_turns,
-            total_tokens=self._turn_tokens,
-            limit=limit,
-            pending=pending,
-        )
-
-    def _settle(self, result: TaskResult) -> None:
-        self.s.last_result = result
-        self.s.result_seq += 1
-        self._transition("idle", result.status)
 
     def _rollback(
         self, turn_start_len: int, unsent_before: list[Message], cause: str | None
@@ -306,19 +241,25 @@ class TurnMixin:
         s = self.s
         s.transcript_len = turn_start_len
         s.unsent = unsent_before
-        s.inbox = s.turn_inbox + s.inbox
+        restore_drained(s)
         if cause is None:
-            return self._turn_result(
+            return self.scratch.result(
                 "interrupted", "the turn was interrupted; its transcript was not kept"
             )
-        result = self._turn_result("error", f"LLM call failed: {cause}")
+        result = self.scratch.result("error", f"LLM call failed: {cause}")
         s.last_error = result.text[:500]
         return result
 
     async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:
+        """One LLM round trip (activity ``tnx.llm_call``) appending ``new_messages``.
+
+        Raises:
+            Interrupted: an interrupt came before the call was scheduled.
+            ActivityError: the call failed after its retries, or was cancelled.
+        """
         s = self.s
-        assert s.defn is not None
-        if self._interrupt_requested:
+        defn = require_defn(s)
+        if self.scratch.interrupt_requested:
             raise Interrupted()
         opts = s.options
         s.llm_seq += 1
@@ -329,10 +270,10 @@ class TurnMixin:
                 base_len=s.transcript_len,
                 fence=s.llm_seq,
                 new_messages=new_messages,
-                model=s.defn.model,
-                style=s.defn.style,
-                tools=s.defn.tools,
-                team=s.defn.team,
+                model=defn.model,
+                style=defn.style,
+                tools=defn.tools,
+                team=defn.team,
             ),
             result_type=LlmCallResult,
             task_queue=(
@@ -357,7 +298,7 @@ class TurnMixin:
         at a time in call order. Returns one tool message per call, in call order."""
         s = self.s
         s.tool_calls_total += len(calls)
-        self._recount()
+        self.budgets.recount()
         # Identical task calls within one response share one child (CONTRACT §4).
         jobs: dict[str, int] = {}
         call_job: list[int] = []
@@ -378,19 +319,30 @@ class TurnMixin:
         for index, call in enumerate(calls):
             fields = results[index].metadata.get("pending")
             if isinstance(fields, dict):
-                results[index] = await self._suspend(call, fields)
+                results[index] = await self._resolve_suspension(call, fields)
         return [
             Message(role="tool", tool_call_id=call.id, content=result.output)
             for call, result in zip(calls, results, strict=True)
         ]
 
+    async def _resolve_suspension(self, call: ToolCall, fields: dict[str, Any]) -> ToolResult:
+        """Resolve one suspension (CONTRACT §5) and, when its Answer is ``ok``, run the tool
+        once more with it."""
+        outcome = await self.approvals.suspend(call, fields)
+        if isinstance(outcome, ToolResult):
+            return outcome
+        again = await self._exec_tool(call, outcome.answer)
+        return rerun_result(outcome.request, again)
+
     async def _tool_job(self, index: int, call: ToolCall) -> ToolResult:
+        """Run the unique tool call ``index``: ``task``, a registered tool, or an error
+        result naming the available tools."""
         s = self.s
-        assert s.defn is not None
-        if call.name == TASK_TOOL and s.defn.team:
-            return await self._task(index, call)
-        if call.name not in s.defn.tools:
-            available = ", ".join([*s.defn.tools, *([TASK_TOOL] if s.defn.team else [])])
+        defn = require_defn(s)
+        if call.name == TASK_TOOL and defn.team:
+            return await self.delegation.task(index, call)
+        if call.name not in defn.tools:
+            available = ", ".join([*defn.tools, *([TASK_TOOL] if defn.team else [])])
             return ToolResult(
                 output=f"error: unknown tool {call.name!r} (available: {available or 'none'})",
                 is_error=True,
@@ -423,164 +375,14 @@ class TurnMixin:
                 summary=f"tool {call.name} for {s.id}",
             )
         except ActivityError as err:
-            if self._interrupt_requested:
+            if self.scratch.interrupt_requested:
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
         return result
 
-    # ------------------------------------------------------------------ suspension
-
-    async def _suspend(self, call: ToolCall, fields: dict[str, Any]) -> ToolResult:
-        """Resolve one suspension (CONTRACT §5): nearest interpreter inline, else park."""
-        s = self.s
-        s.request_seq += 1
-        data = dict(fields.get("data") or {})
-        data["path"] = s.id.split("/")
-        req = Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
-        s.pending_req = req
-        nearest = s.interpreters[0] if s.interpreters else None
-        if nearest is not None:
-            self._transition("suspended", f"{call.name} needs {req.kind}")
-            self._trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
-            answer = await self._interpret(nearest.name, nearest.handle_id, req)
-        else:
-            # Park: waiters get `pending` now; the Answer continues this very turn.
-            s.last_result = self._turn_result("pending", req.prompt, pending=req)
-            s.result_seq += 1
-            self._transition("suspended", f"{call.name} needs {req.kind}; waiting for an answer")
-            await workflow.wait_condition(lambda: req.id in self._answers)
-            answer = self._answers.pop(req.id)
-        s.pending_req = None
-        verdict = "ok" if answer.ok else (answer.reason or "declined")
-        self._transition("running", f"answer {verdict}")
-        if not answer.ok:
-            return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
-        again = await self._exec_tool(call, answer)
-        if isinstance(again.metadata.get("pending"), dict):
-            return ToolResult(
-                output=f"unresolved: {req.prompt} (the tool suspended again after its answer)",
-                is_error=True,
-            )
-        return again
-
-    async def _interpret(self, name: str, answerer: str, req: Request) -> Answer:
-        try:
-            answer: Answer = await workflow.execute_activity(
-                INTERPRET_ACTIVITY,
-                InterpretInput(interpreter=name, answerer=answerer, request=req),
-                result_type=Answer,
-                start_to_close_timeout=timedelta(
-                    milliseconds=self.s.options.interpreter_timeout_ms
-                ),
-                heartbeat_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(
-                    maximum_attempts=3,
-                    non_retryable_error_types=list(INTERPRET_NON_RETRYABLE),
-                ),
-                summary=f"interpreter {name} answers {req.id}",
-            )
-        except ActivityError as err:
-            if self._interrupt_requested:
-                raise
-            self._trace(f"{self.s.id}: interpreter {name} FAILED ({error_text(err)})")
-            return Answer(id=req.id, ok=False, reason="cancelled")
-        return answer
-
-    # ------------------------------------------------------------------ delegation
-
-    async def _task(self, index: int, call: ToolCall) -> ToolResult:
-        """The ``task`` tool (CONTRACT §4): spawn → wake → wait → close of one child."""
-        s = self.s
-        assert s.defn is not None
-        try:
-            args = json.loads(call.arguments or "{}")
-            agent, prompt = str(args["agent"]), str(args["prompt"])
-        except (ValueError, KeyError, TypeError):
-            return ToolResult(
-                output='error: task needs {"agent": <team member>, "prompt": <text>}',
-                is_error=True,
-            )
-        if agent not in s.defn.team:
-            team = ", ".join(sorted(s.defn.team))
-            return ToolResult(
-                output=f"error: agent {agent!r} is not in the team (team: {team})",
-                is_error=True,
-            )
-        child_id, error = await self._spawn_child(agent, report_results=True)
-        if child_id is None:
-            return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
-        self._trace(f"{s.id}: task → {child_id}")
-        try:
-            self._admit_child_wake(child_id, prompt)  # takes a slot, or queues FIFO
-            result = await self._await_child_result(index, child_id)
-        except asyncio.CancelledError:
-            # The parent's turn was interrupted: the delegated work is abandoned with it.
-            self._suspended_tasks.pop(index, None)
-            await self._close_child(child_id, CloseRequest(force=True, reason="task aborted"))
-            raise
-        await self._close_child(child_id, CloseRequest(reason="task done"))
-        if result.status == "done":
-            return ToolResult(output=result.text)
-        return ToolResult(output=f"[{result.status}] {result.text}", is_error=True)
-
-    async def _await_child_result(self, index: int, child_id: str) -> TaskResult:
-        """Wait for the child's first settled result; while the child is parked on a
-        Request, this handle parks too, with the Request stamped with its own path."""
-        s = self.s
-
-        def info() -> ChildInfo:
-            return s.children_info.get(child_id, ChildInfo())
-
-        while True:
-            await workflow.wait_condition(
-                lambda: (
-                    info().state == "closed"
-                    or (info().result_seq >= 1 and info().state == "idle")
-                    or info().parked != (index in self._suspended_tasks)
-                )
-            )
-            current = info()
-            if current.parked and current.pending_req is not None:
-                self._park_for_child(index, current.pending_req)
-                continue
-            if index in self._suspended_tasks:
-                self._unpark_for_child(index)
-                continue
-            if current.last_result is not None and current.result_seq >= 1:
-                return current.last_result
-            if current.state == "closed":
-                return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")
-
-    def _park_for_child(self, index: int, child_req: Request) -> None:
-        s = self.s
-        data = dict(child_req.data or {})
-        data["path"] = s.id.split("/")
-        req = child_req.model_copy(update={"data": data})
-        self._suspended_tasks[index] = req
-        first = self._suspended_tasks[min(self._suspended_tasks)]
-        if s.state == "suspended":
-            s.pending_req = first
-            self._publish()
-            self._report()
-            return
-        s.pending_req = first
-        s.last_result = self._turn_result("pending", first.prompt, pending=first)
-        s.result_seq += 1
-        self._transition("suspended", f"delegated task waits for {req.kind}")
-
-    def _unpark_for_child(self, index: int) -> None:
-        s = self.s
-        self._suspended_tasks.pop(index, None)
-        if self._suspended_tasks:
-            s.pending_req = self._suspended_tasks[min(self._suspended_tasks)]
-            self._publish()
-            self._report()
-            return
-        s.pending_req = None
-        self._transition("running", "delegated task answered")
-
 
 def _canonical(arguments: str) -> str:
+    """JSON arguments with sorted keys (the key of identical ``task`` calls)."""
     try:
         return json.dumps(json.loads(arguments or "{}"), sort_keys=True)
     except ValueError:

@@ -1,0 +1,237 @@
+"""Suspension and approvals (CONTRACT §5, §3 resume, §9.1, §9.2).
+
+A tool that returns ``pending(...)`` suspends its turn. The nearest interpreter (the
+handle's own ``wait_for``, else its ancestors') answers inline through the ``tnx.interpret``
+activity; with none, the handle parks ``suspended`` until the Answer arrives (the
+``answer`` signal or the ``admit_answer`` update), and the same turn goes on. A handle whose
+delegated ``task`` child parks parks too, with the child's Request stamped with its own path;
+an Answer given to it is routed down to that child.
+
+:meth:`Approvals.suspend` returns the Answer (the turn re-runs the tool with it, see
+:func:`rerun_result`) or a ready decline result. Deterministic; no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.outbox import Signals
+from toolnexus_temporal.workflows.visibility import Visibility, error_text
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.messages import InterpretInput
+    from toolnexus_temporal.workflows.models import Answer, Request, ToolCall, ToolResult
+    from toolnexus_temporal.workflows.names import (
+        INTERPRET_ACTIVITY,
+        INTERPRET_NON_RETRYABLE,
+        SIGNAL_ANSWER,
+    )
+    from toolnexus_temporal.workflows.state import HandleState
+
+
+class Answered(NamedTuple):
+    """A suspension answered ``ok``: the turn re-runs the tool with ``answer``."""
+
+    request: Request
+    answer: Answer
+
+
+def rerun_result(request: Request, again: ToolResult) -> ToolResult:
+    """The tool result after the re-run with the Answer: a second suspension is an
+    ``unresolved`` error result (CONTRACT §5), anything else is the result."""
+    if isinstance(again.metadata.get("pending"), dict):
+        return ToolResult(
+            output=f"unresolved: {request.prompt} (the tool suspended again after its answer)",
+            is_error=True,
+        )
+    return again
+
+
+def stamped(s: HandleState, fields: dict[str, Any]) -> Request:
+    """The Request of a tool's ``pending`` metadata with this handle's deterministic id
+    ``{id}#{n}`` and ``data.path`` (CONTRACT §5, §9.5); counts ``request_seq``."""
+    s.request_seq += 1
+    data = dict(fields.get("data") or {})
+    data["path"] = s.id.split("/")
+    return Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
+
+
+class Approvals:
+    """Suspensions, Answers and parking of one handle.
+
+    Owns ``pending_req``, ``request_seq`` and ``interpreters``; per run, the Answers not yet
+    taken by the parked turn, the ids forwarded to children, and the delegated tasks parked
+    on a child's Request (by tool call index).
+
+    Args:
+        s: the handle's state model.
+        scratch: the turn's counters (results) and interrupt flag.
+        vis: trace, publish and rejections.
+        machine: transitions and reports.
+        outbox: forwards an Answer to a child.
+    """
+
+    def __init__(
+        self,
+        s: HandleState,
+        scratch: TurnScratch,
+        vis: Visibility,
+        machine: Machine,
+        outbox: Signals,
+    ) -> None:
+        self.s = s
+        self.scratch = scratch
+        self.vis = vis
+        self.machine = machine
+        self.outbox = outbox
+        self.answers: dict[str, Answer] = {}
+        self.forwarded: set[str] = set()
+        self.parked_tasks: dict[int, Request] = {}
+
+    def answer(self, answer: Answer) -> tuple[str | None, str | None]:
+        """Route an Answer (CONTRACT §3 resume): to this handle's parked turn, or down to the
+        child whose parked Request has this id.
+
+        Returns:
+            (None, the handle it was delivered to), or (the error, None): no pending
+            Request, another id, already answered, or being cancelled. A rejection changes
+            nothing and is recorded loudly (CONTRACT §9.2).
+        """
+        s = self.s
+        pending = s.pending_req
+        if s.state != "suspended" or pending is None:
+            error = f"{s.id} has no pending request"
+        elif answer.id != pending.id:
+            error = f"answer {answer.id!r} matches no pending request (pending: {pending.id!r})"
+        elif answer.id in self.answers or answer.id in self.forwarded:
+            error = f"request {answer.id!r} is already answered"
+        elif self.scratch.interrupt_requested or s.closing:
+            error = f"request {answer.id!r} is being cancelled (interrupt or close)"
+        else:
+            error = None
+        if error is not None:
+            self.vis.reject("answer", error)
+            return error, None
+        self.vis.trace(f"{s.id}: answer {answer.id} ({'ok' if answer.ok else 'not ok'})")
+        for child_id, info in s.children_info.items():
+            if info.pending_req is not None and info.pending_req.id == answer.id:
+                # The answer is on its way: this handle resumes now (the waiting task sees the
+                # child running); a child that refuses it reports `suspended` again.
+                s.children_info[child_id] = info.model_copy(
+                    update={"state": "running", "pending_req": None, "parked": False}
+                )
+                self.forwarded.add(answer.id)
+                self.outbox.signal_later(child_id, SIGNAL_ANSWER, answer)
+                return None, child_id
+        self.answers[answer.id] = answer
+        return None, s.id
+
+    async def suspend(self, call: ToolCall, fields: dict[str, Any]) -> Answered | ToolResult:
+        """Resolve one suspension (CONTRACT §5): the nearest interpreter answers inline, else
+        the handle parks until the Answer arrives; then it runs again.
+
+        Args:
+            call: the tool call that suspended.
+            fields: its ``metadata["pending"]`` (a Request without ``id``).
+
+        Returns:
+            The Answer when ``ok`` (the caller re-runs the tool with it), else the error
+            result for the model (``declined: ...``, ``expired: ...``, ``cancelled: ...``).
+        """
+        s = self.s
+        req = stamped(s, fields)
+        s.pending_req = req
+        nearest = s.interpreters[0] if s.interpreters else None
+        if nearest is not None:
+            self.machine.transition("suspended", f"{call.name} needs {req.kind}")
+            self.vis.trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
+            answer = await self.interpret(nearest.name, nearest.handle_id, req)
+        else:
+            # Park: waiters get `pending` now; the Answer continues this very turn.
+            s.last_result = self.scratch.result("pending", req.prompt, pending=req)
+            s.result_seq += 1
+            self.machine.transition(
+                "suspended", f"{call.name} needs {req.kind}; waiting for an answer"
+            )
+            await workflow.wait_condition(lambda: req.id in self.answers)
+            answer = self.answers.pop(req.id)
+        s.pending_req = None
+        verdict = "ok" if answer.ok else (answer.reason or "declined")
+        self.machine.transition("running", f"answer {verdict}")
+        if not answer.ok:
+            return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
+        return Answered(request=req, answer=answer)
+
+    async def interpret(self, name: str, answerer: str, req: Request) -> Answer:
+        """Ask interpreter ``name`` (on behalf of handle ``answerer``) to answer ``req``
+        (activity ``tnx.interpret``, timeout ``options.interpreter_timeout_ms``). A failure
+        is traced and answers ``cancelled``; during an interrupt it is re-raised."""
+        try:
+            answer: Answer = await workflow.execute_activity(
+                INTERPRET_ACTIVITY,
+                InterpretInput(interpreter=name, answerer=answerer, request=req),
+                result_type=Answer,
+                start_to_close_timeout=timedelta(
+                    milliseconds=self.s.options.interpreter_timeout_ms
+                ),
+                heartbeat_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(
+                    maximum_attempts=3,
+                    non_retryable_error_types=list(INTERPRET_NON_RETRYABLE),
+                ),
+                summary=f"interpreter {name} answers {req.id}",
+            )
+        except ActivityError as err:
+            if self.scratch.interrupt_requested:
+                raise
+            self.vis.trace(f"{self.s.id}: interpreter {name} FAILED ({error_text(err)})")
+            return Answer(id=req.id, ok=False, reason="cancelled")
+        return answer
+
+    # ---- parking for a delegated task's child
+
+    def is_parked(self, index: int) -> bool:
+        """Whether the ``task`` call ``index`` is parked on its child's Request."""
+        return index in self.parked_tasks
+
+    def park_for_child(self, index: int, child_req: Request) -> None:
+        """The child of ``task`` call ``index`` parked on ``child_req``: this handle parks too,
+        surfacing the first parked call's Request (in call order) with its own path."""
+        s = self.s
+        data = dict(child_req.data or {})
+        data["path"] = s.id.split("/")
+        req = child_req.model_copy(update={"data": data})
+        self.parked_tasks[index] = req
+        first = self.parked_tasks[min(self.parked_tasks)]
+        if s.state == "suspended":
+            s.pending_req = first
+            self.vis.publish()
+            self.machine.report()
+            return
+        s.pending_req = first
+        s.last_result = self.scratch.result("pending", first.prompt, pending=first)
+        s.result_seq += 1
+        self.machine.transition("suspended", f"delegated task waits for {req.kind}")
+
+    def unpark_for_child(self, index: int) -> None:
+        """The child of ``task`` call ``index`` runs again: surface the next parked call's
+        Request, or resume (suspended→running) when none is left."""
+        s = self.s
+        self.parked_tasks.pop(index, None)
+        if self.parked_tasks:
+            s.pending_req = self.parked_tasks[min(self.parked_tasks)]
+            self.vis.publish()
+            self.machine.report()
+            return
+        s.pending_req = None
+        self.machine.transition("running", "delegated task answered")
+
+    def forget_task(self, index: int) -> None:
+        """The ``task`` call ``index`` was aborted: it is no longer parked."""
+        self.parked_tasks.pop(index, None)

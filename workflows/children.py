@@ -1,0 +1,304 @@
+"""Children (CONTRACT §3 spawn, close; §8): spawning child workflows, resolving agent
+definitions, the children's reports, and closing a child.
+
+Children are child workflows of type ``AgentWorkflow`` (started by the type name, so this
+module does not import the workflow class), with ``ParentClosePolicy.ABANDON``: closing a
+parent closes its subtree through the graceful cascade, never by Temporal termination, and
+children outlive a parent's continue-as-new. A child reports every change with the
+``child_report`` signal: an absolute snapshot, newest ``seq`` wins. Deterministic; no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
+from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.slots import SlotBook
+from toolnexus_temporal.workflows.visibility import Visibility, error_cause, view_of
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.messages import (
+        ChildReport,
+        CloseRequest,
+        ResolveAgentInput,
+        ResolveAgentResult,
+        SpawnRequest,
+        SpawnResult,
+    )
+    from toolnexus_temporal.workflows.models import AgentDef, Budget, HandleView
+    from toolnexus_temporal.workflows.names import (
+        RESOLVE_AGENT_ACTIVITY,
+        RESOLVE_BY_ACTIVITY,
+        SIGNAL_CLOSE,
+        WORKFLOW_TYPE,
+        workflow_id_for,
+    )
+    from toolnexus_temporal.workflows.state import AgentInput, ChildInfo, HandleState, Interpreter
+
+DEF_CACHE_S = 60.0
+"""How long a parent reuses a resolved agent definition, in seconds of workflow time."""
+
+
+def spawn_check(
+    s: HandleState, name: str, resolved: ResolveAgentResult, now_ms: float
+) -> str | None:
+    """Why ``s`` may not spawn ``name`` (CONTRACT §3 spawn), or None.
+
+    Checks, in order: unknown name (``known`` names listed); parent closed or closing;
+    depth over ``max_depth``; children over ``max_children`` (closed ones count); a pool
+    exhausted or the deadline passed (``now_ms``: ms since the epoch).
+    """
+    if resolved.defn is None:
+        return f'unknown agent "{name}" (known: {", ".join(resolved.known)})'
+    if s.state == "closed" or s.closing:
+        return "parent closed"
+    max_depth = s.budget.max_depth
+    if max_depth is not None and s.depth + 1 > max_depth:
+        return f"depth {s.depth + 1} over max_depth {max_depth}"
+    max_children = s.budget.max_children
+    if max_children is not None and len(s.children) >= max_children:
+        return f"children over max_children {max_children}"
+    return exhausted(s, now_ms)
+
+
+def child_state(
+    parent: HandleState,
+    child_id: str,
+    defn: AgentDef,
+    pools: ChildPools,
+    resolved: ResolveAgentResult,
+    *,
+    report_results: bool,
+) -> HandleState:
+    """The initial state of a new child of ``parent``: its pools as carved, the interpreter
+    chain (its own ``wait_for`` first, then the parent's chain), the parent's options."""
+    own_interpreter = [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
+    return HandleState(
+        id=child_id,
+        scope=parent.scope,
+        task_queue=parent.task_queue,
+        defn=defn,
+        budget=pools.budget,
+        parent=parent.id,
+        depth=parent.depth + 1,
+        pool_tokens_limit=pools.tokens_limit,
+        pool_tool_calls_limit=pools.tool_calls_limit,
+        pool_tokens=pools.tokens_limit,
+        pool_tool_calls=pools.tool_calls_limit,
+        wall_deadline_ms=pools.wall_deadline_ms,
+        floor=pools.floor,
+        interpreters=own_interpreter + parent.interpreters,
+        tool_options=resolved.tool_options,
+        report_results=report_results,
+        slot_parent=parent.budget.max_concurrent is not None,
+        options=parent.options,
+    )
+
+
+class Children:
+    """The children of one handle.
+
+    Owns ``children``, ``children_info`` and ``spawn_count``; per run, the resolved
+    definitions (cached ``DEF_CACHE_S``) and the lookups in flight.
+
+    Args:
+        s: the handle's state model.
+        vis: trace lines.
+        machine: the report to this handle's own parent.
+        budgets: carving pools, the ledger after a report.
+        slots: a child's slot after a report or when its workflow ended.
+    """
+
+    def __init__(
+        self,
+        s: HandleState,
+        vis: Visibility,
+        machine: Machine,
+        budgets: BudgetLedger,
+        slots: SlotBook,
+    ) -> None:
+        self.s = s
+        self.vis = vis
+        self.machine = machine
+        self.budgets = budgets
+        self.slots = slots
+        self.defs: dict[str, tuple[float, ResolveAgentResult]] = {}
+        """Resolved definitions of this run by name: (workflow time in s, result)."""
+        self.resolving: dict[str, asyncio.Future[ResolveAgentResult]] = {}
+
+    async def spawn(self, req: SpawnRequest) -> SpawnResult:
+        """The ``spawn`` update: the child's view, or the SpawnError text (never raises)."""
+        child, error = await self.start(req.name, budget=req.budget)
+        if child is None:
+            return SpawnResult(error=error)
+        return SpawnResult(handle=view_of(child))
+
+    async def spawn_for_task(self, name: str) -> tuple[str | None, str | None]:
+        """Spawn for the ``task`` tool (results reported): (child id, None) or (None, the
+        SpawnError text)."""
+        child, error = await self.start(name, report_results=True)
+        return (child.id if child else None), error
+
+    async def start(
+        self, name: str, *, report_results: bool = False, budget: Budget | None = None
+    ) -> tuple[HandleState | None, str | None]:
+        """Check, then start a child workflow (CONTRACT §3 spawn).
+
+        Returns:
+            (the child's initial state, None), or (None, the SpawnError text).
+        """
+        s = self.s
+        resolved = await self.resolve(name)
+        error = spawn_check(s, name, resolved, workflow.now().timestamp() * 1000)
+        if error is not None or resolved.defn is None:
+            error = error or "unknown agent"
+            self.vis.trace(f"{s.id}: spawn {name} REJECTED ({error})")
+            return None, error
+        defn = resolved.defn
+        pools = carve(s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
+        s.spawn_count += 1
+        child_id = f"{s.id}/{defn.name}.{s.spawn_count}"
+        child = child_state(s, child_id, defn, pools, resolved, report_results=report_results)
+        s.children.append(child_id)
+        s.children_info[child_id] = ChildInfo()
+        child_handle: workflow.ChildWorkflowHandle[
+            Any, HandleView
+        ] = await workflow.start_child_workflow(
+            WORKFLOW_TYPE,
+            AgentInput(state=child),
+            id=workflow_id_for(s.scope, child_id),
+            task_queue=s.task_queue,
+            result_type=HandleView,
+            # Closing a parent closes its subtree through our own graceful cascade, never
+            # by Temporal termination; children also outlive a parent's continue-as-new.
+            parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+            static_summary=f"agent {defn.name} (child of {s.id})",
+        )
+        self.vis.trace(f"{s.id}: spawn {child_id}")
+        asyncio.create_task(self.watch(child_id, child_handle))  # noqa: RUF006
+        return child, None
+
+    async def resolve(self, name: str) -> ResolveAgentResult:
+        """The registry's definition of ``name``, through the ``tnx.resolve_agent`` activity.
+
+        A known definition is reused for ``DEF_CACHE_S`` of workflow time, and concurrent
+        spawns of one name share one lookup (a fan-out of 50 costs one activity), so a
+        registry edit reaches a running parent's spawns within that time. An unknown name is
+        looked up again at each spawn.
+
+        Histories from before ``RESOLVE_BY_ACTIVITY`` used a local activity, which a core race
+        could record in one workflow task while resolving it in the next: non-deterministic
+        under concurrent spawn updates (bench/results/2026-11-30-evidence).
+
+        Raises:
+            ActivityError: the lookup failed (its sharers get the same error).
+        """
+        if not workflow.patched(RESOLVE_BY_ACTIVITY):  # exactly as those histories ran
+            old: ResolveAgentResult = await workflow.execute_local_activity(
+                RESOLVE_AGENT_ACTIVITY,
+                ResolveAgentInput(name=name),
+                result_type=ResolveAgentResult,
+                start_to_close_timeout=timedelta(seconds=10),
+            )
+            return old
+        now = workflow.now().timestamp()
+        cached = self.defs.get(name)
+        if cached is not None and now - cached[0] < DEF_CACHE_S:
+            return cached[1]
+        while (shared := self.resolving.get(name)) is not None:
+            try:
+                return await asyncio.shield(shared)
+            except asyncio.CancelledError:
+                if not shared.cancelled():
+                    raise  # this spawn itself was cancelled
+                # the spawn that was looking it up was cancelled: look it up here
+        pending: asyncio.Future[ResolveAgentResult] = asyncio.get_running_loop().create_future()
+        self.resolving[name] = pending
+        try:
+            resolved: ResolveAgentResult = await workflow.execute_activity(
+                RESOLVE_AGENT_ACTIVITY,
+                ResolveAgentInput(name=name),
+                result_type=ResolveAgentResult,
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=5),
+                summary=f"resolve agent {name}",
+            )
+        except asyncio.CancelledError:
+            pending.cancel()
+            raise
+        except Exception as err:
+            pending.set_exception(err)
+            pending.exception()  # marked retrieved: the sharers re-raise it
+            raise
+        finally:
+            del self.resolving[name]
+        pending.set_result(resolved)
+        if resolved.defn is not None:
+            self.defs[name] = (workflow.now().timestamp(), resolved)
+        return resolved
+
+    async def watch(
+        self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, HandleView]
+    ) -> None:
+        """A child's workflow that ends without reporting ``closed`` (terminated, failed,
+        timed out: for example from the web UI) is marked closed here, so nothing waits on
+        it forever and its slot is freed. (Watches children started in this run.)"""
+        try:
+            await handle
+            why = "ended"
+        except Exception as err:
+            why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
+        info = self.s.children_info.get(child_id)
+        if info is None or info.state == "closed":
+            return
+        self.vis.trace(f"{self.s.id}: child {child_id} {why}")
+        self.s.children_info[child_id] = info.model_copy(
+            update={"state": "closed", "parked": False, "pending_req": None}
+        )
+        self.slots.child_ended(child_id)
+
+    def on_report(self, report: ChildReport) -> None:
+        """A child's ``child_report``: keep the newest snapshot, then update the slot books
+        and the budget ledger, push floors and report upward (older reports are ignored)."""
+        info = self.s.children_info.get(report.id)
+        if info is None or report.seq <= info.report_seq:
+            return  # unknown child or an older report
+        if info.state != report.state and report.state == "closed":
+            self.vis.trace(f"{self.s.id}: child {report.id} closed")
+        self.s.children_info[report.id] = ChildInfo(
+            state=report.state,
+            usage_total=report.usage_total,
+            subtree_tool_calls=report.subtree_tool_calls,
+            report_seq=report.seq,
+            result_seq=report.result_seq,
+            last_result=report.last_result,
+            pending_req=report.pending_req,
+            parked=report.parked,
+        )
+        self.slots.on_report(report, was_parked=info.parked)
+        self.budgets.recount()
+        self.budgets.push_floors()
+        self.machine.report()
+
+    async def close(self, child_id: str, req: CloseRequest) -> None:
+        """Close one child (signal ``close``) and wait until it reports ``closed``; a child
+        already closed, or whose workflow is gone (traced), is done at once."""
+        info = self.s.children_info.get(child_id)
+        if info is not None and info.state == "closed":
+            return
+        child = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, child_id))
+        try:
+            await child.signal(SIGNAL_CLOSE, CloseRequest(force=req.force, reason=req.reason))
+        except Exception as err:  # the child's workflow is gone (ended or terminated)
+            workflow.logger.warning("%s: close of %s not delivered: %s", self.s.id, child_id, err)
+            self.vis.trace(f"{self.s.id}: close of {child_id} not delivered ({err})")
+            return
+        await workflow.wait_condition(
+            lambda: self.s.children_info.get(child_id, ChildInfo()).state == "closed"
+        )

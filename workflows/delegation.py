@@ -1,0 +1,124 @@
+"""Delegation: the ``task`` tool (CONTRACT §4, §5), spawn → wake → wait → close of one child,
+run in workflow code inside the parent's turn.
+
+The child starts a fresh transcript; the parent's model gets exactly one tool message (the
+child's text, or ``[status] text``). While the child is parked on a Request, the parent parks
+too (see :mod:`~toolnexus_temporal.workflows.approvals`). An interrupted parent turn closes
+the child with ``force``. Deterministic; no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from temporalio import workflow
+
+from toolnexus_temporal.workflows.approvals import Approvals
+from toolnexus_temporal.workflows.children import Children
+from toolnexus_temporal.workflows.machine import require_defn
+from toolnexus_temporal.workflows.slots import SlotBook
+from toolnexus_temporal.workflows.visibility import Visibility
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.messages import CloseRequest
+    from toolnexus_temporal.workflows.models import TaskResult, ToolCall, ToolResult
+    from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+
+
+class Delegation:
+    """The ``task`` tool of one handle.
+
+    Args:
+        s: the handle's state model.
+        vis: trace lines.
+        children: spawns and closes the child.
+        slots: the child's wake takes one of this handle's slots (or queues).
+        approvals: parks and unparks this handle with the child.
+    """
+
+    def __init__(
+        self,
+        s: HandleState,
+        vis: Visibility,
+        children: Children,
+        slots: SlotBook,
+        approvals: Approvals,
+    ) -> None:
+        self.s = s
+        self.vis = vis
+        self.children = children
+        self.slots = slots
+        self.approvals = approvals
+
+    async def task(self, index: int, call: ToolCall) -> ToolResult:
+        """Run the ``task`` call ``index`` of a reply (``{"agent": ..., "prompt": ...}``).
+
+        Returns:
+            The child's text, or an error result: bad arguments, an agent outside the team
+            (the team is named), a refused spawn, or the child's non-``done`` result.
+
+        Raises:
+            asyncio.CancelledError: the parent's turn was interrupted (the child is closed
+                with ``force`` first).
+        """
+        s = self.s
+        defn = require_defn(s)
+        try:
+            args = json.loads(call.arguments or "{}")
+            agent, prompt = str(args["agent"]), str(args["prompt"])
+        except (ValueError, KeyError, TypeError):
+            return ToolResult(
+                output='error: task needs {"agent": <team member>, "prompt": <text>}',
+                is_error=True,
+            )
+        if agent not in defn.team:
+            team = ", ".join(sorted(defn.team))
+            return ToolResult(
+                output=f"error: agent {agent!r} is not in the team (team: {team})",
+                is_error=True,
+            )
+        child_id, error = await self.children.spawn_for_task(agent)
+        if child_id is None:
+            return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
+        self.vis.trace(f"{s.id}: task → {child_id}")
+        try:
+            self.slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
+            result = await self.await_child_result(index, child_id)
+        except asyncio.CancelledError:
+            # The parent's turn was interrupted: the delegated work is abandoned with it.
+            self.approvals.forget_task(index)
+            await self.children.close(child_id, CloseRequest(force=True, reason="task aborted"))
+            raise
+        await self.children.close(child_id, CloseRequest(reason="task done"))
+        if result.status == "done":
+            return ToolResult(output=result.text)
+        return ToolResult(output=f"[{result.status}] {result.text}", is_error=True)
+
+    async def await_child_result(self, index: int, child_id: str) -> TaskResult:
+        """Wait for the child's first settled result; while the child is parked on a
+        Request, this handle parks too, with the Request stamped with its own path."""
+        s = self.s
+
+        def info() -> ChildInfo:
+            return s.children_info.get(child_id, ChildInfo())
+
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    info().state == "closed"
+                    or (info().result_seq >= 1 and info().state == "idle")
+                    or info().parked != self.approvals.is_parked(index)
+                )
+            )
+            current = info()
+            if current.parked and current.pending_req is not None:
+                self.approvals.park_for_child(index, current.pending_req)
+                continue
+            if self.approvals.is_parked(index):
+                self.approvals.unpark_for_child(index)
+                continue
+            if current.last_result is not None and current.result_seq >= 1:
+                return current.last_result
+            if current.state == "closed":
+                return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")

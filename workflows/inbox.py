@@ -1,0 +1,139 @@
+"""The inbox and wake admission (CONTRACT §3 post, wake; §4 turn input).
+
+``post`` appends to a bounded inbox and never changes state; a wake of an idle handle drains
+the inbox into the turn and flips the handle to ``running`` in one step. The turn's input
+(the wake prompt, then the drained inbox as one block) is rendered by
+:mod:`~toolnexus_temporal.workflows.render`, a pure module the sandbox passes through.
+
+The rules are plain functions over ``HandleState`` (:func:`post_error`, :func:`wake_error`,
+:func:`drain`, :func:`take_turn_input`, :func:`restore_drained`); :class:`Inbox` applies
+them from workflow code. Deterministic; no I/O.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.outbox import Signals
+from toolnexus_temporal.workflows.visibility import Visibility
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.messages import WakeChildRequest, WakeRequest
+    from toolnexus_temporal.workflows.models import InboxItem
+    from toolnexus_temporal.workflows.names import SIGNAL_SLOT_REQUEST
+    from toolnexus_temporal.workflows.render import render_turn_input
+    from toolnexus_temporal.workflows.state import HandleState
+
+
+def post_error(s: HandleState, item: InboxItem) -> str | None:
+    """Why ``item`` may not be posted (CONTRACT §3 post), or None.
+
+    Returns:
+        ``the root has no inbox: ...``, ``inbox closed`` (closed or closing), or
+        ``inbox full (N)`` at ``options.inbox_cap`` items.
+    """
+    if s.defn is None:
+        return "the root has no inbox: post to a spawned handle"
+    if s.state == "closed" or s.closing:
+        return "inbox closed"
+    if len(s.inbox) >= s.options.inbox_cap:
+        return f"inbox full ({s.options.inbox_cap})"
+    return None
+
+
+def wake_error(s: HandleState) -> str | None:
+    """Why this handle may not be woken (the root; closed or closing), or None."""
+    if s.defn is None:
+        return "the root handle never runs an LLM: wake a spawned handle"
+    if s.state == "closed" or s.closing:
+        return "handle closed"
+    return None
+
+
+def drain(s: HandleState, prompt: str | None) -> None:
+    """Admit a wake: keep its prompt, move the inbox into the turn, mark the turn pending."""
+    s.wake_prompt = prompt
+    s.turn_inbox = s.inbox
+    s.inbox = []
+    s.turn_pending = True
+
+
+def take_turn_input(s: HandleState) -> str:
+    """The user message of the admitted turn (CONTRACT §4); the wake prompt is consumed."""
+    user_text = render_turn_input(s.wake_prompt, s.turn_inbox)
+    s.wake_prompt = None
+    return user_text
+
+
+def restore_drained(s: HandleState) -> None:
+    """An interrupted or failed turn: its drained items return to the front of the inbox."""
+    s.inbox = s.turn_inbox + s.inbox
+
+
+class Inbox:
+    """Posts and wake admission of one handle.
+
+    Owns ``inbox``, ``wake_prompt``, ``turn_inbox`` and ``turn_pending``.
+
+    Args:
+        s: the handle's state model.
+        vis: trace, publish and rejections.
+        machine: the idle→running transition.
+        outbox: sends ``slot_request`` to a parent that limits ``max_concurrent``.
+    """
+
+    def __init__(self, s: HandleState, vis: Visibility, machine: Machine, outbox: Signals):
+        self.s = s
+        self.vis = vis
+        self.machine = machine
+        self.outbox = outbox
+
+    def post(self, item: InboxItem) -> str | None:
+        """Append ``item`` to the inbox (CONTRACT §3 post).
+
+        Returns:
+            None, or the rejection (see :func:`post_error`), also recorded loudly.
+        """
+        error = post_error(self.s, item)
+        if error is None:
+            self.s.inbox.append(item)
+            self.vis.publish()
+            return None
+        self.vis.reject("post", f"{error}; from={item.from_} channel={item.channel}")
+        return error
+
+    def wake_error(self) -> str | None:
+        """See :func:`wake_error`."""
+        return wake_error(self.s)
+
+    def wake_signal(self, req: WakeRequest) -> None:
+        """The ``wake`` signal: rejected loudly for the root or a closed handle, else a wake
+        from outside (``granted`` when the parent sent it with a slot)."""
+        error = self.wake_error()
+        if error is not None:
+            self.vis.reject("wake", error)
+            return
+        self.wake_from_outside(req.prompt, granted=req.granted)
+
+    def wake_from_outside(self, prompt: str | None, *, granted: bool = False) -> None:
+        """Admit a wake at once, or (under a parent that limits ``max_concurrent``) ask the
+        parent for a slot: its grant comes back as a ``wake`` with ``granted``."""
+        s = self.s
+        if granted or s.parent is None or s.slot_parent is False:
+            self.admit_wake(prompt)
+        elif s.state == "idle":
+            self.vis.trace(f"{s.id}: wake asks {s.parent} for a slot")
+            self.outbox.signal_later(
+                s.parent,
+                SIGNAL_SLOT_REQUEST,
+                WakeChildRequest(child=s.id, prompt=prompt, seen_result_seq=s.result_seq),
+            )
+
+    def admit_wake(self, prompt: str | None) -> None:
+        """idle→running with the inbox drained (CONTRACT §3 wake); a no-op when running or
+        suspended (posts buffer meanwhile)."""
+        if self.s.state != "idle":
+            return  # running or suspended: a no-op (CONTRACT §3); posts buffer meanwhile
+        drain(self.s, prompt)
+        self.machine.transition("running", "wake")

@@ -1,0 +1,227 @@
+"""The verbs that span a handle's life (CONTRACT §3 wait, interrupt, close) and the run's
+own life: hooks, and continue-as-new when the run grows long.
+
+* ``wait``: the next result, or at once the last one when the handle is settled.
+* ``turn``: a wake from outside and the wait for that wake's result, in one update.
+* ``interrupt``: abort the running or parked turn; the handle goes idle.
+* ``close``: stop accepting, close the children leaf-first in spawn order, give a running
+  turn ``shutdown_ms`` (a forced close aborts it first), run ``on_close``, then ``closed``.
+* continue-as-new: an idle run past ``continue_as_new_updates`` updates or
+  ``continue_as_new_events`` events (or when Temporal suggests it) carries the whole
+  ``HandleState`` into a fresh run once nothing is in flight.
+
+Deterministic; no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Literal
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from toolnexus_temporal.workflows.children import Children
+from toolnexus_temporal.workflows.inbox import Inbox
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.slots import SlotBook
+from toolnexus_temporal.workflows.visibility import Visibility, error_text, status_of
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.messages import (
+        CloseRequest,
+        HookInput,
+        TurnRequest,
+        WaitRequest,
+        WaitResponse,
+    )
+    from toolnexus_temporal.workflows.models import TaskResult
+    from toolnexus_temporal.workflows.names import RUN_HOOK_ACTIVITY
+    from toolnexus_temporal.workflows.state import HandleState
+
+
+class Lifecycle:
+    """Wait, wake-and-wait, interrupt, close, hooks and continue-as-new of one handle.
+
+    Owns ``closing`` and ``options`` (the continue-as-new thresholds); per run, the updates
+    handled (``updates``) and whether the close finished (``closed``).
+
+    Args:
+        s: the handle's state model.
+        scratch: the running turn (an interrupt cancels it) and the interrupt flag.
+        vis: trace lines.
+        machine: the closed transition, settled results.
+        outbox: signals in flight (a finite-pool wait and continue-as-new wait for them).
+        inbox: admits a wake from outside.
+        slots: the child side of a relayed grant.
+        children: the close cascade.
+    """
+
+    def __init__(
+        self,
+        s: HandleState,
+        scratch: TurnScratch,
+        vis: Visibility,
+        machine: Machine,
+        outbox: Outbox,
+        inbox: Inbox,
+        slots: SlotBook,
+        children: Children,
+    ) -> None:
+        self.s = s
+        self.scratch = scratch
+        self.vis = vis
+        self.machine = machine
+        self.outbox = outbox
+        self.inbox = inbox
+        self.slots = slots
+        self.children = children
+        self.updates = 0
+        """Updates handled in this run (each handler counts itself)."""
+        self.closed = False
+        """The close finished: the run loop ends."""
+
+    # ---- wait and turn
+
+    async def wait(self, req: WaitRequest) -> WaitResponse:
+        """The next result, or at once the last one when the handle is settled (CONTRACT §3
+        wait). Under a finite pool the result is handed out only once the parent has this
+        turn's spending (no signal in flight). Never raises.
+
+        Returns:
+            The result (``timeout`` after ``req.timeout_ms``: the turn keeps running;
+            ``closed`` when the handle closed without a newer result) and the status.
+        """
+        s = self.s
+        behind = req.after_seq is not None and s.result_seq <= req.after_seq
+        if (
+            not behind
+            and self.machine.settled()
+            and (s.last_result is not None or s.state == "closed")
+        ):
+            if s.floor is not None:
+                await workflow.wait_condition(lambda: self.outbox.signals_in_flight == 0)
+            return WaitResponse(result=self.machine.last_or_closed(), status=status_of(s))
+        seen = s.result_seq if req.after_seq is None else max(req.after_seq, 0)
+        timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
+        try:
+            await workflow.wait_condition(
+                lambda: self.s.result_seq > seen or self.s.state == "closed", timeout=timeout
+            )
+        except TimeoutError:
+            result = TaskResult(
+                status="timeout",
+                is_error=True,
+                text=f"no result within {req.timeout_ms} ms; the turn keeps running",
+            )
+            return WaitResponse(result=result, status=status_of(s))
+        if s.result_seq > seen and s.last_result is not None:
+            if s.floor is not None:
+                # Under a finite pool the caller must see a settled ledger: the parent has
+                # the report of this turn's spending before the result is handed out.
+                await workflow.wait_condition(lambda: self.outbox.signals_in_flight == 0)
+            return WaitResponse(result=s.last_result, status=status_of(s))
+        return WaitResponse(result=self.machine.closed_result(), status=status_of(s))
+
+    async def turn(self, req: TurnRequest) -> WaitResponse:
+        """Wake from outside and wait for that wake's result (the ``turn`` update); on a
+        running or suspended handle, only the wait. A fresh relayed ``grant`` admits the
+        wake at once; without one the handle asks its parent for a slot (see
+        :mod:`~toolnexus_temporal.workflows.slots`)."""
+        s = self.s
+        if s.state != "idle":
+            return await self.wait(WaitRequest())
+        seen = s.result_seq
+        # No grant, or the one this handle last used: the parent's books are behind (this
+        # handle's settle report is still on its way). Then it asks the parent for a slot
+        # with its own result count, which frees the old one first.
+        self.inbox.wake_from_outside(req.prompt, granted=self.slots.consume_grant(req.grant))
+        return await self.wait(WaitRequest(after_seq=seen))
+
+    # ---- interrupt and close
+
+    async def interrupt(self, why: str) -> None:
+        """Abort the turn of a running or suspended handle (a suspended one's Request is
+        cancelled with it) and wait until it settled; idle and closed: nothing to do."""
+        if self.s.state not in ("running", "suspended"):
+            return
+        self.scratch.interrupt_requested = True
+        if self.scratch.task is not None:
+            self.scratch.task.cancel()
+        await workflow.wait_condition(lambda: self.s.state not in ("running", "suspended"))
+
+    async def close(self, req: CloseRequest) -> None:
+        """Stop accepting; close children leaf-first in spawn order; let a running turn
+        finish within ``shutdown_ms`` (force: abort it first); run ``on_close``; closed.
+        A second close waits for the first."""
+        s = self.s
+        if s.closing or s.state == "closed":
+            await workflow.wait_condition(lambda: self.s.state == "closed")
+            return
+        s.closing = True
+        why = req.reason or ("close --force" if req.force else "close")
+        self.vis.trace(f"{s.id}: close requested ({why})")
+        if req.force or s.state == "suspended":
+            # A forced close aborts the turn first; a parked turn cannot finish by itself, so
+            # its Request is cancelled now rather than answered by a closing tree.
+            await self.interrupt("close")
+        for child_id in list(s.children):
+            await self.children.close(child_id, req)
+        if s.state == "running" or s.turn_pending:
+            grace = timedelta(milliseconds=s.options.shutdown_ms)
+            try:
+                await workflow.wait_condition(lambda: self.s.state != "running", timeout=grace)
+            except TimeoutError:
+                await self.interrupt("close: shutdown grace over")
+        if s.defn is not None and s.defn.on_close:
+            await self.run_hook(s.defn.on_close, "close", req.reason)
+        self.machine.transition("closed", why)
+        self.closed = True
+
+    async def run_hook(
+        self, hook: str, event: Literal["spawn", "close"], reason: str | None
+    ) -> None:
+        """Run the registered hook ``hook`` for ``event`` (activity ``tnx.run_hook``); a
+        failing hook is traced and kept in ``last_error``, never fatal."""
+        s = self.s
+        try:
+            await workflow.execute_activity(
+                RUN_HOOK_ACTIVITY,
+                HookInput(hook=hook, event=event, handle_id=s.id, reason=reason),
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+                summary=f"on_{event} hook {hook} for {s.id}",
+            )
+            self.vis.trace(f"{s.id}: on_{event} {hook} ran")
+        except ActivityError as err:
+            cause = error_text(err)
+            s.last_error = f"on_{event} hook {hook} failed: {cause}"[:500]
+            self.vis.trace(f"{s.id}: on_{event} {hook} FAILED ({cause})")
+
+    # ---- continue-as-new
+
+    def continue_as_new_due(self) -> bool:
+        """This run is long: ``continue_as_new_updates`` updates, ``continue_as_new_events``
+        history events, or Temporal suggests it."""
+        info = workflow.info()
+        opts = self.s.options
+        return (
+            self.updates >= opts.continue_as_new_updates
+            or info.get_current_history_length() >= opts.continue_as_new_events
+            or info.is_continue_as_new_suggested()
+        )
+
+    def quiescent(self) -> bool:
+        """Idle with nothing in flight (no turn, close, signal, queued wake or handler): safe
+        to continue as new."""
+        s = self.s
+        return (
+            s.state == "idle"
+            and not s.turn_pending
+            and not s.closing
+            and self.outbox.signals_in_flight == 0
+            and not s.wake_queue
+            and workflow.all_handlers_finished()
+        )

@@ -1,0 +1,257 @@
+"""The Handle state machine (CONTRACT §2, §7): the transition table, transitions with their
+trace line, settling a turn, and the report of each change to the parent.
+
+:data:`TRANSITIONS` is the rule as data, checked by :func:`transition_error`. A transition
+the table does not allow is recorded loudly (a trace line, ``last_error`` and an error log)
+and then made anyway: failing the workflow task would retry it forever, and the state the
+code asked for is the best guess of what is true.
+
+:class:`TurnScratch` holds the per-turn counters and flags shared by the turn, the approvals
+and the lifecycle (interrupt). Deterministic; no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from temporalio import workflow
+from temporalio.exceptions import ApplicationError
+
+from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.visibility import Visibility
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.messages import ChildReport
+    from toolnexus_temporal.workflows.models import (
+        AgentDef,
+        HandleStateName,
+        LimitName,
+        Message,
+        Request,
+        ResultStatus,
+        TaskResult,
+        ToolCall,
+    )
+    from toolnexus_temporal.workflows.state import HandleState
+
+TRANSITIONS: Final[dict[HandleStateName, frozenset[HandleStateName]]] = {
+    # an admitted wake (CONTRACT §3 wake); a close of an idle handle
+    "idle": frozenset({"running", "closed"}),
+    # the turn settled; a tool suspended (inline interpreter or parked, also for a delegated
+    # task's child); a close after the shutdown grace (the interrupt settles the turn first,
+    # so this is a fallback)
+    "running": frozenset({"idle", "suspended", "closed"}),
+    # the Answer (or the delegated child's) resumes the turn; an interrupt or the wall-clock
+    # watchdog cancels the Request and settles the turn; a close while parked
+    "suspended": frozenset({"running", "idle", "closed"}),
+    # closed is final: close is not loss, but nothing runs again
+    "closed": frozenset(),
+}
+"""Allowed transitions: state → the states it may move to (CONTRACT §2, §9.1)."""
+
+
+def transition_error(before: HandleStateName, to: HandleStateName) -> str | None:
+    """Check one transition against :data:`TRANSITIONS`.
+
+    Returns:
+        None when allowed, else a description of the illegal transition.
+    """
+    if to in TRANSITIONS[before]:
+        return None
+    allowed = ", ".join(sorted(TRANSITIONS[before])) or "nothing"
+    # no arrow: tools that read the trace's arrows see only the moves themselves
+    return f"illegal transition {before} to {to} (allowed from {before}: {allowed})"
+
+
+def record_illegal(s: HandleState, to: HandleStateName, why: str) -> str | None:
+    """Check the move of ``s`` to ``to`` against :data:`TRANSITIONS`; an illegal one is kept
+    in ``last_error``.
+
+    Returns:
+        None when allowed, else the trace line that records it.
+    """
+    error = transition_error(s.state, to)
+    if error is None:
+        return None
+    s.last_error = f"{error} ({why})"[:500]
+    return f"{s.id}: ILLEGAL: {error} ({why})"
+
+
+def require_defn(s: HandleState) -> AgentDef:
+    """The agent definition of a handle that runs turns (every handle but the root).
+
+    Raises:
+        ApplicationError: ``NoAgentDefinition`` (non-retryable: it fails the workflow rather
+            than retrying its task forever) if a turn ever starts on the root, whose wakes
+            are rejected before admission.
+    """
+    if s.defn is None:
+        raise ApplicationError(
+            f"{s.id} has no agent definition: the root never runs a turn",
+            type="NoAgentDefinition",
+            non_retryable=True,
+        )
+    return s.defn
+
+
+def is_settled(s: HandleState) -> bool:
+    """Idle, closed, or parked on a Request (not while an interpreter answers inline, nor
+    between a wake's admission and its turn's start)."""
+    if s.turn_pending:
+        return False
+    if s.state == "suspended":
+        last = s.last_result
+        return (
+            last is not None
+            and last.status == "pending"
+            and last.pending is not None
+            and s.pending_req is not None
+            and last.pending.id == s.pending_req.id
+        )
+    return s.state != "running"
+
+
+def closed_result(s: HandleState) -> TaskResult:
+    """The result a waiter gets from a closed handle."""
+    return TaskResult(status="closed", is_error=True, text=f"{s.id} is closed")
+
+
+def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
+    """The snapshot a child sends its parent as report number ``seq``."""
+    return ChildReport(
+        id=s.id,
+        seq=seq,
+        state=s.state,
+        usage_total=s.usage_total,
+        subtree_tool_calls=s.subtree_tool_calls,
+        result_seq=s.result_seq,
+        # Only a `task` child's parent reads results; others stay small.
+        last_result=s.last_result if s.report_results else None,
+        pending_req=s.pending_req,
+        parked=parked,
+    )
+
+
+class TurnScratch:
+    """Per-run scratch of the current turn (not in ``HandleState``: a turn never spans a
+    continue-as-new, which happens only when the handle is idle)."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+        """The running turn, cancelled by an interrupt or the wall-clock watchdog."""
+        self.interrupt_requested = False
+        """An interrupt (or a forced close) is aborting the turn."""
+        self.llm_calls = 0
+        """LLM round trips of this turn (``max_turns`` counts them)."""
+        self.tokens = 0
+        """Tokens this turn used."""
+        self.wall_fired = False
+        """The ``max_wall_ms`` watchdog stopped the turn."""
+        self.next_messages: list[Message] = []
+        """Messages for the next LLM call."""
+        self.open_calls: list[ToolCall] = []
+        """Tool calls asked for by the model that have not run yet."""
+
+    def start(self, new_messages: list[Message]) -> None:
+        """Reset the counters for a new turn whose first LLM call sends ``new_messages``."""
+        self.llm_calls = 0
+        self.tokens = 0
+        self.wall_fired = False
+        self.next_messages = new_messages
+        self.open_calls = []
+
+    def result(
+        self,
+        status: ResultStatus,
+        text: str,
+        limit: LimitName | None = None,
+        pending: Request | None = None,
+    ) -> TaskResult:
+        """This turn's result so far with ``status`` (an error unless ``done``/``pending``)."""
+        return TaskResult(
+            status=status,
+            is_error=status not in ("done", "pending"),
+            text=text,
+            turns=self.llm_calls,
+            total_tokens=self.tokens,
+            limit=limit,
+            pending=pending,
+        )
+
+
+class Machine:
+    """Moves the handle between states, traces each move and reports it to the parent.
+
+    Owns ``state``, ``last_result``, ``result_seq`` and ``report_seq``, and per run the last
+    report sent (so an unchanged snapshot is not sent twice).
+
+    Args:
+        s: the handle's state model.
+        vis: trace and search attributes.
+        outbox: sends the reports.
+    """
+
+    def __init__(self, s: HandleState, vis: Visibility, outbox: Outbox) -> None:
+        self.s = s
+        self.vis = vis
+        self.outbox = outbox
+        self.last_report: ChildReport | None = None
+        self.last_report_ms = 0.0
+        """Workflow time of the last report sent to the parent, ms (per run)."""
+
+    def transition(self, to: HandleStateName, why: str) -> None:
+        """Move to ``to``: trace ``{id}: {from}→{to} ({why})``, publish, report.
+
+        A move :data:`TRANSITIONS` does not allow is recorded loudly, then made.
+        """
+        s = self.s
+        before = s.state
+        illegal = record_illegal(s, to, why)
+        if illegal is not None:
+            self.vis.trace(illegal)
+            workflow.logger.error("%s", illegal)
+        s.state = to
+        self.vis.trace(f"{s.id}: {before}→{to} ({why})")
+        self.vis.publish()
+        if not (before == "idle" and to == "running"):
+            # A parent needs settled results, suspensions, resumptions, closes and usage; a
+            # turn's start reaches it with the next report (one signal per turn saved).
+            self.report()
+
+    def settle(self, result: TaskResult) -> None:
+        """Settle the turn with ``result``: waiters see it, the handle goes idle."""
+        self.s.last_result = result
+        self.s.result_seq += 1
+        self.transition("idle", result.status)
+
+    def settled(self) -> bool:
+        """See :func:`is_settled`."""
+        return is_settled(self.s)
+
+    def closed_result(self) -> TaskResult:
+        """See :func:`closed_result`."""
+        return closed_result(self.s)
+
+    def last_or_closed(self) -> TaskResult:
+        """The last result, or the closed result when there is none."""
+        return self.s.last_result or closed_result(self.s)
+
+    def report(self) -> None:
+        """Tell the parent this handle's current snapshot, unless it already knows it.
+
+        One signal per change, sent in order; the parent keeps the highest ``seq``. The
+        workflow does not end before every report is delivered (or the parent is gone).
+        """
+        s = self.s
+        if s.parent is None:
+            return
+        parked = s.state == "suspended" and self.settled()
+        report = report_of(s, s.report_seq + 1, parked=parked)
+        last = self.last_report
+        if last is not None and last.model_copy(update={"seq": report.seq}) == report:
+            return
+        s.report_seq = report.seq
+        self.last_report = report
+        self.last_report_ms = workflow.now().timestamp() * 1000
+        self.outbox.send_report(s.parent, report)

@@ -1,0 +1,267 @@
+"""What the outside sees of a handle: the trace, search attributes, the web UI's current
+details, the read models, and loud rejection of bad signal input (CONTRACT §7, §8).
+
+The rules are plain functions over ``HandleState`` (``append_trace``, ``current_details``,
+``view_of``, ``status_of``); :class:`Visibility` applies them from workflow code, passing
+``workflow.now()`` in. Deterministic; no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Protocol, TypeVar
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import BaseModel, TypeAdapter, ValidationError
+
+    from toolnexus_temporal.workflows.messages import CloseRequest, WakeRequest
+    from toolnexus_temporal.workflows.models import (
+        HandleStateName,
+        HandleStatus,
+        HandleView,
+        InboxItem,
+        TraceLine,
+    )
+    from toolnexus_temporal.workflows.names import (
+        AGENT_DEPTH,
+        AGENT_NAME,
+        AGENT_PARENT,
+        AGENT_STATE,
+        PUBLIC_SIGNALS,
+        ROOT_ID,
+    )
+    from toolnexus_temporal.workflows.state import HandleState
+
+INVALID: Final = object()
+"""Marks a signal whose input was rejected (see :meth:`Visibility.one`)."""
+
+_M = TypeVar("_M", bound=BaseModel)
+
+_WAKE_PAYLOAD: TypeAdapter[WakeRequest | str | None] = TypeAdapter(WakeRequest | str | None)
+_CLOSE_PAYLOAD: TypeAdapter[CloseRequest | None] = TypeAdapter(CloseRequest | None)
+
+_STATUS_FIELDS = (
+    "id",
+    "state",
+    "usage_total",
+    "turns_total",
+    "tool_calls_total",
+    "pool_tokens",
+    "pool_tool_calls",
+    "wall_deadline_ms",
+    "pending_req",
+    "result_seq",
+    "transcript_len",
+    "last_error",
+)
+"""Fields a HandleStatus copies from the state as they are."""
+
+_VIEW_FIELDS = (
+    *_STATUS_FIELDS,
+    "parent",
+    "depth",
+    "last_result",
+    "defn",
+    "store_key",
+    "slot_parent",
+)
+"""Fields a HandleView copies from the state as they are."""
+
+
+class Log(Protocol):
+    """The recording side of :class:`Visibility` that other components need (a unit test
+    passes a fake)."""
+
+    def trace(self, line: str) -> None:
+        """Append one trace line."""
+
+    def reject(self, verb: str, error: str) -> None:
+        """Record a rejected input loudly."""
+
+
+def view_of(s: HandleState) -> HandleView:
+    """Build the public view of a handle state (CONTRACT §2 fields)."""
+    return HandleView(
+        **{name: getattr(s, name) for name in _VIEW_FIELDS},
+        name=s.defn.name if s.defn else ROOT_ID,
+        inbox_count=len(s.inbox),
+        children=list(s.children),
+        conv_id=s.id,
+    )
+
+
+def status_of(s: HandleState) -> HandleStatus:
+    """Build the small status returned by verbs."""
+    return HandleStatus(
+        **{name: getattr(s, name) for name in _STATUS_FIELDS},
+        inbox_count=len(s.inbox),
+        children_count=len(s.children),
+    )
+
+
+def append_trace(s: HandleState, line: str, at_ms: int) -> None:
+    """Append a trace line stamped ``at_ms`` (ms since the epoch, workflow time), keeping at
+    most ``options.trace_cap`` lines (the oldest go; ``trace_seq`` keeps counting)."""
+    s.trace_seq += 1
+    s.trace.append(TraceLine(seq=s.trace_seq, at_ms=at_ms, line=line))
+    if len(s.trace) > s.options.trace_cap:
+        del s.trace[: len(s.trace) - s.options.trace_cap]
+
+
+def current_details(s: HandleState) -> str:
+    """The markdown the web UI shows as the workflow's current details."""
+    last = s.last_result
+    pending = (
+        f"pending: {s.pending_req.kind} — {s.pending_req.prompt[:200]}" if (s.pending_req) else None
+    )
+    return "\n".join(
+        line
+        for line in (
+            f"**{s.id}** — `{s.state}`",
+            f"turns {s.turns_total} · tokens {s.usage_total} · inbox {len(s.inbox)}"
+            f" · children {len(s.children)}",
+            pending,
+            f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
+        )
+        if line
+    )
+
+
+def error_cause(err: BaseException) -> str:
+    """The innermost readable message of a Temporal failure chain (at most 300 characters)."""
+    cause: BaseException | None = err
+    while cause is not None and getattr(cause, "cause", None) is not None:
+        cause = cause.cause  # type: ignore[attr-defined]
+    return str(getattr(cause, "message", None) or cause or err)[:300]
+
+
+def error_text(err: ActivityError) -> str:
+    """The readable cause of a failed activity: ``cancelled``, the ApplicationError's message,
+    or the failure's text."""
+    cause = err.cause
+    if isinstance(cause, CancelledError):
+        return "cancelled"
+    if isinstance(cause, ApplicationError):
+        return cause.message
+    return str(cause or err)
+
+
+def short_error(err: ValidationError) -> str:
+    """The first problem of a validation error as ``field.path: message``."""
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or "payload"
+    return f"{where}: {first.get('msg', 'invalid')}"
+
+
+class Visibility:
+    """Trace, search attributes, current details and loud rejection for one handle.
+
+    Owns ``HandleState.trace``/``trace_seq`` and ``last_error`` for rejections, and the
+    per-run ``published_state`` (the ``AgentState`` search attribute last upserted).
+
+    Args:
+        s: the handle's state model (shared by every component of the workflow).
+    """
+
+    def __init__(self, s: HandleState) -> None:
+        self.s = s
+        self.published_state: HandleStateName | None = None
+
+    def trace(self, line: str) -> None:
+        """Append a trace line at the current workflow time (CONTRACT §7)."""
+        append_trace(self.s, line, int(workflow.now().timestamp() * 1000))
+
+    def reject(self, verb: str, error: str) -> None:
+        """Record a rejected input loudly: ``last_error``, a trace line and a warning."""
+        self.s.last_error = f"{verb} rejected: {error}"[:500]
+        self.trace(f"{self.s.id}: {verb} REJECTED ({error})")
+        workflow.logger.warning("%s: %s rejected: %s", self.s.id, verb, error)
+
+    def publish(self, *, initial: bool = False) -> None:
+        """Upsert search attributes when the state changed (all of them when ``initial``);
+        refresh the UI's current details (CONTRACT §8)."""
+        s = self.s
+        if initial:
+            workflow.upsert_search_attributes(
+                [
+                    AGENT_STATE.value_set(s.state),
+                    AGENT_NAME.value_set(s.defn.name if s.defn else ROOT_ID),
+                    AGENT_DEPTH.value_set(s.depth),
+                    *([AGENT_PARENT.value_set(s.parent)] if s.parent else []),
+                ]
+            )
+            self.published_state = s.state
+        elif self.published_state != s.state:
+            workflow.upsert_search_attributes([AGENT_STATE.value_set(s.state)])
+            self.published_state = s.state
+        workflow.set_current_details(current_details(s))
+
+    # ---- signal input: one model per signal, rejected loudly (never a failed task)
+
+    def unknown_signal(self, name: str) -> None:
+        """Reject a signal this workflow does not know (it is not buffered)."""
+        self.reject(name[:80], f"unknown signal (known: {', '.join(PUBLIC_SIGNALS)})")
+
+    def one(self, verb: str, args: tuple[Any, ...]) -> Any:
+        """The single input of a signal (None when there is none), or :data:`INVALID`
+        (rejected loudly) when there are several: an extra input must never fail the
+        workflow task."""
+        if len(args) > 1:
+            self.reject(verb, f"expected one input, got {len(args)}")
+            return INVALID
+        return args[0] if args else None
+
+    def parse(self, verb: str, model: type[_M], args: tuple[Any, ...]) -> _M | None:
+        """Validate a signal's single input as ``model``; None (rejected loudly) when it is
+        not one."""
+        payload = self.one(verb, args)
+        if payload is INVALID:
+            return None
+        try:
+            return model.model_validate(payload)
+        except ValidationError as err:
+            self.reject(verb, f"bad payload: {short_error(err)}")
+            return None
+
+    def parse_wake(self, args: tuple[Any, ...]) -> WakeRequest | None:
+        """The ``wake`` signal's input: a prompt string, ``null`` or ``{"prompt": ...}``;
+        None (rejected loudly) otherwise."""
+        payload = self.one("wake", args)
+        if payload is INVALID:
+            return None
+        try:
+            parsed = _WAKE_PAYLOAD.validate_python(payload)
+        except ValidationError as err:
+            self.reject("wake", f"bad payload: {short_error(err)}")
+            return None
+        return parsed if isinstance(parsed, WakeRequest) else WakeRequest(prompt=parsed)
+
+    def parse_post(self, args: tuple[Any, ...]) -> InboxItem | None:
+        """The ``post`` signal's input: an InboxItem as JSON or a bare string (an external
+        item); None (rejected loudly) otherwise."""
+        payload = self.one("post", args)
+        if payload is INVALID:
+            return None
+        try:
+            return (
+                InboxItem(text=payload)
+                if isinstance(payload, str)
+                else InboxItem.model_validate(payload)
+            )
+        except ValidationError as err:
+            self.reject("post", f"bad payload: {short_error(err)}")
+            return None
+
+    def parse_close(self, args: tuple[Any, ...]) -> CloseRequest | None:
+        """The ``close`` signal's input: ``null`` or ``{"force": bool, "reason": str}``; None
+        (rejected loudly) otherwise."""
+        payload = self.one("close", args)
+        if payload is INVALID:
+            return None
+        try:
+            return _CLOSE_PAYLOAD.validate_python(payload) or CloseRequest()
+        except ValidationError as err:
+            self.reject("close", f"bad payload: {short_error(err)}")
+            return None
