@@ -33,7 +33,6 @@ import asyncio
 import functools
 import inspect as pyinspect
 import json
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -44,7 +43,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.cli import ops
+from toolnexus_temporal.cli import ops, procs
 from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
 from toolnexus_temporal.cli.devserver import DevServer, DevServerError
 from toolnexus_temporal.cli.ops import CliError, Options
@@ -222,7 +221,7 @@ def status(
     server = DevServer(data_dir=_server_dir(data_dir), port=port, ui_port=ui_port)
     if not server.is_running():
         console.print(f"not running from {server.data_dir}")
-        if _port_open(server.ip, port):
+        if procs.port_open(server.ip, port):
             console.print(
                 f"(something listens on {server.ip}:{port}: a server started from another "
                 "directory? pass its --data-dir)"
@@ -230,15 +229,6 @@ def status(
         raise typer.Exit(1)
     console.print(f"[green]running[/green] (pid {server.pid()})")
     _describe(server)
-
-
-def _port_open(host: str, port: int) -> bool:
-    """True when a TCP connect to ``host:port`` succeeds within 0.5 s."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------------------- host verbs
