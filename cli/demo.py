@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -47,6 +46,7 @@ from toolnexus_temporal.cli.localmodel import (
     find_llama_server,
     find_model,
 )
+from toolnexus_temporal.cli.render import clock
 from toolnexus_temporal.client.errors import SpawnError, TnxError
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -186,8 +186,7 @@ def default_workflow_url(workflow_id: str, namespace: str = "default") -> str:
 
 
 def _format_trace(line: TraceLine) -> str:
-    stamp = time.strftime("%H:%M:%S", time.localtime(line.at_ms / 1000))
-    return f"{stamp}.{line.at_ms % 1000:03d}  {line.line}"
+    return f"{clock(line.at_ms)}  {line.line}"
 
 
 def _print_result(console: Console, result: TaskResult) -> None:
