@@ -27,26 +27,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 import itertools
-import uuid
-from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
+from typing import TYPE_CHECKING, Self
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateHandle,
-    WorkflowUpdateStage,
-)
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
-from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client, WorkflowUpdateHandle
 
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
@@ -56,6 +40,7 @@ from toolnexus_temporal.client.errors import (
     VerbRejectedError,
 )
 from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import (
     AnswerResult,
@@ -63,12 +48,10 @@ from toolnexus_temporal.workflows.messages import (
     InterruptRequest,
     PostResult,
     SpawnRequest,
-    SpawnResult,
     TurnRequest,
     WaitRequest,
     WaitResponse,
     WakeChildRequest,
-    WakeChildResult,
 )
 from toolnexus_temporal.workflows.models import (
     Answer,
@@ -81,31 +64,10 @@ from toolnexus_temporal.workflows.models import (
     TaskResult,
     TraceLine,
 )
-from toolnexus_temporal.workflows.names import (
-    AGENT_DEPTH,
-    AGENT_NAME,
-    AGENT_STATE,
-    ROOT_ID,
-    workflow_id_for,
-)
-from toolnexus_temporal.workflows.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.names import ROOT_ID
 
 if TYPE_CHECKING:
     from toolnexus_temporal.activities.store import ConversationStore
-
-_T = TypeVar("_T")
-
-UPDATE_BACKOFF_S = 30.0
-"""How long an update the server refused before accepting it is retried, s (see ``_call``)."""
-
-SHORT_UPDATES = frozenset({"spawn", "wake_child", "admit_post", "admit_answer"})
-"""Updates that complete within a workflow task or two."""
-
-SHORT_UPDATES_IN_FLIGHT = 6
-"""How many short updates one runtime sends to one workflow at once. The server admits 10
-updates in flight per workflow (long ones such as ``turn`` and ``wait`` count too); past that
-it refuses, and a workflow flooded with updates loses workflow tasks ("workflow update was
-aborted"). Queuing in the client is cheaper than both."""
 
 HandleRef = Handle | str
 """A Handle, or a handle id such as ``"root/worker.1"``."""
@@ -157,9 +119,8 @@ class AgentRuntime:
         self.budget = budget or Budget()
         self.store = store
         self._root: Handle | None = None
+        self._rpc = HandleRpc(client, scope)
         self._settled: dict[str, int] = {}
-        self._gates: dict[str, _Gate] = {}
-        """Per workflow id: this runtime's short updates in flight (SHORT_UPDATES_IN_FLIGHT)."""
         """Result counts seen settle, per handle id, not yet told to the parent."""
 
     # ------------------------------------------------------------------ lifecycle
@@ -179,33 +140,7 @@ class AgentRuntime:
         if not create:
             self._root = await self.inspect(ROOT_ID)
             return self
-        state = HandleState(
-            id=ROOT_ID,
-            scope=self.scope,
-            task_queue=self.task_queue,
-            budget=self.budget,
-            pool_tokens_limit=self.budget.max_tokens,
-            pool_tool_calls_limit=self.budget.max_tool_calls,
-            pool_tokens=self.budget.max_tokens,
-            pool_tool_calls=self.budget.max_tool_calls,
-            options=self.options,
-        )
-        handle = await self.client.start_workflow(
-            AgentWorkflow.run,
-            AgentInput(state=state),
-            id=self.workflow_id(ROOT_ID),
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(AGENT_STATE, "idle"),
-                    SearchAttributePair(AGENT_NAME, ROOT_ID),
-                    SearchAttributePair(AGENT_DEPTH, 0),
-                ]
-            ),
-            static_summary="toolnexus root handle",
-        )
-        view = await handle.query(AgentWorkflow.view)
+        view = await self._rpc.start_root(self.task_queue, self.budget, self.options)
         self._root = Handle.from_view(view)
         return self
 
@@ -233,7 +168,7 @@ class AgentRuntime:
 
     def workflow_id(self, handle_id: str) -> str:
         """The workflow id of a handle id in this runtime."""
-        return workflow_id_for(self.scope, handle_id)
+        return self._rpc.workflow_id(handle_id)
 
     # ------------------------------------------------------------------ verbs
 
@@ -256,8 +191,8 @@ class AgentRuntime:
             HandleNotFoundError: the parent's workflow does not exist.
         """
         try:
-            result = await self._update(
-                parent, "spawn", SpawnRequest(name=name, budget=budget), SpawnResult
+            result = await self._rpc.update(
+                _id(parent), AgentWorkflow.spawn, SpawnRequest(name=name, budget=budget)
             )
         except VerbRejectedError as err:  # the parent's workflow has ended: it is closed
             return SpawnError(parent=_id(parent), name=name, error=f"parent closed ({err.reason})")
@@ -325,9 +260,7 @@ class AgentRuntime:
             settled=settled,
         )
         try:
-            res: WakeChildResult = await self._update(
-                parent_id, "wake_child", request, WakeChildResult
-            )
+            res = await self._rpc.update(parent_id, AgentWorkflow.wake_child, request)
         except HandleNotFoundError:
             raise HandleNotFoundError(hid) from None
         except VerbRejectedError as err:
@@ -343,20 +276,11 @@ class AgentRuntime:
             handle._after_seq = res.after_seq
         return handle, res.grant
 
-    async def _start_turn(self, handle: Handle, req: TurnRequest) -> WorkflowUpdateHandle[Any]:
+    async def _start_turn(
+        self, handle: Handle, req: TurnRequest
+    ) -> WorkflowUpdateHandle[WaitResponse]:
         """Send the ``turn`` update and return once the workflow accepted it."""
-        result: WorkflowUpdateHandle[Any] = await self._call(
-            handle,
-            "turn",
-            lambda update_id: self._handle(handle).start_update(
-                "turn",
-                req,
-                id=update_id,
-                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                result_type=WaitResponse,
-            ),
-        )
-        return result
+        return await self._rpc.start_update(handle.id, AgentWorkflow.turn, req)
 
     async def post(self, h: HandleRef, item: InboxItem | str) -> PostResult:
         """Append an item to a handle's inbox; never changes its state (CONTRACT §3 post).
@@ -374,7 +298,7 @@ class AgentRuntime:
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
         try:
-            result: PostResult = await self._update(h, "admit_post", payload, PostResult)
+            result = await self._rpc.update(_id(h), AgentWorkflow.admit_post, payload)
         except VerbRejectedError as err:
             if err.reason != "handle closed":
                 raise
@@ -396,8 +320,8 @@ class AgentRuntime:
             return await self._wait_turn(h, timeout_ms)
         after = h._after_seq if isinstance(h, Handle) else None
         try:
-            resp: WaitResponse = await self._update(
-                h, "wait", WaitRequest(timeout_ms=timeout_ms, after_seq=after), WaitResponse
+            resp = await self._rpc.update(
+                _id(h), AgentWorkflow.wait, WaitRequest(timeout_ms=timeout_ms, after_seq=after)
             )
         except VerbRejectedError as err:
             if err.reason != "handle closed":
@@ -425,7 +349,7 @@ class AgentRuntime:
         pending = h._turn_result
         if pending is None:
             pending = h._turn_result = asyncio.ensure_future(
-                self._call(h, "turn", lambda _: update.result(rpc_timeout=None))
+                self._rpc.result(h.id, AgentWorkflow.turn, update)
             )
         timeout = None if timeout_ms is None else timeout_ms / 1000
         try:
@@ -454,9 +378,8 @@ class AgentRuntime:
         handle, grant = await self._admit(h, prompt)
         if handle.queued:
             return await self.wait(handle)
-        resp: WaitResponse = await self._update(
-            handle, "turn", TurnRequest(prompt=prompt, grant=grant), WaitResponse
-        )
+        req = TurnRequest(prompt=prompt, grant=grant)
+        resp = await self._rpc.update(handle.id, AgentWorkflow.turn, req)
         handle.apply_status(resp.status, resp.result)
         self._note_settled(resp)
         return resp.result
@@ -471,9 +394,9 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        if await self._is_closed(h):
+        if await self._rpc.is_closed(_id(h)):
             return await self.inspect(h)
-        status = await self._update(h, "admit_interrupt", InterruptRequest(), HandleStatus)
+        status = await self._rpc.update(_id(h), AgentWorkflow.admit_interrupt, InterruptRequest())
         return await self._apply(h, status)
 
     async def close(self, h: HandleRef, force: bool = False, reason: str | None = None) -> Handle:
@@ -486,10 +409,9 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        if not await self._is_closed(h):
-            await self._update(
-                h, "admit_close", CloseRequest(force=force, reason=reason), HandleStatus
-            )
+        if not await self._rpc.is_closed(_id(h)):
+            req = CloseRequest(force=force, reason=reason)
+            await self._rpc.update(_id(h), AgentWorkflow.admit_close, req)
         return await self.inspect(h)
 
     async def list(self, h: HandleRef | None = None) -> Handles:
@@ -557,9 +479,9 @@ class AgentRuntime:
             AnswerRejectedError: ``h`` has no pending Request with that id; nothing changed.
             HandleNotFoundError: no such handle.
         """
-        if await self._is_closed(h):
+        if await self._rpc.is_closed(_id(h)):
             raise AnswerRejectedError(answer.id, f"{_id(h)} is closed")
-        result: AnswerResult = await self._update(h, "admit_answer", answer, AnswerResult)
+        result = await self._rpc.update(_id(h), AgentWorkflow.admit_answer, answer)
         if not result.ok:
             raise AnswerRejectedError(answer.id, result.error or "rejected")
         await self._apply(h, result.status)
@@ -569,15 +491,8 @@ class AgentRuntime:
         """Every suspended handle of this runtime, found through the ``AgentState`` search
         attribute (visibility is eventually consistent: a handle parked a moment ago may
         show a moment later), each refreshed by a query."""
-        query = 'AgentState="suspended"'
-        if self.scope:
-            query += f' AND WorkflowId STARTS_WITH "{self.scope}/"'
-        prefix = f"{self.scope}/" if self.scope else ""
         found: Handles = []
-        async for wf in self.client.list_workflows(query):
-            handle_id = wf.id.removeprefix(prefix)
-            if not self.scope and not handle_id.startswith(f"{ROOT_ID}/"):
-                continue
+        async for handle_id in self._rpc.suspended():
             view = await self._view(handle_id)
             if view.state == "suspended":
                 found.append(Handle.from_view(view))
@@ -590,7 +505,7 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        view = await self._query(h, "view", HandleView)
+        view = await self._view(h)
         return _refresh(h, view)
 
     async def trace(self, h: HandleRef | None = None) -> TraceLines:
@@ -598,7 +513,7 @@ class AgentRuntime:
         occurrence (workflow time, then tree order) (CONTRACT §7)."""
         merged: builtins.list[tuple[int, int, int, TraceLine]] = []
         for rank, node in enumerate(await self.list(h)):
-            lines: TraceLines = await self._query(node.id, "trace", TraceLines)
+            lines = await self._rpc.query(node.id, AgentWorkflow.trace)
             merged.extend((line.at_ms, rank, line.seq, line) for line in lines)
         merged.sort(key=lambda item: item[:3])
         return [item[3] for item in merged]
@@ -619,115 +534,7 @@ class AgentRuntime:
         return await self.inspect(h)
 
     async def _view(self, h: HandleRef) -> HandleView:
-        view: HandleView = await self._query(h, "view", HandleView)
-        return view
-
-    async def _is_closed(self, h: HandleRef) -> bool:
-        """True when the handle's workflow has completed (the handle is closed)."""
-        try:
-            desc = await self._handle(h).describe()
-        except RPCError as err:
-            raise _rpc_error(h, err) from err
-        return desc.status != WorkflowExecutionStatus.RUNNING
-
-    def _handle(self, h: HandleRef) -> WorkflowHandle[Any, Any]:
-        return self.client.get_workflow_handle(self.workflow_id(_id(h)))
-
-    async def _update(self, h: HandleRef, name: str, arg: Any, result_type: type[Any]) -> Any:
-        call = self._call(
-            h,
-            name,
-            lambda update_id: self._handle(h).execute_update(
-                name, arg, id=update_id, result_type=result_type
-            ),
-        )
-        if name not in SHORT_UPDATES:
-            return await call
-        wid = self.workflow_id(_id(h))
-        gate = self._gates.setdefault(wid, _Gate())
-        gate.users += 1
-        try:
-            async with gate.slots:
-                return await call
-        finally:
-            gate.users -= 1
-            if gate.users == 0:
-                del self._gates[wid]
-
-    async def _call(self, h: HandleRef, name: str, send: Callable[[str], Awaitable[_T]]) -> _T:
-        """Run one update RPC with typed errors; ``send`` gets the update id to use.
-
-        Three refusals happen before the workflow accepted anything and are retried with
-        backoff (50 ms doubling to 2 s, up to ``UPDATE_BACKOFF_S`` in all), under the same
-        update id, so an update the server did record is answered from its outcome rather
-        than run twice: RESOURCE_EXHAUSTED (the server admits 10 updates in flight per
-        workflow) and UNAVAILABLE "workflow update was aborted" (the server dropped the
-        workflow task carrying it, which happens to a workflow receiving many updates at
-        once; Temporal documents it as retryable), and FAILED_PRECONDITION "unexpected
-        workflow task failure" (the workflow task carrying it failed, for example a
-        continue-as-new that raced a new event)."""
-        update_id = str(uuid.uuid4())
-        delay, waited = 0.05, 0.0
-        while True:
-            try:
-                return await send(update_id)
-            except RPCError as err:
-                if not _retryable(err) or waited >= UPDATE_BACKOFF_S:
-                    return await self._update_error(h, name, err)
-            except WorkflowUpdateFailedError as err:
-                return await self._update_error(h, name, err)
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 2.0)
-
-    async def _update_error(self, h: HandleRef, name: str, err: Exception) -> NoReturn:
-        """Map a failed update to the verb's typed error."""
-        if isinstance(err, WorkflowUpdateFailedError):
-            cause = err.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            raise VerbRejectedError(_id(h), name, message) from err
-        assert isinstance(err, RPCError)
-        # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow" for
-        # one that raced the close: both mean the handle is closed.
-        if (err.status != RPCStatusCode.NOT_FOUND or await self._exists(h)) and (
-            await self._is_closed(h)
-        ):
-            raise VerbRejectedError(_id(h), name, "handle closed") from err
-        raise _rpc_error(h, err) from err
-
-    async def _exists(self, h: HandleRef) -> bool:
-        try:
-            await self._handle(h).describe()
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
-
-    async def _query(self, h: HandleRef, name: str, result_type: Any) -> Any:
-        try:
-            return await self._handle(h).query(name, result_type=result_type)
-        except RPCError as err:
-            raise _rpc_error(h, err) from err
-
-
-class _Gate:
-    """The short updates one runtime has in flight (or waiting) for one workflow."""
-
-    def __init__(self) -> None:
-        self.slots = asyncio.Semaphore(SHORT_UPDATES_IN_FLIGHT)
-        self.users = 0
-
-
-def _retryable(err: RPCError) -> bool:
-    """An update refused before the workflow accepted it (see ``AgentRuntime._call``)."""
-    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
-        return True
-    if err.status == RPCStatusCode.UNAVAILABLE:
-        return "update was aborted" in str(err)
-    # The workflow task that carried the update failed, for example a continue-as-new that
-    # raced a new event (UnhandledCommand): the update was not accepted.
-    return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)
+        return await self._rpc.query(_id(h), AgentWorkflow.view)
 
 
 def _id(h: HandleRef) -> str:
@@ -748,9 +555,3 @@ def _status_of_view(view: HandleView) -> HandleStatus:
             "children_count": len(view.children),
         }
     )
-
-
-def _rpc_error(h: HandleRef, err: RPCError) -> Exception:
-    if err.status == RPCStatusCode.NOT_FOUND:
-        return HandleNotFoundError(_id(h))
-    return err
