@@ -1,21 +1,11 @@
 """``AgentRuntime``: the host verbs over a ``temporalio.client.Client`` (CONTRACT §3).
 
 Each verb is one Temporal message to the handle's workflow (workflow id == handle id, prefixed
-by ``{scope}/`` when the runtime is scoped):
-
-=========  ==========================  =====================================================
-verb       Temporal message             result
-=========  ==========================  =====================================================
-spawn      update ``spawn`` on parent   Handle, or a SpawnError value (never raises)
-wake       update ``admit_wake``        the Handle, refreshed: ``running`` when admitted
-post       update ``admit_post``        PostResult (``inbox full`` / ``inbox closed`` loud)
-wait       update ``wait``              TaskResult (blocks in the workflow, not by polling)
-interrupt  update ``admit_interrupt``   the Handle, refreshed (``idle``)
-close      update ``admit_close``       the Handle, refreshed (``closed``), subtree closed
-inspect    query ``view``               the Handle, refreshed
-list       query ``view`` per handle    the tree, pre-order, children in spawn order
-trace      query ``trace`` per handle   the subtree's lines merged in order of occurrence
-=========  ==========================  =====================================================
+by ``{scope}/`` when the runtime is scoped); the table of verbs and messages is in
+:mod:`toolnexus_temporal.client`. Under a parent that limits ``max_concurrent``, ``wake`` and
+``run_turn`` first take a slot with the parent's ``wake_child`` update
+(:mod:`toolnexus_temporal.client.turns`). Every update and query is sent typed, by handler
+reference (:mod:`toolnexus_temporal.client.rpc`).
 
 A closed handle's workflow has completed; verbs on it answer from its final state (``wait``
 returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``interrupt`` and
@@ -24,13 +14,11 @@ returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``inte
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-import itertools
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import Protocol, Self
 
-from temporalio.client import Client, WorkflowUpdateHandle
+from temporalio.client import Client
 
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
@@ -39,8 +27,9 @@ from toolnexus_temporal.client.errors import (
     TnxError,
     VerbRejectedError,
 )
-from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
 from toolnexus_temporal.client.rpc import HandleRpc
+from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import (
     AnswerResult,
@@ -49,9 +38,6 @@ from toolnexus_temporal.workflows.messages import (
     PostResult,
     SpawnRequest,
     TurnRequest,
-    WaitRequest,
-    WaitResponse,
-    WakeChildRequest,
 )
 from toolnexus_temporal.workflows.models import (
     Answer,
@@ -64,13 +50,7 @@ from toolnexus_temporal.workflows.models import (
     TaskResult,
     TraceLine,
 )
-from toolnexus_temporal.workflows.names import ROOT_ID
-
-if TYPE_CHECKING:
-    from toolnexus_temporal.activities.store import ConversationStore
-
-HandleRef = Handle | str
-"""A Handle, or a handle id such as ``"root/worker.1"``."""
+from toolnexus_temporal.workflows.names import ROOT_ID, UPDATE_WAIT
 
 # Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
 Handles = list[Handle]
@@ -79,12 +59,26 @@ Messages = list[Message]
 Strings = list[str]
 
 
+class TranscriptReader(Protocol):
+    """What :meth:`AgentRuntime.transcript` needs of the workers' conversation store
+    (``toolnexus_temporal.SqliteConversationStore`` is one)."""
+
+    async def read(self, conv_id: str, limit: int | None = None) -> Messages:
+        """The first ``limit`` messages of a conversation (all when None), oldest first."""
+        ...
+
+
 class AgentRuntime:
     """The host-side runtime: verbs on handles whose state lives in Temporal workflows.
 
     Use ``async with AgentRuntime(client, ...) as rt:`` (or ``await rt.start()``), which
-    starts the root workflow if it is not running yet. A worker (see ``worker.create_worker``
-    and ``tnx-worker``) must serve ``task_queue`` with the agent registry.
+    starts the root workflow if it is not running yet. A worker (see
+    ``toolnexus_temporal.create_worker`` and ``tnx-worker``) must serve ``task_queue`` with the
+    agent registry.
+
+    Every verb that takes a Handle refreshes it in place; given a handle id, it returns a new
+    Handle. The runtime keeps what it has in flight per handle id (the ``turn`` update of a
+    wake), so a Handle object, a copy of it and its id all wait for the same turn.
 
     Args:
         client: a client built with ``pydantic_data_converter`` (``toolnexus_temporal.connect``).
@@ -98,6 +92,9 @@ class AgentRuntime:
 
     Attributes:
         root: the root Handle (depth 0), available after :meth:`start`.
+
+    Raises:
+        ValueError: ``scope`` is empty or has a leading or trailing ``/``.
     """
 
     def __init__(
@@ -108,7 +105,7 @@ class AgentRuntime:
         scope: str | None = None,
         options: RuntimeOptions | None = None,
         budget: Budget | None = None,
-        store: ConversationStore | None = None,
+        store: TranscriptReader | None = None,
     ) -> None:
         if scope is not None and (not scope or scope.startswith("/") or scope.endswith("/")):
             raise ValueError(f"scope {scope!r} must be a non-empty id prefix without edge slashes")
@@ -120,8 +117,7 @@ class AgentRuntime:
         self.store = store
         self._root: Handle | None = None
         self._rpc = HandleRpc(client, scope)
-        self._settled: dict[str, int] = {}
-        """Result counts seen settle, per handle id, not yet told to the parent."""
+        self._turns = Turns(self._rpc)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -190,14 +186,15 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: the parent's workflow does not exist.
         """
+        pid = handle_id(parent)
         try:
             result = await self._rpc.update(
-                _id(parent), AgentWorkflow.spawn, SpawnRequest(name=name, budget=budget)
+                pid, AgentWorkflow.spawn, SpawnRequest(name=name, budget=budget)
             )
         except VerbRejectedError as err:  # the parent's workflow has ended: it is closed
-            return SpawnError(parent=_id(parent), name=name, error=f"parent closed ({err.reason})")
+            return SpawnError(parent=pid, name=name, error=f"parent closed ({err.reason})")
         if result.handle is None:
-            return SpawnError(parent=_id(parent), name=name, error=result.error or "spawn failed")
+            return SpawnError(parent=pid, name=name, error=result.error or "spawn failed")
         if isinstance(parent, Handle):
             parent.children.append(result.handle.id)
         return Handle.from_view(result.handle)
@@ -207,10 +204,10 @@ class AgentRuntime:
 
         The wake is the ``turn`` update on the handle's workflow, returned as soon as the
         workflow accepted it; :meth:`wait` then awaits that same update. Under a parent that
-        limits ``max_concurrent`` (the default: 8) the parent's ``wake_child`` update first
-        takes a slot and returns a grant that the ``turn`` update carries, or queues the
-        wake FIFO (``h.queued``; the parent starts it when a sibling hands its slot over). On
-        a running or suspended handle the wake is a no-op.
+        limits ``max_concurrent`` (the default: 8) the parent first takes a slot, or queues
+        the wake FIFO (``h.queued``; it starts the turn when a sibling hands its slot over;
+        see :mod:`toolnexus_temporal.client.turns`). On a running or suspended handle the wake
+        is a no-op.
 
         Returns:
             The handle, refreshed (a new Handle when given an id): ``running`` when admitted.
@@ -219,68 +216,26 @@ class AgentRuntime:
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
-        handle, grant = await self._admit(h, prompt)
+        handle, grant = await self._turns.admit(h, prompt)
         if handle.queued:
             return handle
-        update = await self._start_turn(handle, TurnRequest(prompt=prompt, grant=grant))
-        handle._turn = update
-        handle._turn_result = None
-        await self.inspect(handle)
-        return handle
+        await self._turns.start(handle.id, TurnRequest(prompt=prompt, grant=grant))
+        return await self.inspect(handle)
 
-    async def _admit(self, h: HandleRef, prompt: str | None) -> tuple[Handle, int | None]:
-        """Take a slot from a parent that limits ``max_concurrent`` (``wake_child`` with
-        relay). Returns the handle and the grant to deliver with the ``turn`` update. A queued
-        wake sets ``queued`` and ``_after_seq`` (the parent starts it later). A no-op (the
-        parent's books say the handle is running or suspended) returns no grant: the ``turn``
-        update still goes to the handle, which knows its own state best (running or
-        suspended: it waits; idle because the parent had not yet heard its last turn settle:
-        it asks the parent for a slot itself)."""
-        hid = _id(h)
-        parent_id, sep, _ = hid.rpartition("/")
-        if not sep:
-            raise VerbRejectedError(
-                hid, "wake", "the root handle never runs an LLM: wake a spawned handle"
-            )
-        handle = h if isinstance(h, Handle) else await self.inspect(hid)
-        if handle.slot_parent is False:
-            return handle, None
-        # What the caller has seen settle tells the parent about a report still in flight.
-        siblings = (
-            (sibling, seq)
-            for sibling, seq in self._settled.items()
-            if sibling != hid and sibling.rpartition("/")[0] == parent_id
-        )
-        settled = dict(itertools.islice(siblings, 256))  # WakeChildRequest.settled's bound
-        request = WakeChildRequest(
-            child=hid,
-            prompt=prompt,
-            seen_result_seq=max(handle.result_seq, self._settled.get(hid, 0)),
-            relay=True,
-            settled=settled,
-        )
-        try:
-            res = await self._rpc.update(parent_id, AgentWorkflow.wake_child, request)
-        except HandleNotFoundError:
-            raise HandleNotFoundError(hid) from None
-        except VerbRejectedError as err:
-            if "is not a child" in err.reason:
-                raise HandleNotFoundError(hid) from None
-            raise VerbRejectedError(hid, "wake", err.reason) from None
-        for sibling, seq in settled.items():
-            if self._settled.get(sibling) == seq:
-                del self._settled[sibling]
-        object.__setattr__(handle, "state", res.state)
-        object.__setattr__(handle, "queued", res.outcome == "queued")
-        if res.grant is None and res.outcome == "queued":
-            handle._after_seq = res.after_seq
-        return handle, res.grant
+    async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
+        """``wake`` then ``wait`` for that wake's turn: one ``turn`` update on the handle's
+        workflow (after the parent's ``wake_child`` when it limits ``max_concurrent``).
 
-    async def _start_turn(
-        self, handle: Handle, req: TurnRequest
-    ) -> WorkflowUpdateHandle[WaitResponse]:
-        """Send the ``turn`` update and return once the workflow accepted it."""
-        return await self._rpc.start_update(handle.id, AgentWorkflow.turn, req)
+        Raises:
+            VerbRejectedError: closed handle, or the root.
+            HandleNotFoundError: no such handle.
+        """
+        handle, grant = await self._turns.admit(h, prompt)
+        if handle.queued:
+            return await self.wait(handle)
+        resp = await self._turns.run(handle.id, TurnRequest(prompt=prompt, grant=grant))
+        handle.apply_status(resp.status, resp.result)
+        return resp.result
 
     async def post(self, h: HandleRef, item: InboxItem | str) -> PostResult:
         """Append an item to a handle's inbox; never changes its state (CONTRACT §3 post).
@@ -298,7 +253,7 @@ class AgentRuntime:
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
         try:
-            result = await self._rpc.update(_id(h), AgentWorkflow.admit_post, payload)
+            result = await self._rpc.update(handle_id(h), AgentWorkflow.admit_post, payload)
         except VerbRejectedError as err:
             if err.reason != "handle closed":
                 raise
@@ -310,78 +265,26 @@ class AgentRuntime:
     async def wait(self, h: HandleRef, timeout_ms: int | None = None) -> TaskResult:
         """The next result, or at once the last one when the handle is settled (CONTRACT §3).
 
-        Blocks inside the workflow (an update), not by polling. A timeout returns status
+        Blocks inside the workflow (an update), not by polling: the ``turn`` update of this
+        runtime's last wake of the handle, else the ``wait`` update. A timeout returns status
         ``timeout`` and the agent keeps running.
 
         Raises:
             HandleNotFoundError: no such handle.
         """
-        if isinstance(h, Handle) and h._turn is not None:
-            return await self._wait_turn(h, timeout_ms)
-        after = h._after_seq if isinstance(h, Handle) else None
         try:
-            resp = await self._rpc.update(
-                _id(h), AgentWorkflow.wait, WaitRequest(timeout_ms=timeout_ms, after_seq=after)
-            )
+            resp = await self._turns.wait(handle_id(h), timeout_ms)
         except VerbRejectedError as err:
-            if err.reason != "handle closed":
+            if err.reason != "handle closed" or err.verb != UPDATE_WAIT:
                 raise
             return await self._closed_result(h)  # a closed handle's workflow has completed
-        await self._apply(h, resp.status, resp.result)
-        self._note_settled(resp)
-        return resp.result
-
-    async def _closed_result(self, h: HandleRef) -> TaskResult:
-        view = await self.inspect(h)
-        return view.last_result or TaskResult(
-            status="closed", is_error=True, text=f"{view.id} is closed"
-        )
-
-    def _note_settled(self, resp: WaitResponse) -> None:
-        """Remember a settled result, for the parent's next ``wake_child`` (``settled``)."""
-        if resp.result.status != "timeout":
-            self._settled[resp.status.id] = resp.status.result_seq
-
-    async def _wait_turn(self, h: Handle, timeout_ms: int | None) -> TaskResult:
-        """Await the ``turn`` update a :meth:`wake` started (polled again after a timeout)."""
-        update = h._turn
-        assert update is not None
-        pending = h._turn_result
-        if pending is None:
-            pending = h._turn_result = asyncio.ensure_future(
-                self._rpc.result(h.id, AgentWorkflow.turn, update)
-            )
-        timeout = None if timeout_ms is None else timeout_ms / 1000
-        try:
-            resp: WaitResponse = await asyncio.wait_for(asyncio.shield(pending), timeout)
-        except TimeoutError:
+        if resp is None:
             return TaskResult(
                 status="timeout",
                 is_error=True,
                 text=f"no result within {timeout_ms} ms; the turn keeps running",
             )
-        finally:
-            if pending.done():
-                h._turn, h._turn_result = None, None
-        h.apply_status(resp.status, resp.result)
-        self._note_settled(resp)
-        return resp.result
-
-    async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
-        """``wake`` then ``wait`` for that wake's turn: one ``turn`` update on the handle's
-        workflow (after the parent's ``wake_child`` when it limits ``max_concurrent``).
-
-        Raises:
-            VerbRejectedError: closed handle, or the root.
-            HandleNotFoundError: no such handle.
-        """
-        handle, grant = await self._admit(h, prompt)
-        if handle.queued:
-            return await self.wait(handle)
-        req = TurnRequest(prompt=prompt, grant=grant)
-        resp = await self._rpc.update(handle.id, AgentWorkflow.turn, req)
-        handle.apply_status(resp.status, resp.result)
-        self._note_settled(resp)
+        await self._apply(h, resp.status, resp.result)
         return resp.result
 
     async def interrupt(self, h: HandleRef) -> Handle:
@@ -394,9 +297,10 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        if await self._rpc.is_closed(_id(h)):
+        hid = handle_id(h)
+        if await self._rpc.is_closed(hid):
             return await self.inspect(h)
-        status = await self._rpc.update(_id(h), AgentWorkflow.admit_interrupt, InterruptRequest())
+        status = await self._rpc.update(hid, AgentWorkflow.admit_interrupt, InterruptRequest())
         return await self._apply(h, status)
 
     async def close(self, h: HandleRef, force: bool = False, reason: str | None = None) -> Handle:
@@ -409,9 +313,10 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        if not await self._rpc.is_closed(_id(h)):
+        hid = handle_id(h)
+        if not await self._rpc.is_closed(hid):
             req = CloseRequest(force=force, reason=reason)
-            await self._rpc.update(_id(h), AgentWorkflow.admit_close, req)
+            await self._rpc.update(hid, AgentWorkflow.admit_close, req)
         return await self.inspect(h)
 
     async def list(self, h: HandleRef | None = None) -> Handles:
@@ -479,9 +384,10 @@ class AgentRuntime:
             AnswerRejectedError: ``h`` has no pending Request with that id; nothing changed.
             HandleNotFoundError: no such handle.
         """
-        if await self._rpc.is_closed(_id(h)):
-            raise AnswerRejectedError(answer.id, f"{_id(h)} is closed")
-        result = await self._rpc.update(_id(h), AgentWorkflow.admit_answer, answer)
+        hid = handle_id(h)
+        if await self._rpc.is_closed(hid):
+            raise AnswerRejectedError(answer.id, f"{hid} is closed")
+        result = await self._rpc.update(hid, AgentWorkflow.admit_answer, answer)
         if not result.ok:
             raise AnswerRejectedError(answer.id, result.error or "rejected")
         await self._apply(h, result.status)
@@ -492,8 +398,8 @@ class AgentRuntime:
         attribute (visibility is eventually consistent: a handle parked a moment ago may
         show a moment later), each refreshed by a query."""
         found: Handles = []
-        async for handle_id in self._rpc.suspended():
-            view = await self._view(handle_id)
+        async for hid in self._rpc.suspended():
+            view = await self._view(hid)
             if view.state == "suspended":
                 found.append(Handle.from_view(view))
         found.sort(key=lambda h: h.id)
@@ -506,7 +412,10 @@ class AgentRuntime:
             HandleNotFoundError: no such handle.
         """
         view = await self._view(h)
-        return _refresh(h, view)
+        if isinstance(h, Handle):
+            h.apply(view)
+            return h
+        return Handle.from_view(view)
 
     async def trace(self, h: HandleRef | None = None) -> TraceLines:
         """The trace lines of ``h``'s subtree (default: the whole tree), merged in order of
@@ -534,18 +443,13 @@ class AgentRuntime:
         return await self.inspect(h)
 
     async def _view(self, h: HandleRef) -> HandleView:
-        return await self._rpc.query(_id(h), AgentWorkflow.view)
+        return await self._rpc.query(handle_id(h), AgentWorkflow.view)
 
-
-def _id(h: HandleRef) -> str:
-    return h.id if isinstance(h, Handle) else h
-
-
-def _refresh(h: HandleRef, view: HandleView) -> Handle:
-    if isinstance(h, Handle):
-        h.apply(view)
-        return h
-    return Handle.from_view(view)
+    async def _closed_result(self, h: HandleRef) -> TaskResult:
+        view = await self.inspect(h)
+        return view.last_result or TaskResult(
+            status="closed", is_error=True, text=f"{view.id} is closed"
+        )
 
 
 def _status_of_view(view: HandleView) -> HandleStatus:

@@ -208,7 +208,7 @@ async def test_turn_on_root_and_closed_rejected(make_runtime, client) -> None:
             await rt.run_turn(h, "x")
         # raw turn on a closed handle, by id through the runtime's own path
         with pytest.raises(VerbRejectedError):
-            await rt._start_turn(h, TurnRequest(prompt="x", grant=1))
+            await rt._turns.start(h.id, TurnRequest(prompt="x", grant=1))
         st = await rt._rpc.handle("root").query("state")
         assert h.id not in st["running_children"]
 
