@@ -147,11 +147,11 @@ PANEL = "Connection and output"
 
 
 def _common_option(
-    name: str, kind: Any, default: Any, flag: str, help: str, envvar: str | None = None
+    name: str, kind: Any, default: Any, flag: str, help_text: str, envvar: str | None = None
 ) -> pyinspect.Parameter:
     """One of :data:`COMMON_OPTIONS`: keyword-only parameter ``name`` of type ``kind``, the
     option ``flag`` (read from ``envvar`` when given) in the :data:`PANEL` help panel."""
-    option = typer.Option(flag, envvar=envvar, help=help, rich_help_panel=PANEL)
+    option = typer.Option(flag, envvar=envvar, help=help_text, rich_help_panel=PANEL)
     return pyinspect.Parameter(
         name, pyinspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]
     )
