@@ -2,7 +2,7 @@
 
 As a program (``tnx-worker`` or ``python worker.py``)::
 
-    tnx-worker --registry client.demo:REGISTRY --task-queue tnx \\
+    tnx-worker --registry toolnexus_temporal.cli.demo:REGISTRY --task-queue tnx \\
         --llm-base-url http://127.0.0.1:8080/v1 --model my-model
 
 The LLM endpoint comes from the options or the environment (``OPENAI_BASE_URL``,
@@ -199,7 +199,10 @@ app = typer.Typer(add_completion=False, help="Run a toolnexus-temporal worker.")
 @app.command()
 def run(
     registry: Annotated[
-        str, typer.Option(help="Agent registry as package.module:NAME, e.g. client.demo:REGISTRY")
+        str,
+        typer.Option(
+            help="Agent registry as package.module:NAME, e.g. toolnexus_temporal.cli.demo:REGISTRY"
+        ),
     ],
     address: Annotated[
         str, typer.Option(envvar="TEMPORAL_ADDRESS", help="Temporal frontend host:port")

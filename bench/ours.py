@@ -60,7 +60,7 @@ async def retry_rejected(owner: Contender, call: Callable[[], Awaitable[T]]) -> 
     Every wake and spawn of a top-level agent is an update on the one root workflow, and the
     server admits at most 10 updates in flight per workflow (``history.maxInFlightUpdates``):
     past that the call fails at once, before anything happened, so a retry is safe. The
-    runtime retries those itself for 30 s (``client.runtime.UPDATE_BACKOFF_S``); this counts
+    runtime retries those itself for 30 s (``client.rpc.UPDATE_BACKOFF_S``); this counts
     what still reaches the benchmark."""
     delay = 0.02
     while True:

@@ -27,7 +27,8 @@ class VerbRejectedError(TnxError):
 
     Attributes:
         handle_id: the handle.
-        verb: the update name (``admit_wake``, ``admit_post``, ...).
+        verb: the update the workflow refused (``turn``, ``admit_post``, ``wait``, ...), or
+            ``wake`` when the parent refused the slot or the handle is the root.
         reason: the workflow's reason, as the contract words it.
     """
 

@@ -1,11 +1,13 @@
-"""The client-side ``Handle``: a read model of one agent, refreshed by every verb."""
+"""The client-side ``Handle``: a read model of one agent, refreshed by every verb.
+
+A Handle holds only what the workflow reported; what the runtime has in flight for it (the
+``turn`` update of a wake) is kept by the runtime, per handle id
+(:mod:`toolnexus_temporal.client.turns`).
+"""
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field
 
 from toolnexus_temporal.workflows.models import (
     AgentDef,
@@ -21,7 +23,8 @@ class Handle(BaseModel):
     """One spawned agent as its holder sees it (CONTRACT §2).
 
     Never constructed by hand: ``AgentRuntime.spawn`` returns it, and each verb that takes it
-    refreshes its fields from the workflow. ``parent`` and ``children`` are handle ids.
+    refreshes its fields in place from the workflow (:meth:`apply`, :meth:`apply_status`,
+    :meth:`apply_wake`). ``parent`` and ``children`` are handle ids.
 
     Attributes:
         id: deterministic, parent-scoped (``root/worker.1``).
@@ -73,10 +76,6 @@ class Handle(BaseModel):
     defn: AgentDef | None = None
     queued: bool = False
     slot_parent: bool | None = None
-    _after_seq: int | None = PrivateAttr(default=None)
-    _turn: Any = PrivateAttr(default=None)
-    """The ``turn`` update (WorkflowUpdateHandle) of the last wake, until a wait returns."""
-    _turn_result: asyncio.Future[Any] | None = PrivateAttr(default=None)
 
     @classmethod
     def from_view(cls, view: HandleView) -> Handle:
@@ -93,7 +92,7 @@ class Handle(BaseModel):
             raise ValueError(f"view of {view.id!r} applied to handle {self.id!r}")
         fresh = Handle.from_view(view)
         for key in type(self).model_fields:
-            object.__setattr__(self, key, getattr(fresh, key))
+            setattr(self, key, getattr(fresh, key))
 
     def apply_status(self, status: HandleStatus, result: TaskResult | None = None) -> None:
         """Refresh the fields a verb's status carries (and ``last_result`` from a wait).
@@ -105,8 +104,22 @@ class Handle(BaseModel):
             raise ValueError(f"status of {status.id!r} applied to handle {self.id!r}")
         for key in HandleStatus.model_fields:
             if key in type(self).model_fields:
-                object.__setattr__(self, key, getattr(status, key))
+                setattr(self, key, getattr(status, key))
         if result is not None and result.status != "timeout":
-            object.__setattr__(self, "last_result", result)
-            object.__setattr__(self, "queued", False)
-            self._after_seq = None
+            self.last_result = result
+            self.queued = False
+
+    def apply_wake(self, state: HandleStateName, *, queued: bool) -> None:
+        """Refresh from the parent's answer to a wake (its ``wake_child`` update): the state
+        its books hold, and whether the wake waits in its FIFO queue for a slot."""
+        self.state = state
+        self.queued = queued
+
+
+HandleRef = Handle | str
+"""A Handle, or a handle id such as ``"root/worker.1"``."""
+
+
+def handle_id(h: HandleRef) -> str:
+    """The handle id of a Handle or an id."""
+    return h.id if isinstance(h, Handle) else h

@@ -1,9 +1,91 @@
-"""Connecting to Temporal, and the typed calls the host library makes to handle workflows."""
+"""Connecting to Temporal, and the typed calls the host library makes to handle workflows: the
+one module of the host library that talks to the Temporal client.
+
+Every update and query names its :class:`AgentWorkflow` handler by method reference
+(``wf.execute_update(AgentWorkflow.turn, req)``, ``wf.query(AgentWorkflow.view)``), so the
+message name, the argument type and the result type all come from the handler's definition:
+no names as strings, no ``Any`` results. The wire is what the handlers declare
+(``@workflow.update(name="turn")``, ...; the names are listed in
+:mod:`toolnexus_temporal.workflows.names`).
+
+:class:`HandleRpc` adds what every verb needs around one call: typed errors
+(:class:`~toolnexus_temporal.client.errors.HandleNotFoundError`,
+:class:`~toolnexus_temporal.client.errors.VerbRejectedError`), a retry with backoff of the
+refusals that happen before the workflow accepted an update, and a per-workflow limit on the
+short updates in flight.
+"""
 
 from __future__ import annotations
 
-from temporalio.client import Client
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final, NoReturn, TypeAlias, TypeVar, overload
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateHandle,
+    WorkflowUpdateStage,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+from temporalio.workflow import UpdateMethodMultiParam
+
+from toolnexus_temporal.client.errors import HandleNotFoundError, VerbRejectedError
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.models import Budget, HandleView, RuntimeOptions
+from toolnexus_temporal.workflows.names import (
+    AGENT_DEPTH,
+    AGENT_NAME,
+    AGENT_STATE,
+    ROOT_ID,
+    UPDATE_ANSWER,
+    UPDATE_POST,
+    UPDATE_SPAWN,
+    UPDATE_WAKE_CHILD,
+    workflow_id_for,
+)
+from toolnexus_temporal.workflows.state import AgentInput, HandleState
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
+
+AgentHandle: TypeAlias = WorkflowHandle[AgentWorkflow, HandleView]
+"""A handle's workflow, typed: its run returns the final HandleView."""
+
+Update: TypeAlias = UpdateMethodMultiParam[[AgentWorkflow, _A], _R]
+"""An update handler of AgentWorkflow taking ``_A`` and returning ``_R``
+(``AgentWorkflow.admit_post``: ``Update[InboxItem, PostResult]``)."""
+
+AsyncUpdate: TypeAlias = UpdateMethodMultiParam[[AgentWorkflow, _A], Awaitable[_R]]
+"""An ``async`` update handler: the SDK types a handler registered with ``name=`` as returning
+its coroutine (``AgentWorkflow.turn``: ``AsyncUpdate[TurnRequest, WaitResponse]``); the
+overloads of :meth:`HandleRpc.update` and :meth:`HandleRpc.start_update` give the result it
+resolves to, which is what the workflow sends."""
+
+Query: TypeAlias = Callable[[AgentWorkflow], _R]
+"""A query handler of AgentWorkflow returning ``_R`` (``AgentWorkflow.view``)."""
+
+UPDATE_BACKOFF_S: Final = 30.0
+"""How long an update the server refused before accepting it is retried, s (see ``_call``)."""
+
+SHORT_UPDATES: Final = frozenset({UPDATE_SPAWN, UPDATE_WAKE_CHILD, UPDATE_POST, UPDATE_ANSWER})
+"""Updates that complete within a workflow task or two."""
+
+SHORT_UPDATES_IN_FLIGHT: Final = 6
+"""How many short updates one runtime sends to one workflow at once. The server admits 10
+updates in flight per workflow (long ones such as ``turn`` and ``wait`` count too); past that
+it refuses, and a workflow flooded with updates loses workflow tasks ("workflow update was
+aborted"). Queuing in the client is cheaper than both."""
 
 
 async def connect(address: str, namespace: str = "default") -> Client:
@@ -19,3 +101,265 @@ async def connect(address: str, namespace: str = "default") -> Client:
     return await Client.connect(
         address, namespace=namespace, data_converter=pydantic_data_converter
     )
+
+
+def update_name(update: Update[Any, Any]) -> str:
+    """The name an update handler is registered under (``@workflow.update(name="turn")``):
+    what goes on the wire, and the ``verb`` of a :class:`VerbRejectedError`."""
+    return update._defn.name or "update"  # None only for a dynamic handler
+
+
+class HandleRpc:
+    """Typed updates and queries to the handle workflows of one runtime.
+
+    Args:
+        client: a client built with the pydantic data converter (:func:`connect`).
+        scope: the runtime's workflow id prefix (``{scope}/root/...``), None for bare ids.
+    """
+
+    def __init__(self, client: Client, scope: str | None) -> None:
+        self.client = client
+        self.scope = scope
+        self._gates: dict[str, _Gate] = {}
+        """Per workflow id: this runtime's short updates in flight (SHORT_UPDATES_IN_FLIGHT)."""
+
+    def workflow_id(self, handle_id: str) -> str:
+        """The workflow id of a handle id (``{scope}/{handle_id}`` when scoped)."""
+        return workflow_id_for(self.scope, handle_id)
+
+    def handle(self, handle_id: str) -> AgentHandle:
+        """The typed workflow handle of a handle id (no RPC)."""
+        return self.client.get_workflow_handle_for(AgentWorkflow.run, self.workflow_id(handle_id))
+
+    async def start_root(
+        self, task_queue: str, budget: Budget, options: RuntimeOptions
+    ) -> HandleView:
+        """Start the root handle's workflow, or attach to the one running (whose own budget
+        and options then hold), and read its view.
+
+        Args:
+            task_queue: the task queue of every handle of the runtime.
+            budget: the root's budget: its pools are the runtime-wide pools.
+            options: the runtime options.
+        """
+        state = HandleState(
+            id=ROOT_ID,
+            scope=self.scope,
+            task_queue=task_queue,
+            budget=budget,
+            pool_tokens_limit=budget.max_tokens,
+            pool_tool_calls_limit=budget.max_tool_calls,
+            pool_tokens=budget.max_tokens,
+            pool_tool_calls=budget.max_tool_calls,
+            options=options,
+        )
+        wf = await self.client.start_workflow(
+            AgentWorkflow.run,
+            AgentInput(state=state),
+            id=self.workflow_id(ROOT_ID),
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(AGENT_STATE, "idle"),
+                    SearchAttributePair(AGENT_NAME, ROOT_ID),
+                    SearchAttributePair(AGENT_DEPTH, 0),
+                ]
+            ),
+            static_summary="toolnexus root handle",
+        )
+        return await wf.query(AgentWorkflow.view)
+
+    async def suspended(self) -> AsyncIterator[str]:
+        """The ids of this runtime's handles whose ``AgentState`` search attribute says
+        ``suspended`` (visibility is eventually consistent: it may lag a moment)."""
+        query = 'AgentState="suspended"'
+        if self.scope:
+            query += f' AND WorkflowId STARTS_WITH "{self.scope}/"'
+        prefix = f"{self.scope}/" if self.scope else ""
+        async for wf in self.client.list_workflows(query):
+            hid = wf.id.removeprefix(prefix)
+            if self.scope or hid.startswith(f"{ROOT_ID}/"):
+                yield hid
+
+    @overload
+    async def update(self, handle_id: str, update: AsyncUpdate[_A, _R], arg: _A) -> _R: ...
+
+    @overload
+    async def update(self, handle_id: str, update: Update[_A, _R], arg: _A) -> _R: ...
+
+    async def update(self, handle_id: str, update: Update[Any, Any], arg: Any) -> Any:
+        """Run an update to completion (``wf.execute_update(update, arg)``).
+
+        Args:
+            handle_id: the handle whose workflow gets it.
+            update: the handler, e.g. ``AgentWorkflow.admit_post``.
+            arg: its one argument.
+
+        Returns:
+            The handler's result.
+
+        Raises:
+            VerbRejectedError: the workflow refused it, or the handle is closed.
+            HandleNotFoundError: no such workflow.
+        """
+        wf = self.handle(handle_id)
+        call = self._call(
+            handle_id, update, lambda update_id: wf.execute_update(update, arg, id=update_id)
+        )
+        if update_name(update) not in SHORT_UPDATES:
+            return await call
+        wid = self.workflow_id(handle_id)
+        gate = self._gates.setdefault(wid, _Gate())
+        gate.users += 1
+        try:
+            async with gate.slots:
+                return await call
+        finally:
+            gate.users -= 1
+            if gate.users == 0:
+                del self._gates[wid]
+
+    @overload
+    async def start_update(
+        self, handle_id: str, update: AsyncUpdate[_A, _R], arg: _A
+    ) -> WorkflowUpdateHandle[_R]: ...
+
+    @overload
+    async def start_update(
+        self, handle_id: str, update: Update[_A, _R], arg: _A
+    ) -> WorkflowUpdateHandle[_R]: ...
+
+    async def start_update(
+        self, handle_id: str, update: Update[Any, Any], arg: Any
+    ) -> WorkflowUpdateHandle[Any]:
+        """Send an update and return once the workflow has accepted it
+        (``wf.start_update(update, arg, wait_for_stage=ACCEPTED)``); :meth:`result` awaits it.
+
+        Raises:
+            VerbRejectedError: the workflow refused it, or the handle is closed.
+            HandleNotFoundError: no such workflow.
+        """
+        wf = self.handle(handle_id)
+        return await self._call(
+            handle_id,
+            update,
+            lambda update_id: wf.start_update(
+                update, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+            ),
+        )
+
+    async def result(
+        self, handle_id: str, update: Update[Any, Any], started: WorkflowUpdateHandle[_R]
+    ) -> _R:
+        """Await the result of an update :meth:`start_update` sent (no RPC deadline).
+
+        Raises:
+            VerbRejectedError: the update failed, or the handle closed meanwhile.
+            HandleNotFoundError: no such workflow.
+        """
+        return await self._call(handle_id, update, lambda _: started.result(rpc_timeout=None))
+
+    async def query(self, handle_id: str, query: Query[_R]) -> _R:
+        """Run a query (``wf.query(query)``), e.g. ``AgentWorkflow.view``.
+
+        Raises:
+            HandleNotFoundError: no such workflow.
+        """
+        try:
+            return await self.handle(handle_id).query(query)
+        except RPCError as err:
+            raise rpc_error(handle_id, err) from err
+
+    async def is_closed(self, handle_id: str) -> bool:
+        """True when the handle's workflow has completed (the handle is closed).
+
+        Raises:
+            HandleNotFoundError: no such workflow.
+        """
+        try:
+            desc = await self.handle(handle_id).describe()
+        except RPCError as err:
+            raise rpc_error(handle_id, err) from err
+        return desc.status != WorkflowExecutionStatus.RUNNING
+
+    async def exists(self, handle_id: str) -> bool:
+        """True when a workflow exists for the handle (running or completed)."""
+        try:
+            await self.handle(handle_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
+    async def _call(
+        self, handle_id: str, update: Update[Any, Any], send: Callable[[str], Awaitable[_R]]
+    ) -> _R:
+        """Run one update RPC with typed errors; ``send`` gets the update id to use.
+
+        Three refusals happen before the workflow accepted anything and are retried with
+        backoff (50 ms doubling to 2 s, up to ``UPDATE_BACKOFF_S`` in all), under the same
+        update id, so an update the server did record is answered from its outcome rather
+        than run twice: RESOURCE_EXHAUSTED (the server admits 10 updates in flight per
+        workflow) and UNAVAILABLE "workflow update was aborted" (the server dropped the
+        workflow task carrying it, which happens to a workflow receiving many updates at
+        once; Temporal documents it as retryable), and FAILED_PRECONDITION "unexpected
+        workflow task failure" (the workflow task carrying it failed, for example a
+        continue-as-new that raced a new event)."""
+        update_id = str(uuid.uuid4())
+        delay, waited = 0.05, 0.0
+        while True:
+            try:
+                return await send(update_id)
+            except RPCError as err:
+                if not _retryable(err) or waited >= UPDATE_BACKOFF_S:
+                    await self._update_error(handle_id, update, err)
+            except WorkflowUpdateFailedError as err:
+                await self._update_error(handle_id, update, err)
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 2.0)
+
+    async def _update_error(
+        self, handle_id: str, update: Update[Any, Any], err: RPCError | WorkflowUpdateFailedError
+    ) -> NoReturn:
+        """Map a failed update to the verb's typed error."""
+        verb = update_name(update)
+        if isinstance(err, WorkflowUpdateFailedError):
+            cause = err.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise VerbRejectedError(handle_id, verb, message) from err
+        # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow" for
+        # one that raced the close: both mean the handle is closed.
+        if (err.status != RPCStatusCode.NOT_FOUND or await self.exists(handle_id)) and (
+            await self.is_closed(handle_id)
+        ):
+            raise VerbRejectedError(handle_id, verb, "handle closed") from err
+        raise rpc_error(handle_id, err) from err
+
+
+class _Gate:
+    """The short updates one runtime has in flight (or waiting) for one workflow."""
+
+    def __init__(self) -> None:
+        self.slots = asyncio.Semaphore(SHORT_UPDATES_IN_FLIGHT)
+        self.users = 0
+
+
+def _retryable(err: RPCError) -> bool:
+    """An update refused before the workflow accepted it (see ``HandleRpc._call``)."""
+    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+        return True
+    if err.status == RPCStatusCode.UNAVAILABLE:
+        return "update was aborted" in str(err)
+    # The workflow task that carried the update failed, for example a continue-as-new that
+    # raced a new event (UnhandledCommand): the update was not accepted.
+    return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)
+
+
+def rpc_error(handle_id: str, err: RPCError) -> Exception:
+    """The typed error for a failed RPC: HandleNotFoundError for NOT_FOUND, else ``err``."""
+    if err.status == RPCStatusCode.NOT_FOUND:
+        return HandleNotFoundError(handle_id)
+    return err

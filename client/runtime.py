@@ -1,21 +1,11 @@
 """``AgentRuntime``: the host verbs over a ``temporalio.client.Client`` (CONTRACT §3).
 
 Each verb is one Temporal message to the handle's workflow (workflow id == handle id, prefixed
-by ``{scope}/`` when the runtime is scoped):
-
-=========  ==========================  =====================================================
-verb       Temporal message             result
-=========  ==========================  =====================================================
-spawn      update ``spawn`` on parent   Handle, or a SpawnError value (never raises)
-wake       update ``admit_wake``        the Handle, refreshed: ``running`` when admitted
-post       update ``admit_post``        PostResult (``inbox full`` / ``inbox closed`` loud)
-wait       update ``wait``              TaskResult (blocks in the workflow, not by polling)
-interrupt  update ``admit_interrupt``   the Handle, refreshed (``idle``)
-close      update ``admit_close``       the Handle, refreshed (``closed``), subtree closed
-inspect    query ``view``               the Handle, refreshed
-list       query ``view`` per handle    the tree, pre-order, children in spawn order
-trace      query ``trace`` per handle   the subtree's lines merged in order of occurrence
-=========  ==========================  =====================================================
+by ``{scope}/`` when the runtime is scoped); the table of verbs and messages is in
+:mod:`toolnexus_temporal.client`. Under a parent that limits ``max_concurrent``, ``wake`` and
+``run_turn`` first take a slot with the parent's ``wake_child`` update
+(:mod:`toolnexus_temporal.client.turns`). Every update and query is sent typed, by handler
+reference (:mod:`toolnexus_temporal.client.rpc`).
 
 A closed handle's workflow has completed; verbs on it answer from its final state (``wait``
 returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``interrupt`` and
@@ -24,29 +14,11 @@ returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``inte
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-import itertools
-import uuid
-from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, NoReturn, Self, TypeVar
+from typing import Protocol, Self
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateHandle,
-    WorkflowUpdateStage,
-)
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
-from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.client import Client
 
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
@@ -55,7 +27,9 @@ from toolnexus_temporal.client.errors import (
     TnxError,
     VerbRejectedError,
 )
-from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
+from toolnexus_temporal.client.rpc import HandleRpc
+from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import (
     AnswerResult,
@@ -63,12 +37,7 @@ from toolnexus_temporal.workflows.messages import (
     InterruptRequest,
     PostResult,
     SpawnRequest,
-    SpawnResult,
     TurnRequest,
-    WaitRequest,
-    WaitResponse,
-    WakeChildRequest,
-    WakeChildResult,
 )
 from toolnexus_temporal.workflows.models import (
     Answer,
@@ -81,34 +50,7 @@ from toolnexus_temporal.workflows.models import (
     TaskResult,
     TraceLine,
 )
-from toolnexus_temporal.workflows.names import (
-    AGENT_DEPTH,
-    AGENT_NAME,
-    AGENT_STATE,
-    ROOT_ID,
-    workflow_id_for,
-)
-from toolnexus_temporal.workflows.state import AgentInput, HandleState
-
-if TYPE_CHECKING:
-    from toolnexus_temporal.activities.store import ConversationStore
-
-_T = TypeVar("_T")
-
-UPDATE_BACKOFF_S = 30.0
-"""How long an update the server refused before accepting it is retried, s (see ``_call``)."""
-
-SHORT_UPDATES = frozenset({"spawn", "wake_child", "admit_post", "admit_answer"})
-"""Updates that complete within a workflow task or two."""
-
-SHORT_UPDATES_IN_FLIGHT = 6
-"""How many short updates one runtime sends to one workflow at once. The server admits 10
-updates in flight per workflow (long ones such as ``turn`` and ``wait`` count too); past that
-it refuses, and a workflow flooded with updates loses workflow tasks ("workflow update was
-aborted"). Queuing in the client is cheaper than both."""
-
-HandleRef = Handle | str
-"""A Handle, or a handle id such as ``"root/worker.1"``."""
+from toolnexus_temporal.workflows.names import ROOT_ID, UPDATE_WAIT
 
 # Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
 Handles = list[Handle]
@@ -117,12 +59,26 @@ Messages = list[Message]
 Strings = list[str]
 
 
+class TranscriptReader(Protocol):
+    """What :meth:`AgentRuntime.transcript` needs of the workers' conversation store
+    (``toolnexus_temporal.SqliteConversationStore`` is one)."""
+
+    async def read(self, conv_id: str, limit: int | None = None) -> Messages:
+        """The first ``limit`` messages of a conversation (all when None), oldest first."""
+        ...
+
+
 class AgentRuntime:
     """The host-side runtime: verbs on handles whose state lives in Temporal workflows.
 
     Use ``async with AgentRuntime(client, ...) as rt:`` (or ``await rt.start()``), which
-    starts the root workflow if it is not running yet. A worker (see ``worker.create_worker``
-    and ``tnx-worker``) must serve ``task_queue`` with the agent registry.
+    starts the root workflow if it is not running yet. A worker (see
+    ``toolnexus_temporal.create_worker`` and ``tnx-worker``) must serve ``task_queue`` with the
+    agent registry.
+
+    Every verb that takes a Handle refreshes it in place; given a handle id, it returns a new
+    Handle. The runtime keeps what it has in flight per handle id (the ``turn`` update of a
+    wake), so a Handle object, a copy of it and its id all wait for the same turn.
 
     Args:
         client: a client built with ``pydantic_data_converter`` (``toolnexus_temporal.connect``).
@@ -136,6 +92,9 @@ class AgentRuntime:
 
     Attributes:
         root: the root Handle (depth 0), available after :meth:`start`.
+
+    Raises:
+        ValueError: ``scope`` is empty or has a leading or trailing ``/``.
     """
 
     def __init__(
@@ -146,7 +105,7 @@ class AgentRuntime:
         scope: str | None = None,
         options: RuntimeOptions | None = None,
         budget: Budget | None = None,
-        store: ConversationStore | None = None,
+        store: TranscriptReader | None = None,
     ) -> None:
         if scope is not None and (not scope or scope.startswith("/") or scope.endswith("/")):
             raise ValueError(f"scope {scope!r} must be a non-empty id prefix without edge slashes")
@@ -157,10 +116,8 @@ class AgentRuntime:
         self.budget = budget or Budget()
         self.store = store
         self._root: Handle | None = None
-        self._settled: dict[str, int] = {}
-        self._gates: dict[str, _Gate] = {}
-        """Per workflow id: this runtime's short updates in flight (SHORT_UPDATES_IN_FLIGHT)."""
-        """Result counts seen settle, per handle id, not yet told to the parent."""
+        self._rpc = HandleRpc(client, scope)
+        self._turns = Turns(self._rpc)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -179,33 +136,7 @@ class AgentRuntime:
         if not create:
             self._root = await self.inspect(ROOT_ID)
             return self
-        state = HandleState(
-            id=ROOT_ID,
-            scope=self.scope,
-            task_queue=self.task_queue,
-            budget=self.budget,
-            pool_tokens_limit=self.budget.max_tokens,
-            pool_tool_calls_limit=self.budget.max_tool_calls,
-            pool_tokens=self.budget.max_tokens,
-            pool_tool_calls=self.budget.max_tool_calls,
-            options=self.options,
-        )
-        handle = await self.client.start_workflow(
-            AgentWorkflow.run,
-            AgentInput(state=state),
-            id=self.workflow_id(ROOT_ID),
-            task_queue=self.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(AGENT_STATE, "idle"),
-                    SearchAttributePair(AGENT_NAME, ROOT_ID),
-                    SearchAttributePair(AGENT_DEPTH, 0),
-                ]
-            ),
-            static_summary="toolnexus root handle",
-        )
-        view = await handle.query(AgentWorkflow.view)
+        view = await self._rpc.start_root(self.task_queue, self.budget, self.options)
         self._root = Handle.from_view(view)
         return self
 
@@ -233,7 +164,7 @@ class AgentRuntime:
 
     def workflow_id(self, handle_id: str) -> str:
         """The workflow id of a handle id in this runtime."""
-        return workflow_id_for(self.scope, handle_id)
+        return self._rpc.workflow_id(handle_id)
 
     # ------------------------------------------------------------------ verbs
 
@@ -255,14 +186,15 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: the parent's workflow does not exist.
         """
+        pid = handle_id(parent)
         try:
-            result = await self._update(
-                parent, "spawn", SpawnRequest(name=name, budget=budget), SpawnResult
+            result = await self._rpc.update(
+                pid, AgentWorkflow.spawn, SpawnRequest(name=name, budget=budget)
             )
         except VerbRejectedError as err:  # the parent's workflow has ended: it is closed
-            return SpawnError(parent=_id(parent), name=name, error=f"parent closed ({err.reason})")
+            return SpawnError(parent=pid, name=name, error=f"parent closed ({err.reason})")
         if result.handle is None:
-            return SpawnError(parent=_id(parent), name=name, error=result.error or "spawn failed")
+            return SpawnError(parent=pid, name=name, error=result.error or "spawn failed")
         if isinstance(parent, Handle):
             parent.children.append(result.handle.id)
         return Handle.from_view(result.handle)
@@ -272,10 +204,10 @@ class AgentRuntime:
 
         The wake is the ``turn`` update on the handle's workflow, returned as soon as the
         workflow accepted it; :meth:`wait` then awaits that same update. Under a parent that
-        limits ``max_concurrent`` (the default: 8) the parent's ``wake_child`` update first
-        takes a slot and returns a grant that the ``turn`` update carries, or queues the
-        wake FIFO (``h.queued``; the parent starts it when a sibling hands its slot over). On
-        a running or suspended handle the wake is a no-op.
+        limits ``max_concurrent`` (the default: 8) the parent first takes a slot, or queues
+        the wake FIFO (``h.queued``; it starts the turn when a sibling hands its slot over;
+        see :mod:`toolnexus_temporal.client.turns`). On a running or suspended handle the wake
+        is a no-op.
 
         Returns:
             The handle, refreshed (a new Handle when given an id): ``running`` when admitted.
@@ -284,79 +216,26 @@ class AgentRuntime:
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
-        handle, grant = await self._admit(h, prompt)
+        handle, grant = await self._turns.admit(h, prompt)
         if handle.queued:
             return handle
-        update = await self._start_turn(handle, TurnRequest(prompt=prompt, grant=grant))
-        handle._turn = update
-        handle._turn_result = None
-        await self.inspect(handle)
-        return handle
+        await self._turns.start(handle.id, TurnRequest(prompt=prompt, grant=grant))
+        return await self.inspect(handle)
 
-    async def _admit(self, h: HandleRef, prompt: str | None) -> tuple[Handle, int | None]:
-        """Take a slot from a parent that limits ``max_concurrent`` (``wake_child`` with
-        relay). Returns the handle and the grant to deliver with the ``turn`` update. A queued
-        wake sets ``queued`` and ``_after_seq`` (the parent starts it later). A no-op (the
-        parent's books say the handle is running or suspended) returns no grant: the ``turn``
-        update still goes to the handle, which knows its own state best (running or
-        suspended: it waits; idle because the parent had not yet heard its last turn settle:
-        it asks the parent for a slot itself)."""
-        hid = _id(h)
-        parent_id, sep, _ = hid.rpartition("/")
-        if not sep:
-            raise VerbRejectedError(
-                hid, "wake", "the root handle never runs an LLM: wake a spawned handle"
-            )
-        handle = h if isinstance(h, Handle) else await self.inspect(hid)
-        if handle.slot_parent is False:
-            return handle, None
-        # What the caller has seen settle tells the parent about a report still in flight.
-        siblings = (
-            (sibling, seq)
-            for sibling, seq in self._settled.items()
-            if sibling != hid and sibling.rpartition("/")[0] == parent_id
-        )
-        settled = dict(itertools.islice(siblings, 256))  # WakeChildRequest.settled's bound
-        request = WakeChildRequest(
-            child=hid,
-            prompt=prompt,
-            seen_result_seq=max(handle.result_seq, self._settled.get(hid, 0)),
-            relay=True,
-            settled=settled,
-        )
-        try:
-            res: WakeChildResult = await self._update(
-                parent_id, "wake_child", request, WakeChildResult
-            )
-        except HandleNotFoundError:
-            raise HandleNotFoundError(hid) from None
-        except VerbRejectedError as err:
-            if "is not a child" in err.reason:
-                raise HandleNotFoundError(hid) from None
-            raise VerbRejectedError(hid, "wake", err.reason) from None
-        for sibling, seq in settled.items():
-            if self._settled.get(sibling) == seq:
-                del self._settled[sibling]
-        object.__setattr__(handle, "state", res.state)
-        object.__setattr__(handle, "queued", res.outcome == "queued")
-        if res.grant is None and res.outcome == "queued":
-            handle._after_seq = res.after_seq
-        return handle, res.grant
+    async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
+        """``wake`` then ``wait`` for that wake's turn: one ``turn`` update on the handle's
+        workflow (after the parent's ``wake_child`` when it limits ``max_concurrent``).
 
-    async def _start_turn(self, handle: Handle, req: TurnRequest) -> WorkflowUpdateHandle[Any]:
-        """Send the ``turn`` update and return once the workflow accepted it."""
-        result: WorkflowUpdateHandle[Any] = await self._call(
-            handle,
-            "turn",
-            lambda update_id: self._handle(handle).start_update(
-                "turn",
-                req,
-                id=update_id,
-                wait_for_stage=WorkflowUpdateStage.ACCEPTED,
-                result_type=WaitResponse,
-            ),
-        )
-        return result
+        Raises:
+            VerbRejectedError: closed handle, or the root.
+            HandleNotFoundError: no such handle.
+        """
+        handle, grant = await self._turns.admit(h, prompt)
+        if handle.queued:
+            return await self.wait(handle)
+        resp = await self._turns.run(handle.id, TurnRequest(prompt=prompt, grant=grant))
+        handle.apply_status(resp.status, resp.result)
+        return resp.result
 
     async def post(self, h: HandleRef, item: InboxItem | str) -> PostResult:
         """Append an item to a handle's inbox; never changes its state (CONTRACT §3 post).
@@ -374,7 +253,7 @@ class AgentRuntime:
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
         try:
-            result: PostResult = await self._update(h, "admit_post", payload, PostResult)
+            result = await self._rpc.update(handle_id(h), AgentWorkflow.admit_post, payload)
         except VerbRejectedError as err:
             if err.reason != "handle closed":
                 raise
@@ -386,79 +265,26 @@ class AgentRuntime:
     async def wait(self, h: HandleRef, timeout_ms: int | None = None) -> TaskResult:
         """The next result, or at once the last one when the handle is settled (CONTRACT §3).
 
-        Blocks inside the workflow (an update), not by polling. A timeout returns status
+        Blocks inside the workflow (an update), not by polling: the ``turn`` update of this
+        runtime's last wake of the handle, else the ``wait`` update. A timeout returns status
         ``timeout`` and the agent keeps running.
 
         Raises:
             HandleNotFoundError: no such handle.
         """
-        if isinstance(h, Handle) and h._turn is not None:
-            return await self._wait_turn(h, timeout_ms)
-        after = h._after_seq if isinstance(h, Handle) else None
         try:
-            resp: WaitResponse = await self._update(
-                h, "wait", WaitRequest(timeout_ms=timeout_ms, after_seq=after), WaitResponse
-            )
+            resp = await self._turns.wait(handle_id(h), timeout_ms)
         except VerbRejectedError as err:
-            if err.reason != "handle closed":
+            if err.reason != "handle closed" or err.verb != UPDATE_WAIT:
                 raise
             return await self._closed_result(h)  # a closed handle's workflow has completed
-        await self._apply(h, resp.status, resp.result)
-        self._note_settled(resp)
-        return resp.result
-
-    async def _closed_result(self, h: HandleRef) -> TaskResult:
-        view = await self.inspect(h)
-        return view.last_result or TaskResult(
-            status="closed", is_error=True, text=f"{view.id} is closed"
-        )
-
-    def _note_settled(self, resp: WaitResponse) -> None:
-        """Remember a settled result, for the parent's next ``wake_child`` (``settled``)."""
-        if resp.result.status != "timeout":
-            self._settled[resp.status.id] = resp.status.result_seq
-
-    async def _wait_turn(self, h: Handle, timeout_ms: int | None) -> TaskResult:
-        """Await the ``turn`` update a :meth:`wake` started (polled again after a timeout)."""
-        update = h._turn
-        assert update is not None
-        pending = h._turn_result
-        if pending is None:
-            pending = h._turn_result = asyncio.ensure_future(
-                self._call(h, "turn", lambda _: update.result(rpc_timeout=None))
-            )
-        timeout = None if timeout_ms is None else timeout_ms / 1000
-        try:
-            resp: WaitResponse = await asyncio.wait_for(asyncio.shield(pending), timeout)
-        except TimeoutError:
+        if resp is None:
             return TaskResult(
                 status="timeout",
                 is_error=True,
                 text=f"no result within {timeout_ms} ms; the turn keeps running",
             )
-        finally:
-            if pending.done():
-                h._turn, h._turn_result = None, None
-        h.apply_status(resp.status, resp.result)
-        self._note_settled(resp)
-        return resp.result
-
-    async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
-        """``wake`` then ``wait`` for that wake's turn: one ``turn`` update on the handle's
-        workflow (after the parent's ``wake_child`` when it limits ``max_concurrent``).
-
-        Raises:
-            VerbRejectedError: closed handle, or the root.
-            HandleNotFoundError: no such handle.
-        """
-        handle, grant = await self._admit(h, prompt)
-        if handle.queued:
-            return await self.wait(handle)
-        resp: WaitResponse = await self._update(
-            handle, "turn", TurnRequest(prompt=prompt, grant=grant), WaitResponse
-        )
-        handle.apply_status(resp.status, resp.result)
-        self._note_settled(resp)
+        await self._apply(h, resp.status, resp.result)
         return resp.result
 
     async def interrupt(self, h: HandleRef) -> Handle:
@@ -471,9 +297,10 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        if await self._is_closed(h):
+        hid = handle_id(h)
+        if await self._rpc.is_closed(hid):
             return await self.inspect(h)
-        status = await self._update(h, "admit_interrupt", InterruptRequest(), HandleStatus)
+        status = await self._rpc.update(hid, AgentWorkflow.admit_interrupt, InterruptRequest())
         return await self._apply(h, status)
 
     async def close(self, h: HandleRef, force: bool = False, reason: str | None = None) -> Handle:
@@ -486,10 +313,10 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        if not await self._is_closed(h):
-            await self._update(
-                h, "admit_close", CloseRequest(force=force, reason=reason), HandleStatus
-            )
+        hid = handle_id(h)
+        if not await self._rpc.is_closed(hid):
+            req = CloseRequest(force=force, reason=reason)
+            await self._rpc.update(hid, AgentWorkflow.admit_close, req)
         return await self.inspect(h)
 
     async def list(self, h: HandleRef | None = None) -> Handles:
@@ -557,9 +384,10 @@ class AgentRuntime:
             AnswerRejectedError: ``h`` has no pending Request with that id; nothing changed.
             HandleNotFoundError: no such handle.
         """
-        if await self._is_closed(h):
-            raise AnswerRejectedError(answer.id, f"{_id(h)} is closed")
-        result: AnswerResult = await self._update(h, "admit_answer", answer, AnswerResult)
+        hid = handle_id(h)
+        if await self._rpc.is_closed(hid):
+            raise AnswerRejectedError(answer.id, f"{hid} is closed")
+        result = await self._rpc.update(hid, AgentWorkflow.admit_answer, answer)
         if not result.ok:
             raise AnswerRejectedError(answer.id, result.error or "rejected")
         await self._apply(h, result.status)
@@ -569,16 +397,9 @@ class AgentRuntime:
         """Every suspended handle of this runtime, found through the ``AgentState`` search
         attribute (visibility is eventually consistent: a handle parked a moment ago may
         show a moment later), each refreshed by a query."""
-        query = 'AgentState="suspended"'
-        if self.scope:
-            query += f' AND WorkflowId STARTS_WITH "{self.scope}/"'
-        prefix = f"{self.scope}/" if self.scope else ""
         found: Handles = []
-        async for wf in self.client.list_workflows(query):
-            handle_id = wf.id.removeprefix(prefix)
-            if not self.scope and not handle_id.startswith(f"{ROOT_ID}/"):
-                continue
-            view = await self._view(handle_id)
+        async for hid in self._rpc.suspended():
+            view = await self._view(hid)
             if view.state == "suspended":
                 found.append(Handle.from_view(view))
         found.sort(key=lambda h: h.id)
@@ -590,15 +411,18 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
-        view = await self._query(h, "view", HandleView)
-        return _refresh(h, view)
+        view = await self._view(h)
+        if isinstance(h, Handle):
+            h.apply(view)
+            return h
+        return Handle.from_view(view)
 
     async def trace(self, h: HandleRef | None = None) -> TraceLines:
         """The trace lines of ``h``'s subtree (default: the whole tree), merged in order of
         occurrence (workflow time, then tree order) (CONTRACT §7)."""
         merged: builtins.list[tuple[int, int, int, TraceLine]] = []
         for rank, node in enumerate(await self.list(h)):
-            lines: TraceLines = await self._query(node.id, "trace", TraceLines)
+            lines = await self._rpc.query(node.id, AgentWorkflow.trace)
             merged.extend((line.at_ms, rank, line.seq, line) for line in lines)
         merged.sort(key=lambda item: item[:3])
         return [item[3] for item in merged]
@@ -619,126 +443,13 @@ class AgentRuntime:
         return await self.inspect(h)
 
     async def _view(self, h: HandleRef) -> HandleView:
-        view: HandleView = await self._query(h, "view", HandleView)
-        return view
+        return await self._rpc.query(handle_id(h), AgentWorkflow.view)
 
-    async def _is_closed(self, h: HandleRef) -> bool:
-        """True when the handle's workflow has completed (the handle is closed)."""
-        try:
-            desc = await self._handle(h).describe()
-        except RPCError as err:
-            raise _rpc_error(h, err) from err
-        return desc.status != WorkflowExecutionStatus.RUNNING
-
-    def _handle(self, h: HandleRef) -> WorkflowHandle[Any, Any]:
-        return self.client.get_workflow_handle(self.workflow_id(_id(h)))
-
-    async def _update(self, h: HandleRef, name: str, arg: Any, result_type: type[Any]) -> Any:
-        call = self._call(
-            h,
-            name,
-            lambda update_id: self._handle(h).execute_update(
-                name, arg, id=update_id, result_type=result_type
-            ),
+    async def _closed_result(self, h: HandleRef) -> TaskResult:
+        view = await self.inspect(h)
+        return view.last_result or TaskResult(
+            status="closed", is_error=True, text=f"{view.id} is closed"
         )
-        if name not in SHORT_UPDATES:
-            return await call
-        wid = self.workflow_id(_id(h))
-        gate = self._gates.setdefault(wid, _Gate())
-        gate.users += 1
-        try:
-            async with gate.slots:
-                return await call
-        finally:
-            gate.users -= 1
-            if gate.users == 0:
-                del self._gates[wid]
-
-    async def _call(self, h: HandleRef, name: str, send: Callable[[str], Awaitable[_T]]) -> _T:
-        """Run one update RPC with typed errors; ``send`` gets the update id to use.
-
-        Three refusals happen before the workflow accepted anything and are retried with
-        backoff (50 ms doubling to 2 s, up to ``UPDATE_BACKOFF_S`` in all), under the same
-        update id, so an update the server did record is answered from its outcome rather
-        than run twice: RESOURCE_EXHAUSTED (the server admits 10 updates in flight per
-        workflow) and UNAVAILABLE "workflow update was aborted" (the server dropped the
-        workflow task carrying it, which happens to a workflow receiving many updates at
-        once; Temporal documents it as retryable), and FAILED_PRECONDITION "unexpected
-        workflow task failure" (the workflow task carrying it failed, for example a
-        continue-as-new that raced a new event)."""
-        update_id = str(uuid.uuid4())
-        delay, waited = 0.05, 0.0
-        while True:
-            try:
-                return await send(update_id)
-            except RPCError as err:
-                if not _retryable(err) or waited >= UPDATE_BACKOFF_S:
-                    return await self._update_error(h, name, err)
-            except WorkflowUpdateFailedError as err:
-                return await self._update_error(h, name, err)
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 2.0)
-
-    async def _update_error(self, h: HandleRef, name: str, err: Exception) -> NoReturn:
-        """Map a failed update to the verb's typed error."""
-        if isinstance(err, WorkflowUpdateFailedError):
-            cause = err.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            raise VerbRejectedError(_id(h), name, message) from err
-        assert isinstance(err, RPCError)
-        # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow" for
-        # one that raced the close: both mean the handle is closed.
-        if (err.status != RPCStatusCode.NOT_FOUND or await self._exists(h)) and (
-            await self._is_closed(h)
-        ):
-            raise VerbRejectedError(_id(h), name, "handle closed") from err
-        raise _rpc_error(h, err) from err
-
-    async def _exists(self, h: HandleRef) -> bool:
-        try:
-            await self._handle(h).describe()
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return False
-            raise
-        return True
-
-    async def _query(self, h: HandleRef, name: str, result_type: Any) -> Any:
-        try:
-            return await self._handle(h).query(name, result_type=result_type)
-        except RPCError as err:
-            raise _rpc_error(h, err) from err
-
-
-class _Gate:
-    """The short updates one runtime has in flight (or waiting) for one workflow."""
-
-    def __init__(self) -> None:
-        self.slots = asyncio.Semaphore(SHORT_UPDATES_IN_FLIGHT)
-        self.users = 0
-
-
-def _retryable(err: RPCError) -> bool:
-    """An update refused before the workflow accepted it (see ``AgentRuntime._call``)."""
-    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
-        return True
-    if err.status == RPCStatusCode.UNAVAILABLE:
-        return "update was aborted" in str(err)
-    # The workflow task that carried the update failed, for example a continue-as-new that
-    # raced a new event (UnhandledCommand): the update was not accepted.
-    return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)
-
-
-def _id(h: HandleRef) -> str:
-    return h.id if isinstance(h, Handle) else h
-
-
-def _refresh(h: HandleRef, view: HandleView) -> Handle:
-    if isinstance(h, Handle):
-        h.apply(view)
-        return h
-    return Handle.from_view(view)
 
 
 def _status_of_view(view: HandleView) -> HandleStatus:
@@ -748,9 +459,3 @@ def _status_of_view(view: HandleView) -> HandleStatus:
             "children_count": len(view.children),
         }
     )
-
-
-def _rpc_error(h: HandleRef, err: RPCError) -> Exception:
-    if err.status == RPCStatusCode.NOT_FOUND:
-        return HandleNotFoundError(_id(h))
-    return err

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from toolnexus_temporal.activities import LlmConfig
+from toolnexus_temporal.cli.localmodel import LocalModelServer, find_llama_server, find_model
 from toolnexus_temporal.client import AgentDef, Handle
-from toolnexus_temporal.client.localmodel import LocalModelServer, find_llama_server, find_model
 
 pytestmark = pytest.mark.real_llm
 

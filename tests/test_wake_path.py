@@ -63,7 +63,7 @@ REG = {"w": AgentDef(name="w")}
 
 
 async def root_slots(rt: AgentRuntime) -> tuple[dict[str, int], list[str]]:
-    st = await rt._handle("root").query("state")
+    st = await rt._rpc.handle("root").query("state")
     return dict(st["running_children"]), [q["child"] for q in st["wake_queue"]]
 
 
@@ -208,8 +208,8 @@ async def test_turn_on_root_and_closed_rejected(make_runtime, client) -> None:
             await rt.run_turn(h, "x")
         # raw turn on a closed handle, by id through the runtime's own path
         with pytest.raises(VerbRejectedError):
-            await rt._start_turn(h, TurnRequest(prompt="x", grant=1))
-        st = await rt._handle("root").query("state")
+            await rt._turns.start(h.id, TurnRequest(prompt="x", grant=1))
+        st = await rt._rpc.handle("root").query("state")
         assert h.id not in st["running_children"]
 
 

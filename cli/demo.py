@@ -1,15 +1,16 @@
 """``tnx demo``: one agent, end to end, on a real Temporal server.
 
-The demo starts the embedded Temporal dev server (``client.devserver.DevServer``, SQLite data
-under ``{data_dir}/temporal``) unless a server address is given, runs an in-process worker with
-:data:`REGISTRY`, spawns the ``assistant`` agent under the root handle, wakes it with a prompt,
-waits for the result and prints it with the handle's trace and a web UI link.
+The demo starts the embedded Temporal dev server
+(:class:`~toolnexus_temporal.cli.devserver.DevServer`, SQLite data under ``{data_dir}/temporal``)
+unless a server address is given, runs an in-process worker with :data:`REGISTRY`, spawns the
+``assistant`` agent under the root handle, wakes it with a prompt, waits for the result and
+prints it with the handle's trace and a web UI link.
 
 The LLM is a real OpenAI-compatible endpoint when ``--llm-base-url`` or ``OPENAI_BASE_URL`` is
 set (model from ``--model``, ``TNX_MODEL`` or ``OPENAI_MODEL``; the key from
 ``OPENAI_API_KEY``, read by the activity). Otherwise a scripted OpenAI-compatible server
-(:class:`client.testing.ScriptedLLMServer`) answers on loopback over real HTTP, and says so in
-every reply.
+(:class:`~toolnexus_temporal.client.testing.ScriptedLLMServer`) answers on loopback over real
+HTTP, and says so in every reply.
 
 The root workflow lives in the server's SQLite database, so it survives between demo runs: the
 spawned handle ids count up (``root/assistant.1``, ``root/assistant.2``, ...).
@@ -21,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -39,14 +39,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.activities.llm import LlmConfig
 from toolnexus_temporal.activities.store import SqliteConversationStore
-from toolnexus_temporal.client.devserver import DevServer, DevServerError, ensure_search_attributes
-from toolnexus_temporal.client.errors import SpawnError, TnxError
-from toolnexus_temporal.client.localmodel import (
+from toolnexus_temporal.cli.devserver import DevServer, DevServerError, ensure_search_attributes
+from toolnexus_temporal.cli.localmodel import (
     LocalModelError,
     LocalModelServer,
     find_llama_server,
     find_model,
 )
+from toolnexus_temporal.cli.render import clock
+from toolnexus_temporal.client.errors import SpawnError, TnxError
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text
@@ -99,7 +100,8 @@ REGISTRY: dict[str, AgentDef] = {
         budget=Budget(max_turns=3),
     ),
 }
-"""The demo's agent registry: ``client.demo:REGISTRY`` (also usable with ``tnx-worker``)."""
+"""The demo's agent registry: ``toolnexus_temporal.cli.demo:REGISTRY`` (also usable with
+``tnx-worker``)."""
 
 
 class DemoError(Exception):
@@ -184,8 +186,7 @@ def default_workflow_url(workflow_id: str, namespace: str = "default") -> str:
 
 
 def _format_trace(line: TraceLine) -> str:
-    stamp = time.strftime("%H:%M:%S", time.localtime(line.at_ms / 1000))
-    return f"{stamp}.{line.at_ms % 1000:03d}  {line.line}"
+    return f"{clock(line.at_ms)}  {line.line}"
 
 
 def _print_result(console: Console, result: TaskResult) -> None:

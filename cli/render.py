@@ -1,0 +1,270 @@
+"""How the ``tnx`` commands look: the rich tables of ``ls``, ``inspect``, ``trace`` and
+``pending``, and the small text helpers behind them (one line per cell, ``∞`` for an unlimited
+pool, local clock times).
+
+Every table keeps each cell on one line and cuts it with ``…``, so output fits the terminal
+width (``COLUMNS``) instead of wrapping.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+from rich import box
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.workflows.models import AgentDef, Budget, Message, TaskResult, TraceLine
+
+OK_STATUSES: Final = frozenset({"done", "pending"})
+"""Results shown as a success (green); ``tnx wait`` exits 0 on them."""
+
+INFINITY: Final = "∞"
+"""How an unlimited pool is shown."""
+
+NONE: Final = "—"
+"""How an absent value is shown."""
+
+STATE_STYLES: Final = {
+    "idle": "",
+    "running": "green",
+    "suspended": "yellow",
+    "closed": "dim",
+}
+"""The rich style each handle state is shown in."""
+
+
+# ---------------------------------------------------------------------------- text
+
+
+def one_line(value: object) -> str:
+    """Whitespace (newlines included) collapsed to single spaces."""
+    return " ".join(str(value).split())
+
+
+def truncate(value: str, width: int) -> str:
+    """``value`` cut to ``width`` characters, ending in ``…`` when cut."""
+    return value if len(value) <= width else value[: max(0, width - 1)] + "…"
+
+
+def pool(value: int | None) -> str:
+    """A pool's remainder, ``∞`` when unlimited."""
+    return INFINITY if value is None else str(value)
+
+
+def clock(at_ms: int) -> str:
+    """``HH:MM:SS.mmm`` in local time."""
+    return time.strftime("%H:%M:%S", time.localtime(at_ms / 1000)) + f".{at_ms % 1000:03d}"
+
+
+def deadline(at_ms: int | None, now_ms: int | None = None) -> str:
+    """A wall deadline as local time with what remains (``—`` for none)."""
+    if at_ms is None:
+        return NONE
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at_ms / 1000))
+    left = at_ms - now_ms
+    return f"{stamp} ({'in ' + duration(left) if left > 0 else 'passed'})"
+
+
+def duration(ms: int) -> str:
+    """``1h 2m 3s`` / ``2m 3s`` / ``3.4s``."""
+    if ms < 60_000:
+        return f"{ms / 1000:.1f}s"
+    s = ms // 1000
+    h, rest = divmod(s, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h {m}m {s}s" if h else f"{m}m {s}s"
+
+
+def _cell(value: object, style: str = "") -> Text:
+    """One table cell: a single line, cut with ``…`` when it does not fit."""
+    return Text(one_line(value), style=style, no_wrap=True, overflow="ellipsis")
+
+
+def _state(state: str) -> Text:
+    return _cell(state, STATE_STYLES.get(state, ""))
+
+
+# ---------------------------------------------------------------------------- tables
+
+
+def tree_table(handles: list[Handle]) -> Table:
+    """``tnx ls``: one row per handle, ids indented by depth below the first one."""
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+        caption=f"POOLS: tokens / tool calls left ({INFINITY} = unlimited)",
+        caption_justify="left",
+    )
+    table.add_column("ID", overflow="ellipsis")  # shrinks first; cells never wrap
+    table.add_column("STATE", no_wrap=True)
+    table.add_column("TURNS", justify="right", no_wrap=True)
+    table.add_column("TOKENS", justify="right", no_wrap=True)
+    table.add_column("POOLS", justify="right", no_wrap=True)
+    table.add_column("INBOX", justify="right", no_wrap=True)
+    top = handles[0].depth if handles else 0
+    for h in handles:
+        table.add_row(
+            Text(
+                "  " * (h.depth - top) + one_line(h.id),
+                style="bold" if h.depth == top else "",
+                no_wrap=True,
+                overflow="ellipsis",
+            ),
+            _state(h.state),
+            str(h.turns_total),
+            str(h.usage_total),
+            f"{pool(h.pool_tokens)}/{pool(h.pool_tool_calls)}",
+            str(h.inbox_count),
+        )
+    return table
+
+
+def pending_table(handles: list[Handle]) -> Table:
+    """``tnx pending``: one row per suspended handle and its request."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("ID", overflow="ellipsis", no_wrap=True)
+    table.add_column("KIND", no_wrap=True)
+    table.add_column("PROMPT", overflow="ellipsis", no_wrap=True, min_width=24)
+    table.add_column("URL", overflow="ellipsis", no_wrap=True)
+    table.add_column("PATH", overflow="ellipsis", no_wrap=True)
+    table.add_column("REQUEST", overflow="ellipsis", no_wrap=True)
+    for h in handles:
+        req = h.pending_req
+        if req is None:
+            continue
+        path = (req.data or {}).get("path")
+        table.add_row(
+            one_line(h.id),
+            one_line(req.kind),
+            one_line(req.prompt),
+            one_line(req.url or "—"),
+            "/".join(str(p) for p in path) if isinstance(path, list) else "—",
+            one_line(req.id),
+        )
+    return table
+
+
+def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:
+    if defn is None:
+        return [("definition", _cell("(the root handle: no agent definition)", "dim"))]
+    limits = defn.budget.model_dump(exclude_none=True)
+    budget = ", ".join(f"{key}={value}" for key, value in limits.items()) or "unlimited"
+    if len(limits) < len(Budget.model_fields):
+        budget += " (others unlimited)" if limits else ""
+    hooks = ", ".join(
+        f"{key}={value}"
+        for key, value in (
+            ("wait_for", defn.wait_for),
+            ("on_spawn", defn.on_spawn),
+            ("on_close", defn.on_close),
+        )
+        if value
+    )
+    rows: list[tuple[str, RenderableType]] = [
+        ("definition", _cell(defn.name, "bold")),
+        ("  description", _cell(defn.description or NONE)),
+        ("  model", _cell(defn.model + (f" ({defn.style} wire)" if defn.style else ""))),
+        ("  tools", _cell(", ".join(defn.tools) or NONE)),
+        ("  team", _cell(", ".join(defn.team) or NONE)),
+        ("  budget", _cell(budget)),
+    ]
+    if hooks:
+        rows.append(("  hooks", _cell(hooks)))
+    if defn.system_prompt:
+        rows.append(("  system prompt", _cell(defn.system_prompt)))
+    return rows
+
+
+def _result_rows(result: TaskResult | None) -> list[tuple[str, RenderableType]]:
+    if result is None:
+        return [("last result", _cell(NONE))]
+    return [
+        ("last result", result_summary(result)),
+        ("  text", _cell(result.text or "(empty)", "red" if result.is_error else "")),
+    ]
+
+
+def result_summary(result: TaskResult) -> Text:
+    """``done · turns 1 · tokens 23`` (with the limit or the pending request when any)."""
+    colour = "green" if result.status in OK_STATUSES else "red"
+    line = Text(result.status, style=f"bold {colour}", no_wrap=True, overflow="ellipsis")
+    extra = f" · turns {result.turns} · tokens {result.total_tokens}"
+    if result.limit:
+        extra += f" · limit {result.limit}"
+    if result.pending is not None:
+        extra += f" · request {result.pending.id} ({result.pending.kind})"
+    line.append(extra)
+    return line
+
+
+def handle_table(h: Handle) -> Table:
+    """``tnx inspect``: every Handle field, one line each (long texts cut with ``…``)."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
+    children = f"{len(h.children)}: {', '.join(h.children)}" if h.children else "0"
+    pending = (
+        f"{h.pending_req.id} ({h.pending_req.kind}): {h.pending_req.prompt}"
+        if h.pending_req is not None
+        else NONE
+    )
+    rows: list[tuple[str, RenderableType]] = [
+        ("id", _cell(h.id, "bold")),
+        ("name", _cell(h.name)),
+        *_defn_rows(h.defn),
+        ("parent", _cell(h.parent or NONE)),
+        ("depth", _cell(h.depth)),
+        ("state", _state(h.state)),
+        ("children", _cell(children)),
+        ("inbox", _cell(h.inbox_count)),
+        ("usage", _cell(f"{h.usage_total} tokens (this handle and its subtree)")),
+        ("turns", _cell(h.turns_total)),
+        ("tool calls", _cell(h.tool_calls_total)),
+        (
+            "pools",
+            _cell(f"tokens {pool(h.pool_tokens)} · tool calls {pool(h.pool_tool_calls)}"),
+        ),
+        ("wall deadline", _cell(deadline(h.wall_deadline_ms))),
+        ("pending request", _cell(pending)),
+        *_result_rows(h.last_result),
+        ("last error", _cell(h.last_error or NONE, "red" if h.last_error else "")),
+        ("conversation", _cell(f"{h.conv_id or NONE} · {h.transcript_len} message(s)")),
+    ]
+    for label, value in rows:
+        grid.add_row(label, value)
+    return grid
+
+
+def transcript_table(messages: list[Message]) -> Table:
+    """``tnx inspect --transcript``: one line per message."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("ROLE", no_wrap=True)
+    table.add_column("CONTENT", overflow="ellipsis")  # shrinks first; cells never wrap
+    for index, message in enumerate(messages, 1):
+        content = message.content or ""
+        if message.tool_calls:
+            calls = ", ".join(f"{c.name}({c.arguments})" for c in message.tool_calls)
+            content = f"{content} → {calls}" if content else f"→ {calls}"
+        if message.tool_call_id:
+            content = f"[{message.tool_call_id}] {content}"
+        table.add_row(str(index), message.role, _cell(content or "(empty)"))
+    return table
+
+
+def trace_table(lines: list[TraceLine]) -> Table:
+    """``tnx trace``: a ``HH:MM:SS.mmm`` column and the line."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
+    for line in lines:
+        style = "red" if "REJECTED" in line.line else ""
+        grid.add_row(clock(line.at_ms), _cell(line.line, style))
+    return grid
