@@ -110,7 +110,7 @@ class Registry:
 
     @classmethod
     def load(cls, spec: str) -> Registry:
-        """Load ``package.module:NAME`` (for example ``client.demo:REGISTRY``).
+        """Load ``package.module:NAME`` (for example ``toolnexus_temporal.cli.demo:REGISTRY``).
 
         Raises:
             RegistryError: bad spec, missing module or attribute, or a wrong type.
