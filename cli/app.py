@@ -47,7 +47,7 @@ from rich.text import Text
 from toolnexus_temporal.cli import ops, render
 from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
 from toolnexus_temporal.cli.ops import CliError, Options
-from toolnexus_temporal.cli.server import PortOption, UiPortOption, server_app
+from toolnexus_temporal.cli.server import server_app
 from toolnexus_temporal.client.errors import SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -101,8 +101,8 @@ def demo(
             help="Leave the dev server this demo starts running (stop: tnx server stop).",
         ),
     ] = False,
-    port: PortOption = 7233,
-    ui_port: UiPortOption = 8233,
+    port: Annotated[int, typer.Option(help="Frontend gRPC port of the dev server.")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Web UI port of the dev server.")] = 8233,
     local_model: Annotated[
         bool,
         typer.Option(

@@ -18,6 +18,7 @@ what ``temporal-dev/start.sh`` and ``temporal-dev/stop.sh`` run).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -74,6 +75,8 @@ _INDEXED_VALUE_TYPES: Final[dict[str, IndexedValueType.ValueType]] = {
 _DB_FILENAME: Final = "temporal.sqlite"
 _PID_FILENAME: Final = "server.pid"
 _LOG_FILENAME: Final = "server.log"
+_PORTS_FILENAME: Final = "server.ports"
+"""JSON ``{"ip", "port", "ui_port"}`` of the running server, beside its pid file."""
 _PID_MARKER: Final = b"start-dev"
 """An argument of the server's command line: a pid file naming another process is stale."""
 _POLL_INTERVAL_S: Final = 0.2
@@ -186,6 +189,35 @@ class DevServer:
         self._proc: procs.Process | None = None
         self._started_here = False
 
+    @classmethod
+    def at(
+        cls, data_dir: Path, *, port: int | None = None, ui_port: int | None = None
+    ) -> DevServer:
+        """The server of ``data_dir`` on the ports it was started with (recorded in
+        ``server.ports``), unless ``port`` / ``ui_port`` are given; 7233 / 8233 when
+        nothing is recorded.
+
+        Args:
+            data_dir: State directory, as for the constructor.
+            port: Frontend gRPC port, overriding the recorded one.
+            ui_port: Web UI HTTP port, overriding the recorded one.
+        """
+        server = cls(data_dir=data_dir)
+        recorded: dict[str, object] = {}
+        try:
+            loaded = json.loads((server.data_dir / _PORTS_FILENAME).read_text())
+            recorded = loaded if isinstance(loaded, dict) else {}
+        except (OSError, ValueError):
+            pass
+        rec_port, rec_ui, rec_ip = recorded.get("port"), recorded.get("ui_port"), recorded.get("ip")
+        server.port = port if port is not None else rec_port if isinstance(rec_port, int) else 7233
+        server.ui_port = (
+            ui_port if ui_port is not None else rec_ui if isinstance(rec_ui, int) else 8233
+        )
+        if isinstance(rec_ip, str):
+            server.ip = rec_ip
+        return server
+
     def __repr__(self) -> str:
         return f"DevServer(data_dir={self.data_dir!s}, address={self.address})"
 
@@ -296,6 +328,9 @@ class DevServer:
                 raise DevServerError(f"cannot execute {argv[0]}: {exc}") from exc
         self._proc = proc
         procs.write_pid(self.pid_file, proc.pid)
+        (self.data_dir / _PORTS_FILENAME).write_text(
+            json.dumps({"ip": self.ip, "port": self.port, "ui_port": self.ui_port})
+        )
 
         try:
             self._wait_ready(proc, binary=argv[0], timeout_s=timeout_s, log_offset=log_offset)
@@ -379,12 +414,14 @@ class DevServer:
         pid = self.pid()
         if pid is None or not self._owns_pid(pid):
             self.pid_file.unlink(missing_ok=True)
+            (self.data_dir / _PORTS_FILENAME).unlink(missing_ok=True)
             self._reap()
             return False
         if not procs.terminate(pid, timeout_s=timeout_s, proc=self._proc):
             raise DevServerError(f"temporal dev server pid {pid} survived SIGKILL")
         self._reap()
         self.pid_file.unlink(missing_ok=True)
+        (self.data_dir / _PORTS_FILENAME).unlink(missing_ok=True)
         self._started_here = False
         return True
 

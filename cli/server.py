@@ -32,8 +32,19 @@ server_app = typer.Typer(
 )
 """The ``tnx server`` command group."""
 
-PortOption = Annotated[int, typer.Option(help="Frontend gRPC port of the dev server.")]
-UiPortOption = Annotated[int, typer.Option(help="Web UI port of the dev server.")]
+PortOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Frontend gRPC port of the dev server [default: the port it was started with, "
+        "else 7233]."
+    ),
+]
+UiPortOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Web UI port of the dev server [default: the port it was started with, else 8233]."
+    ),
+]
 
 DataDirOption = Annotated[
     Path,
@@ -69,12 +80,12 @@ def _describe(server: DevServer) -> None:
 @server_app.command()
 def start(
     data_dir: DataDirOption = DEFAULT_SERVER_DIR,
-    port: PortOption = 7233,
-    ui_port: UiPortOption = 8233,
+    port: PortOption = None,
+    ui_port: UiPortOption = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 30.0,
 ) -> None:
     """Start the dev server in the background (no-op when it already runs)."""
-    server = DevServer(data_dir=_server_dir(data_dir), port=port, ui_port=ui_port)
+    server = DevServer.at(_server_dir(data_dir), port=port, ui_port=ui_port)
     if server.is_running():
         console.print(f"already running (pid {server.pid()})")
     else:
@@ -104,16 +115,16 @@ def stop(
 @server_app.command()
 def status(
     data_dir: DataDirOption = DEFAULT_SERVER_DIR,
-    port: PortOption = 7233,
-    ui_port: UiPortOption = 8233,
+    port: PortOption = None,
+    ui_port: UiPortOption = None,
 ) -> None:
     """Tell whether the dev server runs (exit code 0) or not (exit code 1)."""
-    server = DevServer(data_dir=_server_dir(data_dir), port=port, ui_port=ui_port)
+    server = DevServer.at(_server_dir(data_dir), port=port, ui_port=ui_port)
     if not server.is_running():
         console.print(f"not running from {server.data_dir}")
-        if procs.port_open(server.ip, port):
+        if procs.port_open(server.ip, server.port):
             console.print(
-                f"(something listens on {server.ip}:{port}: a server started from another "
+                f"(something listens on {server.ip}:{server.port}: a server started from another "
                 "directory? pass its --data-dir)"
             )
         raise typer.Exit(1)

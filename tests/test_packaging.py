@@ -29,12 +29,14 @@ PUBLIC = {
     "AgentRuntime",
     "Answer",
     "AnswerRejectedError",
+    "AnswerResult",
     "Budget",
     "ConversationStore",
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
     "LlmConfig",
+    "PostResult",
     "Registry",
     "RegistryError",
     "Request",
@@ -52,7 +54,8 @@ PUBLIC = {
     "define_tool",
     "pending",
 }
-"""The public API of issue 10, plus the store and tool types a registry author needs."""
+"""The public API of issue 10, plus what the verbs return and the store and tool types a
+registry author needs."""
 
 
 def test_all_is_the_public_api_sorted_and_importable() -> None:

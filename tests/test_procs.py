@@ -57,3 +57,16 @@ def test_port_probe_and_free_port() -> None:
         assert procs.port_open("127.0.0.1", port)
     assert not procs.port_open("127.0.0.1", port)
     assert 0 < procs.free_port("127.0.0.1") < 65536
+
+
+def test_a_dev_server_is_found_on_the_ports_it_was_started_with(tmp_path) -> None:
+    """``tnx server status`` / ``start`` without ports report the recorded ones, not 7233."""
+    from toolnexus_temporal.cli.devserver import DevServer
+
+    assert (DevServer.at(tmp_path).port, DevServer.at(tmp_path).ui_port) == (7233, 8233)
+    (tmp_path / "server.ports").write_text('{"ip": "127.0.0.1", "port": 7391, "ui_port": 8391}')
+    server = DevServer.at(tmp_path)
+    assert (server.address, server.ui_url) == ("127.0.0.1:7391", "http://127.0.0.1:8391")
+    assert DevServer.at(tmp_path, port=7400).address == "127.0.0.1:7400"
+    (tmp_path / "server.ports").write_text("not json")
+    assert DevServer.at(tmp_path).address == "127.0.0.1:7233"

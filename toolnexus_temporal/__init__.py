@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from toolnexus_temporal.client.rpc import connect
     from toolnexus_temporal.client.runtime import AgentRuntime
     from toolnexus_temporal.worker import create_worker
+    from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
     from toolnexus_temporal.workflows.models import (
         AgentDef,
         Answer,
@@ -60,12 +61,14 @@ _WHERE = {
     "AgentRuntime": "client.runtime",
     "Answer": "workflows.models",
     "AnswerRejectedError": "client.errors",
+    "AnswerResult": "workflows.messages",
     "Budget": "workflows.models",
     "ConversationStore": "activities.store",
     "Handle": "client.handle",
     "HandleNotFoundError": "client.errors",
     "InboxItem": "workflows.models",
     "LlmConfig": "activities.llm",
+    "PostResult": "workflows.messages",
     "Registry": "activities.registry",
     "RegistryError": "activities.registry",
     "Request": "workflows.models",
@@ -90,12 +93,14 @@ __all__ = [
     "AgentRuntime",
     "Answer",
     "AnswerRejectedError",
+    "AnswerResult",
     "Budget",
     "ConversationStore",
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
     "LlmConfig",
+    "PostResult",
     "Registry",
     "RegistryError",
     "Request",
