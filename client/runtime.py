@@ -50,7 +50,7 @@ from toolnexus_temporal.workflows.models import (
     TaskResult,
     TraceLine,
 )
-from toolnexus_temporal.workflows.names import ROOT_ID, UPDATE_WAIT
+from toolnexus_temporal.workflows.names import ROOT_ID, UPDATE_TURN, UPDATE_WAIT
 
 # Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
 Handles = list[Handle]
@@ -272,10 +272,13 @@ class AgentRuntime:
         Raises:
             HandleNotFoundError: no such handle.
         """
+        hid = handle_id(h)
         try:
-            resp = await self._turns.wait(handle_id(h), timeout_ms)
+            resp = await self._turns.wait(hid, timeout_ms)
         except VerbRejectedError as err:
-            if err.reason != "handle closed" or err.verb != UPDATE_WAIT:
+            closed = err.reason == "handle closed" and err.verb == UPDATE_WAIT
+            # a turn update whose workflow ended first (closed, terminated): wait never raises
+            if not closed and not (err.verb == UPDATE_TURN and await self._rpc.is_closed(hid)):
                 raise
             return await self._closed_result(h)  # a closed handle's workflow has completed
         if resp is None:

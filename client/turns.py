@@ -147,6 +147,7 @@ class Turns:
             VerbRejectedError: the handle refused it (closed, ...).
             HandleNotFoundError: no such handle.
         """
+        self._in_flight.pop(hid, None)  # a newer turn: a later wait is for it, not an older one
         resp = await self._rpc.update(hid, AgentWorkflow.turn, req)
         self.note(resp)
         return resp

@@ -122,6 +122,27 @@ async def test_replay_committed_history(name: str) -> None:
     await _replayer().replay_workflow(history)
 
 
+PRE_RESTRUCTURE = sorted((HISTORIES / "pre_restructure").glob("*.json"))
+"""Recorded 2026-11-30 on bd6cb24 (before the restructure of issue 10) by a review's scenarios
+for the paths the histories above do not cover: inline interpreters (approve, decline, the
+tool re-run), hooks, wait timeouts, the wall-clock watchdog, the close grace timer,
+continue-as-new (``*_run1``, ``*_run2``), shared and interrupted ``task`` calls, nested pools
+and a budget stop, a terminated child freeing its slot, and a close racing an interpreter."""
+
+
+@pytest.mark.parametrize("path", PRE_RESTRUCTURE, ids=lambda p: p.name)
+async def test_replay_pre_restructure_history(path: Path) -> None:
+    await _replayer().replay_workflow(_load(path))
+
+
+def _load(path: Path) -> WorkflowHistory:
+    return WorkflowHistory.from_json(path.stem, path.read_text())
+
+
+def test_pre_restructure_histories_are_there() -> None:
+    assert len(PRE_RESTRUCTURE) >= 20
+
+
 class _UnevenRegistryActivities(RegistryActivities):
     """``tnx.resolve_agent`` with "helper" slower than the rest."""
 

@@ -93,12 +93,20 @@ def _published_states(path: Path) -> list[str]:
     return states
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in HISTORIES.glob("*.json")))
+KNOWN_ILLEGAL = {"pre_restructure/race__root_racer.1.json": [("closed", "running")]}
+"""Recorded flows that break the table: a close that lands while an interpreter answers inline
+closes the handle, then the Answer resumes the turn (a bug older than the table, recorded
+on bd6cb24; the table is right and the machine records such a move loudly)."""
+
+
+@pytest.mark.parametrize(
+    "name", sorted(str(p.relative_to(HISTORIES)) for p in HISTORIES.rglob("*.json"))
+)
 def test_every_recorded_transition_is_in_the_table(name):
     states = _published_states(HISTORIES / name)
     assert states and states[0] == "idle"
-    for before, to in pairwise(states):
-        assert transition_error(before, to) is None, f"{name}: {before}→{to}"
+    illegal = [(a, b) for a, b in pairwise(states) if transition_error(a, b) is not None]
+    assert illegal == KNOWN_ILLEGAL.get(name, []), f"{name}: {illegal}"
 
 
 def _pending(req_id: str) -> tuple[Request, TaskResult]:
