@@ -51,14 +51,15 @@ SANDBOX_PASSTHROUGH = (
     # pydantic: deterministic, and re-importing it per workflow run is slow.
     "pydantic",
     "pydantic_core",
-    # Our data modules: plain models and constants with no state, imported once; passing
-    # them through also keeps one class per model, so isinstance checks hold across the
-    # sandbox boundary. The workflow logic itself is re-imported in the sandbox as usual.
-    "toolnexus_temporal.workflows.names",
-    "toolnexus_temporal.workflows.models",
-    "toolnexus_temporal.workflows.state",
-    "toolnexus_temporal.workflows.messages",
-    "toolnexus_temporal.workflows.render",
+    # Our whole workflow package, imported once per worker process instead of once per
+    # workflow instance: the sandbox's re-import cost ~200 KiB of RSS per idle agent once the
+    # workflow was split into concept modules (bench/idle.py: ~530 KiB/agent re-imported,
+    # ~110 KiB passed through; the floor's one-module workflow: ~120). Passing through is
+    # safe because these modules hold no mutable module state (state lives in each
+    # AgentWorkflow instance) and call nothing non-deterministic: tests/unit/
+    # test_determinism_guard.py checks both statically, and the replay tests check behaviour.
+    # It also keeps one class per model across the sandbox boundary.
+    "toolnexus_temporal.workflows",
 )
 
 

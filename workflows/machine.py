@@ -13,6 +13,8 @@ and the lifecycle (interrupt). Deterministic; no I/O.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 from temporalio import workflow
@@ -35,19 +37,21 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus_temporal.workflows.state import HandleState
 
-TRANSITIONS: Final[dict[HandleStateName, frozenset[HandleStateName]]] = {
-    # an admitted wake (CONTRACT §3 wake); a close of an idle handle
-    "idle": frozenset({"running", "closed"}),
-    # the turn settled; a tool suspended (inline interpreter or parked, also for a delegated
-    # task's child); a close after the shutdown grace (the interrupt settles the turn first,
-    # so this is a fallback)
-    "running": frozenset({"idle", "suspended", "closed"}),
-    # the Answer (or the delegated child's) resumes the turn; an interrupt or the wall-clock
-    # watchdog cancels the Request and settles the turn; a close while parked
-    "suspended": frozenset({"running", "idle", "closed"}),
-    # closed is final: close is not loss, but nothing runs again
-    "closed": frozenset(),
-}
+TRANSITIONS: Final[Mapping[HandleStateName, frozenset[HandleStateName]]] = MappingProxyType(
+    {
+        # an admitted wake (CONTRACT §3 wake); a close of an idle handle
+        "idle": frozenset({"running", "closed"}),
+        # the turn settled; a tool suspended (inline interpreter or parked, also for a delegated
+        # task's child); a close after the shutdown grace (the interrupt settles the turn first,
+        # so this is a fallback)
+        "running": frozenset({"idle", "suspended", "closed"}),
+        # the Answer (or the delegated child's) resumes the turn; an interrupt or the wall-clock
+        # watchdog cancels the Request and settles the turn; a close while parked
+        "suspended": frozenset({"running", "idle", "closed"}),
+        # closed is final: close is not loss, but nothing runs again
+        "closed": frozenset(),
+    }
+)
 """Allowed transitions: state → the states it may move to (CONTRACT §2, §9.1)."""
 
 
