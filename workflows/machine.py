@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         TaskResult,
         ToolCall,
     )
+    from toolnexus_temporal.workflows.names import SIGNAL_CHILD_REPORT
     from toolnexus_temporal.workflows.state import HandleState
 
 TRANSITIONS: Final[Mapping[HandleStateName, frozenset[HandleStateName]]] = MappingProxyType(
@@ -258,4 +259,4 @@ class Machine:
         s.report_seq = report.seq
         self.last_report = report
         self.last_report_ms = workflow.now().timestamp() * 1000
-        self.outbox.send_report(s.parent, report)
+        self.outbox.signal_later(s.parent, SIGNAL_CHILD_REPORT, report)

@@ -18,8 +18,7 @@ from toolnexus_temporal.workflows.visibility import Log
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from toolnexus_temporal.workflows.messages import ChildReport
-    from toolnexus_temporal.workflows.names import SIGNAL_CHILD_REPORT, workflow_id_for
+    from toolnexus_temporal.workflows.names import workflow_id_for
     from toolnexus_temporal.workflows.state import HandleState
 
 
@@ -43,8 +42,7 @@ class Outbox:
         self.s = s
         self.log = log
         self.signals_in_flight = 0
-        """Signals started and not yet delivered (or failed): reports and every
-        :meth:`signal_later`."""
+        """Signals started and not yet delivered (or failed), reports to the parent included."""
 
     def signal_later(self, handle_id: str, name: str, arg: BaseModel) -> None:
         """Signal another handle from a sync handler; the workflow does not end before the
@@ -61,19 +59,3 @@ class Outbox:
 
         self.signals_in_flight += 1
         asyncio.create_task(send())  # noqa: RUF006 (awaited through the counter)
-
-    def send_report(self, parent: str, report: ChildReport) -> None:
-        """Signal ``child_report`` to the parent in the background; a parent that has ended
-        is logged (nobody is left to tell)."""
-        self.signals_in_flight += 1
-        asyncio.create_task(self._send_report(parent, report))  # noqa: RUF006 (counted)
-
-    async def _send_report(self, parent_id: str, report: ChildReport) -> None:
-        s = self.s
-        parent = workflow.get_external_workflow_handle(workflow_id_for(s.scope, parent_id))
-        try:
-            await parent.signal(SIGNAL_CHILD_REPORT, report)
-        except Exception as err:  # the parent's workflow has ended: nobody to tell
-            workflow.logger.warning("%s: report to %s failed: %s", s.id, parent_id, err)
-        finally:
-            self.signals_in_flight -= 1
