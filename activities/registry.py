@@ -147,11 +147,17 @@ class RegistryActivities:
 
     @activity.defn(name=RESOLVE_AGENT_ACTIVITY)
     async def resolve_agent(self, inp: ResolveAgentInput) -> ResolveAgentResult:
-        """The def for ``inp.name``, or the sorted known names when it is unknown."""
+        """The def for ``inp.name`` with its team's defs (one level), or the sorted known
+        names when it is unknown."""
         defn = self.registry.agents.get(inp.name)
         if defn is None:
             return ResolveAgentResult(known=self.registry.names())
-        options = {name: self.registry.tools[name].options for name in defn.tools}
+        team = [self._resolved(member) for member in defn.team if member in self.registry.agents]
+        return self._resolved(inp.name).model_copy(update={"team": team})
+
+    def _resolved(self, name: str) -> ResolveAgentResult:
+        defn = self.registry.agents[name]
+        options = {tool: self.registry.tools[tool].options for tool in defn.tools}
         return ResolveAgentResult(defn=defn, tool_options=options)
 
     def tool_schemas(self, tools: list[str], team: list[str]) -> list[dict[str, Any]]:

@@ -23,8 +23,8 @@ class Handle(BaseModel):
     """One spawned agent as its holder sees it (CONTRACT §2).
 
     Never constructed by hand: ``AgentRuntime.spawn`` returns it, and each verb that takes it
-    refreshes its fields in place from the workflow (:meth:`apply`, :meth:`apply_status`,
-    :meth:`apply_wake`). ``parent`` and ``children`` are handle ids.
+    refreshes its fields in place from the workflow (:meth:`apply`, :meth:`apply_status`).
+    ``parent`` and ``children`` are handle ids.
 
     Attributes:
         id: deterministic, parent-scoped (``root/worker.1``).
@@ -47,9 +47,10 @@ class Handle(BaseModel):
         result_seq: results settled so far (a wait waits for the next one).
         last_error: the last rejected input or failure seen by the workflow.
         defn: the agent definition (None for the root).
-        queued: the last wake waits in the parent's FIFO queue for a ``max_concurrent``
-            slot (CONTRACT §6).
-        slot_parent: the parent limits ``max_concurrent``, so wakes take a slot there first.
+        queued: a wake waits in the parent's FIFO queue for a ``max_concurrent`` slot
+            (CONTRACT §6), as the handle's workflow says.
+        slot_parent: the parent limits ``max_concurrent``: a wake of this handle needs one of
+            the parent's slots (a lease it may already hold).
     """
 
     model_config = ConfigDict(validate_assignment=True)
@@ -107,13 +108,6 @@ class Handle(BaseModel):
                 setattr(self, key, getattr(status, key))
         if result is not None and result.status != "timeout":
             self.last_result = result
-            self.queued = False
-
-    def apply_wake(self, state: HandleStateName, *, queued: bool) -> None:
-        """Refresh from the parent's answer to a wake (its ``wake_child`` update): the state
-        its books hold, and whether the wake waits in its FIFO queue for a slot."""
-        self.state = state
-        self.queued = queued
 
 
 HandleRef = Handle | str

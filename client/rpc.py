@@ -47,6 +47,7 @@ from toolnexus_temporal.workflows.names import (
     AGENT_DEPTH,
     AGENT_NAME,
     AGENT_STATE,
+    PROTOCOL_LEASES,
     ROOT_ID,
     UPDATE_ANSWER,
     UPDATE_POST,
@@ -152,6 +153,7 @@ class HandleRpc:
             pool_tokens=budget.max_tokens,
             pool_tool_calls=budget.max_tool_calls,
             options=options,
+            protocol=PROTOCOL_LEASES,
         )
         wf = await self.client.start_workflow(
             AgentWorkflow.run,

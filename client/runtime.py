@@ -169,7 +169,13 @@ class AgentRuntime:
     # ------------------------------------------------------------------ verbs
 
     async def spawn(
-        self, parent: HandleRef, name: str, budget: Budget | None = None
+        self,
+        parent: HandleRef,
+        name: str,
+        budget: Budget | None = None,
+        *,
+        wake: bool = False,
+        prompt: str | None = None,
     ) -> Handle | SpawnError:
         """Spawn a child of ``parent`` (CONTRACT §3 spawn). Never raises for a refused spawn.
 
@@ -178,6 +184,11 @@ class AgentRuntime:
             name: the agent name in the worker's registry.
             budget: overrides the def's budget; pools are carved as min(own, parent's live
                 remainder).
+            wake: also wake the child, in the same message: it starts running (or
+                ``queued`` for a slot) with ``prompt``; :meth:`wait` gives that turn's result.
+                A ``prompt`` implies ``wake``. (Runtimes whose root predates protocol 2 spawn
+                without the wake; wake the handle then.)
+            prompt: the first wake's prompt.
 
         Returns:
             The child Handle (state ``idle``, id ``{parent.id}/{name}.{n}``), or a SpawnError
@@ -188,9 +199,10 @@ class AgentRuntime:
         """
         pid = handle_id(parent)
         try:
-            result = await self._rpc.update(
-                pid, AgentWorkflow.spawn, SpawnRequest(name=name, budget=budget)
+            request = SpawnRequest(
+                name=name, budget=budget, wake=wake or prompt is not None, prompt=prompt
             )
+            result = await self._rpc.update(pid, AgentWorkflow.spawn, request)
         except VerbRejectedError as err:  # the parent's workflow has ended: it is closed
             return SpawnError(parent=pid, name=name, error=f"parent closed ({err.reason})")
         if result.handle is None:
@@ -200,41 +212,37 @@ class AgentRuntime:
         return Handle.from_view(result.handle)
 
     async def wake(self, h: HandleRef, prompt: str | None = None) -> Handle:
-        """Wake a handle (CONTRACT §3 wake).
-
-        The wake is the ``turn`` update on the handle's workflow, returned as soon as the
-        workflow accepted it; :meth:`wait` then awaits that same update. Under a parent that
-        limits ``max_concurrent`` (the default: 8) the parent first takes a slot, or queues
-        the wake FIFO (``h.queued``; it starts the turn when a sibling hands its slot over;
-        see :mod:`toolnexus_temporal.client.turns`). On a running or suspended handle the wake
-        is a no-op.
+        """Wake a handle (CONTRACT §3 wake): one ``turn`` update on the handle's workflow,
+        returned as soon as the workflow accepted it; :meth:`wait` then awaits that same
+        update. Under a parent that limits ``max_concurrent`` (the default: 8) the handle
+        runs at once with the slot it holds, or asks its parent and shows ``queued`` until a
+        sibling hands a slot over (FIFO; see ``workflows/leases.py``). On a running or
+        suspended handle the wake is a no-op.
 
         Returns:
-            The handle, refreshed (a new Handle when given an id): ``running`` when admitted.
+            The handle, refreshed by one query (a new Handle when given an id): ``running``
+            when admitted, ``queued`` while it waits for a slot.
 
         Raises:
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
-        handle, grant = await self._turns.admit(h, prompt)
-        if handle.queued:
-            return handle
-        await self._turns.start(handle.id, TurnRequest(prompt=prompt, grant=grant))
-        return await self.inspect(handle)
+        hid = self._turns.check_wakeable(h)
+        await self._turns.start(hid, TurnRequest(prompt=prompt))
+        return await self.inspect(h)
 
     async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
         """``wake`` then ``wait`` for that wake's turn: one ``turn`` update on the handle's
-        workflow (after the parent's ``wake_child`` when it limits ``max_concurrent``).
+        workflow, whatever the parent's ``max_concurrent``.
 
         Raises:
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
-        handle, grant = await self._turns.admit(h, prompt)
-        if handle.queued:
-            return await self.wait(handle)
-        resp = await self._turns.run(handle.id, TurnRequest(prompt=prompt, grant=grant))
-        handle.apply_status(resp.status, resp.result)
+        hid = self._turns.check_wakeable(h)
+        resp = await self._turns.run(hid, TurnRequest(prompt=prompt))
+        if isinstance(h, Handle):
+            h.apply_status(resp.status, resp.result)
         return resp.result
 
     async def post(self, h: HandleRef, item: InboxItem | str) -> PostResult:

@@ -12,6 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.conftest import temporal_binary
+from tests.helpers import eventually
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Handle, Request
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -365,7 +366,11 @@ async def test_task_fan_out_rolls_usage_up_and_closes_children(make_runtime) -> 
         child = await rt.inspect(coord.children[0])
         assert child.state == "closed" and child.usage_total == 7 + 5  # tool call + reply
         assert coord.usage_total == 7 + 5 + 12
-        assert (await rt.inspect(rt.root)).usage_total == 24
+
+        async def rolled_up() -> bool:  # the coordinator's report coalesces (live_usage_ms)
+            return (await rt.inspect(rt.root)).usage_total == 24
+
+        await eventually(rolled_up)
         # the task tool's description lists the team
         task_tool = next(t for t in llm.requests[0]["tools"] if t["function"]["name"] == "task")
         assert "explore: read-only research" in task_tool["function"]["description"]

@@ -165,9 +165,9 @@ async def test_a_parked_child_gives_its_slot_to_a_sibling(make_runtime) -> None:
         asker = await spawn(rt, rt.root, "asker")
         sibling = await spawn(rt, rt.root, "w")
         assert (await rt.run_turn(asker, "go")).status == "pending"
-        await rt.wake(sibling, "go")
-        assert not sibling.queued  # the parked asker holds no slot
+        await rt.wake(sibling, "go")  # queued until the parked asker gives its lease back
         assert (await rt.wait(sibling)).text == "sibling ran"
+        assert (await rt.inspect(asker)).state == "suspended"  # still parked: it ran first
         assert asker.pending_req is not None
         await rt.resume(Answer(id=asker.pending_req.id, ok=True))
         assert (await rt.wait(asker)).text == "asker done"

@@ -45,6 +45,7 @@ from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import Inbox
+from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
@@ -62,6 +63,8 @@ with workflow.unsafe.imports_passed_through():
         CloseRequest,
         InterruptRequest,
         PostResult,
+        SlotRecall,
+        SlotRelease,
         SpawnRequest,
         SpawnResult,
         TurnRequest,
@@ -95,12 +98,15 @@ class AgentWorkflow:
         """The whole handle state, shared by every component (``state`` query)."""
         self._vis = Visibility(s)
         self._outbox = Outbox(s, self._vis)
-        self._machine = Machine(s, self._vis, self._outbox)
+        self._leases = LeaseBook(s, self._vis, self._outbox)
+        self._machine = Machine(s, self._vis, self._outbox, self._leases)
         self._scratch = TurnScratch()
         self._budgets = BudgetLedger(s, self._outbox)
         self._slots = SlotBook(s, self._vis, self._outbox)
-        self._inbox = Inbox(s, self._vis, self._machine, self._outbox)
-        self._children = Children(s, self._vis, self._machine, self._budgets, self._slots)
+        self._inbox = Inbox(s, self._vis, self._machine, self._outbox, self._leases)
+        self._children = Children(
+            s, self._vis, self._machine, self._budgets, self._slots, self._leases
+        )
         self._approvals = Approvals(s, self._scratch, self._vis, self._machine, self._outbox)
         self._delegation = Delegation(s, self._vis, self._children, self._slots, self._approvals)
         self._turn = Turn(
@@ -141,6 +147,11 @@ class AgentWorkflow:
         first_run = info.continued_run_id is None
         if first_run and s.defn is not None and s.defn.on_spawn:
             await life.run_hook(s.defn.on_spawn, "spawn", None)
+        if s.start_wake:  # a wake that travelled with the spawn (protocol 2)
+            s.start_wake = False
+            prompt, s.queued_prompt = s.queued_prompt, None
+            if self._inbox.wake_error() is None:
+                self._inbox.wake_from_outside(prompt)
         while True:
             await workflow.wait_condition(
                 lambda: s.turn_pending or life.closed or life.continue_as_new_due()
@@ -151,10 +162,15 @@ class AgentWorkflow:
                 self._scratch.task = asyncio.create_task(self._turn.run())
                 await self._scratch.task
                 self._scratch.task = None
+                if s.one_shot and s.state == "idle" and not s.closing:
+                    # a task child closes itself once its turn settled (protocol 2): its
+                    # closed report carries the result, and the parent sends no close
+                    await life.close(CloseRequest(reason="task done"))
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
             # into a fresh run (children keep running: they are ABANDON children and signal by
-            # workflow id). A wake or a close first takes precedence.
+            # workflow id). A wake or a close first takes precedence; an owed report goes now.
+            self._machine.flush_owed()
             await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
@@ -210,14 +226,40 @@ class AgentWorkflow:
             ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
         self._lifecycle.updates += 1
+        if self.s.protocol >= names.PROTOCOL_LEASES:
+            return self._children.wake_child_lean(req)
         return self._slots.wake_child(req)
 
     @workflow.signal(name=names.SIGNAL_SLOT_REQUEST)
     def slot_request(self, *args: Any) -> None:
-        """A child asks for a slot for a wake it received as a signal (internal)."""
+        """A child asks for a slot for a wake it received (internal)."""
         req = self._vis.parse(names.SIGNAL_SLOT_REQUEST, WakeChildRequest, args)
-        if req is not None:
+        if req is None:
+            return
+        if self.s.protocol >= names.PROTOCOL_LEASES:
+            self._leases.on_request(req)
+        else:
             self._slots.slot_request(req)
+
+    @workflow.signal(name=names.SIGNAL_SLOT_RELEASE)
+    def slot_release(self, *args: Any) -> None:
+        """A child gives its lease back (internal; protocol 2)."""
+        rel = self._vis.parse(names.SIGNAL_SLOT_RELEASE, SlotRelease, args)
+        if rel is not None:
+            self._leases.on_release(rel)
+
+    @workflow.signal(name=names.SIGNAL_SLOT_RECALL)
+    def slot_recall(self, *args: Any) -> None:
+        """The parent recalls this handle's lease: other wakes wait (internal; protocol 2)."""
+        rec = self._vis.parse(names.SIGNAL_SLOT_RECALL, SlotRecall, args)
+        if rec is not None:
+            s = self.s
+            busy = (
+                s.state == "running"
+                or s.turn_pending
+                or (s.state == "suspended" and not self._machine.settled())
+            )
+            self._leases.on_recall(rec, busy=busy)
 
     # ------------------------------------------------------------------ wake
 

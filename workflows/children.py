@@ -15,9 +15,11 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
+from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
 from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility, error_cause, view_of
@@ -30,19 +32,42 @@ with workflow.unsafe.imports_passed_through():
         ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
+        WakeChildRequest,
+        WakeChildResult,
     )
     from toolnexus_temporal.workflows.models import AgentDef, Budget, HandleView
     from toolnexus_temporal.workflows.names import (
+        AGENT_DEPTH,
+        AGENT_NAME,
+        AGENT_PARENT,
+        AGENT_STATE,
+        PROTOCOL_LEASES,
         RESOLVE_AGENT_ACTIVITY,
         RESOLVE_BY_ACTIVITY,
         SIGNAL_CLOSE,
         WORKFLOW_TYPE,
         workflow_id_for,
     )
-    from toolnexus_temporal.workflows.state import AgentInput, ChildInfo, HandleState, Interpreter
+    from toolnexus_temporal.workflows.state import (
+        AgentInput,
+        CachedDef,
+        ChildInfo,
+        HandleState,
+        Interpreter,
+        Lease,
+    )
 
 DEF_CACHE_S = 60.0
-"""How long a parent reuses a resolved agent definition, in seconds of workflow time."""
+"""Protocol 1: how long a parent reuses a resolved agent definition, in seconds of workflow
+time (per run)."""
+
+DEF_REFRESH_MS = 10 * 60 * 1000
+"""Protocol 2: the age (ms of workflow time) after which a cached agent definition is looked
+up again at its next spawn. The refresh rule: a handle keeps each definition it looked up (or
+inherited from its parent for its ``team``) in its state, across continue-as-new; a spawn uses
+it with no activity while it is younger than this; an unknown name is looked up at every
+spawn, so a newly registered agent is found at once. A registry edit therefore reaches a
+running tree's spawns within ten minutes, or at once through a new runtime."""
 
 
 def spawn_check(
@@ -75,9 +100,16 @@ def child_state(
     resolved: ResolveAgentResult,
     *,
     report_results: bool,
+    lease: Lease | None = None,
+    team_defs: dict[str, CachedDef] | None = None,
+    one_shot: bool = False,
+    wake: bool = False,
+    prompt: str | None = None,
 ) -> HandleState:
     """The initial state of a new child of ``parent``: its pools as carved, the interpreter
-    chain (its own ``wait_for`` first, then the parent's chain), the parent's options."""
+    chain (its own ``wait_for`` first, then the parent's chain), the parent's options and
+    protocol; under protocol 2 also its lease granted ahead, its team's cached definitions,
+    whether it is a one-shot ``task`` child, and a first wake that travels with the spawn."""
     own_interpreter = [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
     return HandleState(
         id=child_id,
@@ -98,6 +130,13 @@ def child_state(
         report_results=report_results,
         slot_parent=parent.budget.max_concurrent is not None,
         options=parent.options,
+        protocol=parent.protocol,
+        lease=lease.id if lease is not None else None,
+        lease_sticky=lease is not None and lease.sticky,
+        agent_defs=team_defs,
+        one_shot=one_shot,
+        start_wake=wake,
+        queued_prompt=prompt if wake else None,
     )
 
 
@@ -112,7 +151,9 @@ class Children:
         vis: trace lines.
         machine: the report to this handle's own parent.
         budgets: carving pools, the ledger after a report.
-        slots: a child's slot after a report or when its workflow ended.
+        slots: a child's slot after a report or when its workflow ended (protocol 1).
+        leases: a child's lease at spawn, after its close or when its workflow ended
+            (protocol 2).
     """
 
     def __init__(
@@ -122,31 +163,54 @@ class Children:
         machine: Machine,
         budgets: BudgetLedger,
         slots: SlotBook,
+        leases: LeaseBook,
     ) -> None:
         self.s = s
         self.vis = vis
         self.machine = machine
         self.budgets = budgets
         self.slots = slots
+        self.leases = leases
         self.defs: dict[str, tuple[float, ResolveAgentResult]] = {}
         """Resolved definitions of this run by name: (workflow time in s, result)."""
         self.resolving: dict[str, asyncio.Future[ResolveAgentResult]] = {}
 
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
-        """The ``spawn`` update: the child's view, or the SpawnError text (never raises)."""
-        child, error = await self.start(req.name, budget=req.budget)
+        """The ``spawn`` update: the child's view, or the SpawnError text (never raises).
+        With ``req.wake`` (protocol 2) the child starts with that wake admitted."""
+        wake = req.wake and self.s.protocol >= PROTOCOL_LEASES
+        child, error = await self.start(
+            req.name, budget=req.budget, wake=wake, prompt=req.prompt if wake else None
+        )
         if child is None:
             return SpawnResult(error=error)
-        return SpawnResult(handle=view_of(child))
+        view = view_of(child)
+        if wake:  # admitted with the spawn (a lease granted ahead, or no limit), else queued
+            admitted = child.lease is not None or child.slot_parent is False
+            view = view.model_copy(update={"state": "running"} if admitted else {"queued": True})
+        return SpawnResult(handle=view)
 
-    async def spawn_for_task(self, name: str) -> tuple[str | None, str | None]:
+    async def spawn_for_task(
+        self, name: str, prompt: str | None = None
+    ) -> tuple[str | None, str | None]:
         """Spawn for the ``task`` tool (results reported): (child id, None) or (None, the
-        SpawnError text)."""
-        child, error = await self.start(name, report_results=True)
+        SpawnError text). Protocol 2: the child starts with its wake (``prompt``) and closes
+        itself once that turn settles."""
+        lean = self.s.protocol >= PROTOCOL_LEASES
+        child, error = await self.start(
+            name, report_results=True, wake=lean, prompt=prompt if lean else None, one_shot=lean
+        )
         return (child.id if child else None), error
 
     async def start(
-        self, name: str, *, report_results: bool = False, budget: Budget | None = None
+        self,
+        name: str,
+        *,
+        report_results: bool = False,
+        budget: Budget | None = None,
+        wake: bool = False,
+        prompt: str | None = None,
+        one_shot: bool = False,
     ) -> tuple[HandleState | None, str | None]:
         """Check, then start a child workflow (CONTRACT §3 spawn).
 
@@ -154,7 +218,8 @@ class Children:
             (the child's initial state, None), or (None, the SpawnError text).
         """
         s = self.s
-        resolved = await self.resolve(name)
+        lean = s.protocol >= PROTOCOL_LEASES
+        resolved = await (self.resolve_cached(name) if lean else self.resolve(name))
         error = spawn_check(s, name, resolved, workflow.now().timestamp() * 1000)
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
@@ -164,9 +229,35 @@ class Children:
         pools = carve(s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
         s.spawn_count += 1
         child_id = f"{s.id}/{defn.name}.{s.spawn_count}"
-        child = child_state(s, child_id, defn, pools, resolved, report_results=report_results)
+        lease = self.leases.at_spawn(child_id) if lean else None
+        team_defs = {m: s.agent_defs[m] for m in defn.team if m in s.agent_defs} if lean else {}
+        child = child_state(
+            s,
+            child_id,
+            defn,
+            pools,
+            resolved,
+            report_results=report_results,
+            lease=lease,
+            team_defs=team_defs,
+            one_shot=one_shot,
+            wake=wake,
+            prompt=prompt,
+        )
         s.children.append(child_id)
         s.children_info[child_id] = ChildInfo()
+        attributes = (
+            TypedSearchAttributes(
+                [
+                    SearchAttributePair(AGENT_STATE, "idle"),
+                    SearchAttributePair(AGENT_NAME, defn.name),
+                    SearchAttributePair(AGENT_DEPTH, child.depth),
+                    SearchAttributePair(AGENT_PARENT, s.id),
+                ]
+            )
+            if lean
+            else None
+        )
         child_handle: workflow.ChildWorkflowHandle[
             Any, HandleView
         ] = await workflow.start_child_workflow(
@@ -179,6 +270,7 @@ class Children:
             # by Temporal termination; children also outlive a parent's continue-as-new.
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             static_summary=f"agent {defn.name} (child of {s.id})",
+            search_attributes=attributes,
         )
         self.vis.trace(f"{s.id}: spawn {child_id}")
         asyncio.create_task(self.watch(child_id, child_handle))  # noqa: RUF006
@@ -211,6 +303,18 @@ class Children:
         cached = self.defs.get(name)
         if cached is not None and now - cached[0] < DEF_CACHE_S:
             return cached[1]
+        resolved = await self.lookup(name)
+        if resolved.defn is not None:
+            self.defs[name] = (workflow.now().timestamp(), resolved)
+        return resolved
+
+    async def lookup(self, name: str) -> ResolveAgentResult:
+        """One ``tnx.resolve_agent`` activity for ``name``; concurrent spawns of one name share
+        it (a fan-out of 50 costs one activity).
+
+        Raises:
+            ActivityError: the lookup failed (its sharers get the same error).
+        """
         while (shared := self.resolving.get(name)) is not None:
             try:
                 return await asyncio.shield(shared)
@@ -239,8 +343,45 @@ class Children:
         finally:
             del self.resolving[name]
         pending.set_result(resolved)
-        if resolved.defn is not None:
-            self.defs[name] = (workflow.now().timestamp(), resolved)
+        return resolved
+
+    def wake_child_lean(self, req: WakeChildRequest) -> WakeChildResult:
+        """Protocol 2's ``wake_child`` (kept for hosts that still call it): a child takes its
+        slot itself (``leases.py``), so the parent only checks the child and answers
+        ``noop`` with no grant; the caller then sends the ``turn`` update to the child.
+
+        Raises:
+            ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
+        """
+        info = self.s.children_info.get(req.child)
+        if info is None:
+            raise ApplicationError(
+                f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
+            )
+        if info.state == "closed" or self.s.closing or self.s.state == "closed":
+            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
+        return WakeChildResult(outcome="noop", after_seq=info.result_seq, state=info.state)
+
+    async def resolve_cached(self, name: str) -> ResolveAgentResult:
+        """Protocol 2: the definition of ``name`` from this handle's cache (no activity), or
+        looked up (and its team's definitions with it) when missing or older than
+        ``DEF_REFRESH_MS`` (see there for the refresh rule).
+
+        Raises:
+            ActivityError: the lookup failed.
+        """
+        s = self.s
+        now_ms = int(workflow.now().timestamp() * 1000)
+        cached = s.agent_defs.get(name)
+        if cached is not None and now_ms - cached.at_ms < DEF_REFRESH_MS:
+            return ResolveAgentResult(defn=cached.defn, tool_options=cached.tool_options)
+        resolved = await self.lookup(name)
+        now_ms = int(workflow.now().timestamp() * 1000)
+        for found in (resolved, *resolved.team):
+            if found.defn is not None:
+                s.agent_defs[found.defn.name] = CachedDef(
+                    defn=found.defn, tool_options=found.tool_options, at_ms=now_ms
+                )
         return resolved
 
     async def watch(
@@ -261,7 +402,10 @@ class Children:
         self.s.children_info[child_id] = info.model_copy(
             update={"state": "closed", "parked": False, "pending_req": None}
         )
-        self.slots.child_ended(child_id)
+        if self.s.protocol >= PROTOCOL_LEASES:
+            self.leases.child_closed(child_id)
+        else:
+            self.slots.child_ended(child_id)
 
     def on_report(self, report: ChildReport) -> None:
         """A child's ``child_report``: keep the newest snapshot, then update the slot books
@@ -281,7 +425,11 @@ class Children:
             pending_req=report.pending_req,
             parked=report.parked,
         )
-        self.slots.on_report(report, was_parked=info.parked)
+        if self.s.protocol >= PROTOCOL_LEASES:
+            if report.state == "closed":
+                self.leases.child_closed(report.id)
+        else:
+            self.slots.on_report(report, was_parked=info.parked)
         self.budgets.recount()
         self.budgets.push_floors()
         self.machine.report()

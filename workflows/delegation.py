@@ -23,6 +23,7 @@ from toolnexus_temporal.workflows.visibility import Visibility
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import CloseRequest
     from toolnexus_temporal.workflows.models import TaskResult, ToolCall, ToolResult
+    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES
     from toolnexus_temporal.workflows.state import ChildInfo, HandleState
 
 
@@ -78,12 +79,14 @@ class Delegation:
                 output=f"error: agent {agent!r} is not in the team (team: {team})",
                 is_error=True,
             )
-        child_id, error = await self.children.spawn_for_task(agent)
+        lean = s.protocol >= PROTOCOL_LEASES
+        child_id, error = await self.children.spawn_for_task(agent, prompt)
         if child_id is None:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
         self.vis.trace(f"{s.id}: task → {child_id}")
         try:
-            self.slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
+            if not lean:  # protocol 2: the wake travelled with the spawn (lease or queue)
+                self.slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
             result = await self.await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
+from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
 from toolnexus_temporal.workflows.outbox import Signals
 from toolnexus_temporal.workflows.visibility import Visibility
@@ -21,7 +22,7 @@ from toolnexus_temporal.workflows.visibility import Visibility
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import WakeChildRequest, WakeRequest
     from toolnexus_temporal.workflows.models import InboxItem
-    from toolnexus_temporal.workflows.names import SIGNAL_SLOT_REQUEST
+    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, SIGNAL_SLOT_REQUEST
     from toolnexus_temporal.workflows.render import render_turn_input
     from toolnexus_temporal.workflows.state import HandleState
 
@@ -80,14 +81,24 @@ class Inbox:
         s: the handle's state model.
         vis: trace, publish and rejections.
         machine: the idle→running transition.
-        outbox: sends ``slot_request`` to a parent that limits ``max_concurrent``.
+        outbox: sends ``slot_request`` to a parent that limits ``max_concurrent``
+            (protocol 1).
+        leases: the slot this handle holds or asks for (protocol 2).
     """
 
-    def __init__(self, s: HandleState, vis: Visibility, machine: Machine, outbox: Signals):
+    def __init__(
+        self,
+        s: HandleState,
+        vis: Visibility,
+        machine: Machine,
+        outbox: Signals,
+        leases: LeaseBook,
+    ):
         self.s = s
         self.vis = vis
         self.machine = machine
         self.outbox = outbox
+        self.leases = leases
 
     def post(self, item: InboxItem) -> str | None:
         """Append ``item`` to the inbox (CONTRACT §3 post).
@@ -110,6 +121,11 @@ class Inbox:
     def wake_signal(self, req: WakeRequest) -> None:
         """The ``wake`` signal: rejected loudly for the root or a closed handle, else a wake
         from outside (``granted`` when the parent sent it with a slot)."""
+        if self.s.protocol >= PROTOCOL_LEASES and req.granted and req.lease is not None:
+            admit, prompt = self.leases.take_grant(req)
+            if admit:
+                self.admit_wake(prompt)
+            return
         error = self.wake_error()
         if error is not None:
             self.vis.reject("wake", error)
@@ -117,9 +133,18 @@ class Inbox:
         self.wake_from_outside(req.prompt, granted=req.granted)
 
     def wake_from_outside(self, prompt: str | None, *, granted: bool = False) -> None:
-        """Admit a wake at once, or (under a parent that limits ``max_concurrent``) ask the
-        parent for a slot: its grant comes back as a ``wake`` with ``granted``."""
+        """Admit a wake at once, or (under a parent that limits ``max_concurrent``) get a slot
+        first: protocol 2 admits at once with a held lease, else asks the parent
+        (:mod:`~toolnexus_temporal.workflows.leases`); protocol 1 asks the parent, whose grant
+        comes back as a ``wake`` with ``granted``."""
         s = self.s
+        if s.protocol >= PROTOCOL_LEASES:
+            if granted or not self.leases.needs_slot():
+                self.admit_wake(prompt)
+            elif s.state == "idle":
+                self.leases.ask(prompt)
+                self.vis.publish()
+            return
         if granted or s.parent is None or s.slot_parent is False:
             self.admit_wake(prompt)
         elif s.state == "idle":

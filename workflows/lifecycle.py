@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         WaitResponse,
     )
     from toolnexus_temporal.workflows.models import TaskResult
-    from toolnexus_temporal.workflows.names import RUN_HOOK_ACTIVITY
+    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, RUN_HOOK_ACTIVITY
     from toolnexus_temporal.workflows.state import HandleState
 
 
@@ -134,10 +134,15 @@ class Lifecycle:
         if s.state != "idle":
             return await self.wait(WaitRequest())
         seen = s.result_seq
-        # No grant, or the one this handle last used: the parent's books are behind (this
-        # handle's settle report is still on its way). Then it asks the parent for a slot
-        # with its own result count, which frees the old one first.
-        self.inbox.wake_from_outside(req.prompt, granted=self.slots.consume_grant(req.grant))
+        if s.protocol >= PROTOCOL_LEASES:
+            # A held lease admits at once; else the handle asks its parent (leases.py).
+            self.inbox.wake_from_outside(req.prompt)
+        else:
+            # No grant, or the one this handle last used: the parent's books are behind (this
+            # handle's settle report is still on its way). Then it asks the parent for a slot
+            # with its own result count, which frees the old one first.
+            granted = self.slots.consume_grant(req.grant)
+            self.inbox.wake_from_outside(req.prompt, granted=granted)
         return await self.wait(WaitRequest(after_seq=seen))
 
     # ---- interrupt and close
@@ -177,6 +182,7 @@ class Lifecycle:
                 await self.interrupt("close: shutdown grace over")
         if s.defn is not None and s.defn.on_close:
             await self.run_hook(s.defn.on_close, "close", req.reason)
+        s.slot_waiting, s.queued_prompt = False, None  # a wake queued for a slot ends here
         self.machine.transition("closed", why)
         self.closed = True
 
@@ -222,6 +228,7 @@ class Lifecycle:
             and not s.turn_pending
             and not s.closing
             and self.outbox.signals_in_flight == 0
+            and not s.report_owed
             and not s.wake_queue
             and workflow.all_handlers_finished()
         )

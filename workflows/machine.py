@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Final
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.visibility import Visibility
 
@@ -35,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
         TaskResult,
         ToolCall,
     )
-    from toolnexus_temporal.workflows.names import SIGNAL_CHILD_REPORT
+    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, SIGNAL_CHILD_REPORT
     from toolnexus_temporal.workflows.state import HandleState
 
 TRANSITIONS: Final[Mapping[HandleStateName, frozenset[HandleStateName]]] = MappingProxyType(
@@ -103,7 +105,7 @@ def require_defn(s: HandleState) -> AgentDef:
 def is_settled(s: HandleState) -> bool:
     """Idle, closed, or parked on a Request (not while an interpreter answers inline, nor
     between a wake's admission and its turn's start)."""
-    if s.turn_pending:
+    if s.turn_pending or s.slot_waiting:
         return False
     if s.state == "suspended":
         last = s.last_result
@@ -185,25 +187,52 @@ class TurnScratch:
         )
 
 
+def report_needed_now(s: HandleState, before: HandleStateName | None) -> bool:
+    """Whether a change must reach the parent at once (protocol 2), rather than coalesced
+    within ``live_usage_ms``: a close; a suspension or a resumption (the parent may route
+    Answers and park on it); a ``task`` child (its parent waits on its results); a finite
+    pool above (enforced live); or no coalescing configured."""
+    return (
+        s.state == "closed"
+        or s.state == "suspended"
+        or before == "suspended"
+        or s.report_results
+        or s.floor is not None
+        or s.options.live_usage_ms is None
+    )
+
+
 class Machine:
     """Moves the handle between states, traces each move and reports it to the parent.
 
-    Owns ``state``, ``last_result``, ``result_seq`` and ``report_seq``, and per run the last
-    report sent (so an unchanged snapshot is not sent twice).
+    Owns ``state``, ``last_result``, ``result_seq``, ``report_seq`` and ``report_owed``, and
+    per run the last report sent (so an unchanged snapshot is not sent twice).
+
+    Reports (signal ``child_report``, an absolute snapshot): under protocol 1 one per change.
+    Under protocol 2 a change the parent needs now (:func:`report_needed_now`) is sent at the
+    end of the current workflow activation, so several changes in one step coalesce into one
+    signal; any other change (a settled turn's usage) is owed and flushed by one durable timer
+    of ``live_usage_ms``, so a burst of turns costs one report.
 
     Args:
         s: the handle's state model.
         vis: trace and search attributes.
         outbox: sends the reports.
+        leases: gives a non-sticky lease back when a turn settles or parks (protocol 2).
     """
 
-    def __init__(self, s: HandleState, vis: Visibility, outbox: Outbox) -> None:
+    def __init__(self, s: HandleState, vis: Visibility, outbox: Outbox, leases: LeaseBook) -> None:
         self.s = s
         self.vis = vis
         self.outbox = outbox
+        self.leases = leases
         self.last_report: ChildReport | None = None
         self.last_report_ms = 0.0
         """Workflow time of the last report sent to the parent, ms (per run)."""
+        self.flush_scheduled = False
+        """A report is to be sent at the end of this activation (protocol 2)."""
+        self.timer_running = False
+        """The coalescing timer runs (protocol 2)."""
 
     def transition(self, to: HandleStateName, why: str) -> None:
         """Move to ``to``: trace ``{id}: {from}→{to} ({why})``, publish, report.
@@ -219,10 +248,14 @@ class Machine:
         s.state = to
         self.vis.trace(f"{s.id}: {before}→{to} ({why})")
         self.vis.publish()
+        if s.protocol >= PROTOCOL_LEASES:
+            self.leases.after_transition(to, parked=to == "suspended" and self.settled())
+            if to == "idle" and s.one_shot:
+                return  # a task child closes next: its closed report carries the result
         if not (before == "idle" and to == "running"):
             # A parent needs settled results, suspensions, resumptions, closes and usage; a
             # turn's start reaches it with the next report (one signal per turn saved).
-            self.report()
+            self.report(before=before)
 
     def settle(self, result: TaskResult) -> None:
         """Settle the turn with ``result``: waiters see it, the handle goes idle."""
@@ -242,15 +275,69 @@ class Machine:
         """The last result, or the closed result when there is none."""
         return self.s.last_result or closed_result(self.s)
 
-    def report(self) -> None:
+    def report(self, *, before: HandleStateName | None = None, now: bool = False) -> None:
         """Tell the parent this handle's current snapshot, unless it already knows it.
 
-        One signal per change, sent in order; the parent keeps the highest ``seq``. The
-        workflow does not end before every report is delivered (or the parent is gone).
+        Protocol 1: one signal per change, sent in order. Protocol 2: at the end of this
+        activation when the parent needs it now (``now``, or :func:`report_needed_now` with
+        ``before`` the state the handle left), else within ``live_usage_ms`` (coalesced).
+        The parent keeps the highest ``seq``. The workflow does not end (nor continue as
+        new) before every report is delivered (or the parent is gone).
         """
         s = self.s
         if s.parent is None:
             return
+        if s.protocol < PROTOCOL_LEASES:
+            self.send_report()
+            return
+        s.report_owed = True
+        if now or report_needed_now(s, before):
+            self._flush_soon()
+        else:
+            self._flush_later()
+
+    def flush_owed(self) -> None:
+        """Send an owed report at the end of this activation rather than at the timer (the
+        run is about to continue as new)."""
+        if self.s.report_owed:
+            self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        """Send the report once the current step yields (changes in one step coalesce)."""
+        if self.flush_scheduled:
+            return
+        self.flush_scheduled = True
+        self.outbox.signals_in_flight += 1  # counted from now: waiters see it in flight
+
+        async def flush() -> None:
+            self.flush_scheduled = False
+            self.outbox.signals_in_flight -= 1
+            if self.s.report_owed:
+                self.send_report()
+
+        asyncio.create_task(flush())  # noqa: RUF006 (counted in signals_in_flight)
+
+    def _flush_later(self) -> None:
+        """Start the coalescing timer (one at a time): the owed report goes when it fires."""
+        if self.timer_running:
+            return
+        self.timer_running = True
+        every = timedelta(milliseconds=self.s.options.live_usage_ms or 0)
+
+        async def flush() -> None:
+            await workflow.sleep(every, summary="usage report to parent")
+            self.timer_running = False
+            if self.s.report_owed:
+                self._flush_soon()
+
+        asyncio.create_task(flush())  # noqa: RUF006 (continue-as-new waits for report_owed)
+
+    def send_report(self) -> None:
+        """Signal the current snapshot to the parent now, unless it already knows it."""
+        s = self.s
+        if s.parent is None:
+            return
+        s.report_owed = False
         parked = s.state == "suspended" and self.settled()
         report = report_of(s, s.report_seq + 1, parked=parked)
         last = self.last_report

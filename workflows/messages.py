@@ -47,10 +47,14 @@ class BudgetReply(WireModel):
 
 
 class SpawnRequest(WireModel):
-    """``spawn`` update input: the agent name and an optional budget override."""
+    """``spawn`` update input: the agent name, an optional budget override, and optionally a
+    first wake that travels with the spawn (``wake``, with ``prompt``): the child starts
+    running at once, with no second message (protocol 2; a ``wait`` gives its result)."""
 
     name: str
     budget: Budget | None = None
+    wake: StrictBool = False
+    prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
 
 
 class SpawnResult(WireModel):
@@ -66,6 +70,23 @@ class WakeRequest(WireModel):
 
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     granted: StrictBool = False
+    lease: int | None = Field(default=None, ge=1)
+    sticky: StrictBool = False
+
+
+class SlotRelease(WireModel):
+    """Signal ``slot_release`` from a child to its parent (protocol 2): the child gave lease
+    ``lease`` back (its turn settled or parked after a recall, or it is closing)."""
+
+    child: str
+    lease: int = Field(ge=1)
+
+
+class SlotRecall(WireModel):
+    """Signal ``slot_recall`` from a parent to a child holding a sticky lease (protocol 2):
+    other wakes wait, so give lease ``lease`` back once no turn of yours is running."""
+
+    lease: int = Field(ge=1)
 
 
 class TurnRequest(WireModel):
@@ -203,6 +224,9 @@ class ResolveAgentResult(WireModel):
     defn: AgentDef | None = None
     known: list[str] = Field(default_factory=list)
     tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
+    team: list[ResolveAgentResult] = Field(default_factory=list)
+    """The definitions of ``defn.team`` (one level; empty before protocol 2), so a child
+    that delegates with ``task`` needs no lookup of its own."""
 
 
 class ToolCallInput(WireModel):

@@ -227,11 +227,12 @@ class RuntimeOptions(WireModel):
             (Temporal allows 2,000 per run).
         continue_as_new_events: history events after which an idle handle continues as new
             (Temporal terminates a run at 51,200); it also does when Temporal suggests it.
-        live_usage_ms: inside a turn, a handle tells its parent its usage after an LLM call
-            when its last report is at least this old (workflow time, ms), so usage rolls up
-            live (CONTRACT §4) at one signal per interval rather than one per call. Under a
-            finite pool above it reports after every call (the pool is enforced live). None:
-            only when a turn settles or suspends.
+        live_usage_ms: usage rolls up to the parent at most once per this many ms of
+            workflow time (CONTRACT §4 "live"), as one coalesced report: within a turn after
+            an LLM call, and (protocol 2) after a turn settles, flushed by a durable timer,
+            so a burst of turns costs one report. Under a finite pool above, every call and
+            settle reports at once (the pool is enforced live). None: report every settle
+            at once (protocol 2), or only when a turn settles or suspends (protocol 1).
     """
 
     inbox_cap: int = Field(default=8, ge=1)
@@ -286,6 +287,8 @@ class HandleView(WireModel):
     defn: AgentDef | None
     store_key: str | None = None
     slot_parent: bool | None = None
+    queued: bool = False
+    """A wake waits for one of the parent's ``max_concurrent`` slots (protocol 2)."""
 
 
 class HandleStatus(WireModel):
@@ -307,6 +310,8 @@ class HandleStatus(WireModel):
     result_seq: int
     transcript_len: int
     last_error: str | None
+    queued: bool = False
+    """A wake waits for one of the parent's ``max_concurrent`` slots (protocol 2)."""
 
 
 # ---- verb payloads (one model per signal / update so fields can be added later) ----

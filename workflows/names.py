@@ -48,6 +48,8 @@ SIGNAL_SLOT_REQUEST: Final = "slot_request"
 SIGNAL_BUDGET_ASK: Final = "budget_ask"
 SIGNAL_BUDGET_REPLY: Final = "budget_reply"
 SIGNAL_POOL_FLOOR: Final = "pool_floor"
+SIGNAL_SLOT_RELEASE: Final = "slot_release"
+SIGNAL_SLOT_RECALL: Final = "slot_recall"
 
 # Updates (the host library's synchronous path).
 UPDATE_SPAWN: Final = "spawn"
@@ -110,6 +112,22 @@ AGENT_DEPTH = SearchAttributeKey.for_int("AgentDepth")
 
 ALL_SEARCH_ATTRIBUTES = (AGENT_STATE, AGENT_NAME, AGENT_PARENT, AGENT_DEPTH)
 """Every custom search attribute, for registration."""
+
+# ---- protocol versions ----
+# A handle's protocol version is part of its state (``HandleState.protocol``), set by whoever
+# creates it: the client for a new root, the parent for a child (children inherit it). It never
+# changes within a tree, so a history replays the protocol it ran, with no marker event.
+
+PROTOCOL_GRANTS: Final = 1
+"""Until 2026-11-30: a slot per wake (``wake_child`` relay grants or ``slot_request``), a
+report to the parent on every settle, a ``tnx.resolve_agent`` activity per spawn, search
+attributes upserted at every run start. Trees started then keep it until they close."""
+
+PROTOCOL_LEASES: Final = 2
+"""From 2026-11-30 (issue 11): ``max_concurrent`` slots are leases a child keeps across turns
+until its parent recalls them; reports only when a finite pool, a ``task`` parent, a parked
+Request or a close needs them, else coalesced (at most one per ``live_usage_ms``); agent
+definitions cached in the parent's state; search attributes set at workflow start."""
 
 # ---- workflow.patched ids ----
 # Each marks a behaviour change under running workflows: histories recorded before it replay

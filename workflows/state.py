@@ -43,6 +43,33 @@ class QueuedWake(WireModel):
     prompt: str | None = None
 
 
+class Lease(WireModel):
+    """One of a parent's ``max_concurrent`` slots, held by a child (protocol 2).
+
+    Attributes:
+        id: the grant number (the parent's ``grant_seq`` when granted).
+        sticky: the child keeps it across turns; False once recalled or when granted while
+            other wakes waited (the child then returns it when its turn settles or parks).
+    """
+
+    id: int
+    sticky: bool = True
+
+
+class CachedDef(WireModel):
+    """An agent definition from the worker's registry, as cached in a handle's state.
+
+    Attributes:
+        defn: the definition.
+        tool_options: activity options of its tools, by tool name.
+        at_ms: workflow time of the lookup, ms since the epoch (the refresh rule's clock).
+    """
+
+    defn: AgentDef
+    tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
+    at_ms: int = 0
+
+
 class Interpreter(WireModel):
     """One link of an interpreter chain: handle ``handle_id`` answers with ``name``."""
 
@@ -139,6 +166,20 @@ class HandleState(WireModel):
         trace: trace lines (at most ``options.trace_cap``).
         trace_seq: trace lines ever written (seq of the newest).
         options: runtime options.
+        protocol: the host-parent-child protocol of this handle's tree (``names.PROTOCOL_*``;
+            1 for states recorded before the field existed).
+        leases: (parent, protocol 2) the children holding one of this handle's
+            ``max_concurrent`` slots, by child id.
+        lease: (child, protocol 2) the id of the parent's slot this handle holds, or None.
+        lease_sticky: the held lease outlives the turn (until the parent recalls it).
+        slot_waiting: a wake waits for a slot from the parent (the handle shows ``queued``).
+        queued_prompt: the prompt of the wake waiting for a slot.
+        report_owed: a change the parent has not been told yet (sent coalesced).
+        agent_defs: agent definitions looked up or inherited, by name (protocol 2; see
+            ``children.py`` for the refresh rule).
+        one_shot: a ``task`` child: it closes itself once its first turn settles.
+        start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
+            the wake is admitted when the workflow starts.
     """
 
     id: str
@@ -191,6 +232,16 @@ class HandleState(WireModel):
     trace: list[TraceLine] = Field(default_factory=list)
     trace_seq: int = 0
     options: RuntimeOptions = Field(default_factory=RuntimeOptions)
+    protocol: int = 1
+    leases: dict[str, Lease] = Field(default_factory=dict)
+    lease: int | None = None
+    lease_sticky: bool = False
+    slot_waiting: bool = False
+    queued_prompt: str | None = None
+    report_owed: bool = False
+    agent_defs: dict[str, CachedDef] = Field(default_factory=dict)
+    one_shot: bool = False
+    start_wake: bool = False
 
 
 class AgentInput(WireModel):

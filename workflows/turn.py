@@ -50,6 +50,7 @@ with workflow.unsafe.imports_passed_through():
         LLM_CALL_ACTIVITY,
         LLM_NON_RETRYABLE,
         LLM_ON_OWN_QUEUE,
+        PROTOCOL_LEASES,
         SETTLE_REPORTS_ONLY,
         TASK_TOOL,
         TOOL_CALL_ACTIVITY,
@@ -174,7 +175,10 @@ class Turn:
             # Usage rolls up live: after every call under a finite pool above (siblings drain
             # the same pool), else at most once per live_usage_ms; the rest goes with the
             # settle (or suspension) report, which saves ~9 events per call.
-            if (
+            if s.protocol >= PROTOCOL_LEASES:
+                if s.floor is not None or s.options.live_usage_ms is not None:
+                    self.machine.report()  # at once under a finite pool, else coalesced
+            elif (
                 s.floor is not None
                 or not workflow.patched(SETTLE_REPORTS_ONLY)
                 or self._live_report_due()
@@ -277,7 +281,9 @@ class Turn:
             ),
             result_type=LlmCallResult,
             task_queue=(
-                s.task_queue if workflow.patched(LLM_ON_OWN_QUEUE) else llm_task_queue(s.task_queue)
+                s.task_queue
+                if s.protocol >= PROTOCOL_LEASES or workflow.patched(LLM_ON_OWN_QUEUE)
+                else llm_task_queue(s.task_queue)
             ),
             start_to_close_timeout=timedelta(milliseconds=opts.llm_timeout_ms),
             heartbeat_timeout=timedelta(milliseconds=opts.llm_heartbeat_ms),

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         AGENT_NAME,
         AGENT_PARENT,
         AGENT_STATE,
+        PROTOCOL_LEASES,
         PUBLIC_SIGNALS,
         ROOT_ID,
     )
@@ -89,6 +90,7 @@ def view_of(s: HandleState) -> HandleView:
         inbox_count=len(s.inbox),
         children=list(s.children),
         conv_id=s.id,
+        queued=s.slot_waiting,
     )
 
 
@@ -98,6 +100,7 @@ def status_of(s: HandleState) -> HandleStatus:
         **{name: getattr(s, name) for name in _STATUS_FIELDS},
         inbox_count=len(s.inbox),
         children_count=len(s.children),
+        queued=s.slot_waiting,
     )
 
 
@@ -183,6 +186,11 @@ class Visibility:
         """Upsert search attributes when the state changed (all of them when ``initial``);
         refresh the UI's current details (CONTRACT §8)."""
         s = self.s
+        if initial and s.protocol >= PROTOCOL_LEASES:
+            # Protocol 2: the creator set the search attributes at start (the client for the
+            # root, the parent for a child, continue-as-new carries them), as ``idle``.
+            self.published_state = "idle"
+            initial = False
         if initial:
             workflow.upsert_search_attributes(
                 [
