@@ -55,7 +55,7 @@ def _replayer() -> Replayer:
     return Replayer(
         workflows=[AgentWorkflow],
         data_converter=pydantic_data_converter,
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(sandboxed=True),
     )
 
 

@@ -429,7 +429,7 @@ async def test_spawn_30_concurrently_then_replay_root(make_runtime, client) -> N
     await Replayer(
         workflows=[AgentWorkflow],
         data_converter=pydantic_data_converter,
-        workflow_runner=workflow_runner(),
+        workflow_runner=workflow_runner(sandboxed=True),
     ).replay_workflow(history)
 
 

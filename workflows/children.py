@@ -258,9 +258,7 @@ class Children:
             if lean
             else None
         )
-        child_handle: workflow.ChildWorkflowHandle[
-            Any, HandleView
-        ] = await workflow.start_child_workflow(
+        start = workflow.start_child_workflow(
             WORKFLOW_TYPE,
             AgentInput(state=child),
             id=workflow_id_for(s.scope, child_id),
@@ -272,6 +270,7 @@ class Children:
             static_summary=f"agent {defn.name} (child of {s.id})",
             search_attributes=attributes,
         )
+        child_handle: workflow.ChildWorkflowHandle[Any, HandleView] = await start
         self.vis.trace(f"{s.id}: spawn {child_id}")
         asyncio.create_task(self.watch(child_id, child_handle))  # noqa: RUF006
         return child, None
@@ -384,6 +383,20 @@ class Children:
                 )
         return resolved
 
+    def mark_closed(self, child_id: str) -> None:
+        """Record a child as closed whose workflow is gone (ended without a closed report, or
+        never started): nothing waits on it forever, and its slot is freed."""
+        info = self.s.children_info.get(child_id)
+        if info is None or info.state == "closed":
+            return
+        self.s.children_info[child_id] = info.model_copy(
+            update={"state": "closed", "parked": False, "pending_req": None}
+        )
+        if self.s.protocol >= PROTOCOL_LEASES:
+            self.leases.child_closed(child_id)
+        else:
+            self.slots.child_ended(child_id)
+
     async def watch(
         self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, HandleView]
     ) -> None:
@@ -399,13 +412,7 @@ class Children:
         if info is None or info.state == "closed":
             return
         self.vis.trace(f"{self.s.id}: child {child_id} {why}")
-        self.s.children_info[child_id] = info.model_copy(
-            update={"state": "closed", "parked": False, "pending_req": None}
-        )
-        if self.s.protocol >= PROTOCOL_LEASES:
-            self.leases.child_closed(child_id)
-        else:
-            self.slots.child_ended(child_id)
+        self.mark_closed(child_id)
 
     def on_report(self, report: ChildReport) -> None:
         """A child's ``child_report``: keep the newest snapshot, then update the slot books

@@ -1,0 +1,89 @@
+"""The Temporal floor of a *child* spawn, beside a client's direct start (README "Benchmarks").
+
+The contract makes every agent a child workflow started by its parent (CONTRACT §8), so a
+``spawn`` is an update on the parent whose workflow starts the child. This script measures
+the least that costs on the same dev server: a one-line parent workflow whose update starts
+a child (no state, no checks, unsandboxed) against ``client.start_workflow`` of the same
+child, ``N`` of each with 8 in flight, each followed by a query of the child (as the suite's
+spawn-rate measure settles its agents). Run: ``python -m bench.spawn_floor [N]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+from temporalio import workflow
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+
+@workflow.defn
+class Kid:
+    """A child that lives until terminated."""
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.query
+    def ping(self) -> int:
+        return 1
+
+
+@workflow.defn
+class Parent:
+    """A parent whose ``spawn`` update starts one child and returns its workflow id."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.update
+    async def spawn(self) -> str:
+        self.n += 1
+        wid = f"{workflow.info().workflow_id}/kid.{self.n}"
+        await workflow.start_child_workflow(
+            Kid.run, id=wid, parent_close_policy=workflow.ParentClosePolicy.ABANDON
+        )
+        return wid
+
+
+async def measure(n: int) -> dict[str, float]:
+    """Spawns per second: through a parent's update, and by the client directly."""
+    temporal = str(Path(sys.executable).parent / "temporal")
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal, dev_server_log_level="error"
+    ) as env:
+        client = env.client
+        runner = UnsandboxedWorkflowRunner()
+        async with Worker(client, task_queue="sf", workflows=[Kid, Parent], workflow_runner=runner):
+            parent = await client.start_workflow(Parent.run, id="parent", task_queue="sf")
+            gate = asyncio.Semaphore(8)
+
+            async def via_parent() -> None:
+                async with gate:
+                    wid = await parent.execute_update(Parent.spawn)
+                    await client.get_workflow_handle(wid).query(Kid.ping)
+
+            async def direct(i: int) -> None:
+                async with gate:
+                    handle = await client.start_workflow(Kid.run, id=f"kid-{i}", task_queue="sf")
+                    await handle.query(Kid.ping)
+
+            start = time.perf_counter()
+            await asyncio.gather(*(via_parent() for _ in range(n)))
+            child = n / (time.perf_counter() - start)
+            start = time.perf_counter()
+            await asyncio.gather(*(direct(i) for i in range(n)))
+            top = n / (time.perf_counter() - start)
+    return {"child_via_update_per_s": child, "client_start_per_s": top, "ratio": child / top}
+
+
+if __name__ == "__main__":
+    print(asyncio.run(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 100)))
