@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictBool,
+    model_serializer,
+)
 
 HandleStateName = Literal["idle", "running", "suspended", "closed"]
 """The four Handle states (CONTRACT §2)."""
@@ -40,9 +47,25 @@ MAX_WAIT_MS = 366 * 24 * 3600 * 1000
 
 
 class WireModel(BaseModel):
-    """Base: accept field names and aliases, forbid unknown keys so bad input is loud."""
+    """Base: accept field names and aliases, forbid unknown keys so bad input is loud.
+
+    On the wire a field whose value is None is left out when its default is None too (decoding
+    restores it exactly), so the unset optional fields of every payload cost no history bytes;
+    a None that differs from the default (``live_usage_ms=None``) is kept."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
+
+    @model_serializer(mode="wrap")
+    def _drop_default_nones(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        for name, field in type(self).model_fields.items():
+            if field.default is None and getattr(self, name) is None:
+                data.pop(name, None)
+                if field.alias is not None:
+                    data.pop(field.alias, None)
+        return data
 
 
 class Budget(WireModel):
@@ -303,13 +326,13 @@ class HandleStatus(WireModel):
     usage_total: int
     turns_total: int
     tool_calls_total: int
-    pool_tokens: int | None
-    pool_tool_calls: int | None
-    wall_deadline_ms: int | None
-    pending_req: Request | None
+    pool_tokens: int | None = None
+    pool_tool_calls: int | None = None
+    wall_deadline_ms: int | None = None
+    pending_req: Request | None = None
     result_seq: int
     transcript_len: int
-    last_error: str | None
+    last_error: str | None = None
     queued: bool = False
     """A wake waits for one of the parent's ``max_concurrent`` slots (protocol 2)."""
 
