@@ -403,13 +403,29 @@ class Children:
         """A child's workflow that ends without reporting ``closed`` (terminated, failed,
         timed out: for example from the web UI) is marked closed here, so nothing waits on
         it forever and its slot is freed. (Watches children started in this run.)"""
+        final: HandleView | None = None
         try:
-            await handle
+            final = await handle
             why = "ended"
         except Exception as err:
             why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
         info = self.s.children_info.get(child_id)
         if info is None or info.state == "closed":
+            return
+        if final is not None and final.state == "closed" and final.report_seq > info.report_seq:
+            # A task child (protocol 2) sends no closed report: its final view, the
+            # workflow's result, is that report.
+            self.on_report(
+                ChildReport(
+                    id=child_id,
+                    seq=final.report_seq,
+                    state="closed",
+                    usage_total=final.usage_total,
+                    subtree_tool_calls=final.subtree_tool_calls,
+                    result_seq=final.result_seq,
+                    last_result=final.last_result,
+                )
+            )
             return
         self.vis.trace(f"{self.s.id}: child {child_id} {why}")
         self.mark_closed(child_id)

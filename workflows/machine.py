@@ -290,6 +290,11 @@ class Machine:
         if s.protocol < PROTOCOL_LEASES:
             self.send_report()
             return
+        if s.one_shot and s.state == "closed":
+            # A task child's workflow result is its last report (its seq is taken here).
+            s.report_owed = False
+            s.report_seq += 1
+            return
         s.report_owed = True
         if now or report_needed_now(s, before):
             self._flush_soon()

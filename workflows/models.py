@@ -312,6 +312,10 @@ class HandleView(WireModel):
     slot_parent: bool | None = None
     queued: bool = False
     """A wake waits for one of the parent's ``max_concurrent`` slots (protocol 2)."""
+    subtree_tool_calls: int = 0
+    """Tool calls of this handle and all its descendants."""
+    report_seq: int = 0
+    """Reports sent to the parent (a ``task`` child's last one is its workflow result)."""
 
 
 class HandleStatus(WireModel):

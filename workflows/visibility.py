@@ -67,6 +67,8 @@ _VIEW_FIELDS = (
     "defn",
     "store_key",
     "slot_parent",
+    "subtree_tool_calls",
+    "report_seq",
 )
 """Fields a HandleView copies from the state as they are."""
 
