@@ -520,14 +520,15 @@ async def test_every_wake_runs_exactly_one_turn(scenario: Scenario) -> None:
 async def test_the_parent_hands_slots_over_in_fifo_order(scenario: Scenario) -> None:
     """Wakes over the limit queue (``wake QUEUED``), each at most once per round, and every
     queued wake gets a slot (``DEQUEUED wake``) in queue order; a queued child starts only
-    after its slot was handed over. The books drain at the end."""
+    after its slot was handed over. The queue drains at the end."""
     for r in scenario.rounds:
         log, here = r.log, r.this_round()
         assert log.queued, f"round {r.number}: no wake queued, the queue was not exercised"
         assert len(set(log.queued)) == len(log.queued), (r.number, log.queued)
-        assert len(r.children) - len(log.queued) >= r.limit, (r.number, log.queued)
-        if r.release == "all":  # no slot frees before every wake was sent: all but `limit` wait
-            assert len(log.queued) == len(r.children) - r.limit, (r.number, log.queued)
+        if r.release == "all":  # no slot frees before every wake was sent: all but `limit`
+            # wait, at least. (More may: a wake that finds every slot leased to idle siblings
+            # waits in the queue too, for the leases the parent then recalls.)
+            assert len(log.queued) >= len(r.children) - r.limit, (r.number, log.queued)
         queued_from = {r.sources[child] for child in log.queued}
         assert queued_from == set(SOURCES), (r.number, queued_from)  # every source contends
         assert log.dequeued == log.queued, (r.number, log)

@@ -105,8 +105,9 @@ class LeaseBook:
             self.grant(child, sticky=True)
             return
         s.wake_queue.append(QueuedWake(child=child))
-        self.log.trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit})")
-        self.recall()
+        recalled = self.recall()
+        why = f"; {recalled} lease(s) recalled" if recalled else ""
+        self.log.trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit}{why})")
 
     def grant(self, child: str, *, sticky: bool) -> None:
         """Give ``child`` a lease and tell it (signal ``wake`` with ``granted``)."""
@@ -121,13 +122,20 @@ class LeaseBook:
             child, SIGNAL_WAKE, WakeRequest(granted=True, lease=lease.id, sticky=lease.sticky)
         )
 
-    def recall(self) -> None:
-        """Ask every holder of a sticky lease to give it back once no turn of its own runs."""
+    def recall(self) -> int:
+        """Ask every holder of a sticky lease to give it back once no turn of its own runs.
+
+        Returns:
+            How many leases were recalled.
+        """
         s = self.s
+        recalled = 0
         for child, lease in list(s.leases.items()):
             if lease.sticky:
                 s.leases[child] = Lease(id=lease.id, sticky=False)
                 self.outbox.signal_later(child, SIGNAL_SLOT_RECALL, SlotRecall(lease=lease.id))
+                recalled += 1
+        return recalled
 
     def on_release(self, rel: SlotRelease) -> None:
         """The ``slot_release`` signal: the child gave lease ``rel.lease`` back."""
