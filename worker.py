@@ -68,6 +68,9 @@ WORKER_DEFAULTS: dict[str, Any] = {
     # heartbeat, so this bounds how long an interrupted LLM call keeps running (CONTRACT §3).
     "max_heartbeat_throttle_interval": timedelta(seconds=1),
     "default_heartbeat_throttle_interval": timedelta(seconds=1),
+    # Every agent is a long-lived workflow: keep up to this many in the worker's cache (the
+    # SDK's default, 1,000, evicts and replays agents beyond it). ~100 KiB each when idle.
+    "max_cached_workflows": 5_000,
 }
 
 

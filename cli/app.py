@@ -347,11 +347,19 @@ def spawn_command(
             help='Budget override, e.g. \'{"max_turns": 2, "max_tokens": 5000}\'.',
         ),
     ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt",
+            metavar="TEXT",
+            help="Also wake the new agent with TEXT, in the same message (see `tnx wait`).",
+        ),
+    ] = None,
 ) -> None:
     """Spawn agent NAME under PARENT (the root is created if missing); print the new id."""
     override = ops.parse_budget(budget)
     target = ops.ref(opts, parent)
-    spawned = ops.run(opts, lambda rt: rt.spawn(target, name, override), create=True)
+    spawned = ops.run(opts, lambda rt: rt.spawn(target, name, override, prompt=prompt), create=True)
     if isinstance(spawned, SpawnError):
         if opts.json:
             _emit(ops.dump(spawned))

@@ -543,3 +543,53 @@ async def test_wake_handle_after_run_turn_by_id(make_runtime) -> None:
             await rt.wake(h, f"two{i}")
             r = await asyncio.wait_for(rt.wait(h), 20)
             assert r.text == f"echo two{i}", (i, r)
+
+
+# ---------------------------------------------------------------- protocol 2: one message
+
+
+async def _events(client: Any, wid: str) -> list[Any]:
+    return list((await client.get_workflow_handle(wid).fetch_history()).events)
+
+
+async def test_a_turn_of_a_lease_holder_sends_its_parent_nothing(make_runtime, client) -> None:
+    """A wake is one ``turn`` update to the handle: with the lease it got at spawn, a burst
+    of turns adds no event at all to the parent's history but the one coalesced usage report
+    (``live_usage_ms`` 60 s here, so none within the test), and the parent's books are
+    unchanged."""
+    g = Gated()
+    options = RuntimeOptions(live_usage_ms=60_000)
+    async with make_runtime(
+        REG, g.transport(), budget=Budget(max_concurrent=2), options=options
+    ) as rt:
+        h = await spawn(rt, rt.root, "w")
+        leases_before, _ = await root_slots(rt)
+        assert h.id in leases_before  # granted ahead, with the spawn
+        root_wid = rt.workflow_id(rt.root.id)
+        before = len(await _events(client, root_wid))
+        for i in range(5):
+            assert (await rt.run_turn(h, f"t{i}")).text == f"echo t{i}"
+        assert len(await _events(client, root_wid)) == before
+        assert (await root_slots(rt))[0] == leases_before
+        # the one message of each turn: an update accepted and completed on the handle
+        names = [e.event_type for e in await _events(client, rt.workflow_id(h.id))]
+        from temporalio.api.enums.v1 import EventType
+
+        signals_out = names.count(EventType.EVENT_TYPE_SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED)
+        assert signals_out == 0
+        assert names.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED) == 5
+
+
+async def test_spawn_with_a_prompt_starts_the_first_turn(make_runtime) -> None:
+    """``spawn(..., prompt=...)``: the first wake travels with the spawn; ``wait`` gives that
+    turn's result, and the handle is ``running`` (or done) when spawn returns."""
+    g = Gated()
+    async with make_runtime(REG, g.transport(), budget=Budget(max_concurrent=1)) as rt:
+        h = await rt.spawn(rt.root, "w", prompt="first")
+        assert isinstance(h, Handle) and h.state == "running" and not h.queued
+        assert (await asyncio.wait_for(rt.wait(h), 20)).text == "echo first"
+        # over the cap: the second spawn's wake queues for the slot, then runs
+        h2 = await rt.spawn(rt.root, "w", prompt="second BLOCK:x")
+        assert isinstance(h2, Handle) and h2.queued
+        g.release("x")
+        assert (await asyncio.wait_for(rt.wait(h2), 20)).text.startswith("echo second")
