@@ -1,6 +1,6 @@
 """``python -m bench``: run the benchmark suite (see ``bench/README.md``).
 
-python -m bench --size full                 # the README's numbers (~15 min)
+python -m bench --size full                 # the README's numbers (~20 min)
 python -m bench --size tiny --only ours,floor
 """
 
@@ -10,6 +10,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
+from bench import report
 from bench.contenders import ORDER
 from bench.sizes import SIZES
 from bench.suite import run_suite
@@ -32,6 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     only = [name.strip() for name in args.only.split(",") if name.strip()] or None
     results = asyncio.run(run_suite(args.size, only, args.out, stamp=args.stamp))
+    print("\n".join(report.targets_markdown(results)))
     for path in results["files"].values():
         print(path)
 

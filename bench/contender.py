@@ -80,6 +80,8 @@ class Contender:
     durable = True
     rejected = 0
     """Requests the server rejected as over a limit and the bench retried (see ours)."""
+    retried_calls = 0
+    """Calls (turns, spawns) the bench retried at least once after such a rejection."""
 
     async def diagnose(self, agent: Agent, prompt_prefix: str) -> dict[str, Any] | None:
         """Contender-specific evidence about the agent's turns whose prompt starts with

@@ -78,6 +78,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         "spawn_seconds": seconds,
         "spawns_per_s": args.count / seconds if seconds > 0 else None,
         "rejected_and_retried": contender.rejected,
+        "retried_spawns": contender.retried_calls,
         "rss_before_bytes": before,
         "rss_after_bytes": after,
         "rss_delta_bytes": after - before,

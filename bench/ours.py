@@ -55,7 +55,8 @@ def registry(fanout: int) -> Registry:
 
 async def retry_rejected(owner: Contender, call: Callable[[], Awaitable[T]]) -> T:
     """Run ``call``; while the server rejects it with RESOURCE_EXHAUSTED, count it on
-    ``owner.rejected`` and retry with a jittered backoff.
+    ``owner.rejected`` (and the call once on ``owner.retried_calls``) and retry with a
+    jittered backoff.
 
     Every wake and spawn of a top-level agent is an update on the one root workflow, and the
     server admits at most 10 updates in flight per workflow (``history.maxInFlightUpdates``):
@@ -63,6 +64,7 @@ async def retry_rejected(owner: Contender, call: Callable[[], Awaitable[T]]) -> 
     runtime retries those itself for 30 s (``client.rpc.UPDATE_BACKOFF_S``); this counts
     what still reaches the benchmark."""
     delay = 0.02
+    first = True
     while True:
         try:
             return await call()
@@ -70,6 +72,9 @@ async def retry_rejected(owner: Contender, call: Callable[[], Awaitable[T]]) -> 
             if err.status != RPCStatusCode.RESOURCE_EXHAUSTED:
                 raise
             owner.rejected += 1
+            if first:
+                owner.retried_calls += 1
+                first = False
             await asyncio.sleep(delay * (1 + random.random()))
             delay = min(delay * 2, 0.5)
 

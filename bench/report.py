@@ -1,17 +1,39 @@
-"""Derived figures (ratios to the floor, targets), the markdown table and the PNG plots."""
+"""Derived figures (ratios to the floor, the targets of issue 11), the markdown table and the
+PNG plots."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench.contenders import ORDER
 
-LATENCY_TARGET = 1.2
-"""Our wake → result latency within this factor of the floor's."""
+OUR_VARIANTS = ("ours", "ours_direct")
+"""Our runtime's contenders, each judged against the targets (``ours``, with root slot
+accounting, is the headline verdict)."""
 
-EVENTS_PER_CALL_TARGET = 6
-"""At most this many history events per LLM call (plus a constant per wake)."""
+PEER = "openai_agents"
+"""The Temporal peer the fan-out target compares against."""
+
+# The targets of issue 11 (ratios are to the floor measured in the same run).
+PLAIN_P50_MAX = 1.1
+PLAIN_P99_MAX = 1.3
+TOOL_P50_MAX = 1.05
+EVENTS_PER_PLAIN_TURN_MAX = 13
+EVENTS_PER_WAKE_MAX = 7
+BYTES_PER_PLAIN_TURN_MAX = 1.5
+THROUGHPUT_AGENTS = 100
+THROUGHPUT_MIN = 0.8
+WAKE_ALL_AGENTS = 1000
+SPAWN_RATE_MIN = 0.8
+SPAWN_RATE_LEVELS = (100, 1000)
+FANOUT_TASKS = 50
+RSS_PER_AGENT_MAX = 1.5
+FLAT_SLOPE = 20.0
+"""History bytes per turn are "flat" under this fitted slope (bytes per turn, per turn)."""
+
+MET, NOT_MET, NOT_MEASURED = "met", "not met", "not measured"
 
 
 def _get(d: Any, *path: Any) -> Any:
@@ -36,6 +58,19 @@ def _level(c: dict[str, Any], agents: int) -> dict[str, Any] | None:
         if level["agents"] == agents:
             return dict(level)
     return None
+
+
+def _idle_level(c: dict[str, Any], agents: int) -> dict[str, Any] | None:
+    for level in _get(c, "idle", "levels") or []:
+        if level.get("agents") == agents:
+            return dict(level)
+    return None
+
+
+def rss_level(results: dict[str, Any]) -> int | None:
+    """The spawn level the RSS per idle agent is read at: the largest of the size."""
+    levels = _get(results, "size", "spawn_levels") or []
+    return max(levels) if levels else None
 
 
 def history_split(c: dict[str, Any]) -> dict[str, Any] | None:
@@ -63,9 +98,10 @@ def history_split(c: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def derive(results: dict[str, Any]) -> dict[str, Any]:
-    """Ratios to the floor for every contender, and whether our targets are met."""
+    """Ratios to the floor for every contender, and the targets for each of our variants."""
     cs: dict[str, dict[str, Any]] = results.get("contenders", {})
     floor = cs.get("floor", {})
+    rss_at = rss_level(results)
     out: dict[str, Any] = {"ratios_to_floor": {}, "history_split": {}, "targets": {}}
     for name, c in cs.items():
         ratios: dict[str, Any] = {}
@@ -85,6 +121,9 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
                     _get(c, "latency", f"history_{kind}", what),
                     _get(floor, "latency", f"history_{kind}", what),
                 )
+        ratios["wake_all_seconds"] = _ratio(
+            _get(c, "wake_all", "seconds"), _get(floor, "wake_all", "seconds")
+        )
         ratios["growth_mean_bytes"] = _ratio(
             _get(c, "growth", "mean_bytes_per_turn"), _get(floor, "growth", "mean_bytes_per_turn")
         )
@@ -94,77 +133,479 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
         ratios["fanout_events"] = _ratio(
             _get(c, "fanout", "events"), _get(floor, "fanout", "events")
         )
-        ratios["spawns_per_s"] = _ratio(
-            _get(c, "idle", "spawns_per_s"), _get(floor, "idle", "spawns_per_s")
-        )
-        ratios["rss_per_agent"] = _ratio(
-            _get(c, "idle", "rss_per_agent_bytes"), _get(floor, "idle", "rss_per_agent_bytes")
-        )
+        for level in _get(c, "idle", "levels") or []:
+            agents = level.get("agents")
+            ratios[f"spawns_per_s_{agents}"] = _ratio(
+                level.get("spawns_per_s"), _get(_idle_level(floor, agents), "spawns_per_s")
+            )
+        if rss_at is not None:
+            ratios["rss_per_agent"] = _ratio(
+                _get(_idle_level(c, rss_at), "rss_per_agent_bytes"),
+                _get(_idle_level(floor, rss_at), "rss_per_agent_bytes"),
+            )
         out["ratios_to_floor"][name] = ratios
         split = history_split(c)
         if split is not None:
             out["history_split"][name] = split
     for variant in OUR_VARIANTS:
         if variant in cs:
-            out.setdefault("targets_by_variant", {})[variant] = targets(
-                cs[variant], out, cs, variant
-            )
+            out.setdefault("targets_by_variant", {})[variant] = targets(results, out, variant)
     if "ours" in cs:
         out["targets"] = out["targets_by_variant"]["ours"]  # the headline verdict
     return out
 
 
-OUR_VARIANTS = ("ours", "ours_direct")
-"""Our runtime's contenders, each judged against the targets."""
+# ---------------------------------------------------------------------- targets
 
 
-def targets(
-    ours: dict[str, Any], derived: dict[str, Any], cs: dict[str, Any], name: str = "ours"
+def _g(v: Any) -> str:
+    """A count as short as it reads (13, 5.5), or — when missing."""
+    return f"{v:g}" if isinstance(v, int | float) else "—"
+
+
+def _pct(x: float) -> str:
+    """A fraction as a percentage: 0.2234 -> 22%, 0.034 -> 3.4%."""
+    p = abs(x) * 100
+    return f"{p:.0f}%" if p >= 10 else f"{p:.1f}%"
+
+
+def _target(
+    text: str,
+    verdict: str,
+    *,
+    by: str | None = None,
+    measured: str | None = None,
+    values: dict[str, Any] | None = None,
+    note: str | None = None,
+    extra: bool = False,
 ) -> dict[str, Any]:
-    r = derived["ratios_to_floor"].get(name, {})
-    plain, tool = r.get("latency_plain_p50_ms"), r.get("latency_tool_p50_ms")
-    latency_met = (
-        plain is not None
-        and tool is not None
-        and plain <= LATENCY_TARGET
-        and tool <= LATENCY_TARGET
-    )
-    split = derived["history_split"].get(name)
-    per_call = split["events_per_llm_call"] if split else None
-    peer_growth = cs.get("openai_agents", {}).get("growth", {})
-    growth = ours.get("growth", {})
+    """One judged target: its text, what was measured, met / not met / not measured, and by
+    how much."""
     return {
-        "latency": {
-            "target": f"wake → result p50 within {LATENCY_TARGET}× the floor (plain and tool turn)",
-            "plain_p50_ratio": plain,
-            "tool_p50_ratio": tool,
-            "plain_p99_ratio": r.get("latency_plain_p99_ms"),
-            "met": latency_met if plain is not None else None,
-        },
-        "events": {
-            "target": f"at most {EVENTS_PER_CALL_TARGET} history events per LLM call, plus a "
-            "constant per wake",
-            "events_per_llm_call": per_call,
-            "events_per_wake": split["events_per_wake"] if split else None,
-            "floor_events_per_llm_call": _get(
-                derived["history_split"], "floor", "events_per_llm_call"
-            ),
-            "met": per_call <= EVENTS_PER_CALL_TARGET if per_call is not None else None,
-        },
-        "flat_history": {
-            "target": "history bytes per turn flat over the conversation (fitted slope under "
-            "20 B/turn), where the peer's grow",
-            "ours_slope_bytes_per_turn": growth.get("slope_bytes_per_turn"),
-            "ours_growth_over_run_bytes": growth.get("growth_over_run_bytes"),
-            "ours_mean_bytes_per_turn": growth.get("mean_bytes_per_turn"),
-            "ours_turns": growth.get("turns"),
-            "peer_slope_bytes_per_turn": peer_growth.get("slope_bytes_per_turn"),
-            "peer_turns": peer_growth.get("turns"),
-            "peer_stopped": peer_growth.get("stopped"),
-            "peer_projected_turn_at_50mib": peer_growth.get("projected_turn_at_50mib"),
-            "met": growth.get("flat"),
-        },
+        "target": text,
+        "verdict": verdict,
+        "met": None if verdict == NOT_MEASURED else verdict == MET,
+        "by": by,
+        "measured": measured,
+        "values": values or {},
+        "note": note,
+        "extra": extra,
     }
+
+
+def _not_measured(text: str, why: str, **kw: Any) -> dict[str, Any]:
+    return _target(text, NOT_MEASURED, by=why, **kw)
+
+
+def _failed(text: str, why: str, **kw: Any) -> dict[str, Any]:
+    return _target(text, NOT_MET, by=f"the measure failed: {why}", **kw)
+
+
+def judge_max_ratio(text: str, ratio: float, limit: float, **kw: Any) -> dict[str, Any]:
+    """At most ``limit`` × the floor."""
+    met = ratio <= limit
+    how = f"margin {limit - ratio:.2f}×" if met else f"{_pct(ratio / limit - 1)} over"
+    return _target(text, MET if met else NOT_MET, by=f"{ratio:.2f}× vs {limit:.2f}×: {how}", **kw)
+
+
+def judge_min_ratio(text: str, ratio: float, limit: float, **kw: Any) -> dict[str, Any]:
+    """At least ``limit`` × the floor."""
+    met = ratio >= limit
+    how = f"margin {ratio - limit:.2f}×" if met else f"{_pct(1 - ratio / limit)} short"
+    return _target(text, MET if met else NOT_MET, by=f"{ratio:.2f}× vs {limit:.2f}×: {how}", **kw)
+
+
+def judge_max_count(text: str, value: float, limit: float, **kw: Any) -> dict[str, Any]:
+    """At most ``limit`` (events)."""
+    met = value <= limit
+    how = (
+        f"margin {limit - value:g}"
+        if met
+        else f"{value - limit:g} over ({_pct(value / limit - 1)})"
+    )
+    return _target(text, MET if met else NOT_MET, by=f"{value:g} vs {limit:g}: {how}", **kw)
+
+
+def _measure_error(c: dict[str, Any], measure: str) -> str | None:
+    return _get(c, measure, "error") or (_get(c, "error") if measure not in c else None)
+
+
+def _ratio_target(
+    text: str,
+    c: dict[str, Any],
+    floor: dict[str, Any] | None,
+    path: tuple[Any, ...],
+    limit: float,
+    judge: Callable[..., dict[str, Any]],
+    unit: str,
+    digits: int = 1,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """A target on our value at ``path`` against the floor's, both from this run."""
+    ours_v, floor_v = _get(c, *path), _get(floor, *path) if floor else None
+    if not isinstance(ours_v, int | float):
+        err = _measure_error(c, path[0])
+        return _failed(text, err) if err else _not_measured(text, "not run", note=note)
+    if floor is None:
+        return _not_measured(text, "the floor did not run (no reference)", note=note)
+    if not isinstance(floor_v, int | float) or not floor_v:
+        why = _measure_error(floor, path[0]) or "no value"
+        return _not_measured(text, f"the floor's measure gave no reference ({why})", note=note)
+    ratio = ours_v / floor_v
+    measured = f"{ours_v:,.{digits}f} {unit} vs the floor's {floor_v:,.{digits}f} {unit}"
+    values = {"ours": ours_v, "floor": floor_v, "ratio": ratio, "limit": limit}
+    return judge(text, ratio, limit, measured=measured, values=values, note=note)
+
+
+def targets(results: dict[str, Any], derived: dict[str, Any], name: str) -> dict[str, Any]:
+    """Every target of issue 11 for one of our variants, judged against the floor (and, for
+    the fan-out, the peer) of the same run; plus flat history, our strength, as an extra."""
+    cs: dict[str, dict[str, Any]] = results.get("contenders", {})
+    c = cs[name]
+    floor = cs.get("floor")
+    size = results.get("size", {})
+    out: dict[str, Any] = {}
+
+    for key, kind, p, limit, title in (
+        ("latency_plain_p50", "plain", "p50", PLAIN_P50_MAX, "plain turn"),
+        ("latency_plain_p99", "plain", "p99", PLAIN_P99_MAX, "plain turn"),
+        ("latency_tool_p50", "tool", "p50", TOOL_P50_MAX, "tool turn"),
+    ):
+        out[key] = _ratio_target(
+            f"{title}: wake → result {p} within {limit:g}× the floor",
+            c,
+            floor,
+            ("latency", kind, f"{p}_ms"),
+            limit,
+            judge_max_ratio,
+            "ms",
+        )
+
+    split = derived["history_split"].get(name)
+    text = f"at most {EVENTS_PER_PLAIN_TURN_MAX} history events per plain turn"
+    if split is None:
+        err = _measure_error(c, "latency")
+        out["events_plain_turn"] = _failed(text, err) if err else _not_measured(text, "not run")
+    else:
+        e1 = split["events_plain_turn"]
+        out["events_plain_turn"] = judge_max_count(
+            text,
+            e1,
+            EVENTS_PER_PLAIN_TURN_MAX,
+            measured=f"median turn; the floor's: "
+            f"{_g(_get(derived, 'history_split', 'floor', 'events_plain_turn'))}",
+            values={"ours": e1, "limit": EVENTS_PER_PLAIN_TURN_MAX},
+        )
+    text = f"at most {EVENTS_PER_WAKE_MAX} history events per wake (plain turn − one LLM call)"
+    if split is None:
+        err = _measure_error(c, "latency")
+        out["events_per_wake"] = _failed(text, err) if err else _not_measured(text, "not run")
+    else:
+        w = split["events_per_wake"]
+        out["events_per_wake"] = judge_max_count(
+            text,
+            w,
+            EVENTS_PER_WAKE_MAX,
+            measured=f"{w:g} per wake + {split['events_per_llm_call']:g} per LLM call; the "
+            f"floor's: {_g(_get(derived, 'history_split', 'floor', 'events_per_wake'))} + "
+            f"{_g(_get(derived, 'history_split', 'floor', 'events_per_llm_call'))}",
+            values={"ours": w, "per_llm_call": split["events_per_llm_call"]},
+        )
+    out["bytes_plain_turn"] = _ratio_target(
+        f"history bytes per plain turn at most {BYTES_PER_PLAIN_TURN_MAX:g}× the floor",
+        c,
+        floor,
+        ("latency", "history_plain", "bytes_median"),
+        BYTES_PER_PLAIN_TURN_MAX,
+        judge_max_ratio,
+        "B",
+        digits=0,
+    )
+
+    out["throughput_100"] = _throughput_target(c, floor)
+    out["wake_all"] = _wake_all_target(c, floor, size)
+    for agents in SPAWN_RATE_LEVELS:
+        out[f"spawn_rate_{agents}"] = _spawn_target(c, floor, agents)
+    out["fanout_vs_peer"] = _fanout_target(c, cs.get(PEER), size)
+    out["rss_per_idle_agent"] = _rss_target(c, floor, rss_level(results))
+    out["flat_history"] = _flat_target(c, cs.get(PEER))
+    return out
+
+
+def _throughput_target(c: dict[str, Any], floor: dict[str, Any] | None) -> dict[str, Any]:
+    text = (
+        f"throughput with {THROUGHPUT_AGENTS} agents in parallel at least "
+        f"{THROUGHPUT_MIN:g}× the floor"
+    )
+    level = _level(c, THROUGHPUT_AGENTS)
+    if level is None:
+        err = _measure_error(c, "throughput")
+        if err:
+            return _failed(text, err)
+        return _not_measured(text, f"no {THROUGHPUT_AGENTS}-agent level at this size")
+    if "error" in level:
+        return _failed(text, level["error"])
+    failed = level.get("failed", 0) + level.get("warmup_failed", 0)
+    retried = level.get("retried_turns", 0)
+    counts = f"{failed} turns failed (warm-up included), {retried} retried after RESOURCE_EXHAUSTED"
+    f_level = _level(floor, THROUGHPUT_AGENTS) if floor else None
+    ours_v, floor_v = level.get("turns_per_s"), _get(f_level, "turns_per_s")
+    if not isinstance(floor_v, int | float) or not floor_v:
+        if failed:
+            return _target(
+                text,
+                NOT_MET,
+                by=f"{failed} failed turns fail it (no floor reference for the rate)",
+                measured=counts,
+            )
+        return _not_measured(text, "the floor gave no reference", measured=counts)
+    ratio = (ours_v or 0.0) / floor_v
+    measured = f"{ours_v or 0:,.1f} turns/s vs the floor's {floor_v:,.1f}; {counts}"
+    values = {
+        "ours": ours_v,
+        "floor": floor_v,
+        "ratio": ratio,
+        "limit": THROUGHPUT_MIN,
+        "failed": failed,
+        "retried_turns": retried,
+    }
+    judged = judge_min_ratio(text, ratio, THROUGHPUT_MIN, measured=measured, values=values)
+    if failed:  # a rate of turns that fail is no pass
+        judged.update(
+            verdict=NOT_MET, met=False, by=f"{judged['by']}; {failed} failed turns fail it"
+        )
+    return judged
+
+
+def _wake_all_target(
+    c: dict[str, Any], floor: dict[str, Any] | None, size: dict[str, Any]
+) -> dict[str, Any]:
+    text = f"{WAKE_ALL_AGENTS:,} agents woken at once: all done (no failed turn)"
+    w = c.get("wake_all")
+    n = size.get("wake_all")
+    note = (
+        None
+        if not isinstance(n, int) or n == WAKE_ALL_AGENTS
+        else f"at {n} agents (size {size.get('name')}); the target is for "
+        f"{WAKE_ALL_AGENTS:,}: --size full"
+    )
+    if not w:
+        err = _measure_error(c, "wake_all")
+        return _failed(text, err, note=note) if err else _not_measured(text, "not run", note=note)
+    if "error" in w:
+        return _failed(text, w["error"], note=note)
+    if w.get("after_unfinished"):
+        after = "ran after " + "; ".join(w["after_unfinished"])
+        note = f"{note}; {after}" if note else after
+    done, agents, failed = w["done"], w["agents"], w["failed"]
+    retried = w.get("retried_turns", 0)
+    floor_s = _get(floor, "wake_all", "seconds") if floor else None
+    measured = (
+        f"{done:,} of {agents:,} done, {failed:,} failed, {retried:,} retried after "
+        f"RESOURCE_EXHAUSTED, in {w['seconds']:.1f} s"
+        + (f" (floor {floor_s:.1f} s)" if isinstance(floor_s, int | float) else "")
+    )
+    values = {
+        "agents": agents,
+        "done": done,
+        "failed": failed,
+        "unfinished": w.get("unfinished", 0),
+        "retried_turns": retried,
+        "rejected_and_retried": w.get("rejected_and_retried", 0),
+        "seconds": w["seconds"],
+        "floor_seconds": floor_s,
+    }
+    if failed == 0 and done == agents:
+        by = "all done" + (
+            f" (but {retried} turns needed a retry after RESOURCE_EXHAUSTED)" if retried else ""
+        )
+        return _target(text, MET, by=by, measured=measured, values=values, note=note)
+    by = f"{failed:,} of {agents:,} turns failed ({_pct(failed / agents)})"
+    if w.get("unfinished"):
+        by += f", {w['unfinished']} of them cut by the timeout"
+    return _target(text, NOT_MET, by=by, measured=measured, values=values, note=note)
+
+
+def _spawn_target(c: dict[str, Any], floor: dict[str, Any] | None, agents: int) -> dict[str, Any]:
+    text = f"spawn rate with {agents:,} agents at least {SPAWN_RATE_MIN:g}× the floor"
+    level = _idle_level(c, agents)
+    if level is None:
+        err = _measure_error(c, "idle")
+        if err:
+            return _failed(text, err)
+        return _not_measured(text, f"no {agents:,}-agent spawn level at this size")
+    if "error" in level:
+        return _failed(text, level["error"])
+    f_level = _idle_level(floor, agents) if floor else None
+    ours_v, floor_v = level.get("spawns_per_s"), _get(f_level, "spawns_per_s")
+    if not isinstance(floor_v, int | float) or not floor_v:
+        return _not_measured(text, "the floor gave no reference")
+    ratio = (ours_v or 0.0) / floor_v
+    return judge_min_ratio(
+        text,
+        ratio,
+        SPAWN_RATE_MIN,
+        measured=f"{ours_v:,.1f} agents/s vs the floor's {floor_v:,.1f}",
+        values={"ours": ours_v, "floor": floor_v, "ratio": ratio, "limit": SPAWN_RATE_MIN},
+    )
+
+
+def _fanout_target(
+    c: dict[str, Any], peer: dict[str, Any] | None, size: dict[str, Any]
+) -> dict[str, Any]:
+    text = f"fan-out 1 → {FANOUT_TASKS}: wall time faster than the peer (openai-agents)"
+    tasks = size.get("fanout")
+    note = (
+        None
+        if tasks == FANOUT_TASKS
+        else f"at 1 → {tasks} (size {size.get('name')}); the target is for 1 → {FANOUT_TASKS}"
+    )
+    ours_s = _get(c, "fanout", "median_s")
+    if not isinstance(ours_s, int | float):
+        err = _measure_error(c, "fanout")
+        return _failed(text, err, note=note) if err else _not_measured(text, "not run", note=note)
+    peer_s = _get(peer, "fanout", "median_s") if peer else None
+    if not isinstance(peer_s, int | float) or not peer_s:
+        why = "the peer did not run" if peer is None else "the peer's fan-out gave no value"
+        return _not_measured(text, why, measured=f"ours {ours_s:.2f} s", note=note)
+    x = ours_s / peer_s
+    met = ours_s < peer_s
+    reps = _get(c, "fanout", "reps") or 1
+    how = (
+        f"margin {peer_s - ours_s:.2f} s ({x:.2f}× the peer's)"
+        if met
+        else f"{_pct(x - 1)} over ({x:.2f}× the peer's)"
+    )
+    return _target(
+        text,
+        MET if met else NOT_MET,
+        by=f"{ours_s:.2f} s vs {peer_s:.2f} s: {how}",
+        measured=f"median of {reps} run{'s' if reps != 1 else ''} each",
+        values={"ours_s": ours_s, "peer_s": peer_s, "ratio": x},
+        note=note,
+    )
+
+
+def _rss_target(c: dict[str, Any], floor: dict[str, Any] | None, at: int | None) -> dict[str, Any]:
+    text = f"worker RSS per idle agent at most {RSS_PER_AGENT_MAX:g}× the floor"
+    if at is None:
+        return _not_measured(text, "no spawn level at this size")
+    level = _idle_level(c, at)
+    if level is None or "error" in level:
+        err = _get(level, "error") or _measure_error(c, "idle")
+        return _failed(text, err) if err else _not_measured(text, "not run")
+    f_level = _idle_level(floor, at) if floor else None
+    ours_v, floor_v = level.get("rss_per_agent_bytes"), _get(f_level, "rss_per_agent_bytes")
+    if not isinstance(floor_v, int | float) or floor_v <= 0 or not isinstance(ours_v, int | float):
+        return _not_measured(text, "the floor gave no reference")
+    ratio = ours_v / floor_v
+    return judge_max_ratio(
+        text,
+        ratio,
+        RSS_PER_AGENT_MAX,
+        measured=f"{ours_v / 1024:,.1f} KiB vs the floor's {floor_v / 1024:,.1f} KiB, with "
+        f"{at:,} idle agents",
+        values={"ours": ours_v, "floor": floor_v, "ratio": ratio, "agents": at},
+    )
+
+
+def _flat_target(c: dict[str, Any], peer: dict[str, Any] | None) -> dict[str, Any]:
+    text = (
+        f"extra: history bytes per turn flat over a long conversation (fitted slope under "
+        f"{FLAT_SLOPE:g} B/turn), where the peer's grow"
+    )
+    g = c.get("growth") or {}
+    fit = g.get("slope_bytes_per_turn")
+    if fit is None:
+        err = g.get("error")
+        if err:
+            return _failed(text, err, extra=True)
+        if "turns" in g:
+            return _not_measured(text, f"too few turns to fit a slope ({g['turns']})", extra=True)
+        return _not_measured(text, "not run", extra=True)
+    pg = (peer or {}).get("growth") or {}
+    peer_fit = pg.get("slope_bytes_per_turn")
+    measured = (
+        f"slope {fit:,.1f} B/turn over {g.get('turns'):,} turns (mean "
+        f"{g.get('mean_bytes_per_turn') or 0:,.0f} B/turn)"
+        + (
+            f"; peer slope {peer_fit:,.1f} B/turn over {pg.get('turns'):,} turns"
+            if peer_fit is not None
+            else ""
+        )
+    )
+    met = abs(fit) < FLAT_SLOPE
+    how = (
+        f"margin {FLAT_SLOPE - abs(fit):.1f} B/turn"
+        if met
+        else f"{_pct(abs(fit) / FLAT_SLOPE - 1)} over"
+    )
+    return _target(
+        text,
+        MET if met else NOT_MET,
+        by=f"{fit:,.1f} vs ±{FLAT_SLOPE:g} B/turn: {how}",
+        measured=measured,
+        values={
+            "ours_slope_bytes_per_turn": fit,
+            "ours_turns": g.get("turns"),
+            "ours_mean_bytes_per_turn": g.get("mean_bytes_per_turn"),
+            "peer_slope_bytes_per_turn": peer_fit,
+            "peer_turns": pg.get("turns"),
+            "peer_stopped": pg.get("stopped"),
+            "peer_projected_turn_at_50mib": pg.get("projected_turn_at_50mib"),
+        },
+        extra=True,
+    )
+
+
+def target_cell(t: dict[str, Any]) -> str:
+    """One judged target as a markdown cell."""
+    cell = f"**{t.get('verdict', NOT_MEASURED)}**"
+    if t.get("by"):
+        cell += f": {t['by']}"
+    if t.get("measured"):
+        cell += f" — {t['measured']}"
+    if t.get("note"):
+        cell += f" — *{t['note']}*"
+    return cell.replace("|", "\\|")
+
+
+def targets_markdown(results: dict[str, Any]) -> list[str]:
+    """The targets table, both of our variants side by side, and a tally per variant."""
+    cs: dict[str, dict[str, Any]] = results.get("contenders", {})
+    by_variant: dict[str, Any] = _get(results, "derived", "targets_by_variant") or {}
+    if not by_variant:
+        return []
+    variants = [v for v in OUR_VARIANTS if v in by_variant]
+    lines = [
+        "## Targets (issue 11)",
+        "",
+        "Every ratio is to the floor measured in this run. `toolnexus-temporal` is the headline "
+        "(default settings, root slot accounting on); the variant with no root slot limit is "
+        "judged too. A target whose measure did not run is *not measured*; a measure that "
+        "failed is *not met*.",
+        "",
+        "| target | " + " | ".join(cs[v]["label"] for v in variants) + " |",
+        "|---" * (len(variants) + 1) + "|",
+    ]
+    keys = list(by_variant[variants[0]])
+    for key in keys:
+        text = by_variant[variants[0]][key]["target"]
+        lines.append(
+            f"| {text} | "
+            + " | ".join(target_cell(by_variant[v].get(key, {})) for v in variants)
+            + " |"
+        )
+    lines.append("")
+    for v in variants:
+        ts = [t for t in by_variant[v].values() if not t.get("extra")]
+        count = {k: sum(1 for t in ts if t["verdict"] == k) for k in (MET, NOT_MET, NOT_MEASURED)}
+        lines.append(
+            f"- {cs[v]['label']}: {count[MET]} of {len(ts)} targets met, {count[NOT_MET]} not "
+            f"met, {count[NOT_MEASURED]} not measured"
+        )
+    lines.append("")
+    return lines
 
 
 # ---------------------------------------------------------------------- markdown
@@ -182,10 +623,6 @@ def _x(r: Any) -> str:
     if r is None:
         return ""
     return f" ({r:.2f}×)" if r < 10 else f" ({r:.0f}×)"
-
-
-def _yes(v: Any) -> str:
-    return "—" if v is None else ("**met**" if v else "**not met**")
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -240,10 +677,32 @@ def markdown(results: dict[str, Any]) -> str:
                 value(("latency", kind, f"{p}_ms"), f"latency_{kind}_{p}_ms", 1),
             )
         row(f"{title}s over 500 ms (of {n})", value(("latency", kind, "over_500ms"), None))
-    for agents, _per_agent in size.get("throughput", []):
+    levels = [agents for agents, _per_agent in size.get("throughput", [])]
+    for agents in levels:
         row(
             f"throughput, {agents} agent{'s' if agents > 1 else ''} in parallel (turns/s)",
             _throughput_cell(cs, ratios, agents),
+        )
+    row(
+        f"throughput: turns failed / retried ({' / '.join(str(a) for a in levels)} agents)",
+        lambda n: _throughput_failures(cs[n], levels),
+    )
+    wake_n = size.get("wake_all")
+    if wake_n:
+        row(
+            f"wake all {wake_n:,} at once: wall time (s)",
+            value(("wake_all", "seconds"), "wake_all_seconds", 2),
+        )
+        row(f"wake all {wake_n:,} at once: turns done / failed", _wake_all_cell(cs))
+        row(
+            f"wake all {wake_n:,} at once: turns retried after RESOURCE_EXHAUSTED",
+            value(("wake_all", "retried_turns"), None),
+        )
+        row(
+            f"wake all {wake_n:,} at once: turn p50 / max (ms)",
+            lambda n: _pair(
+                cs[n], ("wake_all", "latency", "p50_ms"), ("wake_all", "latency", "max_ms")
+            ),
         )
     for kind, title in (("plain", "plain turn"), ("tool", "tool turn")):
         row(
@@ -284,45 +743,29 @@ def markdown(results: dict[str, Any]) -> str:
         value(("fanout", "events"), "fanout_events"),
     )
     row(f"fan-out 1 → {fan}: history bytes", value(("fanout", "bytes"), None))
-    idle = size.get("idle_agents")
-    row(f"spawn rate, {idle} agents (agents/s)", value(("idle", "spawns_per_s"), "spawns_per_s", 1))
-    row(
-        f"worker RSS growth with {idle} idle agents (MiB)",
-        value(("idle", "rss_delta_bytes"), None, 1, 1 / 2**20),
-    )
-    row(
-        "worker RSS per idle agent (KiB)",
-        value(("idle", "rss_per_agent_bytes"), "rss_per_agent", 1, 1 / 1024),
-    )
+    for agents in size.get("spawn_levels") or []:
+        row(
+            f"spawn rate, {agents:,} agents (agents/s)",
+            _idle_cell(cs, ratios, agents, "spawns_per_s", f"spawns_per_s_{agents}", 1),
+        )
+    rss_at = rss_level(results)
+    if rss_at is not None:
+        row(
+            f"worker RSS growth with {rss_at:,} idle agents (MiB)",
+            _idle_cell(cs, ratios, rss_at, "rss_delta_bytes", None, 1, 1 / 2**20),
+        )
+        row(
+            f"worker RSS per idle agent, {rss_at:,} agents (KiB)",
+            _idle_cell(cs, ratios, rss_at, "rss_per_agent_bytes", "rss_per_agent", 1, 1 / 1024),
+        )
     lines.append("")
 
-    by_variant = d.get("targets_by_variant") or ({"ours": d["targets"]} if d.get("targets") else {})
-    if by_variant:
-        lines += ["## Targets", ""]
-    for variant, t in by_variant.items():
-        lat, ev, flat = t.get("latency", {}), t.get("events", {}), t.get("flat_history", {})
-        lines += [
-            f"| target | {cs[variant]['label']} | result |",
-            "|---|---|---|",
-            f"| {lat.get('target')} | plain {_num(lat.get('plain_p50_ratio'), 2)}×, tool "
-            f"{_num(lat.get('tool_p50_ratio'), 2)}× (p99 plain "
-            f"{_num(lat.get('plain_p99_ratio'), 2)}×) | {_yes(lat.get('met'))} |",
-            f"| {ev.get('target')} | {_num(ev.get('events_per_llm_call'), 1)} per LLM call + "
-            f"{_num(ev.get('events_per_wake'), 1)} per wake (floor: "
-            f"{_num(ev.get('floor_events_per_llm_call'), 1)} per call) | {_yes(ev.get('met'))} |",
-            f"| {flat.get('target')} | slope {_num(flat.get('ours_slope_bytes_per_turn'), 1)} "
-            f"B/turn over {_num(flat.get('ours_turns'))} turns (mean "
-            f"{_num(flat.get('ours_mean_bytes_per_turn'))} B/turn); peer slope "
-            f"{_num(flat.get('peer_slope_bytes_per_turn'), 1)} B/turn over "
-            f"{_num(flat.get('peer_turns'))} turns | {_yes(flat.get('met'))} |",
-            "",
-        ]
-
+    lines += targets_markdown(results)
     stopped = next(
         (
-            t["flat_history"]["peer_stopped"]
-            for t in by_variant.values()
-            if t.get("flat_history", {}).get("peer_stopped")
+            t["flat_history"]["values"].get("peer_stopped")
+            for t in (d.get("targets_by_variant") or {}).values()
+            if _get(t, "flat_history", "values", "peer_stopped")
         ),
         None,
     )
@@ -340,48 +783,156 @@ def markdown(results: dict[str, Any]) -> str:
     for n, reason in results.get("skipped", {}).items():
         problems.append(f"- **{n} skipped**: {reason}")
     for n in names:
-        c = cs[n]
-        if "error" in c:
-            problems.append(f"- {c['label']}: session failed: {c['error']}")
-        for key, v in c.items():
-            if isinstance(v, dict) and "error" in v:
-                problems.append(f"- {c['label']}: {key} failed: {v['error']}")
-        for level in _get(c, "throughput", "levels") or []:
-            if "error" in level:
-                problems.append(
-                    f"- {c['label']}: throughput with {level['agents']} agents failed: "
-                    f"{level['error']}"
-                )
-            if level.get("workaround"):
-                problems.append(
-                    f"- † {c['label']}: throughput with {level['agents']} agents fails as "
-                    f"shipped ({level['as_shipped_error'][:300]}); the figure is with a "
-                    f"workaround: {level['workaround']}"
-                    + (
-                        ". The parent's history is saved for replay: "
-                        + ", ".join(level["evidence"])
-                        if level.get("evidence")
-                        else ""
-                    )
-                )
-            if level.get("rejected_and_retried"):
-                problems.append(
-                    f"- {c['label']}: throughput with {level['agents']} agents: the server "
-                    f"rejected {level['rejected_and_retried']} wakes (over its limit of 10 "
-                    "updates in flight per workflow, on the root); the bench retried them"
-                )
-        if _get(c, "idle", "rejected_and_retried"):
-            problems.append(
-                f"- {c['label']}: spawns: the server rejected "
-                f"{c['idle']['rejected_and_retried']} spawns (updates in flight on the root); "
-                "the bench retried them"
-            )
-        stopped = _get(c, "growth", "stopped")
-        if stopped:
-            problems.append(f"- {c['label']}: growth conversation {stopped}")
+        problems += _problems(cs[n])
     if problems:
-        lines += ["## Skipped, failed or cut short", "", *problems, ""]
+        lines += ["## Skipped, failed, retried or cut short", "", *problems, ""]
     return "\n".join(lines)
+
+
+def _problems(c: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    label = c["label"]
+    if "error" in c:
+        out.append(f"- {label}: session failed: {c['error']}")
+    for key, v in c.items():
+        if isinstance(v, dict) and "error" in v:
+            out.append(f"- {label}: {key} failed: {v['error']}")
+        if isinstance(v, dict) and v.get("after_unfinished"):
+            out.append(
+                f"- {label}: {key} ran after a measure that left turns behind "
+                f"({'; '.join(v['after_unfinished'])}), after a pause; it may be slowed by them"
+            )
+    for level in _get(c, "throughput", "levels") or []:
+        agents = level["agents"]
+        if "error" in level:
+            out.append(f"- {label}: throughput with {agents} agents failed: {level['error']}")
+        failed = level.get("failed", 0) + level.get("warmup_failed", 0)
+        if failed:
+            out.append(
+                f"- {label}: throughput with {agents} agents: {failed} turns failed: "
+                f"warm-up {level.get('warmup_failed', 0)} of {agents} "
+                f"({level.get('warmup_unfinished', 0)} cut by the timeout), timed "
+                f"{level.get('failed', 0)} of {level.get('turns', 0)} "
+                f"({level.get('unfinished', 0)} cut by the timeout or never started); errors "
+                "before the timeout: " + _errors(level.get("errors"))
+            )
+        if level.get("workaround_skipped"):
+            out.append(
+                f"- {label}: throughput with {agents} agents: no rerun with the workaround "
+                f"({level['workaround_skipped']})"
+            )
+        again = level.get("with_workaround")
+        if again:
+            what = (
+                f"failed again: {again['error']}"
+                if "error" in again
+                else f"{_num(again.get('turns_per_s'), 1)} turns/s, "
+                f"{again.get('failed', 0) + again.get('warmup_failed', 0)} failed"
+            )
+            out.append(
+                f"- † {label}: throughput with {agents} agents, for reference only, again with "
+                f"a workaround ({again['workaround']}): {what}"
+                + (
+                    ". The parent's history is saved for replay: " + ", ".join(level["evidence"])
+                    if level.get("evidence")
+                    else ""
+                )
+            )
+        if level.get("rejected_and_retried"):
+            out.append(
+                f"- {label}: throughput with {agents} agents: the server rejected "
+                f"{level['rejected_and_retried']} wakes ({level.get('retried_turns', 0)} turns) "
+                "as over its limit of 10 updates in flight per workflow; the bench retried them"
+            )
+    w = c.get("wake_all") or {}
+    if w.get("failed"):
+        out.append(
+            f"- {label}: wake all {w['agents']}: {w['failed']} turns failed "
+            f"({w.get('unfinished', 0)} cut by the timeout); errors before the timeout: "
+            + _errors(w.get("errors"))
+        )
+    if w.get("rejected_and_retried"):
+        out.append(
+            f"- {label}: wake all {w['agents']}: the server rejected {w['rejected_and_retried']} "
+            f"wakes ({w.get('retried_turns', 0)} turns) with RESOURCE_EXHAUSTED; the bench "
+            "retried them"
+        )
+    for level in _get(c, "idle", "levels") or []:
+        if "error" in level:
+            out.append(
+                f"- {label}: spawn/idle with {level['agents']} agents failed: {level['error']}"
+            )
+        if level.get("rejected_and_retried"):
+            out.append(
+                f"- {label}: spawning {level['agents']} agents: the server rejected "
+                f"{level['rejected_and_retried']} spawns (updates in flight on the root); the "
+                "bench retried them"
+            )
+    stopped = _get(c, "growth", "stopped")
+    if stopped:
+        out.append(f"- {label}: growth conversation {stopped}")
+    return out
+
+
+def _errors(errors: dict[str, int] | None) -> str:
+    if not errors:
+        return "none recorded"
+    return "; ".join(f"{count}× {msg[:200]}" for msg, count in errors.items())
+
+
+def _pair(c: dict[str, Any], a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
+    va, vb = _get(c, *a), _get(c, *b)
+    if va is None and vb is None:
+        return "n/a" if _get(c, a[0], "error") else "—"
+    return f"{_num(va, 1)} / {_num(vb, 1)}"
+
+
+def _wake_all_cell(cs: dict[str, Any]) -> Any:
+    def cell(n: str) -> str:
+        w = cs[n].get("wake_all") or {}
+        if "done" not in w:
+            return "n/a" if "error" in w else "—"
+        return f"{w['done']:,} / {w['failed']:,}" + (
+            f" ({w['unfinished']} unfinished)" if w.get("unfinished") else ""
+        )
+
+    return cell
+
+
+def _idle_cell(
+    cs: dict[str, Any],
+    ratios: dict[str, Any],
+    agents: int,
+    key: str,
+    ratio: str | None,
+    digits: int = 0,
+    scale: float = 1,
+) -> Any:
+    def cell(n: str) -> str:
+        level = _idle_level(cs[n], agents)
+        if level is None:
+            return "n/a" if _get(cs[n], "idle", "error") else "—"
+        if "error" in level:
+            return "failed"
+        v = level.get(key)
+        if isinstance(v, int | float):
+            v = v * scale
+        rr = ratios.get(n, {}).get(ratio) if ratio and n != "floor" else None
+        return _num(v, digits) + _x(rr)
+
+    return cell
+
+
+def _throughput_failures(c: dict[str, Any], levels: list[int]) -> str:
+    cells = []
+    for agents in levels:
+        level = _level(c, agents)
+        if level is None or "done" not in level:
+            cells.append("—" if level is None else "failed")
+            continue
+        failed = level.get("failed", 0) + level.get("warmup_failed", 0)
+        cells.append(f"{failed} / {level.get('retried_turns', 0)}")
+    return ", ".join(cells) if any(cell != "—" for cell in cells) else "—"
 
 
 def _throughput_cell(cs: dict[str, Any], ratios: dict[str, Any], agents: int) -> Any:
@@ -392,10 +943,10 @@ def _throughput_cell(cs: dict[str, Any], ratios: dict[str, Any], agents: int) ->
         if "error" in level:
             return "failed"
         rr = ratios.get(n, {}).get(f"throughput_{agents}") if n != "floor" else None
-        retried = level.get("rejected_and_retried")
-        note = f" [{retried} wakes retried]" if retried else ""
-        if level.get("workaround"):
-            note += " † (fails as shipped)"
+        failed = level.get("failed", 0) + level.get("warmup_failed", 0)
+        note = f" [{failed} failed]" if failed else ""
+        if level.get("with_workaround"):
+            note += " †"
         return _num(level["turns_per_s"], 1) + _x(rr) + note
 
     return cell

@@ -8,12 +8,15 @@ Measures (see ``bench/README.md`` for what each number means):
   and a tool turn (LLM → tool → LLM); p50/p95/p99.
 * ``history``: events and bytes each turn adds to Temporal history (``fetch_history``), for
   the plain and the tool turn; events per LLM call and per wake from the two.
-* ``throughput``: turns/s with 1, 10 and 100 agents in parallel.
+* ``throughput``: turns/s with 1, 10 and 100 agents in parallel; failed and retried turns.
+* ``wake_all``: N agents under one parent, all woken for one plain turn at the same instant
+  (no client-side gate): wall time, turns done, failed, and retried after
+  ``RESOURCE_EXHAUSTED``.
 * ``growth``: a long conversation with a ~1 KB message per turn: history bytes per turn
   against the turn number, and the slope of a linear fit.
 * ``fanout``: one turn of a lead whose model delegates N jobs at once (the ``task`` tool).
-* ``idle``: spawn rate of N agents and the worker's RSS with N idle agents (a fresh
-  process per contender: ``bench.idle``).
+* ``idle``: spawn rate of N agents and the worker's RSS with N idle agents, for each N of
+  ``Size.spawn_levels`` (a fresh process per contender and level: ``bench.idle``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ import tempfile
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from importlib import metadata
 from pathlib import Path
@@ -43,7 +48,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from bench import report
-from bench.contender import Agent, Contender, Context
+from bench.contender import Agent, AgentKind, Contender, Context
 from bench.contenders import ORDER, make
 from bench.history import MultiTracker, TurnCost, summarize
 from bench.llm import LlmProcess
@@ -154,7 +159,11 @@ async def marked_turns(
 
 async def measure_latency(c: Contender, size: Size) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for kind, n in (("chat", size.latency_turns), ("tool", size.tool_turns)):
+    kinds: tuple[tuple[AgentKind, int], ...] = (
+        ("chat", size.latency_turns),
+        ("tool", size.tool_turns),
+    )
+    for kind, n in kinds:
         agent = await c.new_agent(kind, f"lat-{kind}")
         await timed_turns(agent, size.warmup, "warm-up")
         out["plain" if kind == "chat" else "tool"] = {
@@ -172,68 +181,239 @@ async def measure_latency(c: Contender, size: Size) -> dict[str, Any]:
     return out
 
 
-async def measure_throughput(c: Contender, size: Size) -> dict[str, Any]:
-    levels = []
-    for n_agents, turns in size.throughput:
-        c.workaround(on=False)  # every level runs as shipped first
+@dataclass
+class Tally:
+    """Turns run concurrently: the latency of each one done, and the failures (counted,
+    never raised, so one failed turn does not cancel the others). Once :meth:`cut` (the
+    burst's timeout), a turn that ends in an error is counted as unfinished, not failed,
+    and no new turn starts: a client library may turn the cancellation into an error of its
+    own (temporalio raises ``WorkflowUpdateRPCTimeoutOrCancelledError``)."""
+
+    latencies_ms: list[float] = field(default_factory=list)
+    failed: int = 0
+    unfinished: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    is_cut: bool = False
+
+    def cut(self) -> None:
+        self.is_cut = True
+
+    async def turn(self, agent: Agent, prompt: str) -> bool:
+        if self.is_cut:
+            return False
+        start = time.perf_counter()
         try:
-            levels.append(await throughput_level(c, size, n_agents, turns, f"tp{n_agents}"))
+            await agent.turn(prompt)
+        except asyncio.CancelledError:
+            self.unfinished += 1
+            raise
         except Exception as err:
-            failed: dict[str, Any] = {
-                "agents": n_agents,
-                "turns_per_agent": turns,
-                "error": _error(err),
-            }
-            log(f"{c.name}: throughput with {n_agents} agents FAILED: {failed['error']}")
-            with contextlib.suppress(Exception):
-                failed["evidence"] = await c.save_evidence(f"tp{n_agents}")
-            workaround = c.workaround()
-            if workaround is None:
-                levels.append(failed)
-                continue
-            log(f"{c.name}: again with a workaround: {workaround}")
-            try:
-                level = await throughput_level(c, size, n_agents, turns, f"tp{n_agents}w")
-            except Exception as err2:
-                level = {"agents": n_agents, "turns_per_agent": turns, "error": _error(err2)}
-            levels.append(
-                {
-                    **level,
-                    "as_shipped_error": failed["error"],
-                    "evidence": failed.get("evidence", []),
-                    "workaround": workaround,
-                }
-            )
-    c.workaround(on=False)
-    return {"levels": levels}
+            if self.is_cut:
+                self.unfinished += 1
+            else:
+                self.failed += 1
+                self.errors[_error(err)[:300]] += 1
+            return False
+        self.latencies_ms.append((time.perf_counter() - start) * 1000)
+        return True
+
+    async def turns(self, agent: Agent, n: int, prompt: str) -> None:
+        """``n`` turns of one agent back to back (a failed turn does not stop the rest; the
+        cut does)."""
+        for i in range(n):
+            if self.is_cut:
+                return
+            await self.turn(agent, f"{prompt} {i}")
+
+    @property
+    def done(self) -> int:
+        return len(self.latencies_ms)
+
+    def top_errors(self, k: int = 5) -> dict[str, int]:
+        return dict(self.errors.most_common(k))
 
 
-async def throughput_level(
-    c: Contender, size: Size, n_agents: int, turns: int, group: str
-) -> dict[str, Any]:
+_STRAGGLERS: set[asyncio.Future[Any]] = set()
+"""Cancelled turns that did not stop within ``CANCEL_GRACE_S``: kept referenced so they
+can finish in the background."""
+
+CANCEL_GRACE_S = 5.0
+
+
+async def all_at_once(tally: Tally, aws: list[Awaitable[Any]], timeout_s: float) -> float:
+    """Start every awaitable in the same loop iteration (no gate, no semaphore) and wait for
+    all of them, at most ``timeout_s``; then cut the tally and cancel the rest (waiting at
+    most ``CANCEL_GRACE_S`` for them to stop).
+
+    Returns:
+        Seconds until the last one finished, or the timeout.
+    """
+    if not aws:
+        return 0.0
+    start = time.perf_counter()
+    tasks = [asyncio.ensure_future(aw) for aw in aws]
+    try:
+        done, pending = await asyncio.wait(tasks, timeout=timeout_s)
+    finally:
+        seconds = time.perf_counter() - start
+        tally.cut()
+        for task in tasks:
+            task.cancel()  # a no-op for the finished ones
+        _, stuck = await asyncio.wait(tasks, timeout=CANCEL_GRACE_S)
+        _STRAGGLERS.update(stuck)
+        for task in stuck:
+            task.add_done_callback(_STRAGGLERS.discard)
+    for task in done:
+        task.result()  # a bug in the bench, not a failed turn (Tally catches those)
+    if pending:
+        log(f"{len(pending)} tasks still running after {timeout_s:.0f} s: cancelled")
+    return seconds
+
+
+async def spawn_agents(c: Contender, size: Size, n: int, group: str) -> list[Agent]:
+    """``n`` fresh plain-chat agents of one group, ``size.spawn_concurrency`` spawns in
+    flight (setting up a measure; not what it times)."""
     sem = asyncio.Semaphore(size.spawn_concurrency)
 
     async def spawn() -> Agent:
         async with sem:
             return await c.new_agent("chat", group)
 
-    agents = await gather(*(spawn() for _ in range(n_agents)))
-    await gather(*(a.turn("warm-up") for a in agents))
-    rejected_before = c.rejected
-    start = time.perf_counter()
-    per_agent = await gather(*(timed_turns(a, turns, "go") for a in agents))
-    seconds = time.perf_counter() - start
-    latencies = [ms for agent_ms in per_agent for ms in agent_ms]
+    return await gather(*(spawn() for _ in range(n)))
+
+
+class Deadline:
+    """What is left of a measure's ``phase_timeout_s`` (less a margin to write up): bursts
+    of turns are cut to it, so a slow level is recorded with its unfinished turns instead
+    of the whole measure timing out."""
+
+    MARGIN_S = 20.0
+
+    def __init__(self, size: Size) -> None:
+        self.size = size
+        self.at = time.monotonic() + size.phase_timeout_s - self.MARGIN_S
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def burst_timeout(self) -> float:
+        """``burst_timeout_s``, or less if the measure's time runs out first."""
+        return max(1.0, min(self.size.burst_timeout_s, self.left()))
+
+
+async def measure_throughput(c: Contender, size: Size) -> dict[str, Any]:
+    levels = []
+    deadline = Deadline(size)
+    for n_agents, turns in size.throughput:
+        c.workaround(on=False)  # every level runs as shipped first
+        try:
+            level = await throughput_level(c, size, n_agents, turns, f"tp{n_agents}", deadline)
+        except Exception as err:
+            level = {"agents": n_agents, "turns_per_agent": turns, "error": _error(err)}
+            log(f"{c.name}: throughput with {n_agents} agents FAILED: {level['error']}")
+        failed = level.get("failed", 0) + level.get("warmup_failed", 0)
+        if "error" not in level and not failed:
+            levels.append(level)
+            continue
+        if failed:
+            log(f"{c.name}: throughput with {n_agents} agents: {failed} turns failed")
+        with contextlib.suppress(Exception):
+            level["evidence"] = await c.save_evidence(f"tp{n_agents}")
+        workaround = c.workaround()
+        if workaround is not None and deadline.left() < size.burst_timeout_s / 2:
+            c.workaround(on=False)
+            level["workaround_skipped"] = "no time left in phase_timeout_s"
+        elif workaround is not None:
+            # For reference only: the level's figure and verdict stay the as-shipped ones.
+            log(f"{c.name}: again with a workaround: {workaround}")
+            try:
+                again = await throughput_level(c, size, n_agents, turns, f"tp{n_agents}w", deadline)
+            except Exception as err2:
+                again = {"agents": n_agents, "turns_per_agent": turns, "error": _error(err2)}
+            level["with_workaround"] = {**again, "workaround": workaround}
+        levels.append(level)
+    c.workaround(on=False)
+    return {"levels": levels}
+
+
+async def throughput_level(
+    c: Contender, size: Size, n_agents: int, turns: int, group: str, deadline: Deadline
+) -> dict[str, Any]:
+    """``n_agents`` agents, each running ``turns`` turns back to back, all in parallel (after
+    one warm-up turn each). A failed turn is counted, and its agent goes on; turns still
+    running after ``size.burst_timeout_s`` (or when the measure's time runs out) are
+    cancelled and counted as failed."""
+    t0 = time.perf_counter()
+    agents = await spawn_agents(c, size, n_agents, group)
+    log(f"{c.name}: {group}: {n_agents} agents spawned in {time.perf_counter() - t0:.1f} s")
+    rejected_before, retried_before = c.rejected, c.retried_calls
+    warm = Tally()
+    warm_s = await all_at_once(
+        warm, [warm.turn(a, "warm-up") for a in agents], deadline.burst_timeout()
+    )
+    warm_failed = n_agents - warm.done
+    log(f"{c.name}: {group}: warm-up in {warm_s:.1f} s, {warm_failed} failed")
+    tally = Tally()
+    seconds = await all_at_once(
+        tally, [tally.turns(a, turns, "go") for a in agents], deadline.burst_timeout()
+    )
+    log(f"{c.name}: {group}: {tally.done} of {n_agents * turns} turns done in {seconds:.1f} s")
     total = n_agents * turns
     return {
         "agents": n_agents,
         "turns_per_agent": turns,
         "turns": total,
+        "done": tally.done,
+        "failed": total - tally.done,
+        "unfinished": total - tally.done - tally.failed,
+        "warmup_failed": warm_failed,
+        "warmup_unfinished": warm_failed - warm.failed,
         "seconds": seconds,
-        "turns_per_s": total / seconds,
+        "turns_per_s": tally.done / seconds if seconds > 0 else None,
         "rejected_and_retried": c.rejected - rejected_before,
-        "latency": latency_summary(latencies),
+        "retried_turns": c.retried_calls - retried_before,
+        "errors": dict((warm.errors + tally.errors).most_common(5)),
+        "latency": latency_summary(tally.latencies_ms),
     }
+
+
+async def measure_wake_all(c: Contender, size: Size) -> dict[str, Any]:
+    """``size.wake_all`` agents spawned under one parent (one runtime, one root for ours),
+    then one plain turn fired on every one of them at the same instant: no warm-up, no
+    client-side gate or semaphore. Counts the turns done and failed (a turn still running
+    after ``size.burst_timeout_s`` is cancelled and failed), and the calls the bench retried
+    after ``RESOURCE_EXHAUSTED``."""
+    c.workaround(on=False)
+    deadline = Deadline(size)
+    n = size.wake_all
+    t0 = time.perf_counter()
+    agents = await spawn_agents(c, size, n, "wakeall")
+    spawn_seconds = time.perf_counter() - t0
+    log(f"{c.name}: wakeall: {n} agents spawned in {spawn_seconds:.1f} s")
+    rejected_before, retried_before = c.rejected, c.retried_calls
+    tally = Tally()
+    seconds = await all_at_once(
+        tally, [tally.turn(a, "wake up") for a in agents], deadline.burst_timeout()
+    )
+    out: dict[str, Any] = {
+        "agents": n,
+        "done": tally.done,
+        "failed": n - tally.done,
+        "unfinished": n - tally.done - tally.failed,
+        "all_done": tally.done == n,
+        "seconds": seconds,
+        "turns_per_s": tally.done / seconds if seconds > 0 else None,
+        "rejected_and_retried": c.rejected - rejected_before,
+        "retried_turns": c.retried_calls - retried_before,
+        "errors": tally.top_errors(),
+        "spawn_seconds": spawn_seconds,
+        "latency": latency_summary(tally.latencies_ms),
+    }
+    if out["failed"]:
+        log(f"{c.name}: wake all {n}: {out['failed']} turns failed")
+        with contextlib.suppress(Exception):
+            out["evidence"] = await c.save_evidence("wakeall")
+    return out
 
 
 async def measure_growth(c: Contender, size: Size) -> dict[str, Any]:
@@ -301,7 +481,22 @@ async def measure_fanout(c: Contender, size: Size) -> dict[str, Any]:
 
 
 async def measure_idle(c: Contender, ctx: Context) -> dict[str, Any]:
-    """Run ``bench.idle`` in a fresh process for this contender."""
+    """Spawn rate and idle RSS at each of ``size.spawn_levels``, one fresh process each."""
+    levels: list[dict[str, Any]] = []
+    for count in ctx.size.spawn_levels:
+        t0 = time.perf_counter()
+        try:
+            level = await idle_level(c, ctx, count)
+        except Exception as err:
+            level = {"agents": count, "error": _error(err)}
+            log(f"{c.name}: idle with {count} agents FAILED: {level['error']}")
+        level["elapsed_s"] = time.perf_counter() - t0
+        levels.append(level)
+    return {"levels": levels}
+
+
+async def idle_level(c: Contender, ctx: Context, count: int) -> dict[str, Any]:
+    """Run ``bench.idle`` in a fresh process for this contender and agent count."""
     argv = [
         sys.executable,
         "-m",
@@ -313,13 +508,13 @@ async def measure_idle(c: Contender, ctx: Context) -> dict[str, Any]:
         "--base-url",
         ctx.base_url,
         "--count",
-        str(ctx.size.idle_agents),
+        str(count),
         "--concurrency",
         str(ctx.size.spawn_concurrency),
         "--size",
         ctx.size.name,
         "--run-id",
-        f"{ctx.run_id}i",
+        f"{ctx.run_id}i{count}",
     ]
     proc = await asyncio.create_subprocess_exec(
         *argv,
@@ -345,6 +540,7 @@ async def measure_idle(c: Contender, ctx: Context) -> dict[str, Any]:
 MEASURES: list[tuple[str, Callable[[Contender, Size], Awaitable[dict[str, Any]]], bool]] = [
     ("latency", measure_latency, False),
     ("throughput", measure_throughput, False),
+    ("wake_all", measure_wake_all, False),
     ("growth", measure_growth, True),
     ("fanout", measure_fanout, False),
 ]
@@ -358,10 +554,16 @@ async def run_contender(c: Contender, ctx: Context, llm: LlmProcess) -> dict[str
     start = time.perf_counter()
     try:
         async with c.session(ctx):
+            left_behind: list[str] = []
             for name, fn, durable_only in MEASURES:
                 if durable_only and not c.durable:
                     out[name] = {"skipped": "in-process: no durable history"}
                     continue
+                if left_behind:
+                    # Turns cancelled at the client may still run in the worker and the
+                    # server: give them a moment, and say so next to this measure.
+                    log(f"{c.name}: {DRAIN_S:.0f} s pause after {', '.join(left_behind)}")
+                    await asyncio.sleep(DRAIN_S)
                 log(f"{c.name}: {name}")
                 t0 = time.perf_counter()
                 try:
@@ -369,7 +571,10 @@ async def run_contender(c: Contender, ctx: Context, llm: LlmProcess) -> dict[str
                 except Exception as err:
                     out[name] = {"error": _error(err)}
                     log(f"{c.name}: {name} FAILED: {out[name]['error']}")
+                if left_behind:
+                    out[name]["after_unfinished"] = list(left_behind)
                 out[name]["elapsed_s"] = time.perf_counter() - t0
+                left_behind = _left_behind(name, out[name])
     except Exception as err:
         out["error"] = _error(err)
         log(f"{c.name}: session FAILED: {out['error']}")
@@ -388,6 +593,25 @@ async def run_contender(c: Contender, ctx: Context, llm: LlmProcess) -> dict[str
         if calls_after.get(model, 0) != calls_before.get(model, 0)
     }
     out["elapsed_s"] = time.perf_counter() - start
+    return out
+
+
+DRAIN_S = 10.0
+"""Pause before the next measure once a measure cancelled turns it could not finish."""
+
+
+def _left_behind(name: str, result: dict[str, Any]) -> list[str]:
+    """What a measure left unfinished (turns cancelled at a timeout), as readable notes."""
+    out = []
+    if result.get("error") == "timed out (phase_timeout_s)":
+        out.append(f"{name} timed out")
+    runs = [result, *result.get("levels", [])]
+    runs += [r["with_workaround"] for r in runs if r.get("with_workaround")]
+    for run in runs:
+        cancelled = run.get("unfinished", 0) + run.get("warmup_unfinished", 0)
+        if cancelled:
+            where = f" with {run['agents']} agents" if "agents" in run else ""
+            out.append(f"{name}{where}: {cancelled} turns cut by its timeout")
     return out
 
 
