@@ -147,6 +147,8 @@ class AgentWorkflow:
         first_run = info.continued_run_id is None
         if first_run and s.defn is not None and s.defn.on_spawn:
             await life.run_hook(s.defn.on_spawn, "spawn", None)
+        if s.report_owed:  # carried over by continue-as-new: coalesced as before
+            self._machine.report()
         if s.start_wake:  # a wake that travelled with the spawn (protocol 2)
             s.start_wake = False
             prompt, s.queued_prompt = s.queued_prompt, None
@@ -169,8 +171,8 @@ class AgentWorkflow:
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
             # into a fresh run (children keep running: they are ABANDON children and signal by
-            # workflow id). A wake or a close first takes precedence; an owed report goes now.
-            self._machine.flush_owed()
+            # workflow id). A wake or a close first takes precedence. An owed report is
+            # carried over (``report_owed``) and sent by the next run.
             await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")

@@ -228,7 +228,6 @@ class Lifecycle:
             and not s.turn_pending
             and not s.closing
             and self.outbox.signals_in_flight == 0
-            and not s.report_owed
             and not s.wake_queue
             and workflow.all_handlers_finished()
         )

@@ -301,12 +301,6 @@ class Machine:
         else:
             self._flush_later()
 
-    def flush_owed(self) -> None:
-        """Send an owed report at the end of this activation rather than at the timer (the
-        run is about to continue as new)."""
-        if self.s.report_owed:
-            self._flush_soon()
-
     def _flush_soon(self) -> None:
         """Send the report once the current step yields (changes in one step coalesce)."""
         if self.flush_scheduled:
@@ -335,7 +329,7 @@ class Machine:
             if self.s.report_owed:
                 self._flush_soon()
 
-        asyncio.create_task(flush())  # noqa: RUF006 (continue-as-new waits for report_owed)
+        asyncio.create_task(flush())  # noqa: RUF006 (continue-as-new carries report_owed)
 
     def send_report(self) -> None:
         """Signal the current snapshot to the parent now, unless it already knows it."""
