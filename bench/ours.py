@@ -1,10 +1,10 @@
 """Contender: toolnexus-temporal itself, as a user runs it.
 
 An in-process worker (``worker.create_worker``) and an ``AgentRuntime``; a turn is
-``rt.run_turn(h, prompt)``: the ``wake_child`` update on the parent (which owns the
-``max_concurrent`` slots and hands the client a grant), then the ``turn`` update on the
-agent (wake + wait in one update). Each measure gets its own runtime scope, so its root's
-history is its own.
+``rt.run_turn(h, prompt)``: one ``turn`` update on the agent (wake + wait in one update).
+The agent holds one of its parent's ``max_concurrent`` slots as a lease granted at spawn
+(protocol 2), so a turn sends the parent nothing. Each measure gets its own runtime scope,
+so its root's history is its own.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ T = TypeVar("T")
 AGENT_OF_KIND = {"chat": "chat", "chat1k": "chat1k", "tool": "tooler"}
 ROOT_BUDGET = Budget(max_concurrent=1000)
 """The root's ``max_concurrent`` (default 8) caps the top-level agents running at once: 1000
-keeps the slot accounting (one ``wake_child`` update on the root per wake) without queuing."""
+keeps the slot accounting (a lease per agent, granted at spawn) without queuing."""
 
 
 async def lookup(q: str) -> str:
@@ -90,7 +90,7 @@ class OursAgent(Agent):
         if gate is None:
             result = await retry_rejected(self.owner, lambda: self.rt.run_turn(self.handle, prompt))
         else:
-            # rt.run_turn is wake_child (an update on the parent) then turn (an update on
+            # (protocol 1: rt.run_turn was wake_child, an update on the parent, then turn on
             # the agent); the workaround bounds only the wakes in flight on the shared parent.
             async with gate:
                 await retry_rejected(self.owner, lambda: self.rt.wake(self.handle, prompt))

@@ -35,7 +35,7 @@ from toolnexus_temporal.cli.render import one_line, truncate
 from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError, VerbRejectedError
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.workflows.models import Budget
+from toolnexus_temporal.workflows.models import ALL_FIELDS, Budget
 from toolnexus_temporal.workflows.names import ROOT_ID
 
 T = TypeVar("T")
@@ -334,10 +334,12 @@ def open_store(path: Path | None) -> SqliteConversationStore:
 
 
 def dump(value: BaseModel | Iterable[BaseModel]) -> Any:
-    """A model, or a list of models, as JSON-ready data (``mode="json", by_alias=True``)."""
+    """A model, or a list of models, as JSON-ready data (``mode="json", by_alias=True``), every
+    field included (the wire leaves zero defaults out: see ``WireModel``)."""
+    full = {ALL_FIELDS: True}
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True)
-    return [item.model_dump(mode="json", by_alias=True) for item in value]
+        return value.model_dump(mode="json", by_alias=True, context=full)
+    return [item.model_dump(mode="json", by_alias=True, context=full) for item in value]
 
 
 # ---------------------------------------------------------------------------- environment

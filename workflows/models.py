@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializationInfo,
     SerializerFunctionWrapHandler,
     StrictBool,
     model_serializer,
@@ -46,25 +47,46 @@ MAX_WAIT_MS = 366 * 24 * 3600 * 1000
 """The longest ``wait`` timeout and ``max_wall_ms``: a year, in ms."""
 
 
+ALL_FIELDS = "all_fields"
+"""Serialization context key: ``model_dump(context={ALL_FIELDS: True})`` keeps every field,
+defaults included (for output meant for people and scripts, such as ``tnx --json``)."""
+
+
 class WireModel(BaseModel):
     """Base: accept field names and aliases, forbid unknown keys so bad input is loud.
 
-    On the wire a field whose value is None is left out when its default is None too (decoding
-    restores it exactly), so the unset optional fields of every payload cost no history bytes;
-    a None that differs from the default (``live_usage_ms=None``) is kept."""
+    On the wire a field whose value equals a *zero* default is left out (decoding restores it
+    exactly): None, False, 0 or "" where that is the default, an empty list or dict from a
+    ``default_factory``. So unset fields cost no history bytes. A value that differs from its
+    default (``live_usage_ms=None``) is always kept, and so is a field whose default is not a
+    zero value (``max_turns=6``): such a default may change in a later version, and a value
+    recorded in a history or carried by continue-as-new must keep its meaning. Pass the
+    context ``{ALL_FIELDS: True}`` to keep every field."""
 
     model_config = ConfigDict(populate_by_name=True, extra="forbid")
 
     @model_serializer(mode="wrap")
-    def _drop_default_nones(self, handler: SerializerFunctionWrapHandler) -> Any:
+    def _drop_defaults(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> Any:
         data = handler(self)
-        if not isinstance(data, dict):
+        if not isinstance(data, dict) or (info.context or {}).get(ALL_FIELDS):
             return data
         for name, field in type(self).model_fields.items():
-            if field.default is None and getattr(self, name) is None:
-                data.pop(name, None)
-                if field.alias is not None:
-                    data.pop(field.alias, None)
+            value = getattr(self, name)
+            if field.default_factory is not None:
+                dropped = (field.default_factory in (list, dict)) and value in ([], {})
+            elif field.is_required():
+                dropped = False
+            else:
+                default = field.default
+                dropped = (
+                    value is default
+                    if default is None or isinstance(default, bool)
+                    else (default in (0, "") and type(value) is type(default) and value == default)
+                )
+            if dropped:
+                data.pop(field.alias if field.alias is not None else name, None)
         return data
 
 
@@ -325,17 +347,17 @@ class HandleStatus(WireModel):
 
     id: str
     state: HandleStateName
-    inbox_count: int
-    children_count: int
-    usage_total: int
-    turns_total: int
-    tool_calls_total: int
+    inbox_count: int = 0
+    children_count: int = 0
+    usage_total: int = 0
+    turns_total: int = 0
+    tool_calls_total: int = 0
     pool_tokens: int | None = None
     pool_tool_calls: int | None = None
     wall_deadline_ms: int | None = None
     pending_req: Request | None = None
-    result_seq: int
-    transcript_len: int
+    result_seq: int = 0
+    transcript_len: int = 0
     last_error: str | None = None
     queued: bool = False
     """A wake waits for one of the parent's ``max_concurrent`` slots (protocol 2)."""
