@@ -28,6 +28,7 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
     WorkflowUpdateHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
 from temporalio.common import (
@@ -308,7 +309,8 @@ class HandleRpc:
         workflow task carrying it, which happens to a workflow receiving many updates at
         once; Temporal documents it as retryable), and FAILED_PRECONDITION "unexpected
         workflow task failure" (the workflow task carrying it failed, for example a
-        continue-as-new that raced a new event)."""
+        continue-as-new that raced a new event). An RPC deadline that passes while the update
+        waits is asked again under the same id, however long the update takes."""
         update_id = str(uuid.uuid4())
         delay, waited = 0.05, 0.0
         while True:
@@ -319,6 +321,14 @@ class HandleRpc:
                     await self._update_error(handle_id, update, err)
             except WorkflowUpdateFailedError as err:
                 await self._update_error(handle_id, update, err)
+            except WorkflowUpdateRPCTimeoutOrCancelledError:
+                # The RPC's deadline passed while the update waited to be accepted or to
+                # complete (a worker busy with a thousand agents woken at once): the same
+                # update id is asked again, so it is admitted at most once and its outcome,
+                # once there, is returned. A cancellation of this call itself propagates.
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise
             await asyncio.sleep(delay)
             waited += delay
             delay = min(delay * 2, 2.0)

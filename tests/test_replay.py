@@ -46,6 +46,14 @@ RECORDED = (
     "protocol_lead_child_v3.json",
     "protocol_slow_v3.json",
     "protocol_asker_v3.json",
+    # protocol 2 (issue 11): leases granted ahead, recalled and handed over, coalesced and
+    # immediate reports, one-shot task children, a spawn that carries its first wake
+    "protocol2_root.json",
+    "protocol2_lead.json",
+    "protocol2_lead_child.json",
+    "protocol2_slow.json",
+    "protocol2_asker.json",
+    "protocol2_eager.json",
 )
 SUFFIX = "_v2"
 """Suffix of the histories the recorders write now."""
@@ -174,9 +182,11 @@ async def test_concurrent_spawns_replay(make_runtime, client, monkeypatch) -> No
 
 @pytest.mark.skipif(not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in")
 async def test_record_protocol_histories(make_runtime, client) -> None:
-    """Recorded 2026-11-30 before the restructure (issue 10): finite pools (budget_ask,
-    pool_floor), root slots queued and handed over, a wake signal asking for a slot, an
-    interrupt, post and answer as signals, and a close cascade."""
+    """Finite pools (budget_ask, pool_floor), root slots queued and handed over, a wake
+    signal asking for a slot, an interrupt, post and answer as signals, a spawn with its first
+    wake, and a close cascade. Writes ``protocol2_*.json`` (the current protocol); the
+    ``protocol_*_v3.json`` files were recorded by this scenario on bd6cb24 (protocol 1),
+    before the restructure (issue 10)."""
     from tests.registries import check_secret_tool, lookup_tool
     from toolnexus_temporal.activities import Registry
     from toolnexus_temporal.client import Answer, Budget
@@ -235,6 +245,9 @@ async def test_record_protocol_histories(make_runtime, client) -> None:
         await asyncio.sleep(0.3)
         await rt.interrupt(slow)
         assert (await rt.run_turn(slow, "again")).status == "done"
+        eager = await rt.spawn(rt.root, "slow", prompt="with the spawn")
+        assert isinstance(eager, Handle)
+        assert (await rt.wait(eager)).status == "done"
         await client.get_workflow_handle(rt.workflow_id(lead.id)).signal("close", None)
         await rt.close(rt.root)
         names = {
@@ -243,7 +256,8 @@ async def test_record_protocol_histories(make_runtime, client) -> None:
             "lead_child": f"{lead.id}/helper.1",
             "slow": slow.id,
             "asker": asker.id,
+            "eager": eager.id,
         }
         for name, handle_id in names.items():
             history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
-            (HISTORIES / f"protocol_{name}_v3.json").write_text(history.to_json())
+            (HISTORIES / f"protocol2_{name}.json").write_text(history.to_json())

@@ -11,7 +11,8 @@ is a plain class that owns one concept and gets its collaborators in its constru
 
 * ``visibility``: trace, search attributes, views, loud rejection of signal input;
 * ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
-* ``budgets``: pools and the budget check; ``slots``: ``max_concurrent`` (the slot protocol);
+* ``budgets``: pools and the budget check; ``leases`` (protocol 2) and ``slots``
+  (protocol 1): ``max_concurrent``;
 * ``inbox``: post bounds, wake admission; ``approvals``: suspension, Answers, parking;
 * ``children``: spawn, child reports, closing a child; ``delegation``: the ``task`` tool;
 * ``turn``: the LLM loop and tool calls; ``lifecycle``: wait, interrupt, close, hooks,
@@ -23,10 +24,12 @@ Messages (names are a durable contract in ``names.py``; see README "Verbs on the
   or a string), ``interrupt`` (no input), ``close`` (``{"force": bool, "reason": str}``) and
   ``answer``: usable from ``temporal workflow signal``; a rejected signal leaves a trace line
   and ``last_error``, never a silent drop. ``child_report``, ``slot_request``,
-  ``budget_ask``, ``budget_reply`` and ``pool_floor`` are internal (between handles).
-* updates ``spawn``, ``wake_child`` (on the parent: a ``max_concurrent`` slot), ``turn``
-  (wake + wait for that turn's result), ``admit_post``, ``admit_interrupt``, ``admit_close``,
-  ``admit_answer`` and ``wait``: the client's synchronous path.
+  ``slot_release``, ``slot_recall``, ``budget_ask``, ``budget_reply`` and ``pool_floor`` are
+  internal (between handles; README "The protocol between workflows").
+* updates ``spawn`` (optionally with the child's first wake), ``turn`` (wake + wait for that
+  turn's result), ``admit_post``, ``admit_interrupt``, ``admit_close``, ``admit_answer`` and
+  ``wait``: the client's synchronous path, one message per verb. ``wake_child`` (protocol 1's
+  slot relay) stays for hosts that still send it.
 * queries ``view`` (HandleView), ``state`` (HandleState), ``trace`` and ``inbox``.
 """
 

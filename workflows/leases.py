@@ -55,7 +55,7 @@ class LeaseBook:
     """Both sides of the lease protocol for one handle.
 
     Parent side: owns ``leases``, ``wake_queue`` and ``grant_seq``. Child side: owns
-    ``lease``, ``lease_sticky``, ``slot_waiting`` and ``queued_prompt``.
+    ``lease``, ``lease_sticky``, ``recalled_lease``, ``slot_waiting`` and ``queued_prompt``.
 
     Args:
         s: the handle's state model.
@@ -200,7 +200,8 @@ class LeaseBook:
         if req.lease is None or s.lease == req.lease:
             return False, None  # a repeated grant
         s.lease = req.lease
-        s.lease_sticky = req.sticky
+        # A recall can overtake the grant it recalls (two signals): it was kept aside.
+        s.lease_sticky = req.sticky and req.lease > s.recalled_lease
         if s.closing or s.state == "closed":
             self.give_back()
             return False, None
@@ -218,7 +219,10 @@ class LeaseBook:
         (``busy``), else when the turn settles or parks."""
         s = self.s
         if s.lease != rec.lease:
-            return  # already given back
+            if s.lease is None or rec.lease > s.lease:
+                # the grant of that lease is still on its way: it arrives recalled
+                s.recalled_lease = max(s.recalled_lease, rec.lease)
+            return  # else already given back
         s.lease_sticky = False
         if not busy:
             self.give_back()

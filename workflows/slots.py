@@ -1,6 +1,8 @@
-"""``max_concurrent`` slots (CONTRACT §3 wake, §6): a parent runs at most ``max_concurrent``
-children at once; further wakes queue FIFO and a settling child hands its slot to the first
-queued wake.
+"""``max_concurrent`` slots of protocol 1 (CONTRACT §3 wake, §6): a parent runs at most
+``max_concurrent`` children at once; further wakes queue FIFO and a settling child hands its
+slot to the first queued wake. Trees started before protocol 2 (``names.PROTOCOL_LEASES``)
+keep this protocol until they close, and their histories replay it; new trees use leases
+(:mod:`~toolnexus_temporal.workflows.leases`).
 
 The slot protocol, told once:
 

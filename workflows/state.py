@@ -172,6 +172,8 @@ class HandleState(WireModel):
             ``max_concurrent`` slots, by child id.
         lease: (child, protocol 2) the id of the parent's slot this handle holds, or None.
         lease_sticky: the held lease outlives the turn (until the parent recalls it).
+        recalled_lease: the highest lease id recalled before its grant arrived (signals may
+            overtake each other): that grant arrives not sticky.
         slot_waiting: a wake waits for a slot from the parent (the handle shows ``queued``).
         queued_prompt: the prompt of the wake waiting for a slot.
         report_owed: a change the parent has not been told yet (sent coalesced).
@@ -236,6 +238,7 @@ class HandleState(WireModel):
     leases: dict[str, Lease] = Field(default_factory=dict)
     lease: int | None = None
     lease_sticky: bool = False
+    recalled_lease: int = 0
     slot_waiting: bool = False
     queued_prompt: str | None = None
     report_owed: bool = False

@@ -205,3 +205,17 @@ def test_a_non_sticky_lease_comes_back_when_parked_not_when_answered_inline(log,
     assert s.lease == 3
     book.after_transition("suspended", parked=True)
     assert s.lease is None
+
+
+def test_a_recall_that_overtakes_its_grant_still_takes_effect(log, signals):
+    """The recall of lease 4 arrives before the (sticky) grant of lease 4: the lease then
+    comes back after the queued wake's turn, not never."""
+    s = child()
+    book = LeaseBook(s, log, signals)
+    book.ask("go")
+    book.on_recall(SlotRecall(lease=4), busy=False)  # nothing held yet: kept aside
+    assert s.recalled_lease == 4 and signals.sent == [("p", "slot_request", signals.sent[0][2])]
+    assert book.take_grant(WakeRequest(granted=True, lease=4, sticky=True)) == (True, "go")
+    assert not s.lease_sticky
+    book.after_transition("idle", parked=False)
+    assert s.lease is None and names(signals)[-1] == ("p", "slot_release")

@@ -80,16 +80,25 @@ def test_a_legal_transition_records_nothing():
 
 
 def _published_states(path: Path) -> list[str]:
-    """The ``AgentState`` values a recorded history upserted, in order: one per
-    transition (``publish`` upserts when the state changed)."""
-    states = []
+    """The ``AgentState`` values a recorded history set, in order: the one its workflow
+    started with (protocol 2: set by its creator), then one upsert per transition
+    (``publish`` upserts when the state changed)."""
+    states: list[str] = []
+    from_start = False
     for event in json.loads(path.read_text())["events"]:
         attrs = event.get("upsertWorkflowSearchAttributesEventAttributes")
-        if attrs is None:
+        started = event.get("workflowExecutionStartedEventAttributes")
+        if started is not None and not started.get("continuedExecutionRunId"):
+            attrs = started  # its search attributes, when its creator set them
+        if attrs is None or "searchAttributes" not in attrs:
             continue
         field = attrs["searchAttributes"]["indexedFields"].get("AgentState")
         if field is not None:
-            states.append(json.loads(base64.b64decode(field["data"])))
+            value = json.loads(base64.b64decode(field["data"]))
+            if started is None and len(states) == 1 and from_start and value == states[0]:
+                continue  # protocol 1 upserted at start what its creator had already set
+            states.append(value)
+            from_start = started is not None
     return states
 
 
