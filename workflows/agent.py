@@ -1,13 +1,9 @@
 """``AgentWorkflow``: one workflow per Handle, the root included (CONTRACT §2, §8).
 
-The Handle state machine runs here, deterministically; LLM calls, tools, interpreters and
-hooks are activities. All state lives in one ``HandleState`` (``state.py``), so queries
-return it as is and continue-as-new can carry it whole.
-
-This module is the durable surface, readable in one place: the run loop, every handler
-and the queries. Each handler parses its input and delegates to one component; a component
-is a plain class that owns one concept and gets its collaborators in its constructor
-(imports only go down):
+The state machine runs here, deterministically; LLM calls, tools, interpreters and hooks are
+activities; all state is one ``HandleState``. This module is the durable surface: the run
+loop, every handler and the queries, each delegating to one component (a plain class that
+owns one concept; imports only go down):
 
 * ``visibility``: trace, search attributes, views, loud rejection of signal input;
 * ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
@@ -18,19 +14,11 @@ is a plain class that owns one concept and gets its collaborators in its constru
 * ``turn``: the LLM loop and tool calls; ``lifecycle``: wait, interrupt, close, hooks,
   continue-as-new.
 
-Messages (names are a durable contract in ``names.py``; see README "Verbs on the wire"):
-
-* signals ``wake`` (a prompt string, ``null`` or ``{"prompt": ...}``), ``post`` (an InboxItem
-  or a string), ``interrupt`` (no input), ``close`` (``{"force": bool, "reason": str}``) and
-  ``answer``: usable from ``temporal workflow signal``; a rejected signal leaves a trace line
-  and ``last_error``, never a silent drop. ``child_report``, ``slot_request``,
-  ``slot_release``, ``slot_recall``, ``budget_ask``, ``budget_reply`` and ``pool_floor`` are
-  internal (between handles; README "The protocol between workflows").
-* updates ``spawn`` (optionally with the child's first wake), ``turn`` (wake + wait for that
-  turn's result), ``admit_post``, ``admit_interrupt``, ``admit_close``, ``admit_answer`` and
-  ``wait``: the client's synchronous path, one message per verb. ``wake_child`` (protocol 1's
-  slot relay) stays for hosts that still send it.
-* queries ``view`` (HandleView), ``state`` (HandleState), ``trace`` and ``inbox``.
+Messages: every name is a durable contract in ``names.py``; README "Verbs on the wire" and
+"The protocol between workflows" say what each is for. The public signals (``wake``, ``post``,
+``interrupt``, ``close``, ``answer``) work from ``temporal workflow signal``; a rejected signal
+leaves a trace line and ``last_error``, never a silent drop. Updates are the client's
+synchronous path, one message per verb; queries are ``view``, ``state``, ``trace``, ``inbox``.
 """
 
 from __future__ import annotations
@@ -150,13 +138,7 @@ class AgentWorkflow:
         first_run = info.continued_run_id is None
         if first_run and s.defn is not None and s.defn.on_spawn:
             await life.run_hook(s.defn.on_spawn, "spawn", None)
-        if s.report_owed:  # carried over by continue-as-new: coalesced as before
-            self._machine.report()
-        if s.start_wake:  # a wake that travelled with the spawn (protocol 2)
-            s.start_wake = False
-            prompt, s.queued_prompt = s.queued_prompt, None
-            if self._inbox.wake_error() is None:
-                self._inbox.wake_from_outside(prompt)
+        life.resume_run()
         while True:
             await workflow.wait_condition(
                 lambda: s.turn_pending or life.closed or life.continue_as_new_due()
@@ -167,10 +149,7 @@ class AgentWorkflow:
                 self._scratch.task = asyncio.create_task(self._turn.run())
                 await self._scratch.task
                 self._scratch.task = None
-                if s.one_shot and s.state == "idle" and not s.closing:
-                    # a task child closes itself once its turn settled (protocol 2): its
-                    # closed report carries the result, and the parent sends no close
-                    await life.close(CloseRequest(reason="task done"))
+                await life.close_if_one_shot()
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
             # into a fresh run (children keep running: they are ABANDON children and signal by
@@ -221,30 +200,24 @@ class AgentWorkflow:
 
     @workflow.update(name=names.UPDATE_WAKE_CHILD)
     def wake_child(self, req: WakeChildRequest) -> WakeChildResult:
-        """Admit a child's wake under this handle's ``max_concurrent`` (CONTRACT §3 wake, §6).
-
-        The slot take happens here, atomically with the call: the child is then told by a
-        durable signal (it drains its inbox and flips to ``running`` when it lands), or the
-        wake is queued FIFO until a sibling hands its slot over (see ``slots.py``).
+        """Protocol 1's slot relay for a child's wake (``slots.py``); under protocol 2 a
+        check that answers ``noop`` (the child takes its own lease: ``leases.py``).
 
         Raises:
             ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
         self._lifecycle.updates += 1
         if self.s.protocol >= names.PROTOCOL_LEASES:
-            return self._children.wake_child_lean(req)
+            return self._leases.wake_child(req)
         return self._slots.wake_child(req)
 
     @workflow.signal(name=names.SIGNAL_SLOT_REQUEST)
     def slot_request(self, *args: Any) -> None:
         """A child asks for a slot for a wake it received (internal)."""
         req = self._vis.parse(names.SIGNAL_SLOT_REQUEST, WakeChildRequest, args)
-        if req is None:
-            return
-        if self.s.protocol >= names.PROTOCOL_LEASES:
-            self._leases.on_request(req)
-        else:
-            self._slots.slot_request(req)
+        lean = self.s.protocol >= names.PROTOCOL_LEASES
+        if req is not None:
+            (self._leases.on_request if lean else self._slots.slot_request)(req)
 
     @workflow.signal(name=names.SIGNAL_SLOT_RELEASE)
     def slot_release(self, *args: Any) -> None:
@@ -257,23 +230,15 @@ class AgentWorkflow:
     def slot_recall(self, *args: Any) -> None:
         """The parent recalls this handle's lease: other wakes wait (internal; protocol 2)."""
         rec = self._vis.parse(names.SIGNAL_SLOT_RECALL, SlotRecall, args)
-        if rec is not None:
-            s = self.s
-            busy = (
-                s.state == "running"
-                or s.turn_pending
-                or (s.state == "suspended" and not self._machine.settled())
-            )
-            self._leases.on_recall(rec, busy=busy)
+        if rec is not None:  # busy: a turn of its own runs (not settled)
+            self._leases.on_recall(rec, busy=not self._machine.settled())
 
     # ------------------------------------------------------------------ wake
 
     @workflow.signal(name=names.SIGNAL_WAKE)
     def wake_signal(self, *args: Any) -> None:
-        """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}``.
-
-        Under a parent that limits ``max_concurrent`` a wake from outside asks the parent for
-        a slot first; the parent's grant comes back as a ``wake`` with ``granted``."""
+        """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}`` (a parent's
+        slot grant too: ``granted``)."""
         req = self._vis.parse_wake(args)
         if req is not None:
             self._inbox.wake_signal(req)

@@ -11,14 +11,13 @@ children outlive a parent's continue-as-new. A child reports every change with t
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes
-from temporalio.exceptions import ApplicationError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
+from toolnexus_temporal.workflows.definitions import Definitions
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
 from toolnexus_temporal.workflows.slots import SlotBook
@@ -28,12 +27,9 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
         ChildReport,
         CloseRequest,
-        ResolveAgentInput,
         ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
-        WakeChildRequest,
-        WakeChildResult,
     )
     from toolnexus_temporal.workflows.models import AgentDef, Budget, HandleView
     from toolnexus_temporal.workflows.names import (
@@ -42,8 +38,6 @@ with workflow.unsafe.imports_passed_through():
         AGENT_PARENT,
         AGENT_STATE,
         PROTOCOL_LEASES,
-        RESOLVE_AGENT_ACTIVITY,
-        RESOLVE_BY_ACTIVITY,
         SIGNAL_CLOSE,
         WORKFLOW_TYPE,
         workflow_id_for,
@@ -56,18 +50,6 @@ with workflow.unsafe.imports_passed_through():
         Interpreter,
         Lease,
     )
-
-DEF_CACHE_S = 60.0
-"""Protocol 1: how long a parent reuses a resolved agent definition, in seconds of workflow
-time (per run)."""
-
-DEF_REFRESH_MS = 10 * 60 * 1000
-"""Protocol 2: the age (ms of workflow time) after which a cached agent definition is looked
-up again at its next spawn. The refresh rule: a handle keeps each definition it looked up (or
-inherited from its parent for its ``team``) in its state, across continue-as-new; a spawn uses
-it with no activity while it is younger than this; an unknown name is looked up at every
-spawn, so a newly registered agent is found at once. A registry edit therefore reaches a
-running tree's spawns within ten minutes, or at once through a new runtime."""
 
 
 def spawn_check(
@@ -171,9 +153,7 @@ class Children:
         self.budgets = budgets
         self.slots = slots
         self.leases = leases
-        self.defs: dict[str, tuple[float, ResolveAgentResult]] = {}
-        """Resolved definitions of this run by name: (workflow time in s, result)."""
-        self.resolving: dict[str, asyncio.Future[ResolveAgentResult]] = {}
+        self.definitions = Definitions(s)
 
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """The ``spawn`` update: the child's view, or the SpawnError text (never raises).
@@ -219,7 +199,8 @@ class Children:
         """
         s = self.s
         lean = s.protocol >= PROTOCOL_LEASES
-        resolved = await (self.resolve_cached(name) if lean else self.resolve(name))
+        defs = self.definitions
+        resolved = await (defs.resolve_cached(name) if lean else defs.resolve(name))
         error = spawn_check(s, name, resolved, workflow.now().timestamp() * 1000)
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
@@ -274,114 +255,6 @@ class Children:
         self.vis.trace(f"{s.id}: spawn {child_id}")
         asyncio.create_task(self.watch(child_id, child_handle))  # noqa: RUF006
         return child, None
-
-    async def resolve(self, name: str) -> ResolveAgentResult:
-        """The registry's definition of ``name``, through the ``tnx.resolve_agent`` activity.
-
-        A known definition is reused for ``DEF_CACHE_S`` of workflow time, and concurrent
-        spawns of one name share one lookup (a fan-out of 50 costs one activity), so a
-        registry edit reaches a running parent's spawns within that time. An unknown name is
-        looked up again at each spawn.
-
-        Histories from before ``RESOLVE_BY_ACTIVITY`` used a local activity, which a core race
-        could record in one workflow task while resolving it in the next: non-deterministic
-        under concurrent spawn updates (bench/results/2026-11-30-evidence).
-
-        Raises:
-            ActivityError: the lookup failed (its sharers get the same error).
-        """
-        if not workflow.patched(RESOLVE_BY_ACTIVITY):  # exactly as those histories ran
-            old: ResolveAgentResult = await workflow.execute_local_activity(
-                RESOLVE_AGENT_ACTIVITY,
-                ResolveAgentInput(name=name),
-                result_type=ResolveAgentResult,
-                start_to_close_timeout=timedelta(seconds=10),
-            )
-            return old
-        now = workflow.now().timestamp()
-        cached = self.defs.get(name)
-        if cached is not None and now - cached[0] < DEF_CACHE_S:
-            return cached[1]
-        resolved = await self.lookup(name)
-        if resolved.defn is not None:
-            self.defs[name] = (workflow.now().timestamp(), resolved)
-        return resolved
-
-    async def lookup(self, name: str) -> ResolveAgentResult:
-        """One ``tnx.resolve_agent`` activity for ``name``; concurrent spawns of one name share
-        it (a fan-out of 50 costs one activity).
-
-        Raises:
-            ActivityError: the lookup failed (its sharers get the same error).
-        """
-        while (shared := self.resolving.get(name)) is not None:
-            try:
-                return await asyncio.shield(shared)
-            except asyncio.CancelledError:
-                if not shared.cancelled():
-                    raise  # this spawn itself was cancelled
-                # the spawn that was looking it up was cancelled: look it up here
-        pending: asyncio.Future[ResolveAgentResult] = asyncio.get_running_loop().create_future()
-        self.resolving[name] = pending
-        try:
-            resolved: ResolveAgentResult = await workflow.execute_activity(
-                RESOLVE_AGENT_ACTIVITY,
-                ResolveAgentInput(name=name),
-                result_type=ResolveAgentResult,
-                start_to_close_timeout=timedelta(seconds=10),
-                retry_policy=RetryPolicy(maximum_attempts=5),
-                summary=f"resolve agent {name}",
-            )
-        except asyncio.CancelledError:
-            pending.cancel()
-            raise
-        except Exception as err:
-            pending.set_exception(err)
-            pending.exception()  # marked retrieved: the sharers re-raise it
-            raise
-        finally:
-            del self.resolving[name]
-        pending.set_result(resolved)
-        return resolved
-
-    def wake_child_lean(self, req: WakeChildRequest) -> WakeChildResult:
-        """Protocol 2's ``wake_child`` (kept for hosts that still call it): a child takes its
-        slot itself (``leases.py``), so the parent only checks the child and answers
-        ``noop`` with no grant; the caller then sends the ``turn`` update to the child.
-
-        Raises:
-            ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
-        """
-        info = self.s.children_info.get(req.child)
-        if info is None:
-            raise ApplicationError(
-                f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
-            )
-        if info.state == "closed" or self.s.closing or self.s.state == "closed":
-            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
-        return WakeChildResult(outcome="noop", after_seq=info.result_seq, state=info.state)
-
-    async def resolve_cached(self, name: str) -> ResolveAgentResult:
-        """Protocol 2: the definition of ``name`` from this handle's cache (no activity), or
-        looked up (and its team's definitions with it) when missing or older than
-        ``DEF_REFRESH_MS`` (see there for the refresh rule).
-
-        Raises:
-            ActivityError: the lookup failed.
-        """
-        s = self.s
-        now_ms = int(workflow.now().timestamp() * 1000)
-        cached = s.agent_defs.get(name)
-        if cached is not None and now_ms - cached.at_ms < DEF_REFRESH_MS:
-            return ResolveAgentResult(defn=cached.defn, tool_options=cached.tool_options)
-        resolved = await self.lookup(name)
-        now_ms = int(workflow.now().timestamp() * 1000)
-        for found in (resolved, *resolved.team):
-            if found.defn is not None:
-                s.agent_defs[found.defn.name] = CachedDef(
-                    defn=found.defn, tool_options=found.tool_options, at_ms=now_ms
-                )
-        return resolved
 
     def mark_closed(self, child_id: str) -> None:
         """Record a child as closed whose workflow is gone (ended without a closed report, or

@@ -31,6 +31,7 @@ are passed in, so a unit test runs it with fakes. Deterministic; no I/O.
 from __future__ import annotations
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.outbox import Signals
 from toolnexus_temporal.workflows.visibility import Log
@@ -40,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
         SlotRecall,
         SlotRelease,
         WakeChildRequest,
+        WakeChildResult,
         WakeRequest,
     )
     from toolnexus_temporal.workflows.names import (
@@ -162,6 +164,23 @@ class LeaseBook:
         its queued wake."""
         self.release(child)
         self.s.wake_queue = [q for q in self.s.wake_queue if q.child != child]
+
+    def wake_child(self, req: WakeChildRequest) -> WakeChildResult:
+        """The ``wake_child`` update under protocol 2 (kept for hosts that still send it): a
+        child takes its slot itself, so the parent only checks the child and answers
+        ``noop`` with no grant; the caller then sends the ``turn`` update to the child.
+
+        Raises:
+            ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
+        """
+        info = self.s.children_info.get(req.child)
+        if info is None:
+            raise ApplicationError(
+                f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
+            )
+        if info.state == "closed" or self.s.closing or self.s.state == "closed":
+            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
+        return WakeChildResult(outcome="noop", after_seq=info.result_seq, state=info.state)
 
     # ------------------------------------------------------------------ child side
 

@@ -145,6 +145,27 @@ class Lifecycle:
             self.inbox.wake_from_outside(req.prompt, granted=granted)
         return await self.wait(WaitRequest(after_seq=seen))
 
+    # ---- run start and the one-shot close
+
+    def resume_run(self) -> None:
+        """At a run's start: send a report a continue-as-new carried over (``report_owed``),
+        and admit a wake that travelled with the spawn (``start_wake``, protocol 2)."""
+        s = self.s
+        if s.report_owed:
+            self.machine.report()
+        if s.start_wake:
+            s.start_wake = False
+            prompt, s.queued_prompt = s.queued_prompt, None
+            if self.inbox.wake_error() is None:
+                self.inbox.wake_from_outside(prompt)
+
+    async def close_if_one_shot(self) -> None:
+        """A ``task`` child closes itself once its turn settled (protocol 2): its closed report
+        (its workflow result) carries the result, and the parent sends no close."""
+        s = self.s
+        if s.one_shot and s.state == "idle" and not s.closing:
+            await self.close(CloseRequest(reason="task done"))
+
     # ---- interrupt and close
 
     async def interrupt(self, why: str) -> None:
