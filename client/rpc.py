@@ -48,7 +48,7 @@ from toolnexus_temporal.workflows.names import (
     AGENT_DEPTH,
     AGENT_NAME,
     AGENT_STATE,
-    PROTOCOL_LEASES,
+    PROTOCOL_HARDENED,
     ROOT_ID,
     UPDATE_ANSWER,
     UPDATE_POST,
@@ -154,7 +154,7 @@ class HandleRpc:
             pool_tokens=budget.max_tokens,
             pool_tool_calls=budget.max_tool_calls,
             options=options,
-            protocol=PROTOCOL_LEASES,
+            protocol=PROTOCOL_HARDENED,
         )
         wf = await self.client.start_workflow(
             AgentWorkflow.run,

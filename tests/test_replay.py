@@ -24,7 +24,7 @@ from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import workflow_runner
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import ResolveAgentInput, ResolveAgentResult
-from toolnexus_temporal.workflows.names import RESOLVE_AGENT_ACTIVITY
+from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED, RESOLVE_AGENT_ACTIVITY
 
 HISTORIES = Path(__file__).parent / "histories"
 RECORDED = (
@@ -184,7 +184,8 @@ async def test_concurrent_spawns_replay(make_runtime, client, monkeypatch) -> No
 async def test_record_protocol_histories(make_runtime, client) -> None:
     """Finite pools (budget_ask, pool_floor), root slots queued and handed over, a wake
     signal asking for a slot, an interrupt, post and answer as signals, a spawn with its first
-    wake, and a close cascade. Writes ``protocol2_*.json`` (the current protocol); the
+    wake, and a close cascade. Writes ``protocol3_*.json`` (the current protocol; the
+    ``protocol2_*.json`` files were recorded by it on a5f0ad8); the
     ``protocol_*_v3.json`` files were recorded by this scenario on bd6cb24 (protocol 1),
     before the restructure (issue 10)."""
     from tests.registries import check_secret_tool, lookup_tool
@@ -260,4 +261,4 @@ async def test_record_protocol_histories(make_runtime, client) -> None:
         }
         for name, handle_id in names.items():
             history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
-            (HISTORIES / f"protocol2_{name}.json").write_text(history.to_json())
+            (HISTORIES / f"protocol{PROTOCOL_HARDENED}_{name}.json").write_text(history.to_json())

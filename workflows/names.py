@@ -129,6 +129,12 @@ until its parent recalls them; reports only when a finite pool, a ``task`` paren
 Request or a close needs them, else coalesced (at most one per ``live_usage_ms``); agent
 definitions cached in the parent's state; search attributes set at workflow start."""
 
+PROTOCOL_HARDENED: Final = 3
+"""From 2026-12-01 (issue 12): protocol 2 plus the fixes for races, crashes and hostile input
+(internal messages checked against what the receiver issued, parked runs that continue as new,
+idempotent LLM calls, ...). Every change of workflow commands made for issue 12 is gated on
+``s.protocol >= PROTOCOL_HARDENED``, so protocol-1 and protocol-2 histories replay unchanged."""
+
 # ---- workflow.patched ids ----
 # Each marks a behaviour change under running workflows: histories recorded before it replay
 # the old branch. Remove a patch (and its old branch) only once no workflow that started before
