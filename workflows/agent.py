@@ -37,7 +37,7 @@ from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.leases import LeaseBook
-from toolnexus_temporal.workflows.lifecycle import Lifecycle
+from toolnexus_temporal.workflows.lifecycle import WAITERS_FULL, Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.slots import SlotBook
@@ -136,18 +136,43 @@ class AgentWorkflow:
             s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
         self._vis.publish(initial=True)
         first_run = info.continued_run_id is None
-        if first_run and s.defn is not None and s.defn.on_spawn:
-            await life.run_hook(s.defn.on_spawn, "spawn", None)
-        life.resume_run()
+        try:
+            if first_run and s.defn is not None and s.defn.on_spawn:
+                await life.run_hook(s.defn.on_spawn, "spawn", None)
+            life.resume_run()
+            await self._serve()
+        except asyncio.CancelledError:
+            # A cancellation request (web UI "Request Cancellation", `temporal workflow
+            # cancel`) is a graceful close of this subtree (protocol 3; before, the run ended
+            # CANCELED with the state still saying idle). The run then completes with its
+            # final view like every closed handle, so its parent reads the closed report.
+            if s.protocol < names.PROTOCOL_HARDENED:
+                raise
+            await life.close_on_cancel()
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
+        )
+        return view_of(s)
+
+    async def _serve(self) -> None:
+        """The run loop: each admitted wake runs one turn, until the handle is closed (or the
+        run continues as new)."""
+        s = self.s
+        life = self._lifecycle
         while True:
             await workflow.wait_condition(
                 lambda: s.turn_pending or life.closed or life.continue_as_new_due()
             )
             if life.closed:
-                break
+                return
             if s.turn_pending:
                 self._scratch.task = asyncio.create_task(self._turn.run())
-                await self._scratch.task
+                if s.protocol >= names.PROTOCOL_HARDENED:
+                    # A cancellation request reaches the run loop, not the turn: the close it
+                    # becomes gives the turn its shutdown grace like any close.
+                    await asyncio.shield(self._scratch.task)
+                else:
+                    await self._scratch.task
                 self._scratch.task = None
                 await life.close_if_one_shot()
                 continue
@@ -159,10 +184,6 @@ class AgentWorkflow:
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
                 workflow.continue_as_new(AgentInput(state=s))
-        await workflow.wait_condition(
-            lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
-        )
-        return view_of(s)
 
     # ------------------------------------------------------------------ queries
 
@@ -256,8 +277,13 @@ class AgentWorkflow:
         Raises (in the validator, so a rejection adds nothing to history):
             ApplicationError: ``WakeRejected`` for the root or a closed handle.
         """
-        self._lifecycle.updates += 1
-        return await self._lifecycle.turn(req)
+        life = self._lifecycle
+        life.updates += 1
+        life.waiters += 1
+        try:
+            return await life.turn(req)
+        finally:
+            life.waiters -= 1
 
     @turn.validator
     def _validate_turn(self, req: TurnRequest) -> None:
@@ -269,6 +295,7 @@ class AgentWorkflow:
         error = self._inbox.wake_error()
         if error is not None:
             raise ApplicationError(error, type="WakeRejected", non_retryable=True)
+        self._validate_wait(WaitRequest())
 
     # ------------------------------------------------------------------ post
 
@@ -301,8 +328,25 @@ class AgentWorkflow:
         Settled means: idle with a result, suspended, or closed. A timeout returns status
         ``timeout`` and the turn keeps running. Never raises.
         """
-        self._lifecycle.updates += 1
-        return await self._lifecycle.wait(req)
+        life = self._lifecycle
+        life.updates += 1
+        life.waiters += 1
+        try:
+            return await life.wait(req)
+        finally:
+            life.waiters -= 1
+
+    @wait.validator
+    def _validate_wait(self, req: WaitRequest) -> None:
+        """Refuse a ``wait`` (or ``turn``) past ``WAITERS_MAX`` in flight, before it reaches
+        history, so control verbs keep update slots; the client then polls the view.
+
+        Raises:
+            ApplicationError: ``WaitersFull``.
+        """
+        error = self._lifecycle.waiter_error()
+        if error is not None:
+            raise ApplicationError(error, type=WAITERS_FULL, non_retryable=True)
 
     # ------------------------------------------------------------------ interrupt
 

@@ -42,6 +42,17 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.state import HandleState
 
 
+WAITERS_MAX = 5
+"""How many ``wait`` and ``turn`` updates one handle holds at once. Temporal admits 10
+updates in flight per workflow; these two can be held for a whole turn, so without a cap nine
+waiting hosts would leave ``interrupt``, ``close`` and the Answer no room. Past the cap the
+validator refuses (nothing reaches history) with type :data:`WAITERS_FULL`, and the client
+waits by polling the ``view`` query instead (queries take no update slot)."""
+
+WAITERS_FULL = "WaitersFull"
+"""The ``ApplicationError`` type of a ``wait`` or ``turn`` refused at :data:`WAITERS_MAX`."""
+
+
 class Lifecycle:
     """Wait, wake-and-wait, interrupt, close, hooks and continue-as-new of one handle.
 
@@ -82,6 +93,8 @@ class Lifecycle:
         """Updates handled in this run (each handler counts itself)."""
         self.closed = False
         """The close finished: the run loop ends."""
+        self.waiters = 0
+        """``wait`` and ``turn`` updates in flight (see :data:`WAITERS_MAX`)."""
 
     # ---- wait and turn
 
@@ -206,6 +219,19 @@ class Lifecycle:
         s.slot_waiting, s.queued_prompt = False, None  # a wake queued for a slot ends here
         self.machine.transition("closed", why)
         self.closed = True
+
+    async def close_on_cancel(self) -> None:
+        """A cancellation request of the workflow (web UI, ``temporal workflow cancel``) is a
+        graceful close of the subtree: the same cascade, grace, hook and ``closed`` state as
+        the ``close`` verb (protocol 3)."""
+        self.vis.trace(f"{self.s.id}: cancellation requested: closing")
+        await self.close(CloseRequest(reason="cancellation requested"))
+
+    def waiter_error(self) -> str | None:
+        """Why one more ``wait`` or ``turn`` update is refused (:data:`WAITERS_MAX`), or None."""
+        if self.waiters < WAITERS_MAX:
+            return None
+        return f"{WAITERS_MAX} waits already in flight on {self.s.id}: poll the view query"
 
     async def run_hook(
         self, hook: str, event: Literal["spawn", "close"], reason: str | None
