@@ -208,8 +208,9 @@ class Fallbacks:
         status = status_of_view(await self._view(hid))
         for line in lines:
             if line.seq > before and ": post REJECTED (" in line.line:
-                error = line.line.split(": post REJECTED (", 1)[1].split(";", 1)[0]
-                return PostResult(ok=False, error=error.rstrip(")"), status=status)
+                # "{id}: post REJECTED ({error}; from=... channel=...)"
+                error = line.line.split(": post REJECTED (", 1)[1].rpartition("; from=")[0]
+                return PostResult(ok=False, error=error or line.line, status=status)
         return PostResult(ok=True, status=status)
 
     async def answer(self, hid: str, answer: Answer) -> AnswerResult:
