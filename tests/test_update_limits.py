@@ -61,9 +61,7 @@ async def test_nine_waiting_hosts_leave_interrupt_post_and_close_working(
         await rt.wake(h, "work")  # its turn update is in flight too
         await asyncio.wait_for(gate.entered.wait(), 30)
         hosts = [
-            await AgentRuntime(client, task_queue=rt.task_queue, scope=rt.scope).start(
-                create=False
-            )
+            await AgentRuntime(client, task_queue=rt.task_queue, scope=rt.scope).start(create=False)
             for _ in range(9)
         ]
         waiters = [asyncio.create_task(host.wait(h.id)) for host in hosts]
@@ -116,14 +114,17 @@ async def test_a_parked_handle_past_the_update_limit_stays_answerable(
         {MODEL: [tool_calls(("check_secret", {})), text("approved, thanks")]},
     )
     task_queue = f"tq-{uuid.uuid4().hex[:8]}"
-    async with create_worker(
-        client,
-        registry=APPROVALS,
-        llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
-        task_queue=task_queue,
-        store=SqliteConversationStore(tmp_path / "conv.sqlite"),
-        transport=llm.transport(),
-    ) as worker, worker:
+    async with (
+        create_worker(
+            client,
+            registry=APPROVALS,
+            llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
+            task_queue=task_queue,
+            store=SqliteConversationStore(tmp_path / "conv.sqlite"),
+            transport=llm.transport(),
+        ) as worker,
+        worker,
+    ):
         rt = await AgentRuntime(client, task_queue=task_queue, scope="lim").start()
         asker = await spawn(rt, rt.root, "asker")
         parked = await rt.run_turn(asker, "get the secret")
