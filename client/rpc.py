@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar, overload
 
 from temporalio.client import (
@@ -31,11 +31,6 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -43,7 +38,6 @@ from temporalio.workflow import UpdateMethodMultiParam
 
 from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
-    OrphanedHandlesError,
     UpdateLimitError,
     VerbRejectedError,
 )
@@ -56,20 +50,14 @@ from toolnexus_temporal.client.retry import (
 )
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.lifecycle import WAITERS_FULL
-from toolnexus_temporal.workflows.models import Budget, HandleView, RuntimeOptions
+from toolnexus_temporal.workflows.models import HandleView
 from toolnexus_temporal.workflows.names import (
-    AGENT_DEPTH,
-    AGENT_NAME,
-    AGENT_STATE,
-    PROTOCOL_HARDENED,
-    ROOT_ID,
     UPDATE_ANSWER,
     UPDATE_POST,
     UPDATE_SPAWN,
     UPDATE_WAKE_CHILD,
     workflow_id_for,
 )
-from toolnexus_temporal.workflows.state import AgentInput, HandleState
 
 _A = TypeVar("_A")
 _R = TypeVar("_R")
@@ -149,84 +137,6 @@ class HandleRpc:
     def handle(self, handle_id: str) -> AgentHandle:
         """The typed workflow handle of a handle id (no RPC)."""
         return self.client.get_workflow_handle_for(AgentWorkflow.run, self.workflow_id(handle_id))
-
-    async def start_root(
-        self, task_queue: str, budget: Budget, options: RuntimeOptions
-    ) -> HandleView:
-        """Start the root handle's workflow, or attach to the one running (whose own budget
-        and options then hold), and read its view.
-
-        Args:
-            task_queue: the task queue of every handle of the runtime.
-            budget: the root's budget: its pools are the runtime-wide pools.
-            options: the runtime options.
-        """
-        state = HandleState(
-            id=ROOT_ID,
-            scope=self.scope,
-            task_queue=task_queue,
-            budget=budget,
-            pool_tokens_limit=budget.max_tokens,
-            pool_tool_calls_limit=budget.max_tool_calls,
-            pool_tokens=budget.max_tokens,
-            pool_tool_calls=budget.max_tool_calls,
-            options=options,
-            protocol=PROTOCOL_HARDENED,
-        )
-        await self._check_no_orphans()
-        wf = await riding_outage(
-            lambda: self.client.start_workflow(
-                AgentWorkflow.run,
-                AgentInput(state=state),
-                id=self.workflow_id(ROOT_ID),
-                task_queue=task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                search_attributes=TypedSearchAttributes(
-                    [
-                        SearchAttributePair(AGENT_STATE, "idle"),
-                        SearchAttributePair(AGENT_NAME, ROOT_ID),
-                        SearchAttributePair(AGENT_DEPTH, 0),
-                    ]
-                ),
-                static_summary="toolnexus root handle",
-            )
-        )
-        return await riding_outage(lambda: wf.query(AgentWorkflow.view))
-
-    async def _check_no_orphans(self) -> None:
-        """Before a new root run replaces an ended root: no handle of the old tree may still
-        run (a terminated root's children keep running; a new root would not know them).
-
-        Raises:
-            OrphanedHandlesError: running handles were found (visibility may lag a moment).
-        """
-        try:
-            desc = await riding_outage(self.handle(ROOT_ID).describe)
-        except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                return
-            raise
-        if desc.status == WorkflowExecutionStatus.RUNNING:
-            return
-        prefix = self.workflow_id(f"{ROOT_ID}/")
-        query = f'WorkflowId STARTS_WITH "{prefix}" AND ExecutionStatus="Running"'
-        running: list[str] = []
-        async for wf in self.client.list_workflows(query, limit=20):
-            running.append(wf.id)
-        if running:
-            raise OrphanedHandlesError(self.scope, sorted(running))
-
-    async def suspended(self) -> AsyncIterator[str]:
-        """The ids of this runtime's handles whose ``AgentState`` search attribute says
-        ``suspended`` (visibility is eventually consistent: it may lag a moment)."""
-        query = 'AgentState="suspended"'
-        if self.scope:
-            query += f' AND WorkflowId STARTS_WITH "{self.scope}/"'
-        prefix = f"{self.scope}/" if self.scope else ""
-        async for wf in self.client.list_workflows(query):
-            hid = wf.id.removeprefix(prefix)
-            if self.scope or hid.startswith(f"{ROOT_ID}/"):
-                yield hid
 
     @overload
     async def update(

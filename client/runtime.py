@@ -30,6 +30,7 @@ from toolnexus_temporal.client.errors import (
 )
 from toolnexus_temporal.client.fallback import Fallbacks, status_of_view
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
+from toolnexus_temporal.client.roots import start_root, suspended
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
 from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -135,11 +136,13 @@ class AgentRuntime:
 
         Raises:
             HandleNotFoundError: ``create`` is False and there is no root workflow.
+            OrphanedHandlesError: the root's workflow has ended (terminated, say) while
+                handles of its tree still run; nothing is started.
         """
         if not create:
             self._root = await self.inspect(ROOT_ID)
             return self
-        view = await self._rpc.start_root(self.task_queue, self.budget, self.options)
+        view = await start_root(self._rpc, self.task_queue, self.budget, self.options)
         self._root = Handle.from_view(view)
         return self
 
@@ -435,7 +438,7 @@ class AgentRuntime:
         attribute (visibility is eventually consistent: a handle parked a moment ago may
         show a moment later), each refreshed by a query."""
         found: Handles = []
-        async for hid in self._rpc.suspended():
+        async for hid in suspended(self._rpc):
             view = await self._view(hid)
             if view.state == "suspended":
                 found.append(Handle.from_view(view))

@@ -13,8 +13,13 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from tests.helpers import eventually, spawn
 from tests.registries import check_secret_tool
 from toolnexus_temporal.activities import Registry
-from toolnexus_temporal.client import AgentDef, AgentRuntime, RuntimeOptions, SpawnError
-from toolnexus_temporal.client.errors import OrphanedHandlesError
+from toolnexus_temporal.client import (
+    AgentDef,
+    AgentRuntime,
+    OrphanedHandlesError,
+    RuntimeOptions,
+    SpawnError,
+)
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.messages import HookInput
 from toolnexus_temporal.workflows.names import AGENT_STATE

@@ -37,7 +37,7 @@ from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.leases import LeaseBook
-from toolnexus_temporal.workflows.lifecycle import WAITERS_FULL, Lifecycle
+from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.slots import SlotBook
@@ -168,11 +168,13 @@ class AgentWorkflow:
             if s.turn_pending:
                 self._scratch.task = asyncio.create_task(self._turn.run())
                 if s.protocol >= names.PROTOCOL_HARDENED:
-                    # A cancellation request reaches the run loop, not the turn: the close it
-                    # becomes gives the turn its shutdown grace like any close.
+                    # A cancellation request reaches the run loop, not the turn nor a close
+                    # under way: the close it becomes gives the turn its grace, or waits.
                     await asyncio.shield(self._scratch.task)
-                else:
-                    await self._scratch.task
+                    self._scratch.task = None
+                    await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
+                    continue
+                await self._scratch.task
                 self._scratch.task = None
                 await life.close_if_one_shot()
                 continue
@@ -275,15 +277,11 @@ class AgentWorkflow:
         running or suspended handle the wake is a no-op and the update behaves as ``wait``.
 
         Raises (in the validator, so a rejection adds nothing to history):
-            ApplicationError: ``WakeRejected`` for the root or a closed handle.
+            ApplicationError: ``WakeRejected`` for the root or a closed handle,
+                ``WaitersFull`` past ``WAITERS_MAX`` held waits (the client then polls).
         """
-        life = self._lifecycle
-        life.updates += 1
-        life.waiters += 1
-        try:
-            return await life.turn(req)
-        finally:
-            life.waiters -= 1
+        self._lifecycle.updates += 1
+        return await self._lifecycle.held(self._lifecycle.turn(req))
 
     @turn.validator
     def _validate_turn(self, req: TurnRequest) -> None:
@@ -295,7 +293,7 @@ class AgentWorkflow:
         error = self._inbox.wake_error()
         if error is not None:
             raise ApplicationError(error, type="WakeRejected", non_retryable=True)
-        self._validate_wait(WaitRequest())
+        self._lifecycle.check_waiters()
 
     # ------------------------------------------------------------------ post
 
@@ -328,25 +326,13 @@ class AgentWorkflow:
         Settled means: idle with a result, suspended, or closed. A timeout returns status
         ``timeout`` and the turn keeps running. Never raises.
         """
-        life = self._lifecycle
-        life.updates += 1
-        life.waiters += 1
-        try:
-            return await life.wait(req)
-        finally:
-            life.waiters -= 1
+        self._lifecycle.updates += 1
+        return await self._lifecycle.held(self._lifecycle.wait(req))
 
     @wait.validator
     def _validate_wait(self, req: WaitRequest) -> None:
-        """Refuse a ``wait`` (or ``turn``) past ``WAITERS_MAX`` in flight, before it reaches
-        history, so control verbs keep update slots; the client then polls the view.
-
-        Raises:
-            ApplicationError: ``WaitersFull``.
-        """
-        error = self._lifecycle.waiter_error()
-        if error is not None:
-            raise ApplicationError(error, type=WAITERS_FULL, non_retryable=True)
+        """Refuse a ``wait`` past ``WAITERS_MAX`` held (nothing reaches history)."""
+        self._lifecycle.check_waiters()
 
     # ------------------------------------------------------------------ interrupt
 

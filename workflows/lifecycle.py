@@ -15,12 +15,13 @@ Deterministic; no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.inbox import Inbox
@@ -227,11 +228,27 @@ class Lifecycle:
         self.vis.trace(f"{self.s.id}: cancellation requested: closing")
         await self.close(CloseRequest(reason="cancellation requested"))
 
-    def waiter_error(self) -> str | None:
-        """Why one more ``wait`` or ``turn`` update is refused (:data:`WAITERS_MAX`), or None."""
-        if self.waiters < WAITERS_MAX:
-            return None
-        return f"{WAITERS_MAX} waits already in flight on {self.s.id}: poll the view query"
+    def check_waiters(self) -> None:
+        """The validator of ``wait`` and ``turn``: refuse one more past :data:`WAITERS_MAX`
+        held (a validator's refusal adds nothing to history).
+
+        Raises:
+            ApplicationError: type :data:`WAITERS_FULL`.
+        """
+        if self.waiters >= WAITERS_MAX:
+            raise ApplicationError(
+                f"{WAITERS_MAX} waits already in flight on {self.s.id}: poll the view query",
+                type=WAITERS_FULL,
+                non_retryable=True,
+            )
+
+    async def held(self, waiting: Awaitable[WaitResponse]) -> WaitResponse:
+        """Await a ``wait`` or ``turn`` handler's result, counted in :attr:`waiters`."""
+        self.waiters += 1
+        try:
+            return await waiting
+        finally:
+            self.waiters -= 1
 
     async def run_hook(
         self, hook: str, event: Literal["spawn", "close"], reason: str | None
