@@ -149,3 +149,49 @@ async def test_a_new_runtime_refuses_to_orphan_running_handles(make_runtime, cli
 
         await eventually(starts, tries=300)
         assert (await again.inspect(again.root)).state == "idle"
+
+
+async def test_cancelling_a_task_child_in_its_closing_hook_lets_the_close_finish(
+    make_runtime, client
+) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+    ran: list[str] = []
+
+    async def slow_close(event: HookInput) -> None:
+        entered.set()
+        await release.wait()
+        ran.append(event.handle_id)
+
+    reg = Registry(
+        [
+            AgentDef(name="lead", team=["helper"], model="m-lead"),
+            AgentDef(name="helper", on_close="slow_close"),
+        ],
+        hooks={"slow_close": slow_close},
+    )
+    llm = ScriptedLLM(
+        {
+            "m-lead": [tool_calls(("task", {"agent": "helper", "prompt": "x"})), text("lead done")],
+            "stub-model": [text("helper done")],
+        }
+    )
+    async with make_runtime(reg, llm.transport()) as rt:
+        lead = await spawn(rt, rt.root, "lead")
+        turn = asyncio.create_task(rt.run_turn(lead, "go"))
+        await asyncio.wait_for(entered.wait(), 60)  # the one-shot child closes itself
+        helper_id = f"{lead.id}/helper.1"
+        await client.get_workflow_handle(rt.workflow_id(helper_id)).cancel()
+
+        async def requested() -> bool:
+            lines = await rt.trace_lines(helper_id)
+            return any("cancellation requested" in line for line in lines)
+
+        await eventually(requested, tries=300)
+        release.set()
+        await completed(client, rt.workflow_id(helper_id))
+        assert ran == [helper_id]  # the hook ran to its end, once
+        lines = await rt.trace_lines(helper_id)
+        assert not any("FAILED" in line for line in lines), lines
+        result = await asyncio.wait_for(turn, 60)
+        assert (result.status, result.text) == ("done", "lead done")
+        assert (await rt.inspect(helper_id)).state == "closed"
