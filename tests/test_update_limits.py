@@ -20,8 +20,9 @@ from temporalio.testing import WorkflowEnvironment
 from tests.conftest import MODEL, temporal_binary
 from tests.helpers import eventually, spawn
 from tests.registries import APPROVALS
+from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, TaskResult
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
@@ -51,6 +52,27 @@ async def accepted_updates(client: Client, workflow_id: str) -> int:
     return sum(1 for event in history.events if event.event_type == accepted)
 
 
+async def hold_nine_waits(
+    rt: AgentRuntime, client: Client, hid: str
+) -> list[asyncio.Task[TaskResult]]:
+    """Nine hosts (runtimes of their own) blocked in ``wait`` on ``hid``; returns once the
+    handle holds at least five waits (the rest may poll)."""
+    hosts = [
+        await AgentRuntime(client, task_queue=rt.task_queue, scope=rt.scope).start(create=False)
+        for _ in range(9)
+    ]
+    waiters = [asyncio.create_task(host.wait(hid)) for host in hosts]
+    wid = rt.workflow_id(hid)
+    before = await accepted_updates(client, wid)
+
+    async def held() -> bool:  # the waits that reached the workflow are held there
+        return await accepted_updates(client, wid) >= before + 4
+
+    await eventually(held, tries=300)
+    assert not any(w.done() for w in waiters)
+    return waiters
+
+
 async def test_nine_waiting_hosts_leave_interrupt_post_and_close_working(
     make_runtime, client
 ) -> None:
@@ -60,18 +82,7 @@ async def test_nine_waiting_hosts_leave_interrupt_post_and_close_working(
         h = await spawn(rt, rt.root, "slow")
         await rt.wake(h, "work")  # its turn update is in flight too
         await asyncio.wait_for(gate.entered.wait(), 30)
-        hosts = [
-            await AgentRuntime(client, task_queue=rt.task_queue, scope=rt.scope).start(create=False)
-            for _ in range(9)
-        ]
-        waiters = [asyncio.create_task(host.wait(h.id)) for host in hosts]
-        wid = rt.workflow_id(h.id)
-
-        async def held() -> bool:  # the waits that reached the workflow are held there
-            return await accepted_updates(client, wid) >= 5
-
-        await eventually(held, tries=300)
-        assert not any(w.done() for w in waiters)
+        waiters = await hold_nine_waits(rt, client, h.id)
         # hang guards only: each verb must complete
         post = await asyncio.wait_for(rt.post(h.id, "news"), 60)
         assert post.ok
@@ -81,12 +92,30 @@ async def test_nine_waiting_hosts_leave_interrupt_post_and_close_working(
         assert {r.status for r in results} == {"interrupted"}
         # again with the waiters in place, then close
         await rt.wake(h, "again")
-        waiters = [asyncio.create_task(host.wait(h.id)) for host in hosts]
-        await eventually(held, tries=300)
+        waiters = await hold_nine_waits(rt, client, h.id)
         closed = await asyncio.wait_for(rt.close(h.id, force=True), 60)
         assert closed.state == "closed"
         results = await asyncio.wait_for(asyncio.gather(*waiters), 60)
         assert {r.status for r in results} <= {"interrupted", "closed"}
+        gate.release.set()
+
+
+async def test_tnx_control_verbs_get_through_nine_waiters(make_runtime, client, env) -> None:
+    gate = Gate()
+    reg = {"slow": AgentDef(name="slow")}
+    async with make_runtime(reg, httpx.MockTransport(gate.handle)) as rt:
+        tnx = Cli(env, rt)
+        h = await spawn(rt, rt.root, "slow")
+        await rt.wake(h, "work")
+        await asyncio.wait_for(gate.entered.wait(), 30)
+        waiters = await hold_nine_waits(rt, client, h.id)
+        await tnx.ok("post", h.id, "news")
+        await tnx.ok("interrupt", h.id)
+        assert (await rt.inspect(h.id)).state == "idle"
+        results = await asyncio.wait_for(asyncio.gather(*waiters), 60)
+        assert {r.status for r in results} == {"interrupted"}
+        await tnx.ok("close", h.id)
+        assert (await rt.inspect(h.id)).state == "closed"
         gate.release.set()
 
 
