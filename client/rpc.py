@@ -11,8 +11,10 @@ no names as strings, no ``Any`` results. The wire is what the handlers declare
 :class:`HandleRpc` adds what every verb needs around one call: typed errors
 (:class:`~toolnexus_temporal.client.errors.HandleNotFoundError`,
 :class:`~toolnexus_temporal.client.errors.VerbRejectedError`), a retry with backoff of the
-refusals that happen before the workflow accepted an update, and a per-workflow limit on the
-short updates in flight.
+refusals that happen before the workflow accepted an update, a per-workflow limit on the
+short updates in flight, every call riding out a server outage (:mod:`.retry`), and
+:class:`~toolnexus_temporal.client.errors.UpdateLimitError` for an update refused for a
+limit, which the verbs answer with their signal form (:mod:`.fallback`).
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ own life: hooks, and continue-as-new when the run grows long.
 * ``interrupt``: abort the running or parked turn; the handle goes idle.
 * ``close``: stop accepting, close the children leaf-first in spawn order, give a running
   turn ``shutdown_ms`` (a forced close aborts it first), run ``on_close``, then ``closed``.
+* a cancellation request of the workflow (protocol 3): the same graceful close.
+* ``wait`` and ``turn`` are held at most ``WAITERS_MAX`` at once (their validators refuse
+  more), so control updates always find one of Temporal's 10 update slots.
 * continue-as-new: an idle run past ``continue_as_new_updates`` updates or
   ``continue_as_new_events`` events (or when Temporal suggests it) carries the whole
   ``HandleState`` into a fresh run once nothing is in flight.
