@@ -30,8 +30,10 @@ pending    visibility list, ``view``    the suspended handles (``AgentState`` at
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
+    OrphanedHandlesError,
     SpawnError,
     TnxError,
+    UpdateLimitError,
     VerbRejectedError,
 )
 from toolnexus_temporal.client.handle import Handle
@@ -55,10 +57,12 @@ __all__ = [
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
+    "OrphanedHandlesError",
     "Request",
     "RuntimeOptions",
     "SpawnError",
     "TaskResult",
     "TnxError",
+    "UpdateLimitError",
     "VerbRejectedError",
 ]

@@ -70,3 +70,46 @@ class SpawnError(BaseModel):
 
     def __str__(self) -> str:
         return f"spawn {self.name!r} under {self.parent!r} refused: {self.error}"
+
+
+class UpdateLimitError(TnxError):
+    """An update was refused for a limit, not for its content: Temporal's 10 updates in flight
+    per workflow or 2,000 per run, or the handle's cap on held waits. Every public verb with
+    a signal form falls back to it instead (README "Errors"); this reaches the caller only
+    from verbs without one (``spawn``) once its retries are spent.
+
+    Attributes:
+        handle_id: the handle.
+        verb: the update refused.
+        reason: the server's or the workflow's text.
+    """
+
+    def __init__(self, handle_id: str, verb: str, reason: str) -> None:
+        super().__init__(f"{verb} on {handle_id!r} refused for a limit: {reason}")
+        self.handle_id = handle_id
+        self.verb = verb
+        self.reason = reason
+
+
+class OrphanedHandlesError(TnxError):
+    """A new runtime would start a new root run while handles of the old root's tree are
+    still running (the old root was terminated, or cancelled before protocol 3): they would
+    be orphaned, out of every ``ls`` and budget. Nothing was started.
+
+    Attributes:
+        scope: the runtime's scope (None for bare ids).
+        running: workflow ids of the running handles found (at most 20).
+    """
+
+    def __init__(self, scope: str | None, running: list[str]) -> None:
+        shown = ", ".join(running[:5]) + (" ..." if len(running) > 5 else "")
+        where = f"scope {scope!r}" if scope else "this namespace"
+        query = f'WorkflowId STARTS_WITH "{scope + "/" if scope else ""}root/"'
+        super().__init__(
+            f"the root of {where} has ended but {len(running)} of its handles still run "
+            f"({shown}); close them first (`temporal workflow cancel --query "
+            f"'{query} AND ExecutionStatus=\"Running\"'` closes each gracefully), "
+            "or use another scope"
+        )
+        self.scope = scope
+        self.running = running

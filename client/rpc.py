@@ -11,15 +11,17 @@ no names as strings, no ``Any`` results. The wire is what the handlers declare
 :class:`HandleRpc` adds what every verb needs around one call: typed errors
 (:class:`~toolnexus_temporal.client.errors.HandleNotFoundError`,
 :class:`~toolnexus_temporal.client.errors.VerbRejectedError`), a retry with backoff of the
-refusals that happen before the workflow accepted an update, and a per-workflow limit on the
-short updates in flight.
+refusals that happen before the workflow accepted an update, a per-workflow limit on the
+short updates in flight, every call riding out a server outage (:mod:`.retry`), and
+:class:`~toolnexus_temporal.client.errors.UpdateLimitError` for an update refused for a
+limit, which the verbs answer with their signal form (:mod:`.fallback`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar, overload
 
 from temporalio.client import (
@@ -31,32 +33,33 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-)
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
-from toolnexus_temporal.client.errors import HandleNotFoundError, VerbRejectedError
+from toolnexus_temporal.client.errors import (
+    HandleNotFoundError,
+    UpdateLimitError,
+    VerbRejectedError,
+)
+from toolnexus_temporal.client.retry import (
+    OUTAGE_DELAY_MAX_S,
+    OUTAGE_RETRY_S,
+    is_connection_error,
+    is_update_limit,
+    riding_outage,
+)
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.models import Budget, HandleView, RuntimeOptions
+from toolnexus_temporal.workflows.lifecycle import WAITERS_FULL
+from toolnexus_temporal.workflows.models import HandleView
 from toolnexus_temporal.workflows.names import (
-    AGENT_DEPTH,
-    AGENT_NAME,
-    AGENT_STATE,
-    PROTOCOL_HARDENED,
-    ROOT_ID,
     UPDATE_ANSWER,
     UPDATE_POST,
     UPDATE_SPAWN,
     UPDATE_WAKE_CHILD,
     workflow_id_for,
 )
-from toolnexus_temporal.workflows.state import AgentInput, HandleState
 
 _A = TypeVar("_A")
 _R = TypeVar("_R")
@@ -79,6 +82,10 @@ Query: TypeAlias = Callable[[AgentWorkflow], _R]
 
 UPDATE_BACKOFF_S: Final = 30.0
 """How long an update the server refused before accepting it is retried, s (see ``_call``)."""
+
+FALLBACK_AFTER_S: Final = 1.0
+"""How long a verb with a signal form retries a refusal for an update limit before it uses
+the signal, s."""
 
 SHORT_UPDATES: Final = frozenset({UPDATE_SPAWN, UPDATE_WAKE_CHILD, UPDATE_POST, UPDATE_ANSWER})
 """Updates that complete within a workflow task or two."""
@@ -133,82 +140,57 @@ class HandleRpc:
         """The typed workflow handle of a handle id (no RPC)."""
         return self.client.get_workflow_handle_for(AgentWorkflow.run, self.workflow_id(handle_id))
 
-    async def start_root(
-        self, task_queue: str, budget: Budget, options: RuntimeOptions
-    ) -> HandleView:
-        """Start the root handle's workflow, or attach to the one running (whose own budget
-        and options then hold), and read its view.
-
-        Args:
-            task_queue: the task queue of every handle of the runtime.
-            budget: the root's budget: its pools are the runtime-wide pools.
-            options: the runtime options.
-        """
-        state = HandleState(
-            id=ROOT_ID,
-            scope=self.scope,
-            task_queue=task_queue,
-            budget=budget,
-            pool_tokens_limit=budget.max_tokens,
-            pool_tool_calls_limit=budget.max_tool_calls,
-            pool_tokens=budget.max_tokens,
-            pool_tool_calls=budget.max_tool_calls,
-            options=options,
-            protocol=PROTOCOL_HARDENED,
-        )
-        wf = await self.client.start_workflow(
-            AgentWorkflow.run,
-            AgentInput(state=state),
-            id=self.workflow_id(ROOT_ID),
-            task_queue=task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(AGENT_STATE, "idle"),
-                    SearchAttributePair(AGENT_NAME, ROOT_ID),
-                    SearchAttributePair(AGENT_DEPTH, 0),
-                ]
-            ),
-            static_summary="toolnexus root handle",
-        )
-        return await wf.query(AgentWorkflow.view)
-
-    async def suspended(self) -> AsyncIterator[str]:
-        """The ids of this runtime's handles whose ``AgentState`` search attribute says
-        ``suspended`` (visibility is eventually consistent: it may lag a moment)."""
-        query = 'AgentState="suspended"'
-        if self.scope:
-            query += f' AND WorkflowId STARTS_WITH "{self.scope}/"'
-        prefix = f"{self.scope}/" if self.scope else ""
-        async for wf in self.client.list_workflows(query):
-            hid = wf.id.removeprefix(prefix)
-            if self.scope or hid.startswith(f"{ROOT_ID}/"):
-                yield hid
+    @overload
+    async def update(
+        self,
+        handle_id: str,
+        update: AsyncUpdate[_A, _R],
+        arg: _A,
+        *,
+        limit_wait_s: float = UPDATE_BACKOFF_S,
+    ) -> _R: ...
 
     @overload
-    async def update(self, handle_id: str, update: AsyncUpdate[_A, _R], arg: _A) -> _R: ...
+    async def update(
+        self,
+        handle_id: str,
+        update: Update[_A, _R],
+        arg: _A,
+        *,
+        limit_wait_s: float = UPDATE_BACKOFF_S,
+    ) -> _R: ...
 
-    @overload
-    async def update(self, handle_id: str, update: Update[_A, _R], arg: _A) -> _R: ...
-
-    async def update(self, handle_id: str, update: Update[Any, Any], arg: Any) -> Any:
+    async def update(
+        self,
+        handle_id: str,
+        update: Update[Any, Any],
+        arg: Any,
+        *,
+        limit_wait_s: float = UPDATE_BACKOFF_S,
+    ) -> Any:
         """Run an update to completion (``wf.execute_update(update, arg)``).
 
         Args:
             handle_id: the handle whose workflow gets it.
             update: the handler, e.g. ``AgentWorkflow.admit_post``.
             arg: its one argument.
+            limit_wait_s: how long a refusal for an update limit is retried, s (a verb with
+                a signal form falls back to it sooner).
 
         Returns:
             The handler's result.
 
         Raises:
             VerbRejectedError: the workflow refused it, or the handle is closed.
+            UpdateLimitError: refused for an update limit past ``limit_wait_s``.
             HandleNotFoundError: no such workflow.
         """
         wf = self.handle(handle_id)
         call = self._call(
-            handle_id, update, lambda update_id: wf.execute_update(update, arg, id=update_id)
+            handle_id,
+            update,
+            lambda update_id: wf.execute_update(update, arg, id=update_id),
+            limit_wait_s,
         )
         if update_name(update) not in SHORT_UPDATES:
             return await call
@@ -238,9 +220,12 @@ class HandleRpc:
     ) -> WorkflowUpdateHandle[Any]:
         """Send an update and return once the workflow has accepted it
         (``wf.start_update(update, arg, wait_for_stage=ACCEPTED)``); :meth:`result` awaits it.
+        A refusal for an update limit is retried for ``FALLBACK_AFTER_S`` (the caller then
+        uses the verb's signal form).
 
         Raises:
             VerbRejectedError: the workflow refused it, or the handle is closed.
+            UpdateLimitError: refused for an update limit.
             HandleNotFoundError: no such workflow.
         """
         wf = self.handle(handle_id)
@@ -250,6 +235,7 @@ class HandleRpc:
             lambda update_id: wf.start_update(
                 update, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED
             ),
+            FALLBACK_AFTER_S,
         )
 
     async def result(
@@ -269,9 +255,27 @@ class HandleRpc:
         Raises:
             HandleNotFoundError: no such workflow.
         """
+        wf = self.handle(handle_id)
         try:
-            return await self.handle(handle_id).query(query)
+            return await riding_outage(lambda: wf.query(query))
         except RPCError as err:
+            raise rpc_error(handle_id, err) from err
+
+    async def signal(self, handle_id: str, name: str, arg: Any) -> None:
+        """Send a public signal (``wake``, ``post``, ``interrupt``, ``close``, ``answer``):
+        the fallback of a verb whose update was refused for a limit (signals take no update
+        slot). Rides out an outage.
+
+        Raises:
+            VerbRejectedError: the handle is closed (its workflow has completed).
+            HandleNotFoundError: no such workflow.
+        """
+        wf = self.handle(handle_id)
+        try:
+            await riding_outage(lambda: wf.signal(name, arg))
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND and await self.exists(handle_id):
+                raise VerbRejectedError(handle_id, name, "handle closed") from err
             raise rpc_error(handle_id, err) from err
 
     async def is_closed(self, handle_id: str) -> bool:
@@ -281,7 +285,7 @@ class HandleRpc:
             HandleNotFoundError: no such workflow.
         """
         try:
-            desc = await self.handle(handle_id).describe()
+            desc = await riding_outage(self.handle(handle_id).describe)
         except RPCError as err:
             raise rpc_error(handle_id, err) from err
         return desc.status != WorkflowExecutionStatus.RUNNING
@@ -289,7 +293,7 @@ class HandleRpc:
     async def exists(self, handle_id: str) -> bool:
         """True when a workflow exists for the handle (running or completed)."""
         try:
-            await self.handle(handle_id).describe()
+            await riding_outage(self.handle(handle_id).describe)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 return False
@@ -297,29 +301,49 @@ class HandleRpc:
         return True
 
     async def _call(
-        self, handle_id: str, update: Update[Any, Any], send: Callable[[str], Awaitable[_R]]
+        self,
+        handle_id: str,
+        update: Update[Any, Any],
+        send: Callable[[str], Awaitable[_R]],
+        limit_wait_s: float = UPDATE_BACKOFF_S,
     ) -> _R:
         """Run one update RPC with typed errors; ``send`` gets the update id to use.
 
-        Three refusals happen before the workflow accepted anything and are retried with
-        backoff (50 ms doubling to 2 s, up to ``UPDATE_BACKOFF_S`` in all), under the same
-        update id, so an update the server did record is answered from its outcome rather
-        than run twice: RESOURCE_EXHAUSTED (the server admits 10 updates in flight per
-        workflow) and UNAVAILABLE "workflow update was aborted" (the server dropped the
-        workflow task carrying it, which happens to a workflow receiving many updates at
-        once; Temporal documents it as retryable), and FAILED_PRECONDITION "unexpected
-        workflow task failure" (the workflow task carrying it failed, for example a
-        continue-as-new that raced a new event). An RPC deadline that passes while the update
-        waits is asked again under the same id, however long the update takes."""
+        Every retry re-asks under the same update id, so an update the server did record is
+        answered from its outcome rather than run twice:
+
+        * refusals before the workflow accepted anything, retried with backoff (50 ms
+          doubling to 2 s, up to ``UPDATE_BACKOFF_S`` in all): RESOURCE_EXHAUSTED, UNAVAILABLE
+          "workflow update was aborted" (the server dropped the workflow task carrying it;
+          Temporal documents it as retryable), FAILED_PRECONDITION "unexpected workflow task
+          failure" (for example a continue-as-new that raced a new event);
+        * an update limit (the server's, or the handle's cap on held waits) for
+          ``limit_wait_s``, then :class:`UpdateLimitError` (the caller's signal fallback);
+        * a server that cannot be reached, for ``OUTAGE_RETRY_S`` (see :mod:`.retry`);
+        * an RPC deadline that passes while the update waits, however long it takes.
+        """
         update_id = str(uuid.uuid4())
-        delay, waited = 0.05, 0.0
+        delay, waited, outage = 0.05, 0.0, 0.0
         while True:
             try:
                 return await send(update_id)
             except RPCError as err:
-                if not _retryable(err) or waited >= UPDATE_BACKOFF_S:
+                if is_update_limit(err):
+                    if waited >= limit_wait_s:
+                        raise UpdateLimitError(handle_id, update_name(update), str(err)) from err
+                elif is_connection_error(err) and "update was aborted" not in str(err):
+                    if outage >= OUTAGE_RETRY_S:
+                        raise rpc_error(handle_id, err) from err
+                    outage += delay
+                    delay = min(delay * 2, OUTAGE_DELAY_MAX_S)
+                    await asyncio.sleep(delay)
+                    continue
+                elif not _retryable(err) or waited >= UPDATE_BACKOFF_S:
                     await self._update_error(handle_id, update, err)
             except WorkflowUpdateFailedError as err:
+                cause = err.cause
+                if isinstance(cause, ApplicationError) and cause.type == WAITERS_FULL:
+                    raise UpdateLimitError(handle_id, update_name(update), cause.message) from err
                 await self._update_error(handle_id, update, err)
             except WorkflowUpdateRPCTimeoutOrCancelledError:
                 # The RPC's deadline passed while the update waited to be accepted or to

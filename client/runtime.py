@@ -25,10 +25,13 @@ from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     SpawnError,
     TnxError,
+    UpdateLimitError,
     VerbRejectedError,
 )
+from toolnexus_temporal.client.fallback import Fallbacks, status_of_view
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
-from toolnexus_temporal.client.rpc import HandleRpc
+from toolnexus_temporal.client.roots import start_root, suspended
+from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
 from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import (
@@ -117,7 +120,8 @@ class AgentRuntime:
         self.store = store
         self._root: Handle | None = None
         self._rpc = HandleRpc(client, scope)
-        self._turns = Turns(self._rpc)
+        self._fallbacks = Fallbacks(self._rpc)
+        self._turns = Turns(self._rpc, self._fallbacks)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -132,11 +136,13 @@ class AgentRuntime:
 
         Raises:
             HandleNotFoundError: ``create`` is False and there is no root workflow.
+            OrphanedHandlesError: the root's workflow has ended (terminated, say) while
+                handles of its tree still run; nothing is started.
         """
         if not create:
             self._root = await self.inspect(ROOT_ID)
             return self
-        view = await self._rpc.start_root(self.task_queue, self.budget, self.options)
+        view = await start_root(self._rpc, self.task_queue, self.budget, self.options)
         self._root = Handle.from_view(view)
         return self
 
@@ -260,13 +266,18 @@ class AgentRuntime:
             HandleNotFoundError: no such handle.
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
+        hid = handle_id(h)
         try:
-            result = await self._rpc.update(handle_id(h), AgentWorkflow.admit_post, payload)
+            result = await self._rpc.update(
+                hid, AgentWorkflow.admit_post, payload, limit_wait_s=FALLBACK_AFTER_S
+            )
+        except UpdateLimitError:
+            result = await self._fallbacks.post(hid, payload)
         except VerbRejectedError as err:
             if err.reason != "handle closed":
                 raise
             view = await self._view(h)  # a closed handle's workflow has completed
-            return PostResult(ok=False, error="inbox closed", status=_status_of_view(view))
+            return PostResult(ok=False, error="inbox closed", status=status_of_view(view))
         await self._apply(h, result.status)
         return result
 
@@ -311,7 +322,15 @@ class AgentRuntime:
         hid = handle_id(h)
         if await self._rpc.is_closed(hid):
             return await self.inspect(h)
-        status = await self._rpc.update(hid, AgentWorkflow.admit_interrupt, InterruptRequest())
+        try:
+            status = await self._rpc.update(
+                hid,
+                AgentWorkflow.admit_interrupt,
+                InterruptRequest(),
+                limit_wait_s=FALLBACK_AFTER_S,
+            )
+        except UpdateLimitError:
+            status = await self._fallbacks.interrupt(hid)
         return await self._apply(h, status)
 
     async def close(self, h: HandleRef, force: bool = False, reason: str | None = None) -> Handle:
@@ -327,7 +346,12 @@ class AgentRuntime:
         hid = handle_id(h)
         if not await self._rpc.is_closed(hid):
             req = CloseRequest(force=force, reason=reason)
-            await self._rpc.update(hid, AgentWorkflow.admit_close, req)
+            try:
+                await self._rpc.update(
+                    hid, AgentWorkflow.admit_close, req, limit_wait_s=FALLBACK_AFTER_S
+                )
+            except UpdateLimitError:
+                await self._fallbacks.close(hid, req)
         return await self.inspect(h)
 
     async def list(self, h: HandleRef | None = None) -> Handles:
@@ -398,7 +422,12 @@ class AgentRuntime:
         hid = handle_id(h)
         if await self._rpc.is_closed(hid):
             raise AnswerRejectedError(answer.id, f"{hid} is closed")
-        result = await self._rpc.update(hid, AgentWorkflow.admit_answer, answer)
+        try:
+            result = await self._rpc.update(
+                hid, AgentWorkflow.admit_answer, answer, limit_wait_s=FALLBACK_AFTER_S
+            )
+        except UpdateLimitError:
+            result = await self._fallbacks.answer(hid, answer)
         if not result.ok:
             raise AnswerRejectedError(answer.id, result.error or "rejected")
         await self._apply(h, result.status)
@@ -409,7 +438,7 @@ class AgentRuntime:
         attribute (visibility is eventually consistent: a handle parked a moment ago may
         show a moment later), each refreshed by a query."""
         found: Handles = []
-        async for hid in self._rpc.suspended():
+        async for hid in suspended(self._rpc):
             view = await self._view(hid)
             if view.state == "suspended":
                 found.append(Handle.from_view(view))
@@ -461,12 +490,3 @@ class AgentRuntime:
         return view.last_result or TaskResult(
             status="closed", is_error=True, text=f"{view.id} is closed"
         )
-
-
-def _status_of_view(view: HandleView) -> HandleStatus:
-    return HandleStatus.model_validate(
-        {
-            **view.model_dump(include=set(HandleStatus.model_fields)),
-            "children_count": len(view.children),
-        }
-    )

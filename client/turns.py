@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 from temporalio.client import WorkflowUpdateHandle
 
-from toolnexus_temporal.client.errors import VerbRejectedError
+from toolnexus_temporal.client.errors import UpdateLimitError, VerbRejectedError
+from toolnexus_temporal.client.fallback import Fallbacks
 from toolnexus_temporal.client.handle import HandleRef, handle_id
-from toolnexus_temporal.client.rpc import HandleRpc
+from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import TurnRequest, WaitRequest, WaitResponse
 
@@ -42,8 +43,9 @@ class Turns:
         rpc: the runtime's typed calls.
     """
 
-    def __init__(self, rpc: HandleRpc) -> None:
+    def __init__(self, rpc: HandleRpc, fallbacks: Fallbacks) -> None:
         self._rpc = rpc
+        self._fallbacks = fallbacks
         self._in_flight: dict[str, _Turn] = {}
         """Per handle id: the ``turn`` update of its last wake, until a wait returns."""
 
@@ -63,24 +65,35 @@ class Turns:
 
     async def start(self, hid: str, req: TurnRequest) -> None:
         """Send the ``turn`` update and return once the workflow accepted it; a later
-        :meth:`wait` awaits it.
+        :meth:`wait` awaits it. Refused for a limit: the ``wake`` signal instead.
 
         Raises:
             VerbRejectedError: the handle refused it (closed, ...).
             HandleNotFoundError: no such handle.
         """
-        update = await self._rpc.start_update(hid, AgentWorkflow.turn, req)
+        self._in_flight.pop(hid, None)
+        try:
+            update = await self._rpc.start_update(hid, AgentWorkflow.turn, req)
+        except UpdateLimitError:  # the wake signal, and a later wait polls
+            await self._fallbacks.wake(hid, req.prompt)
+            return
         self._in_flight[hid] = _Turn(update)
 
     async def run(self, hid: str, req: TurnRequest) -> WaitResponse:
-        """Run one ``turn`` update to its result (a wake and its wait in one message).
+        """Run one ``turn`` update to its result (a wake and its wait in one message);
+        refused for a limit, the ``wake`` signal and a wait by polling.
 
         Raises:
             VerbRejectedError: the handle refused it (closed, ...).
             HandleNotFoundError: no such handle.
         """
         self._in_flight.pop(hid, None)  # a newer turn: a later wait is for it, not an older one
-        return await self._rpc.update(hid, AgentWorkflow.turn, req)
+        try:
+            return await self._rpc.update(
+                hid, AgentWorkflow.turn, req, limit_wait_s=FALLBACK_AFTER_S
+            )
+        except UpdateLimitError:
+            return await self._fallbacks.turn(hid, req.prompt)
 
     async def wait(self, hid: str, timeout_ms: int | None) -> WaitResponse | None:
         """Await the handle's next result: the ``turn`` update :meth:`start` sent (awaited
@@ -103,7 +116,12 @@ class Turns:
         turn = self._in_flight.get(hid)
         if turn is None:
             req = WaitRequest(timeout_ms=timeout_ms)
-            return await self._rpc.update(hid, AgentWorkflow.wait, req)
+            try:
+                return await self._rpc.update(
+                    hid, AgentWorkflow.wait, req, limit_wait_s=FALLBACK_AFTER_S
+                )
+            except UpdateLimitError:  # too many waiters, or the run's update limit
+                return await self._fallbacks.wait(hid, timeout_ms)
         if turn.result is None:
             turn.result = asyncio.ensure_future(
                 self._rpc.result(hid, AgentWorkflow.turn, turn.update)

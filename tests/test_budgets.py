@@ -305,8 +305,15 @@ async def _usage_mid_turn(make_runtime, live_usage_ms: int | None) -> tuple[int,
         h = await spawn(rt, rt.root, "worker")
         await rt.wake(h, "go")
         await asyncio.wait_for(second_call.wait(), 30)
-        await asyncio.sleep(1.0)  # a report would have landed by now
-        during = (await rt.inspect(rt.root)).usage_total
+        if live_usage_ms is None:
+            await asyncio.sleep(1.0)  # an absence: a report would have landed by now
+            during = (await rt.inspect(rt.root)).usage_total
+        else:  # a presence: wait for the live report (it travels as a signal), never assume
+            for _ in range(300):
+                during = (await rt.inspect(rt.root)).usage_total
+                if during:
+                    break
+                await asyncio.sleep(0.1)
         release.set()
         assert (await rt.wait(h)).status == "done"
         for _ in range(50):  # the settle report lands a moment after the result

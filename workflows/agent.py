@@ -136,17 +136,44 @@ class AgentWorkflow:
             s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
         self._vis.publish(initial=True)
         first_run = info.continued_run_id is None
-        if first_run and s.defn is not None and s.defn.on_spawn:
-            await life.run_hook(s.defn.on_spawn, "spawn", None)
-        life.resume_run()
+        try:
+            if first_run and s.defn is not None and s.defn.on_spawn:
+                await life.run_hook(s.defn.on_spawn, "spawn", None)
+            life.resume_run()
+            await self._serve()
+        except asyncio.CancelledError:
+            # A cancellation request (web UI "Request Cancellation", `temporal workflow
+            # cancel`) is a graceful close of this subtree (protocol 3; before, the run ended
+            # CANCELED with the state still saying idle). The run then completes with its
+            # final view like every closed handle, so its parent reads the closed report.
+            if s.protocol < names.PROTOCOL_HARDENED:
+                raise
+            await life.close_on_cancel()
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
+        )
+        return view_of(s)
+
+    async def _serve(self) -> None:
+        """The run loop: each admitted wake runs one turn, until the handle is closed (or the
+        run continues as new)."""
+        s = self.s
+        life = self._lifecycle
         while True:
             await workflow.wait_condition(
                 lambda: s.turn_pending or life.closed or life.continue_as_new_due()
             )
             if life.closed:
-                break
+                return
             if s.turn_pending:
                 self._scratch.task = asyncio.create_task(self._turn.run())
+                if s.protocol >= names.PROTOCOL_HARDENED:
+                    # A cancellation request reaches the run loop, not the turn nor a close
+                    # under way: the close it becomes gives the turn its grace, or waits.
+                    await asyncio.shield(self._scratch.task)
+                    self._scratch.task = None
+                    await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
+                    continue
                 await self._scratch.task
                 self._scratch.task = None
                 await life.close_if_one_shot()
@@ -159,10 +186,6 @@ class AgentWorkflow:
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
                 workflow.continue_as_new(AgentInput(state=s))
-        await workflow.wait_condition(
-            lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
-        )
-        return view_of(s)
 
     # ------------------------------------------------------------------ queries
 
@@ -254,10 +277,11 @@ class AgentWorkflow:
         running or suspended handle the wake is a no-op and the update behaves as ``wait``.
 
         Raises (in the validator, so a rejection adds nothing to history):
-            ApplicationError: ``WakeRejected`` for the root or a closed handle.
+            ApplicationError: ``WakeRejected`` for the root or a closed handle,
+                ``WaitersFull`` past ``WAITERS_MAX`` held waits (the client then polls).
         """
         self._lifecycle.updates += 1
-        return await self._lifecycle.turn(req)
+        return await self._lifecycle.held(self._lifecycle.turn(req))
 
     @turn.validator
     def _validate_turn(self, req: TurnRequest) -> None:
@@ -269,6 +293,7 @@ class AgentWorkflow:
         error = self._inbox.wake_error()
         if error is not None:
             raise ApplicationError(error, type="WakeRejected", non_retryable=True)
+        self._lifecycle.check_waiters()
 
     # ------------------------------------------------------------------ post
 
@@ -302,7 +327,12 @@ class AgentWorkflow:
         ``timeout`` and the turn keeps running. Never raises.
         """
         self._lifecycle.updates += 1
-        return await self._lifecycle.wait(req)
+        return await self._lifecycle.held(self._lifecycle.wait(req))
+
+    @wait.validator
+    def _validate_wait(self, req: WaitRequest) -> None:
+        """Refuse a ``wait`` past ``WAITERS_MAX`` held (nothing reaches history)."""
+        self._lifecycle.check_waiters()
 
     # ------------------------------------------------------------------ interrupt
 

@@ -6,6 +6,9 @@ own life: hooks, and continue-as-new when the run grows long.
 * ``interrupt``: abort the running or parked turn; the handle goes idle.
 * ``close``: stop accepting, close the children leaf-first in spawn order, give a running
   turn ``shutdown_ms`` (a forced close aborts it first), run ``on_close``, then ``closed``.
+* a cancellation request of the workflow (protocol 3): the same graceful close.
+* ``wait`` and ``turn`` are held at most ``WAITERS_MAX`` at once (their validators refuse
+  more), so control updates always find one of Temporal's 10 update slots.
 * continue-as-new: an idle run past ``continue_as_new_updates`` updates or
   ``continue_as_new_events`` events (or when Temporal suggests it) carries the whole
   ``HandleState`` into a fresh run once nothing is in flight.
@@ -15,12 +18,13 @@ Deterministic; no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.inbox import Inbox
@@ -40,6 +44,17 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.models import TaskResult
     from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, RUN_HOOK_ACTIVITY
     from toolnexus_temporal.workflows.state import HandleState
+
+
+WAITERS_MAX = 5
+"""How many ``wait`` and ``turn`` updates one handle holds at once. Temporal admits 10
+updates in flight per workflow; these two can be held for a whole turn, so without a cap nine
+waiting hosts would leave ``interrupt``, ``close`` and the Answer no room. Past the cap the
+validator refuses (nothing reaches history) with type :data:`WAITERS_FULL`, and the client
+waits by polling the ``view`` query instead (queries take no update slot)."""
+
+WAITERS_FULL = "WaitersFull"
+"""The ``ApplicationError`` type of a ``wait`` or ``turn`` refused at :data:`WAITERS_MAX`."""
 
 
 class Lifecycle:
@@ -82,6 +97,8 @@ class Lifecycle:
         """Updates handled in this run (each handler counts itself)."""
         self.closed = False
         """The close finished: the run loop ends."""
+        self.waiters = 0
+        """``wait`` and ``turn`` updates in flight (see :data:`WAITERS_MAX`)."""
 
     # ---- wait and turn
 
@@ -206,6 +223,35 @@ class Lifecycle:
         s.slot_waiting, s.queued_prompt = False, None  # a wake queued for a slot ends here
         self.machine.transition("closed", why)
         self.closed = True
+
+    async def close_on_cancel(self) -> None:
+        """A cancellation request of the workflow (web UI, ``temporal workflow cancel``) is a
+        graceful close of the subtree: the same cascade, grace, hook and ``closed`` state as
+        the ``close`` verb (protocol 3)."""
+        self.vis.trace(f"{self.s.id}: cancellation requested: closing")
+        await self.close(CloseRequest(reason="cancellation requested"))
+
+    def check_waiters(self) -> None:
+        """The validator of ``wait`` and ``turn``: refuse one more past :data:`WAITERS_MAX`
+        held (a validator's refusal adds nothing to history).
+
+        Raises:
+            ApplicationError: type :data:`WAITERS_FULL`.
+        """
+        if self.waiters >= WAITERS_MAX:
+            raise ApplicationError(
+                f"{WAITERS_MAX} waits already in flight on {self.s.id}: poll the view query",
+                type=WAITERS_FULL,
+                non_retryable=True,
+            )
+
+    async def held(self, waiting: Awaitable[WaitResponse]) -> WaitResponse:
+        """Await a ``wait`` or ``turn`` handler's result, counted in :attr:`waiters`."""
+        self.waiters += 1
+        try:
+            return await waiting
+        finally:
+            self.waiters -= 1
 
     async def run_hook(
         self, hook: str, event: Literal["spawn", "close"], reason: str | None

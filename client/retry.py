@@ -1,0 +1,74 @@
+"""Which failed RPCs the host library retries, and how: connection-level failures (a server
+outage, a restart) and the server's update limits.
+
+Temporal's frontend refuses an update past two limits: 10 updates in flight per workflow
+(RESOURCE_EXHAUSTED, "limit on number of concurrent in-flight updates has been reached") and
+2,000 updates per workflow run ("limit on the total number of distinct updates"). The client
+survives both: a verb with a signal form falls back to it (:mod:`.fallback`), the rest retry
+with backoff. An outage (UNAVAILABLE: "tcp connect error", "transport error", ...) is ridden
+out with backoff for up to :data:`OUTAGE_RETRY_S`; an update is re-asked under the same id,
+so it is admitted at most once and its outcome is returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
+
+from temporalio.service import RPCError, RPCStatusCode
+
+_R = TypeVar("_R")
+
+OUTAGE_RETRY_S: Final = 180.0
+"""How long a call rides out a server that cannot be reached, s (a dev server restart or a
+cluster failover takes 10-30 s)."""
+
+OUTAGE_DELAY_MAX_S: Final = 2.0
+"""The longest pause between two tries during an outage, s."""
+
+_CONNECTION_TEXT: Final = (
+    "tcp connect error",
+    "transport error",
+    "connection refused",
+    "connection reset",
+    "broken pipe",
+    "error trying to connect",
+)
+
+
+def is_connection_error(err: RPCError) -> bool:
+    """The server could not be reached or dropped the connection (nothing was decided).
+
+    An UNAVAILABLE whose text says the update was aborted is the workflow's refusal, not an
+    outage (see ``HandleRpc._call``)."""
+    text = str(err).lower()
+    if any(part in text for part in _CONNECTION_TEXT):
+        return True
+    return err.status == RPCStatusCode.UNAVAILABLE and "update was aborted" not in text
+
+
+def is_update_limit(err: RPCError) -> bool:
+    """The server refused an update for one of its per-workflow update limits (in flight, or
+    total per run)."""
+    text = str(err).lower()
+    return "limit on" in text and "update" in text
+
+
+async def riding_outage(call: Callable[[], Awaitable[_R]]) -> _R:
+    """Run ``call``, retrying it with backoff (0.1 s doubling to :data:`OUTAGE_DELAY_MAX_S`)
+    while the server cannot be reached, for up to :data:`OUTAGE_RETRY_S` in all.
+
+    Raises:
+        RPCError: any other failure, or the outage lasted longer.
+    """
+    delay, waited = 0.1, 0.0
+    while True:
+        try:
+            return await call()
+        except RPCError as err:
+            if not is_connection_error(err) or waited >= OUTAGE_RETRY_S:
+                raise
+        await asyncio.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, OUTAGE_DELAY_MAX_S)

@@ -1,0 +1,119 @@
+"""Finding and starting a runtime's root handle, and listing its handles by visibility.
+
+A root workflow that has ended (closed, terminated, or cancelled before protocol 3) is
+replaced by a new run when a runtime starts; a terminated root's children keep running
+(ABANDON children), and a new root would not know them. :func:`start_root` refuses then
+(:class:`~.errors.OrphanedHandlesError`) rather than orphan them silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from toolnexus_temporal.client.errors import OrphanedHandlesError
+from toolnexus_temporal.client.retry import riding_outage
+from toolnexus_temporal.client.rpc import HandleRpc
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.models import Budget, HandleView, RuntimeOptions
+from toolnexus_temporal.workflows.names import (
+    AGENT_DEPTH,
+    AGENT_NAME,
+    AGENT_STATE,
+    PROTOCOL_HARDENED,
+    ROOT_ID,
+)
+from toolnexus_temporal.workflows.state import AgentInput, HandleState
+
+
+async def start_root(
+    rpc: HandleRpc, task_queue: str, budget: Budget, options: RuntimeOptions
+) -> HandleView:
+    """Start the root handle's workflow, or attach to the one running (whose own budget
+    and options then hold), and read its view.
+
+    Args:
+        rpc: the runtime's typed calls.
+        task_queue: the task queue of every handle of the runtime.
+        budget: the root's budget: its pools are the runtime-wide pools.
+        options: the runtime options.
+
+    Raises:
+        OrphanedHandlesError: the root's workflow has ended while handles of its tree
+            still run (see :func:`check_no_orphans`).
+    """
+    state = HandleState(
+        id=ROOT_ID,
+        scope=rpc.scope,
+        task_queue=task_queue,
+        budget=budget,
+        pool_tokens_limit=budget.max_tokens,
+        pool_tool_calls_limit=budget.max_tool_calls,
+        pool_tokens=budget.max_tokens,
+        pool_tool_calls=budget.max_tool_calls,
+        options=options,
+        protocol=PROTOCOL_HARDENED,
+    )
+    await check_no_orphans(rpc)
+    wf = await riding_outage(
+        lambda: rpc.client.start_workflow(
+            AgentWorkflow.run,
+            AgentInput(state=state),
+            id=rpc.workflow_id(ROOT_ID),
+            task_queue=task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(AGENT_STATE, "idle"),
+                    SearchAttributePair(AGENT_NAME, ROOT_ID),
+                    SearchAttributePair(AGENT_DEPTH, 0),
+                ]
+            ),
+            static_summary="toolnexus root handle",
+        )
+    )
+    return await riding_outage(lambda: wf.query(AgentWorkflow.view))
+
+
+async def check_no_orphans(rpc: HandleRpc) -> None:
+    """Before a new root run replaces an ended root: no handle of the old tree may still
+    run (a terminated root's children keep running; a new root would not know them).
+
+    Raises:
+        OrphanedHandlesError: running handles were found (visibility may lag a moment).
+    """
+    try:
+        desc = await riding_outage(rpc.handle(ROOT_ID).describe)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return
+        raise
+    if desc.status == WorkflowExecutionStatus.RUNNING:
+        return
+    prefix = rpc.workflow_id(f"{ROOT_ID}/")
+    query = f'WorkflowId STARTS_WITH "{prefix}" AND ExecutionStatus="Running"'
+    running: list[str] = []
+    async for wf in rpc.client.list_workflows(query, limit=20):
+        running.append(wf.id)
+    if running:
+        raise OrphanedHandlesError(rpc.scope, sorted(running))
+
+
+async def suspended(rpc: HandleRpc) -> AsyncIterator[str]:
+    """The ids of this runtime's handles whose ``AgentState`` search attribute says
+    ``suspended`` (visibility is eventually consistent: it may lag a moment)."""
+    query = 'AgentState="suspended"'
+    if rpc.scope:
+        query += f' AND WorkflowId STARTS_WITH "{rpc.scope}/"'
+    prefix = f"{rpc.scope}/" if rpc.scope else ""
+    async for wf in rpc.client.list_workflows(query):
+        hid = wf.id.removeprefix(prefix)
+        if rpc.scope or hid.startswith(f"{ROOT_ID}/"):
+            yield hid
