@@ -13,7 +13,6 @@ tool re-runs after its suspension was answered). It returns a string, a ``ToolRe
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
@@ -25,6 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.activities.heartbeat import heartbeating
+from toolnexus_temporal.activities.threads import run_stoppable
 from toolnexus_temporal.workflows.messages import InterpretInput, ToolCallInput
 from toolnexus_temporal.workflows.models import Answer, Request, ToolOptions, ToolResult
 from toolnexus_temporal.workflows.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
@@ -137,7 +137,7 @@ class Tool:
         if inspect.iscoroutinefunction(self.fn):
             out = await self.fn(**kwargs)
         else:
-            out = await asyncio.to_thread(self.fn, **kwargs)
+            out = await run_stoppable(self.fn, **kwargs)
         return to_tool_result(out)
 
 

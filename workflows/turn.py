@@ -22,7 +22,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
@@ -50,11 +50,13 @@ with workflow.unsafe.imports_passed_through():
         LLM_CALL_ACTIVITY,
         LLM_NON_RETRYABLE,
         LLM_ON_OWN_QUEUE,
+        PROTOCOL_HARDENED,
         PROTOCOL_LEASES,
         SETTLE_REPORTS_ONLY,
         TASK_TOOL,
         TOOL_CALL_ACTIVITY,
         TOOL_NON_RETRYABLE,
+        WALL_GRACE_MS,
         llm_task_queue,
         workflow_id_for,
     )
@@ -162,11 +164,7 @@ class Turn:
             if limit is not None:
                 return self._budget_stop(limit)
             reply = await self._llm_call(self.scratch.next_messages)
-            self.scratch.llm_calls += 1
-            self.scratch.tokens += reply.usage.total_tokens
-            s.turns_total += 1
-            s.own_tokens += reply.usage.total_tokens
-            self.budgets.recount()
+            self._count_call(reply)
             s.transcript_len = reply.stored_len
             self.scratch.next_messages = []
             calls = reply.message.tool_calls or []
@@ -235,6 +233,13 @@ class Turn:
             self.scratch.wall_fired = True
             if self.scratch.task is not None:
                 self.scratch.task.cancel()
+            if self.s.protocol >= PROTOCOL_HARDENED:
+                # The LLM activity stops itself at the deadline; wait briefly for its outcome
+                # (a reply that came in is counted), then stop waiting: a worker that died
+                # with the call never acknowledges, and no later call of this handle can
+                # start past the deadline anyway.
+                await workflow.sleep(timedelta(milliseconds=WALL_GRACE_MS))
+                self.scratch.llm_abandoned = True
 
         return asyncio.create_task(fire())
 
@@ -267,35 +272,93 @@ class Turn:
             raise Interrupted()
         opts = s.options
         s.llm_seq += 1
-        result: LlmCallResult = await workflow.execute_activity(
-            LLM_CALL_ACTIVITY,
-            LlmCallInput(
-                conv_id=s.store_key or workflow_id_for(s.scope, s.id),
-                base_len=s.transcript_len,
-                fence=s.llm_seq,
-                new_messages=new_messages,
-                model=defn.model,
-                style=defn.style,
-                tools=defn.tools,
-                team=defn.team,
-            ),
-            result_type=LlmCallResult,
-            task_queue=(
+        hardened = s.protocol >= PROTOCOL_HARDENED
+        inp = LlmCallInput(
+            conv_id=s.store_key or workflow_id_for(s.scope, s.id),
+            base_len=s.transcript_len,
+            fence=s.llm_seq,
+            new_messages=new_messages,
+            model=defn.model,
+            style=defn.style,
+            tools=defn.tools,
+            team=defn.team,
+            deadline_ms=s.wall_deadline_ms if hardened else None,
+        )
+        options: dict[str, Any] = {
+            "result_type": LlmCallResult,
+            "task_queue": (
                 s.task_queue
                 if s.protocol >= PROTOCOL_LEASES or workflow.patched(LLM_ON_OWN_QUEUE)
                 else llm_task_queue(s.task_queue)
             ),
-            start_to_close_timeout=timedelta(milliseconds=opts.llm_timeout_ms),
-            heartbeat_timeout=timedelta(milliseconds=opts.llm_heartbeat_ms),
-            retry_policy=RetryPolicy(
+            "start_to_close_timeout": timedelta(milliseconds=opts.llm_timeout_ms),
+            "heartbeat_timeout": timedelta(milliseconds=opts.llm_heartbeat_ms),
+            "retry_policy": RetryPolicy(
                 initial_interval=timedelta(milliseconds=opts.llm_initial_retry_ms),
                 backoff_coefficient=2.0,
                 maximum_attempts=opts.llm_max_attempts,
                 non_retryable_error_types=list(LLM_NON_RETRYABLE),
             ),
-            summary=f"LLM call for {s.id}",
+            "summary": f"LLM call for {s.id}",
+        }
+        if not hardened:
+            result: LlmCallResult = await workflow.execute_activity(
+                LLM_CALL_ACTIVITY, inp, **options
+            )
+            return result
+        handle = workflow.start_activity(
+            LLM_CALL_ACTIVITY,
+            inp,
+            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            **options,
         )
+        return await self._await_llm(handle)
+
+    async def _await_llm(self, handle: workflow.ActivityHandle[Any]) -> LlmCallResult:
+        """Wait for an LLM call until it ended (protocol 3, issue 12 items 5-7).
+
+        An interrupt (or the wall watchdog) cancels the call and waits until the activity
+        acknowledged, so the next call of this handle never overlaps it. A reply that came
+        in anyway is counted (its tokens were paid) but not kept. After the wall deadline
+        the wait ends ``WALL_GRACE_MS`` later even without an acknowledgement (a dead
+        worker): the activity never starts or continues a model call past the deadline.
+
+        Raises:
+            Interrupted: the call was cancelled, or hit the wall deadline.
+            ActivityError: the call failed.
+        """
+        cancelled = False
+        while not handle.done() and not self.scratch.llm_abandoned:
+            try:
+                await workflow.wait_condition(lambda: handle.done() or self.scratch.llm_abandoned)
+            except asyncio.CancelledError:
+                cancelled = True
+                handle.cancel()
+        if not handle.done():
+            raise Interrupted()
+        try:
+            result: LlmCallResult = handle.result()
+        except ActivityError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == "LlmWallDeadline":
+                self.scratch.wall_fired = True
+                raise Interrupted() from err
+            if cancelled:
+                raise Interrupted() from err
+            raise
+        if cancelled or self.scratch.interrupt_requested or self.scratch.wall_fired:
+            self._count_call(result)
+            raise Interrupted()
         return result
+
+    def _count_call(self, reply: LlmCallResult) -> None:
+        """Count one answered LLM call: its round trip and its tokens (CONTRACT §6)."""
+        s = self.s
+        self.scratch.llm_calls += 1
+        self.scratch.tokens += reply.usage.total_tokens
+        s.turns_total += 1
+        s.own_tokens += reply.usage.total_tokens
+        self.budgets.recount()
 
     # ------------------------------------------------------------------ tools
 
@@ -360,6 +423,13 @@ class Turn:
         turn)."""
         s = self.s
         opts = s.tool_options.get(call.name, ToolOptions())
+        # Protocol 3: an interrupt waits until the tool acknowledged its cancellation (a sync
+        # tool's thread has stopped, activities/threads.py), so it never outlives the turn.
+        cancellation = (
+            workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if s.protocol >= PROTOCOL_HARDENED
+            else workflow.ActivityCancellationType.TRY_CANCEL
+        )
         try:
             result: ToolResult = await workflow.execute_activity(
                 TOOL_CALL_ACTIVITY,
@@ -379,6 +449,7 @@ class Turn:
                     non_retryable_error_types=list(TOOL_NON_RETRYABLE),
                 ),
                 summary=f"tool {call.name} for {s.id}",
+                cancellation_type=cancellation,
             )
         except ActivityError as err:
             if self.scratch.interrupt_requested:
