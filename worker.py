@@ -74,9 +74,9 @@ WORKER_DEFAULTS: dict[str, Any] = {
     # A workflow task goes first to the sticky queue of the worker that ran the workflow last;
     # if that worker died, the task waits this long before it moves to the shared queue. The
     # SDK's 10 s made a turn's wall limit fire ~10 s late after a worker crash (issue 12, item
-    # 7). A live worker picks its sticky tasks up in milliseconds; a busier one that misses 2 s
+    # 7). A live worker picks its sticky tasks up in milliseconds; a busier one that misses 1 s
     # only costs a replay on another worker.
-    "sticky_queue_schedule_to_start_timeout": timedelta(seconds=2),
+    "sticky_queue_schedule_to_start_timeout": timedelta(seconds=1),
 }
 
 

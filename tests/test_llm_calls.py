@@ -62,6 +62,7 @@ async def test_interrupt_then_wake_never_overlaps_two_calls_of_a_handle(make_run
 
             await eventually(started)
             await rt.interrupt(h)
+            assert provider.in_flight == 0, "the interrupted call still runs at the provider"
             await rt.wake(h, f"again {i}")
         await eventually(lambda: _true(provider.requests >= 11))
         await rt.interrupt(h)
@@ -72,8 +73,10 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def test_interrupt_stops_a_sync_tool_before_the_handle_is_idle(make_runtime) -> None:
-    """Item 11: a plain ``def`` tool of 16 steps x 0.5 s has stopped when interrupt returns."""
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_interrupt_stops_a_tool_before_the_handle_is_idle(make_runtime, kind: str) -> None:
+    """Item 11: a ``def`` (or ``async def``) tool of 16 steps x 0.5 s has stopped when
+    interrupt returns: no step starts after it."""
     steps: list[int] = []
     exited = threading.Event()
 
@@ -87,9 +90,19 @@ async def test_interrupt_stops_a_sync_tool_before_the_handle_is_idle(make_runtim
         finally:
             exited.set()
 
+    async def slow_steps_async() -> str:
+        """Sixteen steps of half a second."""
+        try:
+            for i in range(16):
+                steps.append(i)
+                await asyncio.sleep(0.5)
+            return "all steps done"
+        finally:
+            exited.set()
+
+    tool = define_tool(slow_steps if kind == "sync" else slow_steps_async, name="slow_steps")
     registry = Registry(
-        [AgentDef(name="w", description="steps", tools=["slow_steps"])],
-        tools=[define_tool(slow_steps)],
+        [AgentDef(name="w", description="steps", tools=["slow_steps"])], tools=[tool]
     )
     llm = ScriptedLLM({MODEL: [tool_calls(("slow_steps", {})), text("done")]})
     async with make_runtime(registry, llm.transport()) as rt:
@@ -104,6 +117,7 @@ async def test_interrupt_stops_a_sync_tool_before_the_handle_is_idle(make_runtim
         assert result.status == "interrupted"
         assert len(steps) == after
         assert (await rt.inspect(h)).state == "idle"
+        assert any("stopped (interrupt)" in line for line in await rt.trace_lines(h))
 
 
 class FlakyStore(SqliteConversationStore):

@@ -22,18 +22,18 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError
 
 from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
+from toolnexus_temporal.workflows.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
-        LlmCallInput,
         LlmCallResult,
         ToolCallInput,
     )
@@ -45,11 +45,9 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolOptions,
         ToolResult,
+        Usage,
     )
     from toolnexus_temporal.workflows.names import (
-        LLM_CALL_ACTIVITY,
-        LLM_NON_RETRYABLE,
-        LLM_ON_OWN_QUEUE,
         PROTOCOL_HARDENED,
         PROTOCOL_LEASES,
         SETTLE_REPORTS_ONLY,
@@ -57,14 +55,8 @@ with workflow.unsafe.imports_passed_through():
         TOOL_CALL_ACTIVITY,
         TOOL_NON_RETRYABLE,
         WALL_GRACE_MS,
-        llm_task_queue,
-        workflow_id_for,
     )
     from toolnexus_temporal.workflows.state import HandleState
-
-
-class Interrupted(Exception):
-    """Raised inside a turn when an interrupt aborted it."""
 
 
 class Turn:
@@ -164,7 +156,7 @@ class Turn:
             if limit is not None:
                 return self._budget_stop(limit)
             reply = await self._llm_call(self.scratch.next_messages)
-            self._count_call(reply)
+            self._count(reply.usage)
             s.transcript_len = reply.stored_len
             self.scratch.next_messages = []
             calls = reply.message.tool_calls or []
@@ -260,104 +252,25 @@ class Turn:
         return result
 
     async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:
-        """One LLM round trip (activity ``tnx.llm_call``) appending ``new_messages``.
+        """One LLM round trip (activity ``tnx.llm_call``) appending ``new_messages``
+        (``llmcall.py``).
 
         Raises:
-            Interrupted: an interrupt came before the call was scheduled.
+            Interrupted: an interrupt came before the call was scheduled, or (protocol 3)
+                cancelled it, or the wall deadline stopped it.
             ActivityError: the call failed after its retries, or was cancelled.
         """
-        s = self.s
-        defn = require_defn(s)
         if self.scratch.interrupt_requested:
             raise Interrupted()
-        opts = s.options
-        s.llm_seq += 1
-        hardened = s.protocol >= PROTOCOL_HARDENED
-        inp = LlmCallInput(
-            conv_id=s.store_key or workflow_id_for(s.scope, s.id),
-            base_len=s.transcript_len,
-            fence=s.llm_seq,
-            new_messages=new_messages,
-            model=defn.model,
-            style=defn.style,
-            tools=defn.tools,
-            team=defn.team,
-            deadline_ms=s.wall_deadline_ms if hardened else None,
-        )
-        options: dict[str, Any] = {
-            "result_type": LlmCallResult,
-            "task_queue": (
-                s.task_queue
-                if s.protocol >= PROTOCOL_LEASES or workflow.patched(LLM_ON_OWN_QUEUE)
-                else llm_task_queue(s.task_queue)
-            ),
-            "start_to_close_timeout": timedelta(milliseconds=opts.llm_timeout_ms),
-            "heartbeat_timeout": timedelta(milliseconds=opts.llm_heartbeat_ms),
-            "retry_policy": RetryPolicy(
-                initial_interval=timedelta(milliseconds=opts.llm_initial_retry_ms),
-                backoff_coefficient=2.0,
-                maximum_attempts=opts.llm_max_attempts,
-                non_retryable_error_types=list(LLM_NON_RETRYABLE),
-            ),
-            "summary": f"LLM call for {s.id}",
-        }
-        if not hardened:
-            result: LlmCallResult = await workflow.execute_activity(
-                LLM_CALL_ACTIVITY, inp, **options
-            )
-            return result
-        handle = workflow.start_activity(
-            LLM_CALL_ACTIVITY,
-            inp,
-            cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            **options,
-        )
-        return await self._await_llm(handle)
+        return await llm_round_trip(self.s, self.scratch, self.vis, new_messages, self._count)
 
-    async def _await_llm(self, handle: workflow.ActivityHandle[Any]) -> LlmCallResult:
-        """Wait for an LLM call until it ended (protocol 3, issue 12 items 5-7).
-
-        An interrupt (or the wall watchdog) cancels the call and waits until the activity
-        acknowledged, so the next call of this handle never overlaps it. A reply that came
-        in anyway is counted (its tokens were paid) but not kept. After the wall deadline
-        the wait ends ``WALL_GRACE_MS`` later even without an acknowledgement (a dead
-        worker): the activity never starts or continues a model call past the deadline.
-
-        Raises:
-            Interrupted: the call was cancelled, or hit the wall deadline.
-            ActivityError: the call failed.
-        """
-        cancelled = False
-        while not handle.done() and not self.scratch.llm_abandoned:
-            try:
-                await workflow.wait_condition(lambda: handle.done() or self.scratch.llm_abandoned)
-            except asyncio.CancelledError:
-                cancelled = True
-                handle.cancel()
-        if not handle.done():
-            raise Interrupted()
-        try:
-            result: LlmCallResult = handle.result()
-        except ActivityError as err:
-            cause = err.cause
-            if isinstance(cause, ApplicationError) and cause.type == "LlmWallDeadline":
-                self.scratch.wall_fired = True
-                raise Interrupted() from err
-            if cancelled:
-                raise Interrupted() from err
-            raise
-        if cancelled or self.scratch.interrupt_requested or self.scratch.wall_fired:
-            self._count_call(result)
-            raise Interrupted()
-        return result
-
-    def _count_call(self, reply: LlmCallResult) -> None:
+    def _count(self, usage: Usage) -> None:
         """Count one answered LLM call: its round trip and its tokens (CONTRACT §6)."""
         s = self.s
         self.scratch.llm_calls += 1
-        self.scratch.tokens += reply.usage.total_tokens
+        self.scratch.tokens += usage.total_tokens
         s.turns_total += 1
-        s.own_tokens += reply.usage.total_tokens
+        s.own_tokens += usage.total_tokens
         self.budgets.recount()
 
     # ------------------------------------------------------------------ tools
@@ -453,6 +366,8 @@ class Turn:
             )
         except ActivityError as err:
             if self.scratch.interrupt_requested:
+                if s.protocol >= PROTOCOL_HARDENED:
+                    self.vis.trace(f"{s.id}: tool {call.name} ({call.id}) stopped (interrupt)")
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
         return result
