@@ -126,8 +126,6 @@ async def _await_call(
         try:
             await workflow.wait_condition(lambda: handle.done() or scratch.llm_abandoned)
         except asyncio.CancelledError:
-            if not cancelled:
-                vis.trace(f"{s.id}: LLM call {s.llm_seq} cancelled, waiting until it stopped")
             cancelled = True
             handle.cancel()
     if not handle.done():
