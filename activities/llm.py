@@ -64,6 +64,10 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 HEARTBEAT_EVERY_S = 1.0
 """Seconds between heartbeats while a request is in flight, so a cancel lands within ~1 s."""
 
+YIELD_EVERY_EVENTS = 200
+"""Stream events parsed between two yields to the event loop (heartbeats must go out while a
+long, already-buffered stream is parsed; issue 12, item 14)."""
+
 REPLY_MAX_BYTES = 256 * 1024
 """Largest serialized result returned to the workflow; a longer reply's text is shortened in
 the result (the store keeps it whole). Well under Temporal's 2 MB payload limit, since the
@@ -297,6 +301,7 @@ class LlmActivities:
     ) -> tuple[Message, Usage]:
         assembler = wire.StreamAssembler(style)
         data: list[str] = []
+        events = 0
         try:
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
@@ -304,6 +309,10 @@ class LlmActivities:
                 elif not line and data:
                     assembler.feed("\n".join(data))
                     data = []
+                    events += 1
+                    if events % YIELD_EVERY_EVENTS == 0:
+                        # A stream already buffered never awaits I/O: let the heartbeats out.
+                        await asyncio.sleep(0)
             if data:
                 assembler.feed("\n".join(data))
             return assembler.result()

@@ -174,12 +174,24 @@ async def test_a_reply_too_large_for_a_payload_is_kept_and_billed_once(
     """Item 14: a 3 MB reply is not retried (one provider call), its usage is counted, the
     full reply is in the store and the returned text says where it is."""
     big = "x" * 3_000_000
-    llm = ScriptedLLM({MODEL: [text(big, prompt_tokens=7, completion_tokens=9)]})
+    # Rendered once, up front: rendering 3 MB as an SSE stream per request would block the
+    # event loop the in-process worker shares with the provider.
+    sse = render(text(big, prompt_tokens=7, completion_tokens=9), "openai", stream=True)
+    body, headers = sse.content, dict(sse.headers)
+    calls = 0
+
+    async def provider(request: httpx.Request) -> httpx.Response:
+        nonlocal calls
+        calls += 1
+        return httpx.Response(200, headers=headers, content=body)
+
     options = RuntimeOptions(llm_initial_retry_ms=100)
-    async with make_runtime({"w": AgentDef(name="w")}, llm.transport(), options=options) as rt:
+    async with make_runtime(
+        {"w": AgentDef(name="w")}, httpx.MockTransport(provider), options=options
+    ) as rt:
         h = await spawn(rt, rt.root, "w")
         result = await rt.run_turn(h, "go")
-        assert llm.calls() == 1
+        assert calls == 1
         assert result.status == "done", result.text[:300]
         assert result.total_tokens == 16
         assert len(result.text) < 1_000_000 and "conversation store" in result.text
