@@ -151,7 +151,7 @@ async def create_worker(
         raise ValueError(f"max_concurrent_turns must be at least 1, got {max_concurrent_turns}")
     reg = Registry.coerce(registry)
     registry_activities = RegistryActivities(reg)
-    tool_activities = ToolActivities(reg.tools, reg.interpreters)
+    tool_activities = ToolActivities(reg.tools, reg.interpreters, secrets=llm.secrets)
     cap = max_concurrent_turns or DEFAULT_MAX_CONCURRENT_TURNS
     llm_activities = LlmActivities(
         llm,

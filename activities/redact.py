@@ -63,3 +63,16 @@ def redacted_error(err: BaseException, secrets: list[str]) -> ApplicationError:
     return ApplicationError(
         redact(f"{type(err).__name__}: {err}", secrets), type=type(err).__name__
     )
+
+
+def mentions_secret(err: BaseException, secrets: list[str]) -> bool:
+    """Whether ``err``, its details or any exception chained to it quotes a secret."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        texts = [str(current), *(str(d) for d in getattr(current, "details", ()) or ())]
+        if any(redact(t, secrets) != t for t in texts):
+            return True
+        current = current.__cause__ or current.__context__
+    return False

@@ -237,3 +237,35 @@ async def test_a_key_echoed_by_the_provider_never_leaves_the_activity(
         for where, body in texts.items():
             assert SECRET not in body, f"the key leaked into {where}"
         assert "[redacted]" in (view.last_error or ""), view.last_error
+
+
+async def test_a_tool_error_quoting_the_key_is_redacted(
+    make_runtime, client, monkeypatch, caplog
+) -> None:
+    """Item 10, tools: a tool whose exception quotes the configured key: the model, the
+    history and the logs see ``[redacted]``."""
+    monkeypatch.setenv("TNX_TEST_API_KEY", SECRET)
+
+    def leaky() -> str:
+        """Fails quoting the key."""
+        raise RuntimeError(f"upstream refused key {SECRET}")
+
+    registry = Registry(
+        [AgentDef(name="w", description="leaks", tools=["leaky"])], tools=[define_tool(leaky)]
+    )
+    scripted = ScriptedLLM({MODEL: [tool_calls(("leaky", {})), text("done")]})
+    caplog.set_level(logging.DEBUG)
+    llm = LlmConfig(base_url="http://mock.local/v1", model=MODEL, api_key_env="TNX_TEST_API_KEY")
+    async with make_runtime(registry, scripted.transport(), llm=llm) as rt:
+        h = await spawn(rt, rt.root, "w")
+        result = await rt.run_turn(h, "go")
+        assert result.status == "done"
+        tool_message = scripted.requests[1]["messages"][-1]
+        assert tool_message["role"] == "tool" and "[redacted]" in tool_message["content"]
+        history = await client.get_workflow_handle(rt.workflow_id(h.id)).fetch_history()
+        for where, body in {
+            "model": json.dumps(scripted.requests),
+            "history": json.dumps(history.to_json_dict()),
+            "logs": caplog.text,
+        }.items():
+            assert SECRET not in body, f"the key leaked into {where}"
