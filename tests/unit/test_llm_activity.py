@@ -84,6 +84,17 @@ async def test_a_retried_call_returns_the_recorded_completion(tmp_path: Path) ->
     assert provider.started == 2
 
 
+async def test_a_call_answered_before_the_deadline_is_returned_past_it(tmp_path: Path) -> None:
+    """A retry past the wall deadline of a call already answered returns its completion (its
+    usage is counted), and pays nothing."""
+    provider = Provider()
+    acts = _activities(tmp_path, provider)
+    first = await ActivityEnvironment().run(acts.llm_call, _input(fence=1))
+    past = int(time.time() * 1000) - 1
+    again = await ActivityEnvironment().run(acts.llm_call, _input(fence=1, deadline_ms=past))
+    assert again == first and provider.started == 1
+
+
 def test_redact_hides_every_secret_and_keeps_the_error_shape() -> None:
     secrets = ["sk-abc123456", "sk-abc123456-long", "", "ab"]
     assert redact("key sk-abc123456-long and sk-abc123456 ab", secrets) == (
