@@ -16,6 +16,7 @@ and goes on keeps the interrupt waiting until it returns or its activity times o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import ctypes
 import threading
@@ -60,12 +61,16 @@ async def run_stoppable(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
             done.set_exception(value)
 
     def target() -> None:
+        ok, value = False, None
         try:
-            value = context.run(fn, **kwargs)
-        except BaseException as err:
-            loop.call_soon_threadsafe(settle, False, err)
-        else:
-            loop.call_soon_threadsafe(settle, True, value)
+            try:
+                value, ok = context.run(fn, **kwargs), True
+            except BaseException as err:
+                value = err
+        except BaseException as err:  # ToolCancelled landing right after fn ended
+            ok, value = False, err
+        with contextlib.suppress(RuntimeError):  # the loop closed (worker shut down)
+            loop.call_soon_threadsafe(settle, ok, value)
 
     thread = threading.Thread(target=target, name=f"tool-{getattr(fn, '__name__', 'fn')}")
     thread.daemon = True
@@ -74,10 +79,12 @@ async def run_stoppable(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
         _raise_in(thread)
-        while not done.done():
+        # Until the thread ended (it may die before it could report, hence is_alive).
+        while not done.done() and thread.is_alive():
             try:
-                await asyncio.wait([done])
+                await asyncio.wait([done], timeout=0.05)
             except asyncio.CancelledError:
                 continue
-        done.exception()  # retrieved: the thread's ToolCancelled is the expected end
+        if done.done() and not done.cancelled():
+            done.exception()  # retrieved: ToolCancelled is the expected end
         raise
