@@ -19,7 +19,12 @@ async def test_cancel_returns_only_after_the_thread_stopped() -> None:
         exited = threading.Event()
         started = threading.Event()
 
-        def work(n: int) -> str:
+        def work(
+            n: int,
+            steps: list[int] = steps,
+            started: threading.Event = started,
+            exited: threading.Event = exited,
+        ) -> str:
             try:
                 for i in range(n):
                     steps.append(i)
