@@ -71,6 +71,12 @@ WORKER_DEFAULTS: dict[str, Any] = {
     # Every agent is a long-lived workflow: keep up to this many in the worker's cache (the
     # SDK's default, 1,000, evicts and replays agents beyond it). ~100 KiB each when idle.
     "max_cached_workflows": 5_000,
+    # A workflow task goes first to the sticky queue of the worker that ran the workflow last;
+    # if that worker died, the task waits this long before it moves to the shared queue. The
+    # SDK's 10 s made a turn's wall limit fire ~10 s late after a worker crash (issue 12, item
+    # 7). A live worker picks its sticky tasks up in milliseconds; a busier one that misses 1 s
+    # only costs a replay on another worker.
+    "sticky_queue_schedule_to_start_timeout": timedelta(seconds=1),
 }
 
 
@@ -145,7 +151,7 @@ async def create_worker(
         raise ValueError(f"max_concurrent_turns must be at least 1, got {max_concurrent_turns}")
     reg = Registry.coerce(registry)
     registry_activities = RegistryActivities(reg)
-    tool_activities = ToolActivities(reg.tools, reg.interpreters)
+    tool_activities = ToolActivities(reg.tools, reg.interpreters, secrets=llm.secrets)
     cap = max_concurrent_turns or DEFAULT_MAX_CONCURRENT_TURNS
     llm_activities = LlmActivities(
         llm,

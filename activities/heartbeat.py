@@ -18,6 +18,11 @@ async def heartbeating(every_s: float = 1.0) -> AsyncIterator[None]:
     body shorter than ``every_s`` (most LLM calls to a fast model) sends no heartbeat at all:
     each is a server round trip, and at 100 turns at once they were a tenth of the worker's
     time.
+
+    Wrap the whole activity body, store I/O included (issue 12, item 14): a slow store write
+    outside the heartbeats once failed an LLM call after the model had answered. The body's
+    blocking work must run off the event loop (``asyncio.to_thread``, ``threads.py``) for the
+    beats to go out.
     """
 
     async def beat() -> None:

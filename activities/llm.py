@@ -16,7 +16,20 @@ Retries belong to Temporal alone: the httpx client never retries; errors map to
 * ``MalformedLlmResponse`` (non-retryable): a 200 whose body or stream is not a response of
   the wire style.
 
-API keys are read from the environment at call time and never logged or returned.
+* ``LlmWallDeadline`` (non-retryable): the handle's wall deadline (``max_wall_ms``) passed:
+  no call starts past it, and a call in flight is aborted at it.
+* ``LlmReplyTooLarge`` (non-retryable): a reply whose tool calls alone do not fit a payload.
+
+Idempotent per handle and call number (issue 12, item 6): the reply and the completion
+(message, usage, stored length) are written to the store in one transaction before the
+activity returns, keyed by ``(conv_id, fence)``; a retry of the same call (after a worker
+crash, a lost completion, a timeout) returns the recorded completion without calling the
+model, so the provider answers once and the usage is counted once. The whole activity
+heartbeats (store I/O too). A reply too large for a payload is returned shortened (the full
+reply stays in the store, which is what the model sees next).
+
+API keys are read from the environment at call time and never logged or returned: every
+error text leaving the activity is redacted (``redact.py``).
 """
 
 from __future__ import annotations
@@ -24,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -35,6 +49,7 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.activities import wire
 from toolnexus_temporal.activities.heartbeat import heartbeating
+from toolnexus_temporal.activities.redact import redacted_error
 from toolnexus_temporal.activities.store import ConversationStore, StoreError
 from toolnexus_temporal.workflows.messages import LlmCallInput, LlmCallResult
 from toolnexus_temporal.workflows.models import Message, Usage, WireStyle
@@ -48,6 +63,15 @@ RETRYABLE_STATUS = frozenset({429, 500, 502, 503, 504})
 
 HEARTBEAT_EVERY_S = 1.0
 """Seconds between heartbeats while a request is in flight, so a cancel lands within ~1 s."""
+
+YIELD_EVERY_EVENTS = 200
+"""Stream events parsed between two yields to the event loop (heartbeats must go out while a
+long, already-buffered stream is parsed; issue 12, item 14)."""
+
+REPLY_MAX_BYTES = 256 * 1024
+"""Largest serialized result returned to the workflow; a longer reply's text is shortened in
+the result (the store keeps it whole). Well under Temporal's 2 MB payload limit, since the
+text also travels on as the turn's result."""
 
 
 class LlmConfig(BaseModel):
@@ -65,6 +89,8 @@ class LlmConfig(BaseModel):
         max_tokens: ``max_tokens`` per request (None: not sent for openai, 4096 for
             anthropic).
         stream: stream responses (SSE); a provider that answers plain JSON is accepted too.
+        secret_envs: more environment variables whose values are secrets: redacted, like the
+            API key, from every error text that leaves the activity.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -76,6 +102,12 @@ class LlmConfig(BaseModel):
     request_timeout_ms: int = Field(default=120_000, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool = True
+    secret_envs: list[str] = Field(default_factory=list)
+
+    def secrets(self) -> list[str]:
+        """The configured secret values (API key and ``secret_envs``) set right now."""
+        names = [self.api_key_env, *self.secret_envs]
+        return [v for v in (os.environ.get(n) for n in names) if v]
 
     @classmethod
     def from_env(cls, **overrides: Any) -> LlmConfig | None:
@@ -149,13 +181,29 @@ class LlmActivities:
 
     @activity.defn(name=LLM_CALL_ACTIVITY)
     async def llm_call(self, inp: LlmCallInput) -> LlmCallResult:
-        """One LLM round trip over the stored transcript plus ``inp.new_messages``.
+        """One LLM round trip over the stored transcript plus ``inp.new_messages``; a retry of
+        a call already answered returns the recorded completion (module docstring).
 
         Raises:
-            ApplicationError: typed as described in the module docstring.
+            ApplicationError: typed as described in the module docstring, its text redacted.
         """
+        info = activity.info()
+        timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else None
+        every = min(HEARTBEAT_EVERY_S, timeout / 4) if timeout else HEARTBEAT_EVERY_S
+        try:
+            async with heartbeating(every):
+                return await self._llm_call(inp)
+        except Exception as err:
+            raise redacted_error(err, self.config.secrets()) from None
+
+    async def _llm_call(self, inp: LlmCallInput) -> LlmCallResult:
         style: WireStyle = inp.style or self.config.style
         try:
+            recorded = await self.store.completion(inp.conv_id, inp.fence)
+            if recorded is not None:
+                activity.logger.info("LLM call %s/%s already answered", inp.conv_id, inp.fence)
+                return _fit(LlmCallResult.model_validate_json(recorded))
+            _check_deadline(inp.deadline_ms)
             stored_len = await self.store.write(
                 inp.conv_id, inp.base_len, inp.new_messages, fence=inp.fence
             )
@@ -175,14 +223,27 @@ class LlmActivities:
             max_tokens=self.config.max_tokens,
             stream=self.config.stream,
         )
-        async with heartbeating(HEARTBEAT_EVERY_S):
-            async with self._slots or contextlib.nullcontext():
-                message, usage = await self._call(style, body)
+        left_s = None if inp.deadline_ms is None else inp.deadline_ms / 1000 - time.time()
         try:
-            new_len = await self.store.write(inp.conv_id, stored_len, [message], fence=inp.fence)
+            async with asyncio.timeout(left_s):
+                async with self._slots or contextlib.nullcontext():
+                    _check_deadline(inp.deadline_ms)
+                    message, usage = await self._call(style, body)
+        except TimeoutError:
+            _check_deadline(inp.deadline_ms, aborted=True)
+            raise
+        result = LlmCallResult(message=message, usage=usage, stored_len=stored_len + 1)
+        try:
+            await self.store.write(
+                inp.conv_id,
+                stored_len,
+                [message],
+                fence=inp.fence,
+                completion=result.model_dump_json(),
+            )
         except StoreError as err:
             raise ApplicationError(str(err), type="StoreError", non_retryable=True) from err
-        return LlmCallResult(message=message, usage=usage, stored_len=new_len)
+        return _fit(result)
 
     async def _call(self, style: WireStyle, body: dict[str, Any]) -> tuple[Message, Usage]:
         """POST the request; read an SSE stream or a plain JSON body."""
@@ -240,6 +301,7 @@ class LlmActivities:
     ) -> tuple[Message, Usage]:
         assembler = wire.StreamAssembler(style)
         data: list[str] = []
+        events = 0
         try:
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
@@ -247,11 +309,61 @@ class LlmActivities:
                 elif not line and data:
                     assembler.feed("\n".join(data))
                     data = []
+                    events += 1
+                    if events % YIELD_EVERY_EVENTS == 0:
+                        # A stream already buffered never awaits I/O: let the heartbeats out.
+                        await asyncio.sleep(0)
             if data:
                 assembler.feed("\n".join(data))
             return assembler.result()
         except wire.WireError as err:
             raise _malformed(url, err, "") from err
+
+
+def _check_deadline(deadline_ms: int | None, *, aborted: bool = False) -> None:
+    """Raise ``LlmWallDeadline`` (non-retryable) once ``deadline_ms`` (epoch ms) has passed."""
+    if deadline_ms is None:
+        return
+    late_ms = int(time.time() * 1000) - deadline_ms
+    if late_ms >= 0 or aborted:
+        what = "aborted the call in flight" if aborted else "no LLM call starts"
+        raise ApplicationError(
+            f"the handle's wall deadline passed {max(late_ms, 0)} ms ago: {what}",
+            type="LlmWallDeadline",
+            non_retryable=True,
+        )
+
+
+def _fit(result: LlmCallResult) -> LlmCallResult:
+    """``result`` shortened to ``REPLY_MAX_BYTES`` serialized (the text is cut and says where
+    the whole reply is); tool calls are never cut.
+
+    Raises:
+        ApplicationError: ``LlmReplyTooLarge`` (non-retryable, usage in its details) when
+            the tool calls alone do not fit.
+    """
+    size = len(result.model_dump_json().encode())
+    if size <= REPLY_MAX_BYTES:
+        return result
+    content = result.message.content or ""
+    excess = size - REPLY_MAX_BYTES + 200
+    keep = len(content.encode()) - excess
+    if keep <= 0:
+        raise ApplicationError(
+            f"the model's reply is {size} bytes serialized, its tool calls alone over the "
+            f"{REPLY_MAX_BYTES}-byte limit of a result; it is kept whole in the conversation "
+            "store",
+            result.usage.model_dump(),
+            type="LlmReplyTooLarge",
+            non_retryable=True,
+        )
+    head = content.encode()[:keep].decode(errors="ignore")
+    note = (
+        f"\n[reply shortened: {len(content)} characters in all; the whole reply is in the "
+        "conversation store]"
+    )
+    message = result.message.model_copy(update={"content": head + note})
+    return result.model_copy(update={"message": message})
 
 
 def _malformed(url: str, err: Exception, body: str) -> ApplicationError:

@@ -31,7 +31,13 @@ class ConversationStore(Protocol):
     concurrent activities of one worker."""
 
     async def write(
-        self, conv_id: str, base_len: int, messages: list[Message], *, fence: int = 0
+        self,
+        conv_id: str,
+        base_len: int,
+        messages: list[Message],
+        *,
+        fence: int = 0,
+        completion: str | None = None,
     ) -> int:
         """Keep the first ``base_len`` messages, drop the rest, append ``messages``.
 
@@ -41,6 +47,9 @@ class ConversationStore(Protocol):
             messages: messages to append.
             fence: the writer's fence (the workflow's LLM call sequence number); must not be
                 lower than any fence already written for ``conv_id``.
+            completion: recorded, in the same transaction, as the completion of call
+                ``fence`` (opaque text; see :meth:`completion`). Older calls' records of
+                ``conv_id`` are dropped: only the newest call can be retried.
 
         Returns:
             The new length.
@@ -53,6 +62,11 @@ class ConversationStore(Protocol):
 
     async def read(self, conv_id: str, limit: int | None = None) -> list[Message]:
         """The first ``limit`` messages (all when None), oldest first."""
+        ...
+
+    async def completion(self, conv_id: str, fence: int) -> str | None:
+        """The completion recorded by :meth:`write` for LLM call ``fence`` of ``conv_id``, or
+        None (issue 12: a retried call returns it instead of calling the model again)."""
         ...
 
 
@@ -81,17 +95,35 @@ class SqliteConversationStore:
                 "CREATE TABLE IF NOT EXISTS fences ("
                 " conv_id TEXT PRIMARY KEY, fence INTEGER NOT NULL)"
             )
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS completions ("
+                " conv_id TEXT NOT NULL, fence INTEGER NOT NULL, body TEXT NOT NULL,"
+                " PRIMARY KEY (conv_id, fence))"
+            )
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30, isolation_level=None)
 
     async def write(
-        self, conv_id: str, base_len: int, messages: list[Message], *, fence: int = 0
+        self,
+        conv_id: str,
+        base_len: int,
+        messages: list[Message],
+        *,
+        fence: int = 0,
+        completion: str | None = None,
     ) -> int:
         """See :meth:`ConversationStore.write`."""
-        return await asyncio.to_thread(self._write, conv_id, base_len, messages, fence)
+        return await asyncio.to_thread(self._write, conv_id, base_len, messages, fence, completion)
 
-    def _write(self, conv_id: str, base_len: int, messages: list[Message], fence: int) -> int:
+    def _write(
+        self,
+        conv_id: str,
+        base_len: int,
+        messages: list[Message],
+        fence: int,
+        completion: str | None = None,
+    ) -> int:
         db = self._connect()
         try:
             db.execute("BEGIN IMMEDIATE")
@@ -125,6 +157,12 @@ class SqliteConversationStore:
                     for i, m in enumerate(messages)
                 ],
             )
+            if completion is not None:
+                db.execute("DELETE FROM completions WHERE conv_id = ?", (conv_id,))
+                db.execute(
+                    "INSERT INTO completions (conv_id, fence, body) VALUES (?, ?, ?)",
+                    (conv_id, fence, completion),
+                )
             db.execute("COMMIT")
             return base_len + len(messages)
         finally:
@@ -144,3 +182,17 @@ class SqliteConversationStore:
         finally:
             db.close()
         return [Message.model_validate_json(body) for (body,) in rows]
+
+    async def completion(self, conv_id: str, fence: int) -> str | None:
+        """See :meth:`ConversationStore.completion`."""
+        return await asyncio.to_thread(self._completion, conv_id, fence)
+
+    def _completion(self, conv_id: str, fence: int) -> str | None:
+        db = self._connect()
+        try:
+            row = db.execute(
+                "SELECT body FROM completions WHERE conv_id = ? AND fence = ?", (conv_id, fence)
+            ).fetchone()
+        finally:
+            db.close()
+        return None if row is None else str(row[0])

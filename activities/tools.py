@@ -13,18 +13,19 @@ tool re-runs after its suspension was answered). It returns a string, a ``ToolRe
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any, NoReturn, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.activities.heartbeat import heartbeating
+from toolnexus_temporal.activities.redact import mentions_secret, redacted_error
+from toolnexus_temporal.activities.threads import run_stoppable
 from toolnexus_temporal.workflows.messages import InterpretInput, ToolCallInput
 from toolnexus_temporal.workflows.models import Answer, Request, ToolOptions, ToolResult
 from toolnexus_temporal.workflows.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
@@ -137,7 +138,7 @@ class Tool:
         if inspect.iscoroutinefunction(self.fn):
             out = await self.fn(**kwargs)
         else:
-            out = await asyncio.to_thread(self.fn, **kwargs)
+            out = await run_stoppable(self.fn, **kwargs)
         return to_tool_result(out)
 
 
@@ -246,9 +247,15 @@ class ToolActivities:
     """Registers ``tnx.tool_call`` and ``tnx.interpret`` for a registry's tools and
     interpreters."""
 
-    def __init__(self, tools: dict[str, Tool], interpreters: dict[str, Interpreter]) -> None:
+    def __init__(
+        self,
+        tools: dict[str, Tool],
+        interpreters: dict[str, Interpreter],
+        secrets: Callable[[], list[str]] | None = None,
+    ) -> None:
         self.tools = tools
         self.interpreters = interpreters
+        self.secrets = secrets or (lambda: [])
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def tool_call(self, inp: ToolCallInput) -> ToolResult:
@@ -285,7 +292,17 @@ class ToolActivities:
                 raise ApplicationError(
                     str(err), type="ToolArgumentsInvalid", non_retryable=True
                 ) from err
-            raise
+            self._raise_clean(err)
+        except Exception as err:
+            self._raise_clean(err)
+
+    def _raise_clean(self, err: Exception) -> NoReturn:
+        """Re-raise a tool's error; one that quotes a configured secret (the LLM key,
+        ``LlmConfig.secret_envs``) is replaced by its redacted copy (issue 12, item 10)."""
+        secrets = self.secrets()
+        if secrets and mentions_secret(err, secrets):
+            raise redacted_error(err, secrets) from None
+        raise err
 
     @activity.defn(name=INTERPRET_ACTIVITY)
     async def interpret(self, inp: InterpretInput) -> Answer:

@@ -81,6 +81,7 @@ def make_runtime(client: Client, store: SqliteConversationStore) -> RuntimeFacto
         options: RuntimeOptions | None = None,
         budget: Budget | None = None,
         llm: LlmConfig | None = None,
+        conv_store: Any = None,
         **worker_options: Any,
     ) -> AsyncIterator[AgentRuntime]:
         scope = f"t-{uuid.uuid4().hex[:10]}"
@@ -91,7 +92,7 @@ def make_runtime(client: Client, store: SqliteConversationStore) -> RuntimeFacto
                 registry=registry,
                 llm=llm or LlmConfig(base_url="http://mock.local/v1", model=MODEL),
                 task_queue=task_queue,
-                store=store,
+                store=conv_store or store,
                 transport=transport,
                 **worker_options,
             ) as worker,

@@ -155,6 +155,8 @@ class TurnScratch:
         """Tokens this turn used."""
         self.wall_fired = False
         """The ``max_wall_ms`` watchdog stopped the turn."""
+        self.llm_abandoned = False
+        """Past the wall deadline and its grace: stop waiting for the LLM call (protocol 3)."""
         self.next_messages: list[Message] = []
         """Messages for the next LLM call."""
         self.open_calls: list[ToolCall] = []
@@ -165,6 +167,7 @@ class TurnScratch:
         self.llm_calls = 0
         self.tokens = 0
         self.wall_fired = False
+        self.llm_abandoned = False
         self.next_messages = new_messages
         self.open_calls = []
 

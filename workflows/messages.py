@@ -275,6 +275,8 @@ class LlmCallInput(WireModel):
         style: wire style override, or None for the worker's.
         tools: tool names offered to the model (schemas come from the worker's registry).
         team: agent names of the ``task`` tool (empty: no ``task`` tool).
+        deadline_ms: the handle's wall deadline (epoch ms; protocol 3): no model call starts
+            past it and one in flight is aborted at it (``LlmWallDeadline``).
     """
 
     conv_id: str
@@ -285,6 +287,7 @@ class LlmCallInput(WireModel):
     style: WireStyle | None = None
     tools: list[str] = Field(default_factory=list)
     team: list[str] = Field(default_factory=list)
+    deadline_ms: int | None = None
 
 
 class LlmCallResult(WireModel):

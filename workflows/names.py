@@ -84,8 +84,19 @@ RESOLVE_AGENT_ACTIVITY: Final = "tnx.resolve_agent"
 RUN_HOOK_ACTIVITY: Final = "tnx.run_hook"
 """Runs a registered ``on_spawn`` / ``on_close`` hook."""
 
-LLM_NON_RETRYABLE: Final = ("LlmRequestRejected", "MalformedLlmResponse", "StoreError")
+LLM_NON_RETRYABLE: Final = (
+    "LlmRequestRejected",
+    "MalformedLlmResponse",
+    "StoreError",
+    "LlmWallDeadline",
+    "LlmReplyTooLarge",
+)
 """``ApplicationError`` types of ``tnx.llm_call`` that no retry can fix."""
+
+WALL_GRACE_MS: Final = 1_000
+"""After the wall deadline, how long a turn waits for its LLM call to report (protocol 3):
+the activity stops itself at the deadline, so a live worker reports within this; a dead one
+never does (its heartbeat timeout would add seconds)."""
 
 TOOL_NON_RETRYABLE: Final = ("UnknownTool", "ToolArgumentsInvalid")
 """``ApplicationError`` types of ``tnx.tool_call`` that no retry can fix."""

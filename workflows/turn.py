@@ -28,12 +28,12 @@ from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
+from toolnexus_temporal.workflows.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
-        LlmCallInput,
         LlmCallResult,
         ToolCallInput,
     )
@@ -45,24 +45,18 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolOptions,
         ToolResult,
+        Usage,
     )
     from toolnexus_temporal.workflows.names import (
-        LLM_CALL_ACTIVITY,
-        LLM_NON_RETRYABLE,
-        LLM_ON_OWN_QUEUE,
+        PROTOCOL_HARDENED,
         PROTOCOL_LEASES,
         SETTLE_REPORTS_ONLY,
         TASK_TOOL,
         TOOL_CALL_ACTIVITY,
         TOOL_NON_RETRYABLE,
-        llm_task_queue,
-        workflow_id_for,
+        WALL_GRACE_MS,
     )
     from toolnexus_temporal.workflows.state import HandleState
-
-
-class Interrupted(Exception):
-    """Raised inside a turn when an interrupt aborted it."""
 
 
 class Turn:
@@ -162,11 +156,7 @@ class Turn:
             if limit is not None:
                 return self._budget_stop(limit)
             reply = await self._llm_call(self.scratch.next_messages)
-            self.scratch.llm_calls += 1
-            self.scratch.tokens += reply.usage.total_tokens
-            s.turns_total += 1
-            s.own_tokens += reply.usage.total_tokens
-            self.budgets.recount()
+            self._count(reply.usage)
             s.transcript_len = reply.stored_len
             self.scratch.next_messages = []
             calls = reply.message.tool_calls or []
@@ -235,6 +225,13 @@ class Turn:
             self.scratch.wall_fired = True
             if self.scratch.task is not None:
                 self.scratch.task.cancel()
+            if self.s.protocol >= PROTOCOL_HARDENED:
+                # The LLM activity stops itself at the deadline; wait briefly for its outcome
+                # (a reply that came in is counted), then stop waiting: a worker that died
+                # with the call never acknowledges, and no later call of this handle can
+                # start past the deadline anyway.
+                await workflow.sleep(timedelta(milliseconds=WALL_GRACE_MS))
+                self.scratch.llm_abandoned = True
 
         return asyncio.create_task(fire())
 
@@ -255,47 +252,26 @@ class Turn:
         return result
 
     async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:
-        """One LLM round trip (activity ``tnx.llm_call``) appending ``new_messages``.
+        """One LLM round trip (activity ``tnx.llm_call``) appending ``new_messages``
+        (``llmcall.py``).
 
         Raises:
-            Interrupted: an interrupt came before the call was scheduled.
+            Interrupted: an interrupt came before the call was scheduled, or (protocol 3)
+                cancelled it, or the wall deadline stopped it.
             ActivityError: the call failed after its retries, or was cancelled.
         """
-        s = self.s
-        defn = require_defn(s)
         if self.scratch.interrupt_requested:
             raise Interrupted()
-        opts = s.options
-        s.llm_seq += 1
-        result: LlmCallResult = await workflow.execute_activity(
-            LLM_CALL_ACTIVITY,
-            LlmCallInput(
-                conv_id=s.store_key or workflow_id_for(s.scope, s.id),
-                base_len=s.transcript_len,
-                fence=s.llm_seq,
-                new_messages=new_messages,
-                model=defn.model,
-                style=defn.style,
-                tools=defn.tools,
-                team=defn.team,
-            ),
-            result_type=LlmCallResult,
-            task_queue=(
-                s.task_queue
-                if s.protocol >= PROTOCOL_LEASES or workflow.patched(LLM_ON_OWN_QUEUE)
-                else llm_task_queue(s.task_queue)
-            ),
-            start_to_close_timeout=timedelta(milliseconds=opts.llm_timeout_ms),
-            heartbeat_timeout=timedelta(milliseconds=opts.llm_heartbeat_ms),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(milliseconds=opts.llm_initial_retry_ms),
-                backoff_coefficient=2.0,
-                maximum_attempts=opts.llm_max_attempts,
-                non_retryable_error_types=list(LLM_NON_RETRYABLE),
-            ),
-            summary=f"LLM call for {s.id}",
-        )
-        return result
+        return await llm_round_trip(self.s, self.scratch, self.vis, new_messages, self._count)
+
+    def _count(self, usage: Usage) -> None:
+        """Count one answered LLM call: its round trip and its tokens (CONTRACT §6)."""
+        s = self.s
+        self.scratch.llm_calls += 1
+        self.scratch.tokens += usage.total_tokens
+        s.turns_total += 1
+        s.own_tokens += usage.total_tokens
+        self.budgets.recount()
 
     # ------------------------------------------------------------------ tools
 
@@ -360,6 +336,13 @@ class Turn:
         turn)."""
         s = self.s
         opts = s.tool_options.get(call.name, ToolOptions())
+        # Protocol 3: an interrupt waits until the tool acknowledged its cancellation (a sync
+        # tool's thread has stopped, activities/threads.py), so it never outlives the turn.
+        cancellation = (
+            workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
+            if s.protocol >= PROTOCOL_HARDENED
+            else workflow.ActivityCancellationType.TRY_CANCEL
+        )
         try:
             result: ToolResult = await workflow.execute_activity(
                 TOOL_CALL_ACTIVITY,
@@ -379,9 +362,12 @@ class Turn:
                     non_retryable_error_types=list(TOOL_NON_RETRYABLE),
                 ),
                 summary=f"tool {call.name} for {s.id}",
+                cancellation_type=cancellation,
             )
         except ActivityError as err:
             if self.scratch.interrupt_requested:
+                if s.protocol >= PROTOCOL_HARDENED:
+                    self.vis.trace(f"{s.id}: tool {call.name} ({call.id}) stopped (interrupt)")
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
         return result
