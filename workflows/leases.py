@@ -120,9 +120,14 @@ class LeaseBook:
         self._send_grant(child, lease)
 
     def _send_grant(self, child: str, lease: Lease) -> None:
-        self.outbox.signal_later(
-            child, SIGNAL_WAKE, WakeRequest(granted=True, lease=lease.id, sticky=lease.sticky)
+        grant = WakeRequest(
+            granted=True, lease=lease.id, sticky=lease.sticky, nonce=self._nonce(child)
         )
+        self.outbox.signal_later(child, SIGNAL_WAKE, grant)
+
+    def _nonce(self, child: str) -> str | None:
+        """The nonce of ``child`` (protocol 3; None before)."""
+        return self.s.children_info.get(child, ChildInfo()).nonce
 
     def recall(self) -> int:
         """Ask every holder of a sticky lease to give it back once no turn of its own runs.
@@ -135,7 +140,8 @@ class LeaseBook:
         for child, lease in list(s.leases.items()):
             if lease.sticky:
                 s.leases[child] = Lease(id=lease.id, sticky=False)
-                self.outbox.signal_later(child, SIGNAL_SLOT_RECALL, SlotRecall(lease=lease.id))
+                recall = SlotRecall(lease=lease.id, nonce=self._nonce(child))
+                self.outbox.signal_later(child, SIGNAL_SLOT_RECALL, recall)
                 recalled += 1
         return recalled
 
@@ -204,7 +210,7 @@ class LeaseBook:
         self.outbox.signal_later(
             s.parent,
             SIGNAL_SLOT_REQUEST,
-            WakeChildRequest(child=s.id, seen_result_seq=s.result_seq),
+            WakeChildRequest(child=s.id, seen_result_seq=s.result_seq, nonce=s.nonce),
         )
 
     def take_grant(self, req: WakeRequest) -> tuple[bool, str | None]:
@@ -260,5 +266,5 @@ class LeaseBook:
         lease, s.lease, s.lease_sticky = s.lease, None, False
         if lease is not None and s.parent is not None:
             self.outbox.signal_later(
-                s.parent, SIGNAL_SLOT_RELEASE, SlotRelease(child=s.id, lease=lease)
+                s.parent, SIGNAL_SLOT_RELEASE, SlotRelease(child=s.id, lease=lease, nonce=s.nonce)
             )
