@@ -49,7 +49,11 @@ class WatchActivities:
             cause = err.cause
             text = getattr(cause, "message", None) or str(cause or err)
             why = f"ended abnormally: {type(cause).__name__}: {text}"[:300]
-            return ChildEnd(id=handle_id, why=why)
+            try:
+                last: HandleView | None = await wf.query("view", result_type=HandleView)
+            except Exception:  # not readable (no worker can replay it): usage as reported
+                last = None
+            return ChildEnd(id=handle_id, why=why, last=last)
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise

@@ -298,6 +298,10 @@ class Children:
             why = "ended"
         except Exception as err:
             why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
+            if self.s.protocol >= PROTOCOL_HARDENED:  # its last view: usage not yet reported
+                for end in (await self._ends([child_id])).ended:
+                    self.ended(child_id, end.view, why, end.last)
+                return
         self.ended(child_id, final, why)
 
     def watch_earlier(self) -> None:
@@ -312,23 +316,38 @@ class Children:
 
     async def _watch_earlier(self, live: list[str]) -> None:
         while live:
-            result = await workflow.execute_activity(
-                WATCH_CHILDREN_ACTIVITY,
-                WatchChildrenInput(scope=self.s.scope, handle_ids=live),
-                result_type=WatchChildrenResult,
-                start_to_close_timeout=timedelta(days=365),
-                heartbeat_timeout=timedelta(seconds=30),
-                summary=f"watch {len(live)} children of earlier runs",
-            )
-            for end in result.ended:
-                self.ended(end.id, end.view, end.why)
+            for end in (await self._ends(live)).ended:
+                self.ended(end.id, end.view, end.why, end.last)
             infos = self.s.children_info
             live = [c for c in live if c in infos and infos[c].state != "closed"]
 
-    def ended(self, child_id: str, final: HandleView | None, why: str) -> None:
+    async def _ends(self, ids: list[str]) -> WatchChildrenResult:
+        """Wait (activity ``tnx.watch_children``) until one of ``ids`` has ended."""
+        result: WatchChildrenResult = await workflow.execute_activity(
+            WATCH_CHILDREN_ACTIVITY,
+            WatchChildrenInput(scope=self.s.scope, handle_ids=ids),
+            result_type=WatchChildrenResult,
+            start_to_close_timeout=timedelta(days=365),
+            heartbeat_timeout=timedelta(seconds=30),
+            summary=f"watch {len(ids)} children",
+        )
+        return result
+
+    def ended(
+        self, child_id: str, final: HandleView | None, why: str, last: HandleView | None = None
+    ) -> None:
         """A child's workflow ended (``final``: its result when it completed): a task child's
         final view is its closed report; any other end without a closed report marks the
-        child closed (:meth:`mark_closed`), with a trace line."""
+        child closed (:meth:`mark_closed`), with a trace line, counting the usage of its
+        ``last`` view (the workflow's state when it ended) when that is more."""
+        info = self.s.children_info.get(child_id)
+        if info is not None and last is not None and info.state != "closed":
+            self.s.children_info[child_id] = info.model_copy(
+                update={
+                    "usage_total": max(info.usage_total, last.usage_total),
+                    "subtree_tool_calls": max(info.subtree_tool_calls, last.subtree_tool_calls),
+                }
+            )
         info = self.s.children_info.get(child_id)
         if info is None or info.state == "closed":
             return

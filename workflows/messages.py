@@ -315,11 +315,14 @@ class WatchChildrenInput(WireModel):
 
 class ChildEnd(WireModel):
     """One watched child whose workflow ended: its final view when it completed (a closed
-    view), else None with ``why`` (terminated, failed, timed out, cancelled, not found)."""
+    view), else None with ``why`` (terminated, failed, timed out, cancelled, not found) and
+    ``last``: its last view (the ``view`` query of the ended workflow) when readable, so
+    usage it had not reported yet is still counted."""
 
     id: str
     view: HandleView | None = None
     why: str = "ended"
+    last: HandleView | None = None
 
 
 class WatchChildrenResult(WireModel):
