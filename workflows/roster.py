@@ -5,9 +5,10 @@ Before protocol 3 a parent keeps every child it ever had in ``children`` and
 ``children_info``, so a parent that spawned, ran and closed 10,000 children carries 10,000
 ids and reports into every run. From protocol 3 (``names.PROTOCOL_HARDENED``):
 
-* ``spawned`` records every child as runs of one agent name in spawn order (a child's id is
-  ``{parent}/{name}.{n}``, ``n`` its spawn number), so the view still lists all children
-  in spawn order (the contract's ``children`` never shrinks) at a few bytes per run;
+* ``spawned`` records every child in spawn order as one character naming its agent in
+  ``spawned_names`` (a child's id is ``{parent}/{name}.{n}``, ``n`` its spawn number), so
+  the view still lists all children in spawn order (the contract's ``children`` never
+  shrinks) at one byte per child (two past 62 agent names);
 * at continue-as-new (:func:`compact`) closed children leave ``children``,
   ``children_info`` and ``pushed_floors``; their usage stays in ``closed_usage_total`` /
   ``closed_tool_calls`` (the roll-up is unchanged), ``spawn_count`` keeps ids unique and
@@ -25,7 +26,10 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
-    from toolnexus_temporal.workflows.state import ChildInfo, HandleState, SpawnRun
+    from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+
+_CODES: Final = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+"""The characters of the first 62 agent names in ``spawned`` (later ones: U+0100 on)."""
 
 TRACE_CARRY_BYTES: Final = 32_000
 """Trace text (bytes of the lines) a protocol-3 handle carries into its next run at most:
@@ -46,26 +50,33 @@ def record_spawn(s: HandleState, name: str, nonce: str | None = None) -> str:
     s.children.append(child_id)
     s.children_info[child_id] = ChildInfo(nonce=nonce)
     if s.protocol >= PROTOCOL_HARDENED:
-        last = s.spawned[-1] if s.spawned else None
-        if last is not None and last.name == name and last.first + last.count == n:
-            last.count += 1
-        else:
-            s.spawned.append(SpawnRun(name=name, first=n))
+        if name not in s.spawned_names:
+            s.spawned_names.append(name)
+        s.spawned += _code(s.spawned_names.index(name))
     return child_id
+
+
+def _code(index: int) -> str:
+    return _CODES[index] if index < len(_CODES) else chr(0x100 + index)
+
+
+def _name_of(s: HandleState, code: str) -> str:
+    at = _CODES.find(code)
+    return s.spawned_names[at if at >= 0 else ord(code) - 0x100]
 
 
 def all_children(s: HandleState) -> list[str]:
     """Every child ever spawned under ``s``, in spawn order (closed ones included)."""
     if s.protocol < PROTOCOL_HARDENED:
         return list(s.children)
-    return [f"{s.id}/{r.name}.{n}" for r in s.spawned for n in range(r.first, r.first + r.count)]
+    return [f"{s.id}/{_name_of(s, code)}.{n}" for n, code in enumerate(s.spawned, start=1)]
 
 
 def children_count(s: HandleState) -> int:
     """How many children ``s`` ever spawned (closed ones included)."""
     if s.protocol < PROTOCOL_HARDENED:
         return len(s.children)
-    return sum(r.count for r in s.spawned)
+    return len(s.spawned)
 
 
 def was_child(s: HandleState, child_id: str) -> bool:
@@ -79,7 +90,7 @@ def was_child(s: HandleState, child_id: str) -> bool:
     if not number.isdigit():
         return False
     n = int(number)
-    return any(r.name == name and r.first <= n < r.first + r.count for r in s.spawned)
+    return 1 <= n <= len(s.spawned) and _name_of(s, s.spawned[n - 1]) == name
 
 
 def compact(s: HandleState) -> None:

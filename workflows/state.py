@@ -79,15 +79,6 @@ class Interpreter(WireModel):
     name: str
 
 
-class SpawnRun(WireModel):
-    """A run of consecutive children with one agent name (protocol 3): the children with
-    sequence numbers ``first`` .. ``first + count - 1`` are ``{parent}/{name}.{n}``."""
-
-    name: str
-    first: int
-    count: int = 1
-
-
 class ChildInfo(WireModel):
     """What a parent knows of one child, from the child's latest report.
 
@@ -199,8 +190,10 @@ class HandleState(WireModel):
             the wake is admitted when the workflow starts.
         nonce: (child, protocol 3) the secret its parent gave it at spawn; messages between
             the two carry it (``trust.py``). Never shown by the ``state`` query.
-        spawned: (parent, protocol 3) every child ever spawned, as runs of one name in
-            spawn order (``roster.py``): the ``children`` of the view, compactly.
+        spawned: (parent, protocol 3) every child ever spawned, one character per child in
+            spawn order naming its agent in ``spawned_names`` (``roster.py``): the
+            ``children`` of the view at one byte per child.
+        spawned_names: (parent, protocol 3) the agent names of ``spawned``, first spawn first.
         closed_usage_total: (parent, protocol 3) subtree tokens of the closed children
             dropped from ``children_info`` at continue-as-new.
         closed_tool_calls: (parent, protocol 3) their subtree tool calls.
@@ -268,7 +261,8 @@ class HandleState(WireModel):
     one_shot: bool = False
     start_wake: bool = False
     nonce: str | None = None
-    spawned: list[SpawnRun] = Field(default_factory=list)
+    spawned: str = ""
+    spawned_names: list[str] = Field(default_factory=list)
     closed_usage_total: int = 0
     closed_tool_calls: int = 0
 

@@ -71,13 +71,14 @@ def carried_bytes(s: HandleState) -> int:
 
 
 def run_children(protocol: int, n: int = N) -> HandleState:
-    """A root that spawns ``n`` children (two agent names, in turns of 100), each runs one
-    turn (5 tokens, 1 tool call) and closes; it continues as new every 1,000 children."""
+    """A root that spawns ``n`` children (three agent names in turn: the worst order for a
+    run-length list), each runs one turn (5 tokens, 1 tool call) and closes; it continues as
+    new every 1,000 children."""
     s = handle(id="root", defn=None, parent=None, depth=0, protocol=protocol)
     s.budget = Budget(max_concurrent=8, max_children=n + 1)
     children = children_of(s)
     for i in range(n):
-        name = "researcher" if (i // 100) % 2 else "writer"
+        name = ("writer", "researcher", "reviewer")[i % 3]
         nonce = f"{i:08d}-0000-4000-8000-000000000000" if protocol >= PROTOCOL_HARDENED else None
         child = record_spawn(s, name, nonce)
         children.vis.trace(f"{s.id}: spawn {child}")
@@ -103,10 +104,10 @@ def test_a_parent_of_10000_closed_children_carries_under_100_kb():
     assert (s.usage_total, s.subtree_tool_calls, s.spawn_count) == (5 * N, N, N)
     view = view_of(s)
     assert len(view.children) == N == children_count(s)
-    assert view.children[:3] == ["root/writer.1", "root/writer.2", "root/writer.3"]
-    assert (
-        view.children[100] == "root/researcher.101" and view.children[-1] == f"root/researcher.{N}"
-    )
+    assert view.children[:4] == [
+        "root/writer.1", "root/researcher.2", "root/reviewer.3", "root/writer.4"
+    ]  # fmt: skip
+    assert view.children[-1] == f"root/writer.{N}"  # 10,000 = 3 * 3,333 + 1
     assert was_child(s, "root/researcher.101") and not was_child(s, "root/writer.101")
     assert not was_child(s, "root/writer.10001") and not was_child(s, "other/writer.1")
     defn = ResolveAgentResult(defn=AgentDef(name="writer"))
@@ -139,3 +140,10 @@ def test_compact_keeps_live_children_and_the_newest_trace():
     assert view_of(s).children == [live, done]
     assert s.trace[-1].line.startswith("p: line 1999") and 100 < len(s.trace) < 2_000
     assert s.trace_seq == 2_000 + 1  # the closed line counted too; seqs keep counting
+
+
+def test_more_agent_names_than_one_character_codes():
+    s = handle(id="p", defn=None, parent=None, protocol=PROTOCOL_HARDENED)
+    ids = [record_spawn(s, f"agent{i}") for i in range(100)]
+    assert all_children(s) == ids and children_count(s) == 100
+    assert was_child(s, "p/agent99.100") and not was_child(s, "p/agent98.100")
