@@ -34,6 +34,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.outbox import Signals
+from toolnexus_temporal.workflows.roster import was_child
 from toolnexus_temporal.workflows.visibility import Log
 
 with workflow.unsafe.imports_passed_through():
@@ -180,6 +181,8 @@ class LeaseBook:
             ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
         info = self.s.children_info.get(req.child)
+        if info is None and was_child(self.s, req.child):  # closed, dropped at continue-as-new
+            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
         if info is None:
             raise ApplicationError(
                 f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
