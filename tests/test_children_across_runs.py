@@ -49,7 +49,7 @@ async def test_a_child_of_an_earlier_run_terminated_frees_its_slot(make_runtime,
         async def continued() -> bool:
             return await run_id(client, rt, "root") != first_run
 
-        await eventually(continued)
+        await eventually(continued, tries=300)
         await client.get_workflow_handle(rt.workflow_id(a.id)).terminate(reason="operator")
         # b's wake asks the root for the slot a held; only noticing a's end frees it
         result = await asyncio.wait_for(rt.run_turn(b, "go"), 60)

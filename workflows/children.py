@@ -11,13 +11,13 @@ children outlive a parent's continue-as-new. A child reports every change with t
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
+from toolnexus_temporal.workflows.child_ends import child_ends
 from toolnexus_temporal.workflows.definitions import Definitions
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
@@ -32,8 +32,6 @@ with workflow.unsafe.imports_passed_through():
         ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
-        WatchChildrenInput,
-        WatchChildrenResult,
     )
     from toolnexus_temporal.workflows.models import AgentDef, Budget, HandleView
     from toolnexus_temporal.workflows.names import (
@@ -44,7 +42,6 @@ with workflow.unsafe.imports_passed_through():
         PROTOCOL_HARDENED,
         PROTOCOL_LEASES,
         SIGNAL_CLOSE,
-        WATCH_CHILDREN_ACTIVITY,
         WORKFLOW_TYPE,
         workflow_id_for,
     )
@@ -299,7 +296,7 @@ class Children:
         except Exception as err:
             why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
             if self.s.protocol >= PROTOCOL_HARDENED:  # its last view: usage not yet reported
-                for end in (await self._ends([child_id])).ended:
+                for end in (await child_ends(self.s.scope, [child_id])).ended:
                     self.ended(child_id, end.view, why, end.last)
                 return
         self.ended(child_id, final, why)
@@ -316,22 +313,10 @@ class Children:
 
     async def _watch_earlier(self, live: list[str]) -> None:
         while live:
-            for end in (await self._ends(live)).ended:
+            for end in (await child_ends(self.s.scope, live)).ended:
                 self.ended(end.id, end.view, end.why, end.last)
             infos = self.s.children_info
             live = [c for c in live if c in infos and infos[c].state != "closed"]
-
-    async def _ends(self, ids: list[str]) -> WatchChildrenResult:
-        """Wait (activity ``tnx.watch_children``) until one of ``ids`` has ended."""
-        result: WatchChildrenResult = await workflow.execute_activity(
-            WATCH_CHILDREN_ACTIVITY,
-            WatchChildrenInput(scope=self.s.scope, handle_ids=ids),
-            result_type=WatchChildrenResult,
-            start_to_close_timeout=timedelta(days=365),
-            heartbeat_timeout=timedelta(seconds=30),
-            summary=f"watch {len(ids)} children",
-        )
-        return result
 
     def ended(
         self, child_id: str, final: HandleView | None, why: str, last: HandleView | None = None
