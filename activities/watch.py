@@ -21,7 +21,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.workflows.messages import ChildEnd, WatchChildrenInput, WatchChildrenResult
 from toolnexus_temporal.workflows.models import HandleView
-from toolnexus_temporal.workflows.names import WATCH_CHILDREN_ACTIVITY, workflow_id_for
+from toolnexus_temporal.workflows.names import (
+    QUERY_STATE,
+    QUERY_VIEW,
+    WATCH_CHILDREN_ACTIVITY,
+    workflow_id_for,
+)
+from toolnexus_temporal.workflows.state import HandleState
 
 HEARTBEAT_S = 5.0
 """Seconds between heartbeats (the workflow's heartbeat timeout is a few times this)."""
@@ -50,10 +56,12 @@ class WatchActivities:
             text = getattr(cause, "message", None) or str(cause or err)
             why = f"ended abnormally: {type(cause).__name__}: {text}"[:300]
             try:
-                last: HandleView | None = await wf.query("view", result_type=HandleView)
+                last: HandleView | None = await wf.query(QUERY_VIEW, result_type=HandleView)
+                state = await wf.query(QUERY_STATE, result_type=HandleState)
             except Exception:  # not readable (no worker can replay it): usage as reported
-                last = None
-            return ChildEnd(id=handle_id, why=why, last=last)
+                return ChildEnd(id=handle_id, why=why)
+            orphans = [c for c, i in state.children_info.items() if i.state != "closed"]
+            return ChildEnd(id=handle_id, why=why, last=last, orphans=orphans)
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise

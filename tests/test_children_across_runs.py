@@ -121,3 +121,28 @@ async def test_closed_children_are_not_carried_and_ls_stays_correct(make_runtime
         assert h.id == f"root/w.{n + 1}"
         assert (await rt.run_turn(h, "again")).text == f"child {n}"
         assert (await rt.inspect(rt.root)).children == [*ids, h.id]
+
+
+async def test_the_children_of_a_terminated_handle_are_closed(make_runtime, client) -> None:
+    """A terminated handle's children can report to no one and no cascade reaches them: the
+    dead handle's parent closes them (and they their subtrees)."""
+    llm = ScriptedLLM({"stub-model": [text("c ran")]})
+    async with make_runtime({"w": AgentDef(name="w")}, llm.transport()) as rt:
+        lead = await spawn(rt, rt.root, "w")
+        c = await spawn(rt, lead, "w")
+        done = await spawn(rt, lead, "w")
+        await rt.close(done)
+        grandchild = await spawn(rt, c, "w")
+        assert (await rt.run_turn(c, "go")).text == "c ran"
+        await client.get_workflow_handle(rt.workflow_id(lead.id)).terminate(reason="operator")
+
+        async def closed(h: Handle) -> bool:
+            return (await rt.inspect(h)).state == "closed"
+
+        await eventually(lambda: closed(c), tries=300)
+        await eventually(lambda: closed(grandchild), tries=300)
+        lines = await rt.trace_lines(rt.root)
+        assert any(f"child {lead.id} ended abnormally" in line for line in lines), lines
+        assert any(f"closes {c.id} (its parent {lead.id} ended)" in line for line in lines)
+        assert not any(f"closes {done.id}" in line for line in lines)  # closed already
+        assert (await rt.inspect(rt.root)).state == "idle"

@@ -27,6 +27,7 @@ from toolnexus_temporal.workflows.visibility import Visibility, error_cause, vie
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
+        ChildEnd,
         ChildReport,
         CloseRequest,
         ResolveAgentResult,
@@ -295,11 +296,11 @@ class Children:
             why = "ended"
         except Exception as err:
             why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
-            if self.s.protocol >= PROTOCOL_HARDENED:  # its last view: usage not yet reported
+            if self.s.protocol >= PROTOCOL_HARDENED:  # its last state: usage, open children
                 for end in (await child_ends(self.s.scope, [child_id])).ended:
-                    self.ended(child_id, end.view, why, end.last)
+                    self.ended(end.model_copy(update={"why": why}))
                 return
-        self.ended(child_id, final, why)
+        self.ended(ChildEnd(id=child_id, view=final, why=why))
 
     def watch_earlier(self) -> None:
         """At a run's start (protocol 3): watch the live children started by earlier runs
@@ -314,17 +315,17 @@ class Children:
     async def _watch_earlier(self, live: list[str]) -> None:
         while live:
             for end in (await child_ends(self.s.scope, live)).ended:
-                self.ended(end.id, end.view, end.why, end.last)
+                self.ended(end)
             infos = self.s.children_info
             live = [c for c in live if c in infos and infos[c].state != "closed"]
 
-    def ended(
-        self, child_id: str, final: HandleView | None, why: str, last: HandleView | None = None
-    ) -> None:
-        """A child's workflow ended (``final``: its result when it completed): a task child's
-        final view is its closed report; any other end without a closed report marks the
-        child closed (:meth:`mark_closed`), with a trace line, counting the usage of its
-        ``last`` view (the workflow's state when it ended) when that is more."""
+    def ended(self, end: ChildEnd) -> None:
+        """A child's workflow ended (``end.view``: its result when it completed): a task
+        child's final view is its closed report; any other end without a closed report marks
+        the child closed (:meth:`mark_closed`), with a trace line, counting the usage of its
+        ``last`` view (its state when it ended) when that is more, and closing its
+        ``orphans`` (children it left open: no cascade reaches them any more)."""
+        child_id, final, last = end.id, end.view, end.last
         info = self.s.children_info.get(child_id)
         if info is not None and last is not None and info.state != "closed":
             self.s.children_info[child_id] = info.model_copy(
@@ -351,8 +352,12 @@ class Children:
                 )
             )
             return
-        self.vis.trace(f"{self.s.id}: child {child_id} {why}")
+        self.vis.trace(f"{self.s.id}: child {child_id} {end.why}")
         self.mark_closed(child_id)
+        for orphan in end.orphans:
+            self.vis.trace(f"{self.s.id}: closes {orphan} (its parent {child_id} ended)")
+            reason = f"parent {child_id} ended"
+            self.machine.outbox.signal_later(orphan, SIGNAL_CLOSE, CloseRequest(reason=reason))
 
     def on_report(self, report: ChildReport) -> None:
         """A child's ``child_report``: keep the newest snapshot, then update the slot books

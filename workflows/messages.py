@@ -317,12 +317,14 @@ class ChildEnd(WireModel):
     """One watched child whose workflow ended: its final view when it completed (a closed
     view), else None with ``why`` (terminated, failed, timed out, cancelled, not found) and
     ``last``: its last view (the ``view`` query of the ended workflow) when readable, so
-    usage it had not reported yet is still counted."""
+    usage it had not reported yet is still counted, and ``orphans``: its children that were
+    not closed then (nobody else can close them)."""
 
     id: str
     view: HandleView | None = None
     why: str = "ended"
     last: HandleView | None = None
+    orphans: list[str] = Field(default_factory=list)
 
 
 class WatchChildrenResult(WireModel):
