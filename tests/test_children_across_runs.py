@@ -14,7 +14,7 @@ import asyncio
 
 from temporalio.client import Client
 
-from tests.helpers import eventually, spawn
+from tests.helpers import eventually, replay_every_run, spawn
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Budget, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, text
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -57,6 +57,7 @@ async def test_a_child_of_an_earlier_run_terminated_frees_its_slot(make_runtime,
         lines = await rt.trace_lines(rt.root)
         assert any(f"child {a.id} ended abnormally" in line for line in lines), lines
         assert (await root_state(client, rt)).children_info[a.id].state == "closed"
+        await replay_every_run(client, rt, "root", b.id)
 
 
 async def test_a_terminated_child_is_reflected_in_its_parent(make_runtime, client) -> None:
@@ -121,6 +122,7 @@ async def test_closed_children_are_not_carried_and_ls_stays_correct(make_runtime
         assert h.id == f"root/w.{n + 1}"
         assert (await rt.run_turn(h, "again")).text == f"child {n}"
         assert (await rt.inspect(rt.root)).children == [*ids, h.id]
+        await replay_every_run(client, rt, "root", h.id)
 
 
 async def test_the_children_of_a_terminated_handle_are_closed(make_runtime, client) -> None:
@@ -146,3 +148,4 @@ async def test_the_children_of_a_terminated_handle_are_closed(make_runtime, clie
         assert any(f"closes {c.id} (its parent {lead.id} ended)" in line for line in lines)
         assert not any(f"closes {done.id}" in line for line in lines)  # closed already
         assert (await rt.inspect(rt.root)).state == "idle"
+        await replay_every_run(client, rt, "root", lead.id, c.id, grandchild.id)

@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import temporal_binary
-from tests.helpers import eventually, spawn
+from tests.helpers import eventually, replay_every_run, spawn
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Budget, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -132,3 +132,4 @@ async def test_forged_internal_signals_are_rejected_and_change_nothing(
         await rt.close(rt.root)
         for h in (a, b, c):
             assert (await rt.inspect(h)).state == "closed"
+        await replay_every_run(client, rt, "root", a.id, b.id)
