@@ -32,6 +32,7 @@ from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
 from toolnexus_temporal.activities.registry import Registry, RegistryActivities, RegistryError
 from toolnexus_temporal.activities.store import ConversationStore, SqliteConversationStore
 from toolnexus_temporal.activities.tools import ToolActivities
+from toolnexus_temporal.activities.watch import WatchActivities
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
@@ -172,6 +173,7 @@ async def create_worker(
                 tool_activities.tool_call,
                 tool_activities.interpret,
                 llm_activities.llm_call,
+                WatchActivities(client).watch_children,
             ],
             workflow_runner=workflow_runner(sandboxed=sandboxed),
             # LLM calls waiting for the cap hold an activity slot: leave room for tools.

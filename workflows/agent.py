@@ -40,7 +40,9 @@ from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.roster import compact
 from toolnexus_temporal.workflows.slots import SlotBook
+from toolnexus_temporal.workflows.trust import Trust, masked
 from toolnexus_temporal.workflows.turn import Turn
 from toolnexus_temporal.workflows.visibility import INVALID, Visibility, status_of, view_of
 
@@ -88,6 +90,7 @@ class AgentWorkflow:
         self.s: HandleState = s
         """The whole handle state, shared by every component (``state`` query)."""
         self._vis = Visibility(s)
+        self._trust = Trust(s, self._vis)
         self._outbox = Outbox(s, self._vis)
         self._leases = LeaseBook(s, self._vis, self._outbox)
         self._machine = Machine(s, self._vis, self._outbox, self._leases)
@@ -140,6 +143,7 @@ class AgentWorkflow:
             if first_run and s.defn is not None and s.defn.on_spawn:
                 await life.run_hook(s.defn.on_spawn, "spawn", None)
             life.resume_run()
+            self._children.watch_earlier()
             await self._serve()
         except asyncio.CancelledError:
             # A cancellation request (web UI "Request Cancellation", `temporal workflow
@@ -185,6 +189,7 @@ class AgentWorkflow:
             await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
+                compact(s)  # protocol 3: closed children and old trace lines stay behind
                 workflow.continue_as_new(AgentInput(state=s))
 
     # ------------------------------------------------------------------ queries
@@ -196,8 +201,8 @@ class AgentWorkflow:
 
     @workflow.query(name=names.QUERY_STATE)
     def state(self) -> HandleState:
-        """The whole handle state model."""
-        return self.s
+        """The whole handle state model (without its nonces: ``trust.py``)."""
+        return masked(self.s)
 
     @workflow.query(name=names.QUERY_TRACE)
     def trace(self) -> list[TraceLine]:
@@ -239,21 +244,23 @@ class AgentWorkflow:
         """A child asks for a slot for a wake it received (internal)."""
         req = self._vis.parse(names.SIGNAL_SLOT_REQUEST, WakeChildRequest, args)
         lean = self.s.protocol >= names.PROTOCOL_LEASES
-        if req is not None:
+        if req is not None and self._trust.from_child("slot_request", req.child, req.nonce):
             (self._leases.on_request if lean else self._slots.slot_request)(req)
 
     @workflow.signal(name=names.SIGNAL_SLOT_RELEASE)
     def slot_release(self, *args: Any) -> None:
         """A child gives its lease back (internal; protocol 2)."""
         rel = self._vis.parse(names.SIGNAL_SLOT_RELEASE, SlotRelease, args)
-        if rel is not None:
+        if rel is not None and self._trust.from_child("slot_release", rel.child, rel.nonce):
             self._leases.on_release(rel)
 
     @workflow.signal(name=names.SIGNAL_SLOT_RECALL)
     def slot_recall(self, *args: Any) -> None:
         """The parent recalls this handle's lease: other wakes wait (internal; protocol 2)."""
         rec = self._vis.parse(names.SIGNAL_SLOT_RECALL, SlotRecall, args)
-        if rec is not None:  # busy: a turn of its own runs (not settled)
+        if rec is not None and self._trust.from_parent(
+            "slot_recall", rec.nonce
+        ):  # busy: a turn of its own runs (not settled)
             self._leases.on_recall(rec, busy=not self._machine.settled())
 
     # ------------------------------------------------------------------ wake
@@ -263,7 +270,7 @@ class AgentWorkflow:
         """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}`` (a parent's
         slot grant too: ``granted``)."""
         req = self._vis.parse_wake(args)
-        if req is not None:
+        if req is not None and (not req.granted or self._trust.grant(req)):
             self._inbox.wake_signal(req)
 
     @workflow.update(name=names.UPDATE_TURN)
@@ -399,28 +406,30 @@ class AgentWorkflow:
     def child_report(self, *args: Any) -> None:
         """A child's snapshot (internal: sent by child workflows, not by hosts)."""
         report = self._vis.parse(names.SIGNAL_CHILD_REPORT, ChildReport, args)
-        if report is not None:
+        if report is not None and self._trust.from_child("child_report", report.id, report.nonce):
             self._children.on_report(report)
 
     @workflow.signal(name=names.SIGNAL_BUDGET_ASK)
     async def budget_ask(self, *args: Any) -> None:
         """A child asks for the live remainder before spending (internal; CONTRACT §6)."""
         ask = self._vis.parse(names.SIGNAL_BUDGET_ASK, BudgetAsk, args)
-        if ask is not None:
+        if ask is not None and self._trust.from_child("budget_ask", ask.child, ask.nonce):
             await self._budgets.on_ask(ask)
 
     @workflow.signal(name=names.SIGNAL_BUDGET_REPLY)
     def budget_reply(self, *args: Any) -> None:
         """The parent's answer to a ``budget_ask`` (internal)."""
         reply = self._vis.parse(names.SIGNAL_BUDGET_REPLY, BudgetReply, args)
-        if reply is not None:
-            self._budgets.on_reply(reply)
+        if reply is not None and self._trust.from_parent("budget_reply", reply.nonce):
+            error = self._budgets.on_reply(reply)
+            if error is not None:
+                self._vis.reject("budget_reply", error)
 
     @workflow.signal(name=names.SIGNAL_POOL_FLOOR)
     def pool_floor(self, *args: Any) -> None:
         """The parent's live remainder (internal; see :class:`PoolFloor`)."""
         floor = self._vis.parse(names.SIGNAL_POOL_FLOOR, PoolFloor, args)
-        if floor is not None:
+        if floor is not None and self._trust.from_parent("pool_floor", floor.nonce):
             self._budgets.on_floor(floor)
 
     @workflow.signal(dynamic=True)

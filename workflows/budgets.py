@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import BudgetAsk, BudgetReply
     from toolnexus_temporal.workflows.models import Budget, LimitName
     from toolnexus_temporal.workflows.names import (
+        PROTOCOL_HARDENED,
         SIGNAL_BUDGET_ASK,
         SIGNAL_BUDGET_REPLY,
         SIGNAL_POOL_FLOOR,
@@ -44,10 +45,12 @@ def min_opt(a: int | None, b: int | None) -> int | None:
 
 def recount(s: HandleState) -> None:
     """Recompute subtree usage (tokens, tool calls) and the remaining pools from the handle's
-    own usage and its children's last reports."""
+    own usage, its children's last reports and the closed children it no longer keeps."""
     infos = s.children_info.values()
-    s.usage_total = s.own_tokens + sum(i.usage_total for i in infos)
-    s.subtree_tool_calls = s.tool_calls_total + sum(i.subtree_tool_calls for i in infos)
+    s.usage_total = s.own_tokens + s.closed_usage_total + sum(i.usage_total for i in infos)
+    s.subtree_tool_calls = (
+        s.tool_calls_total + s.closed_tool_calls + sum(i.subtree_tool_calls for i in infos)
+    )
     if s.pool_tokens_limit is not None:
         s.pool_tokens = s.pool_tokens_limit - s.usage_total
     if s.pool_tool_calls_limit is not None:
@@ -188,6 +191,8 @@ class BudgetLedger:
         self.outbox = outbox
         self.ask_seq = 0
         self.replies: dict[int, BudgetReply] = {}
+        self.waiting: set[int] = set()
+        """Asks of this run not answered yet."""
 
     def recount(self) -> None:
         """See :func:`recount`."""
@@ -205,7 +210,9 @@ class BudgetLedger:
         """Tell children the live remainder of the tightest pool above them, when it changed
         (only when some pool is finite): siblings' spending drains everyone's budget."""
         for child_id, floor in floors_to_push(self.s):
-            self.outbox.signal_later(child_id, SIGNAL_POOL_FLOOR, floor)
+            nonce = self.s.children_info[child_id].nonce
+            sent = floor.model_copy(update={"nonce": nonce}) if nonce else floor
+            self.outbox.signal_later(child_id, SIGNAL_POOL_FLOOR, sent)
 
     async def refresh(self) -> None:
         """When a finite pool sits above this handle, ask the parent for its live remainder
@@ -226,9 +233,14 @@ class BudgetLedger:
                 seq=seq,
                 usage_total=s.usage_total,
                 subtree_tool_calls=s.subtree_tool_calls,
+                nonce=s.nonce,
             ),
         )
-        await workflow.wait_condition(lambda: seq in self.replies)
+        self.waiting.add(seq)
+        try:
+            await workflow.wait_condition(lambda: seq in self.replies)
+        finally:
+            self.waiting.discard(seq)
         reply = self.replies.pop(seq)
         s.floor = PoolFloor(
             tokens=reply.tokens,
@@ -257,14 +269,25 @@ class BudgetLedger:
         self.outbox.signal_later(
             ask.child,
             SIGNAL_BUDGET_REPLY,
-            BudgetReply(seq=ask.seq, tokens=tokens, tool_calls=tool_calls),
+            BudgetReply(seq=ask.seq, tokens=tokens, tool_calls=tool_calls, nonce=info.nonce),
         )
 
-    def on_reply(self, reply: BudgetReply) -> None:
-        """The parent's answer to this handle's ``budget_ask``."""
+    def on_reply(self, reply: BudgetReply) -> str | None:
+        """The parent's answer to this handle's ``budget_ask``.
+
+        Returns:
+            None (kept), or why it is not an answer to an ask of this run still waiting
+            (protocol 3: nothing changes; a late answer to an abandoned ask is dropped).
+        """
+        if self.s.protocol >= PROTOCOL_HARDENED and reply.seq not in self.waiting:
+            if 1 <= reply.seq <= self.ask_seq:
+                return None  # the ask was abandoned (an interrupted turn): nothing waits
+            return f"no budget_ask {reply.seq} was sent"
         self.replies[reply.seq] = reply
+        return None
 
     def on_floor(self, floor: PoolFloor) -> None:
-        """The parent pushed a new floor: keep it, and pass the change down."""
-        self.s.floor = floor
+        """The parent pushed a new floor: keep it (without its nonce), and pass the change
+        down."""
+        self.s.floor = floor.model_copy(update={"nonce": None}) if floor.nonce else floor
         self.push_floors()

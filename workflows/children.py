@@ -17,14 +17,17 @@ from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
+from toolnexus_temporal.workflows.child_ends import child_ends
 from toolnexus_temporal.workflows.definitions import Definitions
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.roster import children_count, record_spawn, was_child
 from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility, error_cause, view_of
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
+        ChildEnd,
         ChildReport,
         CloseRequest,
         ResolveAgentResult,
@@ -37,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         AGENT_NAME,
         AGENT_PARENT,
         AGENT_STATE,
+        PROTOCOL_HARDENED,
         PROTOCOL_LEASES,
         SIGNAL_CLOSE,
         WORKFLOW_TYPE,
@@ -69,7 +73,7 @@ def spawn_check(
     if max_depth is not None and s.depth + 1 > max_depth:
         return f"depth {s.depth + 1} over max_depth {max_depth}"
     max_children = s.budget.max_children
-    if max_children is not None and len(s.children) >= max_children:
+    if max_children is not None and children_count(s) >= max_children:
         return f"children over max_children {max_children}"
     return exhausted(s, now_ms)
 
@@ -87,11 +91,13 @@ def child_state(
     one_shot: bool = False,
     wake: bool = False,
     prompt: str | None = None,
+    nonce: str | None = None,
 ) -> HandleState:
     """The initial state of a new child of ``parent``: its pools as carved, the interpreter
     chain (its own ``wait_for`` first, then the parent's chain), the parent's options and
     protocol; under protocol 2 also its lease granted ahead, its team's cached definitions,
-    whether it is a one-shot ``task`` child, and a first wake that travels with the spawn."""
+    whether it is a one-shot ``task`` child, and a first wake that travels with the spawn;
+    under protocol 3 its nonce (``trust.py``)."""
     own_interpreter = [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
     return HandleState(
         id=child_id,
@@ -119,6 +125,7 @@ def child_state(
         one_shot=one_shot,
         start_wake=wake,
         queued_prompt=prompt if wake else None,
+        nonce=nonce,
     )
 
 
@@ -208,8 +215,8 @@ class Children:
             return None, error
         defn = resolved.defn
         pools = carve(s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
-        s.spawn_count += 1
-        child_id = f"{s.id}/{defn.name}.{s.spawn_count}"
+        nonce = str(workflow.uuid4()) if s.protocol >= PROTOCOL_HARDENED else None
+        child_id = record_spawn(s, defn.name, nonce)
         lease = self.leases.at_spawn(child_id) if lean else None
         team_defs = {m: s.agent_defs[m] for m in defn.team if m in s.agent_defs} if lean else {}
         child = child_state(
@@ -224,9 +231,8 @@ class Children:
             one_shot=one_shot,
             wake=wake,
             prompt=prompt,
+            nonce=nonce,
         )
-        s.children.append(child_id)
-        s.children_info[child_id] = ChildInfo()
         attributes = (
             TypedSearchAttributes(
                 [
@@ -258,7 +264,9 @@ class Children:
 
     def mark_closed(self, child_id: str) -> None:
         """Record a child as closed whose workflow is gone (ended without a closed report, or
-        never started): nothing waits on it forever, and its slot is freed."""
+        never started): nothing waits on it forever, and its slot is freed. From protocol 3
+        the change is handled like a closed report: usage and pools recounted, floors
+        pushed, the parent told, search attributes and details published."""
         info = self.s.children_info.get(child_id)
         if info is None or info.state == "closed":
             return
@@ -269,19 +277,63 @@ class Children:
             self.leases.child_closed(child_id)
         else:
             self.slots.child_ended(child_id)
+        if self.s.protocol >= PROTOCOL_HARDENED:
+            self.budgets.recount()
+            self.budgets.push_floors()
+            self.vis.publish()
+            self.machine.report(now=True)
 
     async def watch(
         self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, HandleView]
     ) -> None:
         """A child's workflow that ends without reporting ``closed`` (terminated, failed,
         timed out: for example from the web UI) is marked closed here, so nothing waits on
-        it forever and its slot is freed. (Watches children started in this run.)"""
+        it forever and its slot is freed. (Watches children started in this run; see
+        :meth:`watch_earlier` for the others.)"""
         final: HandleView | None = None
         try:
             final = await handle
             why = "ended"
         except Exception as err:
             why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
+            if self.s.protocol >= PROTOCOL_HARDENED:  # its last state: usage, open children
+                for end in (await child_ends(self.s.scope, [child_id])).ended:
+                    self.ended(end.model_copy(update={"why": why}))
+                return
+        self.ended(ChildEnd(id=child_id, view=final, why=why))
+
+    def watch_earlier(self) -> None:
+        """At a run's start (protocol 3): watch the live children started by earlier runs
+        (activity ``tnx.watch_children``, restarted for the rest each time one ends), so a
+        child terminated after this handle continued as new is noticed like any other."""
+        if self.s.protocol < PROTOCOL_HARDENED:
+            return
+        live = [c for c, info in self.s.children_info.items() if info.state != "closed"]
+        if live:
+            asyncio.create_task(self._watch_earlier(live))  # noqa: RUF006 (ends with the run)
+
+    async def _watch_earlier(self, live: list[str]) -> None:
+        while live:
+            for end in (await child_ends(self.s.scope, live)).ended:
+                self.ended(end)
+            infos = self.s.children_info
+            live = [c for c in live if c in infos and infos[c].state != "closed"]
+
+    def ended(self, end: ChildEnd) -> None:
+        """A child's workflow ended (``end.view``: its result when it completed): a task
+        child's final view is its closed report; any other end without a closed report marks
+        the child closed (:meth:`mark_closed`), with a trace line, counting the usage of its
+        ``last`` view (its state when it ended) when that is more, and closing its
+        ``orphans`` (children it left open: no cascade reaches them any more)."""
+        child_id, final, last = end.id, end.view, end.last
+        info = self.s.children_info.get(child_id)
+        if info is not None and last is not None and info.state != "closed":
+            self.s.children_info[child_id] = info.model_copy(
+                update={
+                    "usage_total": max(info.usage_total, last.usage_total),
+                    "subtree_tool_calls": max(info.subtree_tool_calls, last.subtree_tool_calls),
+                }
+            )
         info = self.s.children_info.get(child_id)
         if info is None or info.state == "closed":
             return
@@ -300,8 +352,12 @@ class Children:
                 )
             )
             return
-        self.vis.trace(f"{self.s.id}: child {child_id} {why}")
+        self.vis.trace(f"{self.s.id}: child {child_id} {end.why}")
         self.mark_closed(child_id)
+        for orphan in end.orphans:
+            self.vis.trace(f"{self.s.id}: closes {orphan} (its parent {child_id} ended)")
+            reason = f"parent {child_id} ended"
+            self.machine.outbox.signal_later(orphan, SIGNAL_CLOSE, CloseRequest(reason=reason))
 
     def on_report(self, report: ChildReport) -> None:
         """A child's ``child_report``: keep the newest snapshot, then update the slot books
@@ -320,6 +376,7 @@ class Children:
             last_result=report.last_result,
             pending_req=report.pending_req,
             parked=report.parked,
+            nonce=info.nonce,
         )
         if self.s.protocol >= PROTOCOL_LEASES:
             if report.state == "closed":
@@ -334,7 +391,9 @@ class Children:
         """Close one child (signal ``close``) and wait until it reports ``closed``; a child
         already closed, or whose workflow is gone (traced), is done at once."""
         info = self.s.children_info.get(child_id)
-        if info is not None and info.state == "closed":
+        if (info is not None and info.state == "closed") or (
+            info is None and was_child(self.s, child_id)
+        ):
             return
         child = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, child_id))
         try:

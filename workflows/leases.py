@@ -34,6 +34,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.outbox import Signals
+from toolnexus_temporal.workflows.roster import was_child
 from toolnexus_temporal.workflows.visibility import Log
 
 with workflow.unsafe.imports_passed_through():
@@ -120,9 +121,14 @@ class LeaseBook:
         self._send_grant(child, lease)
 
     def _send_grant(self, child: str, lease: Lease) -> None:
-        self.outbox.signal_later(
-            child, SIGNAL_WAKE, WakeRequest(granted=True, lease=lease.id, sticky=lease.sticky)
+        grant = WakeRequest(
+            granted=True, lease=lease.id, sticky=lease.sticky, nonce=self._nonce(child)
         )
+        self.outbox.signal_later(child, SIGNAL_WAKE, grant)
+
+    def _nonce(self, child: str) -> str | None:
+        """The nonce of ``child`` (protocol 3; None before)."""
+        return self.s.children_info.get(child, ChildInfo()).nonce
 
     def recall(self) -> int:
         """Ask every holder of a sticky lease to give it back once no turn of its own runs.
@@ -135,7 +141,8 @@ class LeaseBook:
         for child, lease in list(s.leases.items()):
             if lease.sticky:
                 s.leases[child] = Lease(id=lease.id, sticky=False)
-                self.outbox.signal_later(child, SIGNAL_SLOT_RECALL, SlotRecall(lease=lease.id))
+                recall = SlotRecall(lease=lease.id, nonce=self._nonce(child))
+                self.outbox.signal_later(child, SIGNAL_SLOT_RECALL, recall)
                 recalled += 1
         return recalled
 
@@ -174,6 +181,8 @@ class LeaseBook:
             ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
         """
         info = self.s.children_info.get(req.child)
+        if info is None and was_child(self.s, req.child):  # closed, dropped at continue-as-new
+            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
         if info is None:
             raise ApplicationError(
                 f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
@@ -204,7 +213,7 @@ class LeaseBook:
         self.outbox.signal_later(
             s.parent,
             SIGNAL_SLOT_REQUEST,
-            WakeChildRequest(child=s.id, seen_result_seq=s.result_seq),
+            WakeChildRequest(child=s.id, seen_result_seq=s.result_seq, nonce=s.nonce),
         )
 
     def take_grant(self, req: WakeRequest) -> tuple[bool, str | None]:
@@ -260,5 +269,5 @@ class LeaseBook:
         lease, s.lease, s.lease_sticky = s.lease, None, False
         if lease is not None and s.parent is not None:
             self.outbox.signal_later(
-                s.parent, SIGNAL_SLOT_RELEASE, SlotRelease(child=s.id, lease=lease)
+                s.parent, SIGNAL_SLOT_RELEASE, SlotRelease(child=s.id, lease=lease, nonce=s.nonce)
             )

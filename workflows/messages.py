@@ -36,6 +36,7 @@ class BudgetAsk(WireModel):
     seq: int
     usage_total: int
     subtree_tool_calls: int
+    nonce: str | None = Field(default=None, max_length=64)
 
 
 class BudgetReply(WireModel):
@@ -44,6 +45,7 @@ class BudgetReply(WireModel):
     seq: int
     tokens: int | None = None
     tool_calls: int | None = None
+    nonce: str | None = Field(default=None, max_length=64)
 
 
 class SpawnRequest(WireModel):
@@ -66,12 +68,16 @@ class SpawnResult(WireModel):
 
 class WakeRequest(WireModel):
     """``wake`` input: an optional prompt. ``granted`` is set by the parent when it hands the
-    child one of its ``max_concurrent`` slots (a wake without it asks the parent first)."""
+    child one of its ``max_concurrent`` slots (a wake without it asks the parent first).
+
+    ``nonce`` (here and in every runtime-internal message): the secret the parent gave the
+    child at spawn, checked by the receiver from protocol 3 (``trust.py``); None before."""
 
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     granted: StrictBool = False
     lease: int | None = Field(default=None, ge=1)
     sticky: StrictBool = False
+    nonce: str | None = Field(default=None, max_length=64)
 
 
 class SlotRelease(WireModel):
@@ -80,6 +86,7 @@ class SlotRelease(WireModel):
 
     child: str
     lease: int = Field(ge=1)
+    nonce: str | None = Field(default=None, max_length=64)
 
 
 class SlotRecall(WireModel):
@@ -87,6 +94,7 @@ class SlotRecall(WireModel):
     other wakes wait, so give lease ``lease`` back once no turn of yours is running."""
 
     lease: int = Field(ge=1)
+    nonce: str | None = Field(default=None, max_length=64)
 
 
 class TurnRequest(WireModel):
@@ -123,6 +131,7 @@ class WakeChildRequest(WireModel):
     seen_result_seq: int = Field(default=0, ge=0)
     relay: StrictBool = False
     settled: dict[str, int] = Field(default_factory=dict, max_length=256)
+    nonce: str | None = Field(default=None, max_length=64)
 
 
 class WakeChildResult(WireModel):
@@ -172,6 +181,7 @@ class ChildReport(WireModel):
     last_result: TaskResult | None = None
     pending_req: Request | None = None
     parked: StrictBool = False
+    nonce: str | None = Field(default=None, max_length=64)
 
 
 class AnswerResult(WireModel):
@@ -296,3 +306,32 @@ class LlmCallResult(WireModel):
     message: Message
     usage: Usage
     stored_len: int
+
+
+class WatchChildrenInput(WireModel):
+    """Input of the ``tnx.watch_children`` activity: the handles (ids, in runtime scope
+    ``scope``) whose workflows to watch."""
+
+    scope: str | None = None
+    handle_ids: list[str]
+
+
+class ChildEnd(WireModel):
+    """One watched child whose workflow ended: its final view when it completed (a closed
+    view), else None with ``why`` (terminated, failed, timed out, cancelled, not found) and
+    ``last``: its last view (the ``view`` query of the ended workflow) when readable, so
+    usage it had not reported yet is still counted, and ``orphans``: its children that were
+    not closed then (nobody else can close them)."""
+
+    id: str
+    view: HandleView | None = None
+    why: str = "ended"
+    last: HandleView | None = None
+    orphans: list[str] = Field(default_factory=list)
+
+
+class WatchChildrenResult(WireModel):
+    """Result of ``tnx.watch_children``: the watched children whose workflows ended (at least
+    one)."""
+
+    ended: list[ChildEnd]

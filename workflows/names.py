@@ -84,6 +84,10 @@ RESOLVE_AGENT_ACTIVITY: Final = "tnx.resolve_agent"
 RUN_HOOK_ACTIVITY: Final = "tnx.run_hook"
 """Runs a registered ``on_spawn`` / ``on_close`` hook."""
 
+WATCH_CHILDREN_ACTIVITY: Final = "tnx.watch_children"
+"""Waits (heartbeating) until one of a parent's children started by an earlier run ends
+(protocol 3): a child workflow handle belongs to the run that started it."""
+
 LLM_NON_RETRYABLE: Final = (
     "LlmRequestRejected",
     "MalformedLlmResponse",

@@ -28,12 +28,14 @@ from toolnexus_temporal.workflows.models import (
 class PoolFloor(WireModel):
     """Signal ``pool_floor`` from a parent: the remainder of the tightest ancestor pool,
     computed when the parent knew the child had spent ``basis_tokens`` / ``basis_tool_calls``
-    (so the child subtracts what it spent since). None = unlimited."""
+    (so the child subtracts what it spent since). None = unlimited. ``nonce``: see
+    ``trust.py`` (sent, never kept)."""
 
     tokens: int | None = None
     tool_calls: int | None = None
     basis_tokens: int = 0
     basis_tool_calls: int = 0
+    nonce: str | None = Field(default=None, max_length=64)
 
 
 class QueuedWake(WireModel):
@@ -90,6 +92,8 @@ class ChildInfo(WireModel):
         pending_req: the child's pending Request while suspended.
         parked: the child is parked on ``pending_req`` waiting for an Answer from outside
             (not being answered inline by an interpreter).
+        nonce: the secret the parent gave the child at spawn (protocol 3): every message
+            between the two carries it (see ``trust.py``).
     """
 
     state: HandleStateName = "idle"
@@ -100,6 +104,7 @@ class ChildInfo(WireModel):
     last_result: TaskResult | None = None
     pending_req: Request | None = None
     parked: bool = False
+    nonce: str | None = None
 
 
 class HandleState(WireModel):
@@ -117,7 +122,8 @@ class HandleState(WireModel):
         depth: 0 for the root.
         state: the Handle state.
         inbox: items waiting for the next wake.
-        children: child handle ids in spawn order (never shrinks).
+        children: child handle ids in spawn order (never shrinks before protocol 3; from
+            protocol 3 closed children leave it at continue-as-new: ``spawned`` lists all).
         spawn_count: successful spawns under this handle (the id counter).
         usage_total: tokens of this handle and all descendants.
         turns_total: LLM round trips over the lifetime.
@@ -182,6 +188,15 @@ class HandleState(WireModel):
         one_shot: a ``task`` child: it closes itself once its first turn settles.
         start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
             the wake is admitted when the workflow starts.
+        nonce: (child, protocol 3) the secret its parent gave it at spawn; messages between
+            the two carry it (``trust.py``). Never shown by the ``state`` query.
+        spawned: (parent, protocol 3) every child ever spawned, one character per child in
+            spawn order naming its agent in ``spawned_names`` (``roster.py``): the
+            ``children`` of the view at one byte per child.
+        spawned_names: (parent, protocol 3) the agent names of ``spawned``, first spawn first.
+        closed_usage_total: (parent, protocol 3) subtree tokens of the closed children
+            dropped from ``children_info`` at continue-as-new.
+        closed_tool_calls: (parent, protocol 3) their subtree tool calls.
     """
 
     id: str
@@ -245,6 +260,11 @@ class HandleState(WireModel):
     agent_defs: dict[str, CachedDef] = Field(default_factory=dict)
     one_shot: bool = False
     start_wake: bool = False
+    nonce: str | None = None
+    spawned: str = ""
+    spawned_names: list[str] = Field(default_factory=list)
+    closed_usage_total: int = 0
+    closed_tool_calls: int = 0
 
 
 class AgentInput(WireModel):

@@ -13,6 +13,8 @@ from typing import Any, Final, Protocol, TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
+from toolnexus_temporal.workflows.roster import all_children, children_count
+
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -90,7 +92,7 @@ def view_of(s: HandleState) -> HandleView:
         **{name: getattr(s, name) for name in _VIEW_FIELDS},
         name=s.defn.name if s.defn else ROOT_ID,
         inbox_count=len(s.inbox),
-        children=list(s.children),
+        children=all_children(s),
         conv_id=s.id,
         queued=s.slot_waiting,
     )
@@ -101,7 +103,7 @@ def status_of(s: HandleState) -> HandleStatus:
     return HandleStatus(
         **{name: getattr(s, name) for name in _STATUS_FIELDS},
         inbox_count=len(s.inbox),
-        children_count=len(s.children),
+        children_count=children_count(s),
         queued=s.slot_waiting,
     )
 
@@ -126,7 +128,7 @@ def current_details(s: HandleState) -> str:
         for line in (
             f"**{s.id}** — `{s.state}`",
             f"turns {s.turns_total} · tokens {s.usage_total} · inbox {len(s.inbox)}"
-            f" · children {len(s.children)}",
+            f" · children {children_count(s)}",
             pending,
             f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
         )

@@ -219,3 +219,23 @@ def test_a_recall_that_overtakes_its_grant_still_takes_effect(log, signals):
     assert not s.lease_sticky
     book.after_transition("idle", parked=False)
     assert s.lease is None and names(signals)[-1] == ("p", "slot_release")
+
+
+def test_wake_child_of_a_closed_child_dropped_at_continue_as_new_is_rejected(log, signals):
+    import pytest
+    from temporalio.exceptions import ApplicationError
+
+    from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
+    from toolnexus_temporal.workflows.roster import compact, record_spawn
+
+    s = handle(id="p", defn=None, parent=None, protocol=PROTOCOL_HARDENED)
+    child = record_spawn(s, "w", "n")
+    s.children_info[child] = ChildInfo(state="closed", nonce="n")
+    compact(s)
+    book = LeaseBook(s, log, signals)
+    with pytest.raises(ApplicationError) as err:
+        book.wake_child(WakeChildRequest(child=child))
+    assert err.value.type == "WakeRejected"
+    with pytest.raises(ApplicationError) as err:
+        book.wake_child(WakeChildRequest(child="p/w.2"))
+    assert err.value.type == "NoSuchChild"

@@ -1,0 +1,96 @@
+"""The ``tnx.watch_children`` activity: a parent's eyes on children started by an earlier
+run (protocol 3; issue 12 item 13).
+
+A child workflow handle belongs to the run that started it, so after a continue-as-new the
+parent no longer learns that a child's workflow ended without a closed report (terminated
+from the web UI, failed, timed out): the dead child would keep its ``max_concurrent`` lease
+forever. The parent's new run hands the ids of its live children to this activity, which
+waits on their results through the worker's Temporal client, heartbeating, and returns as
+soon as one has ended; the workflow treats each like a child of its own run that ended, and
+starts the watch again for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from toolnexus_temporal.workflows.messages import ChildEnd, WatchChildrenInput, WatchChildrenResult
+from toolnexus_temporal.workflows.models import HandleView
+from toolnexus_temporal.workflows.names import (
+    QUERY_STATE,
+    QUERY_VIEW,
+    WATCH_CHILDREN_ACTIVITY,
+    workflow_id_for,
+)
+from toolnexus_temporal.workflows.state import HandleState
+
+HEARTBEAT_S = 5.0
+"""Seconds between heartbeats (the workflow's heartbeat timeout is a few times this)."""
+
+
+class WatchActivities:
+    """Activities that need the worker's Temporal client.
+
+    Args:
+        client: a client connected with ``pydantic_data_converter``.
+    """
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    async def _end_of(self, scope: str | None, handle_id: str) -> ChildEnd:
+        """Wait until the workflow of ``handle_id`` (following its continue-as-new runs) has
+        ended; how it ended."""
+        wf = self.client.get_workflow_handle(
+            workflow_id_for(scope, handle_id), result_type=HandleView
+        )
+        try:
+            view = await wf.result()
+        except WorkflowFailureError as err:
+            cause = err.cause
+            text = getattr(cause, "message", None) or str(cause or err)
+            why = f"ended abnormally: {type(cause).__name__}: {text}"[:300]
+            try:
+                last: HandleView | None = await wf.query(QUERY_VIEW, result_type=HandleView)
+                state = await wf.query(QUERY_STATE, result_type=HandleState)
+            except Exception:  # not readable (no worker can replay it): usage as reported
+                return ChildEnd(id=handle_id, why=why)
+            orphans = [c for c, i in state.children_info.items() if i.state != "closed"]
+            return ChildEnd(id=handle_id, why=why, last=last, orphans=orphans)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return ChildEnd(id=handle_id, why="ended abnormally: workflow not found")
+        return ChildEnd(id=handle_id, view=view)
+
+    @activity.defn(name=WATCH_CHILDREN_ACTIVITY)
+    async def watch_children(self, inp: WatchChildrenInput) -> WatchChildrenResult:
+        """Wait until at least one of ``inp.handle_ids`` has ended; heartbeat meanwhile (a
+        cancellation, or the parent's run ending, stops the watch).
+
+        Returns:
+            Every watched child found ended (at least one).
+
+        Raises:
+            RPCError: the server failed other than with NOT_FOUND (the activity is retried).
+        """
+        tasks = [asyncio.create_task(self._end_of(inp.scope, h)) for h in inp.handle_ids]
+        try:
+            while True:
+                done, _ = await asyncio.wait(
+                    tasks, timeout=HEARTBEAT_S, return_when=asyncio.FIRST_COMPLETED
+                )
+                if done:
+                    return WatchChildrenResult(ended=[t.result() for t in tasks if t.done()])
+                activity.heartbeat()
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(BaseException):
+                    await task

@@ -1,0 +1,151 @@
+"""Children across continue-as-new (issue 12 items 8 and 13, and "terminate of any handle is
+reflected in its parent" of item 16).
+
+* A child started by an earlier run of its parent and then terminated frees its
+  ``max_concurrent`` slot: a sibling's queued wake runs.
+* A parent that spawned, ran and closed many children carries none of them into its next run
+  (protocol 3), and ``ls`` / ``inspect`` still list every child in spawn order, closed, with
+  the usage rolled up and ids that keep counting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio.client import Client
+
+from tests.helpers import eventually, replay_every_run, spawn
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Budget, Handle, RuntimeOptions
+from toolnexus_temporal.client.testing import ScriptedLLM, text
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.state import HandleState
+
+
+async def root_state(client: Client, rt: AgentRuntime) -> HandleState:
+    wf = client.get_workflow_handle_for(AgentWorkflow.run, rt.workflow_id("root"))
+    return await wf.query(AgentWorkflow.state)
+
+
+async def usage_is(client: Client, rt: AgentRuntime, tokens: int) -> bool:
+    return (await root_state(client, rt)).usage_total == tokens
+
+
+async def run_id(client: Client, rt: AgentRuntime, hid: str) -> str:
+    return (await client.get_workflow_handle(rt.workflow_id(hid)).describe()).run_id or ""
+
+
+async def test_a_child_of_an_earlier_run_terminated_frees_its_slot(make_runtime, client) -> None:
+    llm = ScriptedLLM({"stub-model": [text("b ran")]})
+    async with make_runtime(
+        {"w": AgentDef(name="w")},
+        llm.transport(),
+        options=RuntimeOptions(continue_as_new_updates=2),
+        budget=Budget(max_concurrent=1),
+    ) as rt:
+        first_run = await run_id(client, rt, "root")
+        a = await spawn(rt, rt.root, "w")  # holds the root's only slot (granted ahead)
+        b = await spawn(rt, rt.root, "w")  # the second update: the root continues as new
+
+        async def continued() -> bool:
+            return await run_id(client, rt, "root") != first_run
+
+        await eventually(continued, tries=300)
+        await client.get_workflow_handle(rt.workflow_id(a.id)).terminate(reason="operator")
+        # b's wake asks the root for the slot a held; only noticing a's end frees it
+        result = await asyncio.wait_for(rt.run_turn(b, "go"), 60)
+        assert (result.status, result.text) == ("done", "b ran")
+        lines = await rt.trace_lines(rt.root)
+        assert any(f"child {a.id} ended abnormally" in line for line in lines), lines
+        assert (await root_state(client, rt)).children_info[a.id].state == "closed"
+        await replay_every_run(client, rt, "root", b.id)
+
+
+async def test_a_terminated_child_is_reflected_in_its_parent(make_runtime, client) -> None:
+    llm = ScriptedLLM({"stub-model": [text("a ran"), text("b ran")]})
+    async with make_runtime(
+        {"w": AgentDef(name="w")}, llm.transport(), budget=Budget(max_concurrent=1)
+    ) as rt:
+        a = await spawn(rt, rt.root, "w")
+        b = await spawn(rt, rt.root, "w")
+        assert (await rt.run_turn(a, "go")).text == "a ran"
+        await rt.wake(b, "queued behind a's lease")
+        await client.get_workflow_handle(rt.workflow_id(a.id)).terminate(reason="operator")
+        assert (await asyncio.wait_for(rt.wait(b), 60)).text == "b ran"
+        root = await root_state(client, rt)
+        assert root.children_info[a.id].state == "closed" and a.id not in root.leases
+        await eventually(lambda: usage_is(client, rt, 10))  # a's unreported usage too
+        lines = await rt.trace_lines(rt.root)
+        assert any(f"child {a.id} ended abnormally" in line for line in lines), lines
+        await rt.close(rt.root)  # the close cascade skips the dead child
+        assert (await rt.inspect(b)).state == "closed"
+
+
+async def test_closed_children_are_not_carried_and_ls_stays_correct(make_runtime, client) -> None:
+    n = 50
+    llm = ScriptedLLM({"stub-model": [text(f"child {i}") for i in range(n + 1)]})
+    async with make_runtime(
+        {"w": AgentDef(name="w")},
+        llm.transport(),
+        options=RuntimeOptions(continue_as_new_updates=15),
+    ) as rt:
+        first_run = await run_id(client, rt, "root")
+        ids: list[str] = []
+        for i in range(n):  # spawned with a first wake, run, closed
+            h = await rt.spawn(rt.root, "w", prompt=f"go {i}")
+            assert isinstance(h, Handle)
+            assert (await rt.wait(h)).status == "done"
+            await rt.close(h)
+            ids.append(h.id)
+
+        # force a continue-as-new now that every child is closed (refused spawns are
+        # updates too), then wait for the run whose state carries no closed child
+        for _ in range(15):
+            assert not isinstance(await rt.spawn(rt.root, "missing"), Handle)
+
+        async def compacted() -> bool:
+            s = await root_state(client, rt)
+            return s.children_info == {} and s.usage_total == 5 * n
+
+        await eventually(compacted, tries=300)
+        assert await run_id(client, rt, "root") != first_run
+        s = await root_state(client, rt)
+        assert s.children == [] and s.spawn_count == n
+        assert len(s.model_dump_json()) < 20_000
+        root = await rt.inspect(rt.root)
+        assert root.children == ids == [f"root/w.{i}" for i in range(1, n + 1)]
+        assert root.usage_total == 5 * n
+        tree = await rt.list()
+        assert [h.id for h in tree] == ["root", *ids]
+        assert all(h.state == "closed" for h in tree[1:])
+        # ids keep counting; a new child is live in the books and runs
+        h = await spawn(rt, rt.root, "w")
+        assert h.id == f"root/w.{n + 1}"
+        assert (await rt.run_turn(h, "again")).text == f"child {n}"
+        assert (await rt.inspect(rt.root)).children == [*ids, h.id]
+        await replay_every_run(client, rt, "root", h.id)
+
+
+async def test_the_children_of_a_terminated_handle_are_closed(make_runtime, client) -> None:
+    """A terminated handle's children can report to no one and no cascade reaches them: the
+    dead handle's parent closes them (and they their subtrees)."""
+    llm = ScriptedLLM({"stub-model": [text("c ran")]})
+    async with make_runtime({"w": AgentDef(name="w")}, llm.transport()) as rt:
+        lead = await spawn(rt, rt.root, "w")
+        c = await spawn(rt, lead, "w")
+        done = await spawn(rt, lead, "w")
+        await rt.close(done)
+        grandchild = await spawn(rt, c, "w")
+        assert (await rt.run_turn(c, "go")).text == "c ran"
+        await client.get_workflow_handle(rt.workflow_id(lead.id)).terminate(reason="operator")
+
+        async def closed(h: Handle) -> bool:
+            return (await rt.inspect(h)).state == "closed"
+
+        await eventually(lambda: closed(c), tries=300)
+        await eventually(lambda: closed(grandchild), tries=300)
+        lines = await rt.trace_lines(rt.root)
+        assert any(f"child {lead.id} ended abnormally" in line for line in lines), lines
+        assert any(f"closes {c.id} (its parent {lead.id} ended)" in line for line in lines)
+        assert not any(f"closes {done.id}" in line for line in lines)  # closed already
+        assert (await rt.inspect(rt.root)).state == "idle"
+        await replay_every_run(client, rt, "root", lead.id, c.id, grandchild.id)

@@ -1,0 +1,149 @@
+"""What a parent carries of its children (issue 12 item 8, second half): a parent that has
+spawned, run and closed 10,000 children continues as new with a carried state under 100 KB,
+and its view still lists every child in spawn order, with usage and ``max_children`` intact.
+
+Driven through the real ``Children`` component (reports, closes) with fakes for its
+collaborators; spawns use ``record_spawn`` as ``Children.start`` does, continue-as-new uses
+``compact`` as the run loop does, and trace lines go into the state as in a workflow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.unit.fakes import FakeSignals, handle
+from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.children import Children, spawn_check
+from toolnexus_temporal.workflows.leases import LeaseBook
+from toolnexus_temporal.workflows.messages import ChildReport, ResolveAgentResult
+from toolnexus_temporal.workflows.models import AgentDef, Budget, TaskResult
+from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED, PROTOCOL_LEASES
+from toolnexus_temporal.workflows.roster import (
+    all_children,
+    children_count,
+    compact,
+    record_spawn,
+    was_child,
+)
+from toolnexus_temporal.workflows.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.visibility import append_trace, view_of
+
+N = 10_000
+LIMIT = 100_000
+
+
+class StateLog:
+    """A log that writes trace lines into the state, as ``Visibility`` does."""
+
+    def __init__(self, s: HandleState) -> None:
+        self.s = s
+
+    def trace(self, line: str) -> None:
+        append_trace(self.s, line, 1_764_550_000_000 + self.s.trace_seq)
+
+    def reject(self, verb: str, error: str) -> None:
+        raise AssertionError(f"{verb} rejected: {error}")
+
+
+class FakeMachine:
+    def __init__(self) -> None:
+        self.reports = 0
+
+    def report(self, **_: Any) -> None:
+        self.reports += 1
+
+
+def children_of(s: HandleState) -> Children:
+    log = StateLog(s)
+    signals = FakeSignals()
+    return Children(
+        s,
+        log,  # type: ignore[arg-type]
+        FakeMachine(),  # type: ignore[arg-type]
+        BudgetLedger(s, signals),
+        None,  # type: ignore[arg-type]  (protocol 1 only)
+        LeaseBook(s, log, signals),
+    )
+
+
+def carried_bytes(s: HandleState) -> int:
+    """The continue-as-new input as the data converter writes it (JSON)."""
+    return len(AgentInput(state=s).model_dump_json().encode())
+
+
+def run_children(protocol: int, n: int = N) -> HandleState:
+    """A root that spawns ``n`` children (three agent names in turn: the worst order for a
+    run-length list), each runs one turn (5 tokens, 1 tool call) and closes; it continues as
+    new every 1,000 children."""
+    s = handle(id="root", defn=None, parent=None, depth=0, protocol=protocol)
+    s.budget = Budget(max_concurrent=8, max_children=n + 1)
+    children = children_of(s)
+    for i in range(n):
+        name = ("writer", "researcher", "reviewer")[i % 3]
+        nonce = f"{i:08d}-0000-4000-8000-000000000000" if protocol >= PROTOCOL_HARDENED else None
+        child = record_spawn(s, name, nonce)
+        children.vis.trace(f"{s.id}: spawn {child}")
+        result = TaskResult(status="done", text="x" * 200, turns=1, total_tokens=5)
+        for seq, state in ((1, "idle"), (2, "closed")):
+            children.on_report(
+                ChildReport(
+                    id=child, seq=seq, state=state, usage_total=5, subtree_tool_calls=1,
+                    result_seq=1, last_result=result,
+                )
+            )  # fmt: skip
+        if (i + 1) % 1_000 == 0:
+            compact(s)  # the run loop's continue-as-new
+    return s
+
+
+def test_a_parent_of_10000_closed_children_carries_under_100_kb():
+    s = run_children(PROTOCOL_HARDENED)
+    size = carried_bytes(s)
+    assert size < LIMIT, size
+    assert s.children_info == {} and s.children == [] and s.pushed_floors == {}
+    # usage rolled up, ids and max_children intact
+    assert (s.usage_total, s.subtree_tool_calls, s.spawn_count) == (5 * N, N, N)
+    view = view_of(s)
+    assert len(view.children) == N == children_count(s)
+    assert view.children[:4] == [
+        "root/writer.1", "root/researcher.2", "root/reviewer.3", "root/writer.4"
+    ]  # fmt: skip
+    assert view.children[-1] == f"root/writer.{N}"  # 10,000 = 3 * 3,333 + 1
+    assert was_child(s, "root/researcher.101") and not was_child(s, "root/writer.101")
+    assert not was_child(s, "root/writer.10001") and not was_child(s, "other/writer.1")
+    defn = ResolveAgentResult(defn=AgentDef(name="writer"))
+    assert spawn_check(s, "writer", defn, 0) is None
+    record_spawn(s, "writer")
+    assert spawn_check(s, "writer", defn, 0) == f"children over max_children {N + 1}"
+    assert all_children(s)[-1] == f"root/writer.{N + 1}"
+
+
+def test_protocol_2_carries_every_child_it_ever_had():
+    """The fault the test above guards against (protocol 2 histories keep it)."""
+    s = run_children(PROTOCOL_LEASES, n=2_000)
+    assert len(s.children_info) == 2_000 and carried_bytes(s) > LIMIT
+    assert view_of(s).children == s.children
+
+
+def test_compact_keeps_live_children_and_the_newest_trace():
+    s = handle(id="p", defn=None, parent=None, protocol=PROTOCOL_HARDENED)
+    children = children_of(s)
+    live = record_spawn(s, "w", "n1")
+    done = record_spawn(s, "w", "n2")
+    children.on_report(ChildReport(id=done, seq=1, state="closed", usage_total=7,
+                                   subtree_tool_calls=2, result_seq=0))  # fmt: skip
+    for i in range(2_000):
+        children.vis.trace(f"p: line {i} " + "y" * 60)
+    compact(s)
+    assert s.children == [live] and list(s.children_info) == [live]
+    assert s.children_info[live].nonce == "n1"
+    assert (s.closed_usage_total, s.closed_tool_calls, s.usage_total) == (7, 2, 7)
+    assert view_of(s).children == [live, done]
+    assert s.trace[-1].line.startswith("p: line 1999") and 100 < len(s.trace) < 2_000
+    assert s.trace_seq == 2_000 + 1  # the closed line counted too; seqs keep counting
+
+
+def test_more_agent_names_than_one_character_codes():
+    s = handle(id="p", defn=None, parent=None, protocol=PROTOCOL_HARDENED)
+    ids = [record_spawn(s, f"agent{i}") for i in range(100)]
+    assert all_children(s) == ids and children_count(s) == 100
+    assert was_child(s, "p/agent99.100") and not was_child(s, "p/agent98.100")

@@ -1,0 +1,120 @@
+"""The roster of a parent's children: spawn ids, the children every view lists, and what a
+parent carries of them across continue-as-new (CONTRACT §2 ``children``, §3 spawn).
+
+Before protocol 3 a parent keeps every child it ever had in ``children`` and
+``children_info``, so a parent that spawned, ran and closed 10,000 children carries 10,000
+ids and reports into every run. From protocol 3 (``names.PROTOCOL_HARDENED``):
+
+* ``spawned`` records every child in spawn order as one character naming its agent in
+  ``spawned_names`` (a child's id is ``{parent}/{name}.{n}``, ``n`` its spawn number), so
+  the view still lists all children in spawn order (the contract's ``children`` never
+  shrinks) at one byte per child (two past 62 agent names);
+* at continue-as-new (:func:`compact`) closed children leave ``children``,
+  ``children_info`` and ``pushed_floors``; their usage stays in ``closed_usage_total`` /
+  ``closed_tool_calls`` (the roll-up is unchanged), ``spawn_count`` keeps ids unique and
+  ``max_children`` counting closed children;
+* the carried trace keeps its newest lines within :data:`TRACE_CARRY_BYTES`.
+
+Plain functions over ``HandleState``; deterministic, no I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
+    from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+
+_CODES: Final = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+"""The characters of the first 62 agent names in ``spawned`` (later ones: U+0100 on)."""
+
+TRACE_CARRY_BYTES: Final = 32_000
+"""Trace text (bytes of the lines) a protocol-3 handle carries into its next run at most:
+older lines are dropped (``trace_seq`` keeps counting), as the ``trace_cap`` rule does."""
+
+
+def record_spawn(s: HandleState, name: str, nonce: str | None = None) -> str:
+    """Number a new child of ``s`` with agent name ``name`` and record it (``spawn_count``,
+    ``children``, ``children_info`` with the child's ``nonce``, and from protocol 3
+    ``spawned``).
+
+    Returns:
+        The child's handle id, ``{s.id}/{name}.{n}``.
+    """
+    s.spawn_count += 1
+    n = s.spawn_count
+    child_id = f"{s.id}/{name}.{n}"
+    s.children.append(child_id)
+    s.children_info[child_id] = ChildInfo(nonce=nonce)
+    if s.protocol >= PROTOCOL_HARDENED:
+        if name not in s.spawned_names:
+            s.spawned_names.append(name)
+        s.spawned += _code(s.spawned_names.index(name))
+    return child_id
+
+
+def _code(index: int) -> str:
+    return _CODES[index] if index < len(_CODES) else chr(0x100 + index)
+
+
+def _name_of(s: HandleState, code: str) -> str:
+    at = _CODES.find(code)
+    return s.spawned_names[at if at >= 0 else ord(code) - 0x100]
+
+
+def all_children(s: HandleState) -> list[str]:
+    """Every child ever spawned under ``s``, in spawn order (closed ones included)."""
+    if s.protocol < PROTOCOL_HARDENED:
+        return list(s.children)
+    return [f"{s.id}/{_name_of(s, code)}.{n}" for n, code in enumerate(s.spawned, start=1)]
+
+
+def children_count(s: HandleState) -> int:
+    """How many children ``s`` ever spawned (closed ones included)."""
+    if s.protocol < PROTOCOL_HARDENED:
+        return len(s.children)
+    return len(s.spawned)
+
+
+def was_child(s: HandleState, child_id: str) -> bool:
+    """``child_id`` is, or was, a child of ``s`` (a closed child dropped by :func:`compact`
+    included)."""
+    if child_id in s.children_info:
+        return True
+    if s.protocol < PROTOCOL_HARDENED or not child_id.startswith(f"{s.id}/"):
+        return False
+    name, _, number = child_id[len(s.id) + 1 :].rpartition(".")
+    if not number.isdigit():
+        return False
+    n = int(number)
+    return 1 <= n <= len(s.spawned) and _name_of(s, s.spawned[n - 1]) == name
+
+
+def compact(s: HandleState) -> None:
+    """What a protocol-3 handle carries into its next run: closed children leave
+    ``children``, ``children_info``, ``pushed_floors`` (their usage moves to the
+    ``closed_*`` totals), and the trace keeps its newest lines within
+    :data:`TRACE_CARRY_BYTES`. Earlier protocols carry everything (no change)."""
+    if s.protocol < PROTOCOL_HARDENED:
+        return
+    closed = [c for c, info in s.children_info.items() if info.state == "closed"]
+    for child_id in closed:
+        info = s.children_info.pop(child_id)
+        s.closed_usage_total += info.usage_total
+        s.closed_tool_calls += info.subtree_tool_calls
+        s.pushed_floors.pop(child_id, None)
+        s.running_children.pop(child_id, None)
+        s.grants.pop(child_id, None)
+    if closed:
+        s.children = [c for c in s.children if c in s.children_info]
+    size, keep = 0, len(s.trace)
+    for line in reversed(s.trace):
+        size += len(line.line.encode()) + 40  # the line, its seq, its time and the JSON
+        if size > TRACE_CARRY_BYTES:
+            break
+        keep -= 1
+    if keep:
+        del s.trace[:keep]
