@@ -137,6 +137,8 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
         last_result=s.last_result if s.report_results else None,
         pending_req=s.pending_req,
         parked=parked,
+        answer_id=s.answer_id,
+        answer_error=s.answer_error,
     )
 
 

@@ -90,6 +90,8 @@ class ChildInfo(WireModel):
         pending_req: the child's pending Request while suspended.
         parked: the child is parked on ``pending_req`` waiting for an Answer from outside
             (not being answered inline by an interpreter).
+        answer_id: (protocol 3) the last Answer the child processed.
+        answer_error: (protocol 3) why the child rejected ``answer_id`` (None: taken).
     """
 
     state: HandleStateName = "idle"
@@ -100,6 +102,8 @@ class ChildInfo(WireModel):
     last_result: TaskResult | None = None
     pending_req: Request | None = None
     parked: bool = False
+    answer_id: str | None = None
+    answer_error: str | None = None
 
 
 class HandleState(WireModel):
@@ -180,6 +184,9 @@ class HandleState(WireModel):
         agent_defs: agent definitions looked up or inherited, by name (protocol 2; see
             ``children.py`` for the refresh rule).
         one_shot: a ``task`` child: it closes itself once its first turn settles.
+        answer_id: (protocol 3) the last Answer this handle processed (reported to the
+            parent, whose ``admit_answer`` update waits for it).
+        answer_error: (protocol 3) why it rejected ``answer_id`` (None: taken or forwarded).
         start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
             the wake is admitted when the workflow starts.
     """
@@ -245,6 +252,8 @@ class HandleState(WireModel):
     agent_defs: dict[str, CachedDef] = Field(default_factory=dict)
     one_shot: bool = False
     start_wake: bool = False
+    answer_id: str | None = None
+    answer_error: str | None = None
 
 
 class AgentInput(WireModel):
