@@ -289,6 +289,10 @@ class Approvals:
             return
         if self.own_suspension:
             return  # a tool of its own suspended (parked, or an interpreter answers inline)
+        for child in self.task_children.values():
+            info = s.children_info.get(child)
+            if info is not None and info.answer_error is not None:
+                self.forwarded.discard(info.answer_id or "")  # it refused it: still parked
         req = surfaced_child_request(s, self.task_children, self.forwarded)
         if req is None:
             if s.state == "suspended":
