@@ -223,20 +223,26 @@ class HandleRpc:
         A refusal for an update limit is retried for ``FALLBACK_AFTER_S`` (the caller then
         uses the verb's signal form).
 
+        An update the workflow's validator rejected comes back from the server already
+        completed with its failure (the SDK returns a handle for it, not an error): that
+        rejection is raised here, by the verb that sent it, never later by a wait.
+
         Raises:
-            VerbRejectedError: the workflow refused it, or the handle is closed.
+            VerbRejectedError: the workflow refused it (validator), or the handle is closed.
             UpdateLimitError: refused for an update limit.
             HandleNotFoundError: no such workflow.
         """
         wf = self.handle(handle_id)
-        return await self._call(
-            handle_id,
-            update,
-            lambda update_id: wf.start_update(
+
+        async def send(update_id: str) -> WorkflowUpdateHandle[Any]:
+            started = await wf.start_update(
                 update, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-            ),
-            FALLBACK_AFTER_S,
-        )
+            )
+            if rejected_at_once(started):
+                await started.result()  # raises WorkflowUpdateFailedError, no RPC
+            return started
+
+        return await self._call(handle_id, update, send, FALLBACK_AFTER_S)
 
     async def result(
         self, handle_id: str, update: Update[Any, Any], started: WorkflowUpdateHandle[_R]
@@ -381,6 +387,19 @@ class _Gate:
     def __init__(self) -> None:
         self.slots = asyncio.Semaphore(SHORT_UPDATES_IN_FLIGHT)
         self.users = 0
+
+
+def rejected_at_once(started: WorkflowUpdateHandle[Any]) -> bool:
+    """Whether an update handle came back with a failed outcome already known: the
+    validator rejected it (the server answers a rejection at once, stage COMPLETED).
+
+    The SDK keeps that outcome in ``WorkflowUpdateHandle._known_outcome`` (no public
+    accessor); without it (an SDK that renames it) this is False and the rejection surfaces
+    from :meth:`HandleRpc.result` instead.
+    """
+    outcome = getattr(started, "_known_outcome", None)
+    has_field = getattr(outcome, "HasField", None)
+    return bool(has_field is not None and has_field("failure"))
 
 
 def _retryable(err: RPCError) -> bool:

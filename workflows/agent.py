@@ -102,6 +102,7 @@ class AgentWorkflow:
             s, self._vis, self._machine, self._budgets, self._slots, self._leases
         )
         self._approvals = Approvals(s, self._scratch, self._vis, self._machine, self._outbox)
+        self._children.on_change = self._approvals.sync_parking
         self._delegation = Delegation(s, self._vis, self._children, self._slots, self._approvals)
         self._turn = Turn(
             s,
@@ -379,16 +380,17 @@ class AgentWorkflow:
     # ------------------------------------------------------------------ answer
 
     @workflow.update(name=names.UPDATE_ANSWER)
-    def admit_answer(self, answer: Answer) -> AnswerResult:
+    async def admit_answer(self, answer: Answer) -> AnswerResult:
         """Deliver an Answer (CONTRACT §3 resume, §5): to this handle's parked Request, or
-        routed down to the child whose parked Request has this id.
+        routed down to the child whose parked Request has this id (protocol 3: to the child
+        on the path to the id's handle, from any ancestor; ``answered`` names where it went).
 
         Returns:
             ``ok`` False with the reason when the id matches no pending Request (nothing
             changes; a trace line records it: CONTRACT §9.2).
         """
         self._lifecycle.updates += 1
-        error, answered = self._approvals.answer(answer)
+        error, answered = await self._approvals.admit(answer)
         return AnswerResult(
             ok=error is None, error=error, answered=answered, status=status_of(self.s)
         )

@@ -90,7 +90,7 @@ class Delegation:
             result = await self.await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.
-            self.approvals.forget_task(index)
+            self.approvals.forget_task(index)  # (protocol 3: untracked already)
             await self.children.close(child_id, CloseRequest(force=True, reason="task aborted"))
             raise
         await self.children.close(child_id, CloseRequest(reason="task done"))
@@ -106,6 +106,25 @@ class Delegation:
         def info() -> ChildInfo:
             return s.children_info.get(child_id, ChildInfo())
 
+        if self.approvals.hardened:
+            # Protocol 3: parking follows the children's reports (Approvals.sync_parking, on
+            # every report and Answer); this call only waits for the child's result.
+            self.approvals.track_task(index, child_id)
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        info().state == "closed"
+                        or (info().result_seq >= 1 and info().state == "idle")
+                    )
+                )
+            except BaseException:  # interrupted, or the coroutine is torn down (eviction)
+                self.approvals.untrack_task(index, sync=False)
+                raise
+            self.approvals.untrack_task(index)
+            current = info()
+            if current.last_result is not None and current.result_seq >= 1:
+                return current.last_result
+            return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")
         while True:
             await workflow.wait_condition(
                 lambda: (

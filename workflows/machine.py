@@ -138,6 +138,8 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
         pending_req=s.pending_req,
         parked=parked,
         nonce=s.nonce,
+        answer_id=s.answer_id,
+        answer_error=s.answer_error,
     )
 
 

@@ -182,6 +182,10 @@ class ChildReport(WireModel):
     pending_req: Request | None = None
     parked: StrictBool = False
     nonce: str | None = Field(default=None, max_length=64)
+    answer_id: str | None = None
+    """(protocol 3) The last Answer this handle processed (took, forwarded or rejected)."""
+    answer_error: str | None = None
+    """(protocol 3) Why it rejected ``answer_id`` (None: taken or forwarded)."""
 
 
 class AnswerResult(WireModel):

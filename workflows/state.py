@@ -94,6 +94,8 @@ class ChildInfo(WireModel):
             (not being answered inline by an interpreter).
         nonce: the secret the parent gave the child at spawn (protocol 3): every message
             between the two carries it (see ``trust.py``).
+        answer_id: (protocol 3) the last Answer the child processed.
+        answer_error: (protocol 3) why the child rejected ``answer_id`` (None: taken).
     """
 
     state: HandleStateName = "idle"
@@ -105,6 +107,8 @@ class ChildInfo(WireModel):
     pending_req: Request | None = None
     parked: bool = False
     nonce: str | None = None
+    answer_id: str | None = None
+    answer_error: str | None = None
 
 
 class HandleState(WireModel):
@@ -186,6 +190,9 @@ class HandleState(WireModel):
         agent_defs: agent definitions looked up or inherited, by name (protocol 2; see
             ``children.py`` for the refresh rule).
         one_shot: a ``task`` child: it closes itself once its first turn settles.
+        answer_id: (protocol 3) the last Answer this handle processed (reported to the
+            parent, whose ``admit_answer`` update waits for it).
+        answer_error: (protocol 3) why it rejected ``answer_id`` (None: taken or forwarded).
         start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
             the wake is admitted when the workflow starts.
         nonce: (child, protocol 3) the secret its parent gave it at spawn; messages between
@@ -265,6 +272,8 @@ class HandleState(WireModel):
     spawned_names: list[str] = Field(default_factory=list)
     closed_usage_total: int = 0
     closed_tool_calls: int = 0
+    answer_id: str | None = None
+    answer_error: str | None = None
 
 
 class AgentInput(WireModel):

@@ -1,0 +1,115 @@
+"""Request rules: a Request's deterministic id (:func:`stamped`), and (protocol 3, issue 12)
+which Request a handle parked on its delegated tasks surfaces, and where an Answer sent to a
+handle goes. Plain functions over ``HandleState``;
+:class:`~toolnexus_temporal.workflows.approvals.Approvals` applies them.
+
+* :func:`surfaced_child_request`: a handle whose ``task`` children park surfaces the parked
+  Request of the first task call in call order (CONTRACT §5: "the first in call order is
+  surfaced; the others are answered in turn"), stamped with its own ``data.path``. It is
+  recomputed on every child report and every Answer, so it never depends on which child's
+  coroutine happened to run first.
+* :func:`answer_hop`: an Answer is routed by its id's handle part (``{handle id}#{n}``): this
+  handle's own Request, or the child on the path down to the handle that owns the id. Each
+  level forwards to the next; the owner checks the id against its pending Request.
+
+Deterministic and I/O free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any, NamedTuple
+
+from toolnexus_temporal.workflows.models import Answer, Request
+from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+
+
+def stamped(s: HandleState, fields: dict[str, Any]) -> Request:
+    """The Request of a tool's ``pending`` metadata with this handle's deterministic id
+    ``{id}#{n}`` and ``data.path`` (CONTRACT §5, §9.5); counts ``request_seq``."""
+    s.request_seq += 1
+    data = dict(fields.get("data") or {})
+    data["path"] = s.id.split("/")
+    return Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
+
+
+def verdict_of(answer: Answer) -> str:
+    """``ok``, or why not (``declined`` when no reason is given)."""
+    return "ok" if answer.ok else (answer.reason or "declined")
+
+
+def with_path(s: HandleState, req: Request) -> Request:
+    """``req`` with ``data.path`` set to this handle's path (its id split on ``/``)."""
+    data = dict(req.data or {})
+    data["path"] = s.id.split("/")
+    return req.model_copy(update={"data": data})
+
+
+def surfaced_child_request(
+    s: HandleState, task_children: Mapping[int, str], answered: Collection[str] = ()
+) -> Request | None:
+    """The Request a handle surfaces for its delegated tasks, or None.
+
+    Args:
+        s: the handle's state (``children_info`` holds each child's latest report).
+        task_children: the running ``task`` calls of the current turn: call index → child id.
+        answered: Request ids this handle already forwarded an Answer for: a report sent
+            before the child took it still shows it parked, and is not a parking.
+
+    Returns:
+        The parked Request of the lowest call index whose child reports itself parked on a
+        Request (``parked`` and ``pending_req`` set) not in ``answered``, with this handle's
+        ``data.path``; None when no task child is parked.
+    """
+    for index in sorted(task_children):
+        info = s.children_info.get(task_children[index])
+        request_id = parked_on(info)
+        if info is not None and info.pending_req is not None and request_id not in answered:
+            if request_id is not None:
+                return with_path(s, info.pending_req)
+    return None
+
+
+def parked_on(info: ChildInfo | None) -> str | None:
+    """The id of the Request a child's latest report shows it parked on, or None."""
+    if info is None or not info.parked or info.pending_req is None:
+        return None
+    return info.pending_req.id
+
+
+class Hop(NamedTuple):
+    """Where an Answer goes from one handle.
+
+    Attributes:
+        to: this handle's id (its own Request), a child's id (forward down), or None.
+        error: why it goes nowhere (set exactly when ``to`` is None).
+    """
+
+    to: str | None
+    error: str | None = None
+
+
+def answer_hop(s: HandleState, request_id: str) -> Hop:
+    """Route an Answer by its id's handle part (``{handle id}#{n}``).
+
+    Returns:
+        ``Hop(s.id)`` for a Request this handle raised; ``Hop(child)`` for one raised in the
+        subtree of a live child (the child on the path); else ``Hop(None, error)``: not a
+        Request id, outside this handle's subtree, an unknown child, or a closed one. The
+        number part is checked by the owner, against its pending Request.
+    """
+    owner, sep, number = request_id.rpartition("#")
+    if not sep or not owner or not number:
+        return Hop(None, f"answer {request_id!r} is not a request id ('<handle id>#<n>')")
+    if owner == s.id:
+        return Hop(s.id)
+    prefix = f"{s.id}/"
+    if not owner.startswith(prefix):
+        return Hop(None, f"answer {request_id!r} is not for {s.id} or its subtree")
+    child = prefix + owner[len(prefix) :].split("/", 1)[0]
+    info = s.children_info.get(child)
+    if info is None:
+        return Hop(None, f"answer {request_id!r} matches no pending request: no handle {child}")
+    if info.state == "closed":
+        return Hop(None, f"answer {request_id!r} matches no pending request: {child} is closed")
+    return Hop(child)
