@@ -23,7 +23,6 @@ synchronous path, one message per verb; queries are ``view``, ``state``, ``trace
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +39,7 @@ from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.parking import Parking
 from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.turn import Turn
 from toolnexus_temporal.workflows.visibility import INVALID, Visibility, status_of, view_of
@@ -119,6 +119,14 @@ class AgentWorkflow:
             self._slots,
             self._children,
         )
+        self._parking = Parking(
+            s,
+            self._scratch,
+            self._vis,
+            self._approvals,
+            self._outbox,
+            self._lifecycle.continue_as_new_due,
+        )
 
     # ------------------------------------------------------------------ run loop
 
@@ -141,14 +149,17 @@ class AgentWorkflow:
         life.resume_run()
         while True:
             await workflow.wait_condition(
-                lambda: s.turn_pending or life.closed or life.continue_as_new_due()
+                lambda: (
+                    s.turn_pending
+                    or s.parked is not None
+                    or life.closed
+                    or life.continue_as_new_due()
+                )
             )
             if life.closed:
                 break
-            if s.turn_pending:
-                self._scratch.task = asyncio.create_task(self._turn.run())
-                await self._scratch.task
-                self._scratch.task = None
+            if s.turn_pending or s.parked is not None:  # parked: carried over, resumed
+                await self._parking.run_turn(self._turn.run)
                 await life.close_if_one_shot()
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model

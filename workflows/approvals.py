@@ -93,6 +93,9 @@ class Approvals:
         self.answers: dict[str, Answer] = {}
         self.forwarded: set[str] = set()
         self.parked_tasks: dict[int, Request] = {}
+        self.waiting: str | None = None
+        """The id of the Request the turn is parked on, waiting for its Answer (the turn
+        may then continue as new: ``parking.py``)."""
 
     def answer(self, answer: Answer) -> tuple[str | None, str | None]:
         """Route an Answer (CONTRACT §3 resume): to this handle's parked turn, or down to the
@@ -132,23 +135,30 @@ class Approvals:
         self.answers[answer.id] = answer
         return None, s.id
 
-    async def suspend(self, call: ToolCall, fields: dict[str, Any]) -> Answered | ToolResult:
+    async def suspend(
+        self, call: ToolCall, fields: dict[str, Any], carried: Request | None = None
+    ) -> Answered | ToolResult:
         """Resolve one suspension (CONTRACT §5): the nearest interpreter answers inline, else
         the handle parks until the Answer arrives; then it runs again.
 
         Args:
             call: the tool call that suspended.
             fields: its ``metadata["pending"]`` (a Request without ``id``).
+            carried: the Request this suspension already parked on in an earlier run (a
+                parked turn carried across continue-as-new): the handle is still parked on
+                it and only waits for its Answer.
 
         Returns:
             The Answer when ``ok`` (the caller re-runs the tool with it), else the error
             result for the model (``declined: ...``, ``expired: ...``, ``cancelled: ...``).
         """
         s = self.s
-        req = stamped(s, fields)
+        req = carried or stamped(s, fields)
         s.pending_req = req
         nearest = s.interpreters[0] if s.interpreters else None
-        if nearest is not None:
+        if carried is not None:
+            answer = await self._await_answer(req)
+        elif nearest is not None:
             self.machine.transition("suspended", f"{call.name} needs {req.kind}")
             self.vis.trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
             answer = await self.interpret(nearest.name, nearest.handle_id, req)
@@ -159,14 +169,22 @@ class Approvals:
             self.machine.transition(
                 "suspended", f"{call.name} needs {req.kind}; waiting for an answer"
             )
-            await workflow.wait_condition(lambda: req.id in self.answers)
-            answer = self.answers.pop(req.id)
+            answer = await self._await_answer(req)
         s.pending_req = None
         verdict = "ok" if answer.ok else (answer.reason or "declined")
         self.machine.transition("running", f"answer {verdict}")
         if not answer.ok:
             return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
         return Answered(request=req, answer=answer)
+
+    async def _await_answer(self, req: Request) -> Answer:
+        """Wait, parked, for the Answer to ``req`` (``waiting`` names it meanwhile)."""
+        self.waiting = req.id
+        try:
+            await workflow.wait_condition(lambda: req.id in self.answers)
+        finally:
+            self.waiting = None
+        return self.answers.pop(req.id)
 
     async def interpret(self, name: str, answerer: str, req: Request) -> Answer:
         """Ask interpreter ``name`` (on behalf of handle ``answerer``) to answer ``req``

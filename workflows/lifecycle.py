@@ -7,8 +7,10 @@ own life: hooks, and continue-as-new when the run grows long.
 * ``close``: stop accepting, close the children leaf-first in spawn order, give a running
   turn ``shutdown_ms`` (a forced close aborts it first), run ``on_close``, then ``closed``.
 * continue-as-new: an idle run past ``continue_as_new_updates`` updates or
-  ``continue_as_new_events`` events (or when Temporal suggests it) carries the whole
-  ``HandleState`` into a fresh run once nothing is in flight.
+  ``continue_as_new_events`` events (or when Temporal suggests it; protocol 3: also past
+  ``continue_as_new_signals`` signals or ``continue_as_new_bytes`` of history) carries the
+  whole ``HandleState`` into a fresh run once nothing is in flight; a parked turn goes
+  with it (``parking.py``).
 
 Deterministic; no I/O.
 """
@@ -38,7 +40,11 @@ with workflow.unsafe.imports_passed_through():
         WaitResponse,
     )
     from toolnexus_temporal.workflows.models import TaskResult
-    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, RUN_HOOK_ACTIVITY
+    from toolnexus_temporal.workflows.names import (
+        PROTOCOL_HARDENED,
+        PROTOCOL_LEASES,
+        RUN_HOOK_ACTIVITY,
+    )
     from toolnexus_temporal.workflows.state import HandleState
 
 
@@ -231,9 +237,16 @@ class Lifecycle:
 
     def continue_as_new_due(self) -> bool:
         """This run is long: ``continue_as_new_updates`` updates, ``continue_as_new_events``
-        history events, or Temporal suggests it."""
+        history events, or Temporal suggests it; under protocol 3 also
+        ``continue_as_new_signals`` signals received (rejected ones count: Temporal counts
+        them too) or ``continue_as_new_bytes`` of history."""
         info = workflow.info()
         opts = self.s.options
+        if self.s.protocol >= PROTOCOL_HARDENED and (
+            self.vis.signals >= opts.continue_as_new_signals
+            or info.get_current_history_size() >= opts.continue_as_new_bytes
+        ):
+            return True
         return (
             self.updates >= opts.continue_as_new_updates
             or info.get_current_history_length() >= opts.continue_as_new_events

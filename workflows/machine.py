@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ResultStatus,
         TaskResult,
         ToolCall,
+        ToolResult,
     )
     from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, SIGNAL_CHILD_REPORT
     from toolnexus_temporal.workflows.state import HandleState
@@ -141,8 +142,9 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
 
 
 class TurnScratch:
-    """Per-run scratch of the current turn (not in ``HandleState``: a turn never spans a
-    continue-as-new, which happens only when the handle is idle)."""
+    """Per-run scratch of the current turn (not in ``HandleState``: a turn spans a
+    continue-as-new only while parked, and then travels as a ``ParkedTurn``: see
+    ``parking.py``)."""
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None
@@ -159,6 +161,13 @@ class TurnScratch:
         """Messages for the next LLM call."""
         self.open_calls: list[ToolCall] = []
         """Tool calls asked for by the model that have not run yet."""
+        self.turn_start_len = 0
+        """``transcript_len`` when the turn started (a rollback returns to it)."""
+        self.unsent_before: list[Message] = []
+        """``unsent`` when the turn started (a rollback restores it)."""
+        self.batch: tuple[list[ToolCall], list[ToolResult], int] | None = None
+        """While a reply's suspensions are resolved in call order: its calls, their results
+        so far and the call being resolved (what a parked turn's snapshot holds)."""
 
     def start(self, new_messages: list[Message]) -> None:
         """Reset the counters for a new turn whose first LLM call sends ``new_messages``."""
@@ -167,6 +176,7 @@ class TurnScratch:
         self.wall_fired = False
         self.next_messages = new_messages
         self.open_calls = []
+        self.batch = None
 
     def result(
         self,

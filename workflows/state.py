@@ -19,7 +19,9 @@ from toolnexus_temporal.workflows.models import (
     Request,
     RuntimeOptions,
     TaskResult,
+    ToolCall,
     ToolOptions,
+    ToolResult,
     TraceLine,
     WireModel,
 )
@@ -102,6 +104,34 @@ class ChildInfo(WireModel):
     parked: bool = False
 
 
+class ParkedTurn(WireModel):
+    """A turn parked on its own tool's Request, carried across continue-as-new (protocol 3;
+    see ``parking.py``). The next run resumes the turn from it: it waits for the Answer to
+    ``request``, re-runs call ``index`` with it, resolves the later suspensions in call
+    order and continues the LLM loop.
+
+    Attributes:
+        calls: the tool calls of the reply being resolved, in call order.
+        results: their results so far, in call order (an unresolved suspension keeps its
+            ``metadata["pending"]``).
+        index: the call whose Request waits for its Answer.
+        request: that Request (the handle's ``pending_req``).
+        llm_calls: the turn's LLM round trips so far (``max_turns`` counts them).
+        tokens: the turn's tokens so far.
+        turn_start_len: ``transcript_len`` when the turn started (a rollback returns to it).
+        unsent_before: ``unsent`` when the turn started (a rollback restores it).
+    """
+
+    calls: list[ToolCall]
+    results: list[ToolResult]
+    index: int
+    request: Request
+    llm_calls: int = 0
+    tokens: int = 0
+    turn_start_len: int = 0
+    unsent_before: list[Message] = Field(default_factory=list)
+
+
 class HandleState(WireModel):
     """All state of one handle: the single serializable model behind queries and
     continue-as-new (CONTRACT §2).
@@ -182,6 +212,8 @@ class HandleState(WireModel):
         one_shot: a ``task`` child: it closes itself once its first turn settles.
         start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
             the wake is admitted when the workflow starts.
+        parked: the parked turn a continue-as-new carried over (protocol 3); the new run
+            resumes it and clears the field.
     """
 
     id: str
@@ -245,6 +277,7 @@ class HandleState(WireModel):
     agent_defs: dict[str, CachedDef] = Field(default_factory=dict)
     one_shot: bool = False
     start_wake: bool = False
+    parked: ParkedTurn | None = None
 
 
 class AgentInput(WireModel):

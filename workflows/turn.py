@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +30,7 @@ from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.parking import restore
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -41,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         Answer,
         LimitName,
         Message,
+        Request,
         TaskResult,
         ToolCall,
         ToolOptions,
@@ -58,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
         llm_task_queue,
         workflow_id_for,
     )
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.state import HandleState, ParkedTurn
 
 
 class Interrupted(Exception):
@@ -110,32 +113,40 @@ class Turn:
         drained inbox returns to the front of the inbox.
         """
         s = self.s
-        defn = require_defn(s)
-        s.turn_pending = False
-        user_text = take_turn_input(s)
-        unsent_before = list(s.unsent)
-        new_messages: list[Message] = list(s.unsent)
-        s.unsent = []
-        if s.transcript_len == 0 and not new_messages and defn.system_prompt:
-            new_messages.append(Message(role="system", content=defn.system_prompt))
-        new_messages.append(Message(role="user", content=user_text))
-        turn_start_len = s.transcript_len
-        self.scratch.start(new_messages)
+        body: Coroutine[Any, Any, TaskResult]
+        parked, s.parked = s.parked, None
+        if parked is not None:  # carried across continue-as-new while parked (protocol 3)
+            restore(self.scratch, parked)
+            body = self._resume(parked)
+        else:
+            defn = require_defn(s)
+            s.turn_pending = False
+            user_text = take_turn_input(s)
+            unsent_before = list(s.unsent)
+            new_messages: list[Message] = list(s.unsent)
+            s.unsent = []
+            if s.transcript_len == 0 and not new_messages and defn.system_prompt:
+                new_messages.append(Message(role="system", content=defn.system_prompt))
+            new_messages.append(Message(role="user", content=user_text))
+            self.scratch.start(new_messages)
+            self.scratch.turn_start_len = s.transcript_len
+            self.scratch.unsent_before = unsent_before
+            body = self._loop()
         watchdog = self._start_watchdog()
         result: TaskResult
         try:
-            result = await self._loop()
+            result = await body
         except (asyncio.CancelledError, Interrupted):
             if self.scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
-                result = self._rollback(turn_start_len, unsent_before, None)
+                result = self._rollback(None)
         except ActivityError as err:
             if self.scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
                 cause = None if self.scratch.interrupt_requested else error_text(err)
-                result = self._rollback(turn_start_len, unsent_before, cause)
+                result = self._rollback(cause)
         finally:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
@@ -143,6 +154,19 @@ class Turn:
         s.pending_req = None
         self.scratch.interrupt_requested = False
         self.machine.settle(result)
+
+    async def _resume(self, parked: ParkedTurn) -> TaskResult:
+        """Go on with a turn carried across continue-as-new while parked: wait for the
+        Answer, re-run the tool with it, resolve the later suspensions in call order, then
+        the LLM loop as if the turn had never left this run."""
+        if self.scratch.interrupt_requested:
+            raise Interrupted()
+        self.scratch.open_calls = parked.calls
+        self.scratch.next_messages = await self._resolve_from(
+            parked.calls, list(parked.results), parked.index, parked.request
+        )
+        self.scratch.open_calls = []
+        return await self._loop()
 
     async def _loop(self) -> TaskResult:
         """The LLM loop; budgets are checked before every LLM call and every tool batch
@@ -238,13 +262,11 @@ class Turn:
 
         return asyncio.create_task(fire())
 
-    def _rollback(
-        self, turn_start_len: int, unsent_before: list[Message], cause: str | None
-    ) -> TaskResult:
+    def _rollback(self, cause: str | None) -> TaskResult:
         """Undo an interrupted (``cause`` None) or failed turn and build its result."""
         s = self.s
-        s.transcript_len = turn_start_len
-        s.unsent = unsent_before
+        s.transcript_len = self.scratch.turn_start_len
+        s.unsent = self.scratch.unsent_before
         restore_drained(s)
         if cause is None:
             return self.scratch.result(
@@ -321,20 +343,37 @@ class Turn:
         outcomes = await asyncio.gather(
             *(self._tool_job(index, call) for index, call in enumerate(unique))
         )
-        results = [outcomes[job] for job in call_job]
-        for index, call in enumerate(calls):
+        return await self._resolve_from(calls, [outcomes[job] for job in call_job], 0)
+
+    async def _resolve_from(
+        self,
+        calls: list[ToolCall],
+        results: list[ToolResult],
+        start: int,
+        carried: Request | None = None,
+    ) -> list[Message]:
+        """Resolve the suspensions among ``results`` from call ``start`` on, one at a time in
+        call order (``carried``: call ``start`` is already parked on it); one tool message
+        per call, in call order. ``scratch.batch`` shows the progress (a parked turn's
+        snapshot)."""
+        for index in range(start, len(calls)):
             fields = results[index].metadata.get("pending")
             if isinstance(fields, dict):
-                results[index] = await self._resolve_suspension(call, fields)
+                self.scratch.batch = (calls, results, index)
+                request = carried if index == start else None
+                results[index] = await self._resolve_suspension(calls[index], fields, request)
+        self.scratch.batch = None
         return [
             Message(role="tool", tool_call_id=call.id, content=result.output)
             for call, result in zip(calls, results, strict=True)
         ]
 
-    async def _resolve_suspension(self, call: ToolCall, fields: dict[str, Any]) -> ToolResult:
+    async def _resolve_suspension(
+        self, call: ToolCall, fields: dict[str, Any], carried: Request | None
+    ) -> ToolResult:
         """Resolve one suspension (CONTRACT §5) and, when its Answer is ``ok``, run the tool
         once more with it."""
-        outcome = await self.approvals.suspend(call, fields)
+        outcome = await self.approvals.suspend(call, fields, carried)
         if isinstance(outcome, ToolResult):
             return outcome
         again = await self._exec_tool(call, outcome.answer)

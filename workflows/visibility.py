@@ -173,6 +173,10 @@ class Visibility:
     def __init__(self, s: HandleState) -> None:
         self.s = s
         self.published_state: HandleStateName | None = None
+        self.signals = 0
+        """Signals received in this run, rejected ones included (every signal handler
+        parses its input here): Temporal refuses signals past a per-run limit, so the run
+        continues as new well before it (``Lifecycle.continue_as_new_due``)."""
 
     def trace(self, line: str) -> None:
         """Append a trace line at the current workflow time (CONTRACT §7)."""
@@ -212,12 +216,14 @@ class Visibility:
 
     def unknown_signal(self, name: str) -> None:
         """Reject a signal this workflow does not know (it is not buffered)."""
+        self.signals += 1
         self.reject(name[:80], f"unknown signal (known: {', '.join(PUBLIC_SIGNALS)})")
 
     def one(self, verb: str, args: tuple[Any, ...]) -> Any:
         """The single input of a signal (None when there is none), or :data:`INVALID`
         (rejected loudly) when there are several: an extra input must never fail the
         workflow task."""
+        self.signals += 1
         if len(args) > 1:
             self.reject(verb, f"expected one input, got {len(args)}")
             return INVALID

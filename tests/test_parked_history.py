@@ -1,0 +1,190 @@
+"""A parked handle never reaches Temporal's history limits (issue 12 item 8): it continues as
+new while parked, carrying its parked turn, and stays answerable from ``temporal workflow
+signal``; the answered turn finishes with the right transcript."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from tests.conftest import temporal_binary
+from tests.helpers import eventually
+from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.client import AgentDef, Handle, RuntimeOptions
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+
+
+async def guarded(ctx: ToolContext) -> Any:
+    """Do the guarded thing once approved."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="may I?")
+    return "did it: " + json.dumps(ctx.answer.data or {})
+
+
+def plain(ctx: ToolContext) -> str:
+    """A tool that never suspends."""
+    return "plain ok"
+
+
+REGISTRY = Registry(
+    [AgentDef(name="worker", tools=["guarded", "plain"])],
+    tools=[
+        define_tool(guarded, input_schema={"type": "object", "properties": {}}),
+        define_tool(plain, input_schema={"type": "object", "properties": {}}),
+    ],
+)
+
+
+async def cli_answer(client: Client, workflow_id: str, answer: dict[str, Any]) -> None:
+    """Send the Answer as an operator would: ``temporal workflow signal --name answer``."""
+    proc = await asyncio.create_subprocess_exec(
+        temporal_binary(),
+        "workflow",
+        "signal",
+        "--workflow-id",
+        workflow_id,
+        "--name",
+        "answer",
+        "--input",
+        json.dumps(answer),
+        "--address",
+        client.service_client.config.target_host,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err
+
+
+async def runs_of(client: Client, workflow_id: str) -> list[Any]:
+    """Every run of a workflow id, newest first."""
+    return [wf async for wf in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
+
+
+async def park(rt: Any) -> Handle:
+    h = await rt.spawn(rt.root, "worker")
+    assert isinstance(h, Handle)
+    r = await rt.run_turn(h, "go")
+    assert r.status == "pending" and r.pending is not None
+    return h
+
+
+async def next_result(rt: Any, h: Handle, new: Callable[[Any], bool]) -> Any:
+    """The first result ``new`` accepts (a wait right after an Answer signal may still see
+    the answered Request: that is issue 12 item 2, another lane's)."""
+    for _ in range(120):
+        r = await rt.wait(h, timeout_ms=1000)
+        if r.status != "timeout" and new(r):
+            return r
+    raise AssertionError(f"no new result; last: {r}")
+
+
+def script() -> ScriptedLLM:
+    # one reply calls the guarded tool twice around a plain one: the first suspension parks,
+    # the second parks after the first is answered (call order), then the model finishes.
+    return ScriptedLLM(
+        {
+            "stub-model": [
+                tool_calls(("guarded", {}), ("plain", {}), ("guarded", {})),
+                text("all done"),
+            ]
+        }
+    )
+
+
+async def test_parked_handle_continues_as_new_and_is_answered_by_cli(make_runtime, client) -> None:
+    llm = script()
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(REGISTRY, llm.transport(), options=options) as rt:
+        h = await park(rt)
+        wid = rt.workflow_id(h.id)
+        first_req = h.pending_req
+        assert first_req is not None
+        wf = client.get_workflow_handle(wid)
+        first_run = (await wf.describe()).run_id
+        # rejected small signals while parked: the run grows past continue_as_new_events
+        for i in range(150):
+            await wf.signal("answer", {"id": f"nope#{i}", "ok": True})
+
+        async def continued() -> bool:
+            return (await wf.describe()).run_id != first_run
+
+        await eventually(continued, tries=300)
+        # still parked on the same Request after the continue-as-new, still answerable
+        h = await rt.inspect(h)
+        assert h.state == "suspended" and h.pending_req == first_req
+        lines = await rt.trace_lines(h)
+        assert any("continue-as-new (parked" in line for line in lines)
+        assert any("answer REJECTED" in line for line in lines)
+        await cli_answer(client, wid, {"id": first_req.id, "ok": True, "data": {"n": 1}})
+        r = await next_result(rt, h, lambda r: r.pending is None or r.pending != first_req)
+        # the second guarded call parks now (call order), with the next Request id
+        assert r.status == "pending" and r.pending is not None
+        assert r.pending.id != first_req.id
+        await cli_answer(client, wid, {"id": r.pending.id, "ok": True, "data": {"n": 2}})
+        r = await next_result(rt, h, lambda r: r.status != "pending")
+        assert (r.status, r.text) == ("done", "all done")
+        # the transcript: the LLM got all three tool results in call order, once each
+        second = llm.requests[1]["messages"]
+        assert [m["content"] for m in second if m["role"] == "tool"] == [
+            'did it: {"n": 1}',
+            "plain ok",
+            'did it: {"n": 2}',
+        ]
+        assert len(llm.requests) == 2
+        h = await rt.inspect(h)
+        assert h.turns_total == 2 and h.tool_calls_total == 3 and h.transcript_len == 6
+
+
+async def history_of(client: Client, workflow_id: str, run_id: str) -> tuple[int, int]:
+    """(events, bytes) of one run's history."""
+    events = 0
+    size = 0
+    async for event in client.get_workflow_handle(
+        workflow_id, run_id=run_id
+    ).fetch_history_events():
+        events += 1
+        size += event.ByteSize()
+    return events, size
+
+
+async def test_flood_of_rejected_signals_to_a_parked_handle(make_runtime, client) -> None:
+    """The measure of item 8: 100 rejected 1.5 MiB posts and 20,000 rejected small signals to
+    one parked handle (default thresholds), then the approval by ``temporal workflow
+    signal`` completes the turn. Prints the runs and events the flood produced."""
+    llm = ScriptedLLM({"stub-model": [tool_calls(("guarded", {})), text("approved and done")]})
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        h = await park(rt)
+        wid = rt.workflow_id(h.id)
+        req = h.pending_req
+        assert req is not None
+        wf = client.get_workflow_handle(wid)
+        big = "x" * (3 * 1024 * 1024 // 2)  # 1.5 MiB: over the post bound, rejected
+        for _ in range(100):
+            await wf.signal("post", big)
+        for start in range(0, 20_000, 200):
+            await asyncio.gather(
+                *(wf.signal("answer", {"id": f"nope#{start + i}"}) for i in range(200))
+            )
+        await cli_answer(client, wid, {"id": req.id, "ok": True, "data": {"by": "cli"}})
+        r = await next_result(rt, h, lambda r: r.status != "pending")
+        assert (r.status, r.text) == ("done", "approved and done")
+        assert llm.requests[1]["messages"][-1]["content"] == 'did it: {"by": "cli"}'
+        runs = await runs_of(client, wid)
+        assert runs[0].status == WorkflowExecutionStatus.RUNNING
+        assert all(run.status in (WorkflowExecutionStatus.CONTINUED_AS_NEW,) for run in runs[1:])
+        sizes = [await history_of(client, wid, run.run_id) for run in runs]
+        print(
+            f"flood: {len(runs)} runs; events per run {[e for e, _ in sizes]}; "
+            f"MiB per run {[round(b / 2**20, 1) for _, b in sizes]}"
+        )
+        assert max(b for _, b in sizes) < 40 * 2**20
+        assert max(e for e, _ in sizes) < 40_000
+        # the carried trace stays bounded, and rejections left their trace lines
+        state = await wf.query("state")
+        assert len(state["trace"]) <= 2_000
+        lines = await rt.trace_lines(h)
+        assert any("answer REJECTED" in line for line in lines)
