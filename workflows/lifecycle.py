@@ -48,6 +48,11 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.state import HandleState
 
 
+MIN_RUN = timedelta(milliseconds=1_500)
+"""The shortest run that continues as new (protocol 3; Temporal's minimal interval between
+runs is 1 s, jittered): see :meth:`Lifecycle.continue_as_new_due`."""
+
+
 class Lifecycle:
     """Wait, wake-and-wait, interrupt, close, hooks and continue-as-new of one handle.
 
@@ -239,14 +244,22 @@ class Lifecycle:
         """This run is long: ``continue_as_new_updates`` updates, ``continue_as_new_events``
         history events, or Temporal suggests it; under protocol 3 also
         ``continue_as_new_signals`` signals received (rejected ones count: Temporal counts
-        them too) or ``continue_as_new_bytes`` of history."""
+        them too) or ``continue_as_new_bytes`` of history, and never before the run is
+        :data:`MIN_RUN` old."""
         info = workflow.info()
         opts = self.s.options
-        if self.s.protocol >= PROTOCOL_HARDENED and (
-            self.vis.signals >= opts.continue_as_new_signals
-            or info.get_current_history_size() >= opts.continue_as_new_bytes
-        ):
-            return True
+        if self.s.protocol >= PROTOCOL_HARDENED:
+            # Temporal delays the first workflow task of a run that follows a run shorter
+            # than its minimal interval (1 s); under a flood of signals that delay fills the
+            # new run with signals its first task must take in one go. So a run lives at
+            # least MIN_RUN before it continues as new (the thresholds leave the margin).
+            if workflow.now() - info.start_time < MIN_RUN:
+                return False
+            if (
+                self.vis.signals >= opts.continue_as_new_signals
+                or info.get_current_history_size() >= opts.continue_as_new_bytes
+            ):
+                return True
         return (
             self.updates >= opts.continue_as_new_updates
             or info.get_current_history_length() >= opts.continue_as_new_events
