@@ -28,8 +28,13 @@ async def test_handles_continue_as_new_with_nothing_lost(make_runtime, client) -
             assert (r.status, r.text) == ("done", f"answer {i}")
         h = await rt.inspect(h)
         assert h.turns_total == 8 and h.usage_total == 40 and h.transcript_len == 16
-        assert (await wf.describe()).run_id != first_run
-        assert (await root_wf.describe()).run_id != root_first_run
+
+        async def continued() -> bool:  # a run continues as new 1.5 s old at the earliest
+            return (await wf.describe()).run_id != first_run and (
+                await root_wf.describe()
+            ).run_id != root_first_run
+
+        await eventually(continued)
         # the transcript continued across runs: the last call saw every earlier message
         assert len(llm.requests[-1]["messages"]) == 15
         lines = await rt.trace_lines(h)

@@ -120,12 +120,7 @@ class AgentWorkflow:
             self._children,
         )
         self._parking = Parking(
-            s,
-            self._scratch,
-            self._vis,
-            self._approvals,
-            self._outbox,
-            self._lifecycle.continue_as_new_due,
+            s, self._scratch, self._vis, self._approvals, self._outbox, self._lifecycle
         )
 
     # ------------------------------------------------------------------ run loop
@@ -166,6 +161,7 @@ class AgentWorkflow:
             # into a fresh run (children keep running: they are ABANDON children and signal by
             # workflow id). A wake or a close first takes precedence. An owed report is
             # carried over (``report_owed``) and sent by the next run.
+            await life.old_enough(lambda: s.turn_pending or life.closed)  # protocol 3
             await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")

@@ -17,6 +17,7 @@ Deterministic; no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Literal
 
@@ -244,17 +245,11 @@ class Lifecycle:
         """This run is long: ``continue_as_new_updates`` updates, ``continue_as_new_events``
         history events, or Temporal suggests it; under protocol 3 also
         ``continue_as_new_signals`` signals received (rejected ones count: Temporal counts
-        them too) or ``continue_as_new_bytes`` of history, and never before the run is
-        :data:`MIN_RUN` old."""
+        them too) or ``continue_as_new_bytes`` of history. (Then wait for :meth:`old_enough`
+        before continuing as new.)"""
         info = workflow.info()
         opts = self.s.options
         if self.s.protocol >= PROTOCOL_HARDENED:
-            # Temporal delays the first workflow task of a run that follows a run shorter
-            # than its minimal interval (1 s); under a flood of signals that delay fills the
-            # new run with signals its first task must take in one go. So a run lives at
-            # least MIN_RUN before it continues as new (the thresholds leave the margin).
-            if workflow.now() - info.start_time < MIN_RUN:
-                return False
             if (
                 self.vis.signals >= opts.continue_as_new_signals
                 or info.get_current_history_size() >= opts.continue_as_new_bytes
@@ -265,6 +260,29 @@ class Lifecycle:
             or info.get_current_history_length() >= opts.continue_as_new_events
             or info.is_continue_as_new_suggested()
         )
+
+    def young_for(self) -> timedelta | None:
+        """How long this run has to live before it may continue as new (protocol 3; None:
+        old enough). Temporal delays the first workflow task of a run that follows a run
+        shorter than its minimal interval (1 s); under a flood of signals that delay fills
+        the new run with signals its first task must take in one go (and fails to, once
+        more than 2 MB arrive meanwhile). So a run lives :data:`MIN_RUN` at least (the
+        thresholds leave the margin)."""
+        if self.s.protocol < PROTOCOL_HARDENED:
+            return None
+        left = MIN_RUN - (workflow.now() - workflow.info().start_time)
+        return left if left > timedelta(0) else None
+
+    async def old_enough(self, stop: Callable[[], bool]) -> None:
+        """Wait (a durable timer) until the run may continue as new (:meth:`young_for`), or
+        until ``stop`` holds."""
+        left = self.young_for()
+        if left is None:
+            return
+        try:
+            await workflow.wait_condition(stop, timeout=left)
+        except TimeoutError:
+            pass
 
     def quiescent(self) -> bool:
         """Idle with nothing in flight (no turn, close, signal, queued wake or handler): safe

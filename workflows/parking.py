@@ -30,6 +30,7 @@ from typing import Any
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.approvals import Approvals
+from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.visibility import Visibility
@@ -107,7 +108,7 @@ class Parking:
         vis: the trace line of the continue-as-new.
         approvals: which Request the turn waits on, Answers not yet taken.
         outbox: signals in flight (they must be sent before the run ends).
-        due: whether the run is long (``Lifecycle.continue_as_new_due``).
+        life: whether the run is long (``continue_as_new_due``) and old enough.
     """
 
     def __init__(
@@ -117,14 +118,14 @@ class Parking:
         vis: Visibility,
         approvals: Approvals,
         outbox: Outbox,
-        due: Callable[[], bool],
+        life: Lifecycle,
     ) -> None:
         self.s = s
         self.scratch = scratch
         self.vis = vis
         self.approvals = approvals
         self.outbox = outbox
-        self.due = due
+        self.life = life
 
     def may_carry(self) -> bool:
         """The turn is parked on its own tool (:func:`carry_blocker`), no Answer waits to be
@@ -135,7 +136,7 @@ class Parking:
             and not self.approvals.parked_tasks
             and self.outbox.signals_in_flight == 0
             and workflow.all_handlers_finished()
-            and self.due()
+            and self.life.continue_as_new_due()
         )
 
     async def run_turn(self, turn: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -147,13 +148,17 @@ class Parking:
         """
         task = asyncio.create_task(turn())
         self.scratch.task = task
-        if self.s.protocol >= PROTOCOL_HARDENED:
+        while self.s.protocol >= PROTOCOL_HARDENED and not task.done():
             await workflow.wait_condition(lambda: task.done() or self.may_carry())
-            if not task.done():
-                parked = snapshot(self.s, self.scratch)
-                self.vis.trace(f"{self.s.id}: continue-as-new (parked on {parked.request.id})")
-                # A copy: the abandoned coroutine of this run must not touch what is carried.
-                carried = self.s.model_copy(deep=True, update={"parked": parked})
-                workflow.continue_as_new(AgentInput(state=carried))
+            if task.done():
+                break
+            if self.life.young_for() is not None:
+                await self.life.old_enough(task.done)
+                continue  # the turn may have been answered meanwhile: check again
+            parked = snapshot(self.s, self.scratch)
+            self.vis.trace(f"{self.s.id}: continue-as-new (parked on {parked.request.id})")
+            # A copy: the abandoned coroutine of this run must not touch what is carried.
+            carried = self.s.model_copy(deep=True, update={"parked": parked})
+            workflow.continue_as_new(AgentInput(state=carried))
         await task
         self.scratch.task = None
