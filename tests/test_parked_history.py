@@ -31,13 +31,11 @@ def plain(ctx: ToolContext) -> str:
     return "plain ok"
 
 
-REGISTRY = Registry(
-    [AgentDef(name="worker", tools=["guarded", "plain"])],
-    tools=[
-        define_tool(guarded, input_schema={"type": "object", "properties": {}}),
-        define_tool(plain, input_schema={"type": "object", "properties": {}}),
-    ],
-)
+TOOLS = [
+    define_tool(guarded, input_schema={"type": "object", "properties": {}}),
+    define_tool(plain, input_schema={"type": "object", "properties": {}}),
+]
+REGISTRY = Registry([AgentDef(name="worker", tools=["guarded", "plain"])], tools=TOOLS)
 
 
 async def cli_answer(client: Client, workflow_id: str, answer: dict[str, Any]) -> None:
@@ -221,3 +219,66 @@ async def test_flood_of_rejected_signals_to_a_parked_handle(make_runtime, client
         lines = await rt.trace_lines(h)
         assert any("answer REJECTED" in line for line in lines)
         assert len(lines) <= RuntimeOptions().trace_cap
+
+
+DELEGATING = Registry(
+    [
+        AgentDef(name="lead", team=["worker"], tools=["plain"], model="m-lead"),
+        AgentDef(name="worker", tools=["guarded", "plain"]),
+    ],
+    tools=TOOLS,
+)
+
+
+async def test_parent_parked_on_its_task_child_continues_as_new_and_is_answered(
+    make_runtime, client
+) -> None:
+    """A parent parked because its delegated ``task`` child parked continues as new too; the
+    child keeps running; the Answer sent to the parent by the CLI reaches the child, and the
+    parent's new run takes the child's result and finishes its turn."""
+    llm = ScriptedLLM(
+        {
+            "m-lead": [
+                tool_calls(("task", {"agent": "worker", "prompt": "do it"}), ("plain", {})),
+                text("lead done"),
+            ],
+            "stub-model": [tool_calls(("guarded", {})), text("worker done")],
+        }
+    )
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(DELEGATING, llm.transport(), options=options) as rt:
+        lead = await rt.spawn(rt.root, "lead")
+        assert isinstance(lead, Handle)
+        r = await rt.run_turn(lead, "go")
+        assert r.status == "pending" and r.pending is not None
+        req = r.pending
+        child_id = f"{lead.id}/worker.1"
+        wid = rt.workflow_id(lead.id)
+        wf = client.get_workflow_handle(wid)
+        first_run = (await wf.describe()).run_id
+        for batch in range(100):
+            for i in range(50):
+                await wf.signal("answer", {"id": f"nope#{batch}.{i}", "ok": True})
+            if (await wf.describe()).run_id != first_run:
+                break
+        assert (await wf.describe()).run_id != first_run
+        lead = await rt.inspect(lead)
+        assert lead.state == "suspended" and lead.pending_req == req
+        assert (await rt.inspect(child_id)).state == "suspended"
+        lines = await rt.trace_lines(lead)
+        assert any("continue-as-new (parked" in line for line in lines)
+        await cli_answer(client, wid, {"id": req.id, "ok": True, "data": {"by": "cli"}})
+        r = await next_result(rt, lead, lambda r: r.status != "pending")
+        assert (r.status, r.text) == ("done", "lead done")
+        second = llm.requests[-1]["messages"]
+        assert [m["content"] for m in second if m["role"] == "tool"] == [
+            "worker done",
+            "plain ok",
+        ]
+        assert llm.calls("m-lead") == 2 and llm.calls("stub-model") == 2
+        child = await rt.inspect(child_id)
+        assert child.state == "closed" and child.last_result is not None
+        assert child.last_result.text == "worker done"
+        # the lead's books have the child's whole usage (its own two calls come on top)
+        view = await rt.inspect(lead)
+        assert view.state == "idle" and view.usage_total > child.usage_total > 0

@@ -120,7 +120,13 @@ class AgentWorkflow:
             self._children,
         )
         self._parking = Parking(
-            s, self._scratch, self._vis, self._approvals, self._outbox, self._lifecycle
+            s,
+            self._scratch,
+            self._vis,
+            self._approvals,
+            self._delegation,
+            self._outbox,
+            self._lifecycle,
         )
 
     # ------------------------------------------------------------------ run loop

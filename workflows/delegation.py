@@ -51,6 +51,8 @@ class Delegation:
         self.children = children
         self.slots = slots
         self.approvals = approvals
+        self.children_of: dict[int, str] = {}
+        """The child each running ``task`` job follows, by job index (this run)."""
 
     async def task(self, index: int, call: ToolCall) -> ToolResult:
         """Run the ``task`` call ``index`` of a reply (``{"agent": ..., "prompt": ...}``).
@@ -84,19 +86,44 @@ class Delegation:
         if child_id is None:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
         self.vis.trace(f"{s.id}: task → {child_id}")
+        if not lean:  # protocol 2: the wake travelled with the spawn (lease or queue)
+            self.slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
+        return await self.follow(index, child_id)
+
+    async def follow(self, index: int, child_id: str) -> ToolResult:
+        """Wait for the child of ``task`` call ``index`` (parking with it), close it and
+        return its result for the model. Also the way back to a child started by an earlier
+        run, for a turn carried across continue-as-new while parked (protocol 3: the child
+        reports its close, so no watch of its workflow is needed).
+
+        Raises:
+            asyncio.CancelledError: the parent's turn was interrupted (the child is closed
+                with ``force`` first).
+        """
+        self.children_of[index] = child_id
         try:
-            if not lean:  # protocol 2: the wake travelled with the spawn (lease or queue)
-                self.slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
             result = await self.await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.
             self.approvals.forget_task(index)
             await self.children.close(child_id, CloseRequest(force=True, reason="task aborted"))
             raise
+        finally:
+            self.children_of.pop(index, None)
         await self.children.close(child_id, CloseRequest(reason="task done"))
         if result.status == "done":
             return ToolResult(output=result.text)
         return ToolResult(output=f"[{result.status}] {result.text}", is_error=True)
+
+    def rejoin(self, children: dict[int, str]) -> None:
+        """A turn carried across continue-as-new while parked on ``children`` (by job index)
+        resumes: when none of them is parked any more (answered meanwhile), this handle runs
+        again; else the jobs re-park on them as they follow them."""
+        s = self.s
+        parked = any(s.children_info.get(child, ChildInfo()).parked for child in children.values())
+        if not parked and s.state == "suspended":
+            s.pending_req = None
+            self.approvals.machine.transition("running", "delegated task answered")
 
     async def await_child_result(self, index: int, child_id: str) -> TaskResult:
         """Wait for the child's first settled result; while the child is parked on a

@@ -38,7 +38,11 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolResult,
     )
-    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, SIGNAL_CHILD_REPORT
+    from toolnexus_temporal.workflows.names import (
+        PROTOCOL_HARDENED,
+        PROTOCOL_LEASES,
+        SIGNAL_CHILD_REPORT,
+    )
     from toolnexus_temporal.workflows.state import HandleState
 
 TRANSITIONS: Final[Mapping[HandleStateName, frozenset[HandleStateName]]] = MappingProxyType(
@@ -141,6 +145,24 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
     )
 
 
+class JobBatch:
+    """The unique tool jobs of one reply while they run concurrently (identical ``task`` calls
+    share one job): what a turn parked on its delegated children carries.
+
+    Attributes:
+        calls: the reply's tool calls, in call order.
+        unique: the unique jobs.
+        call_job: the job of each call.
+        done: the results of the jobs that finished, by job index.
+    """
+
+    def __init__(self, calls: list[ToolCall], unique: list[ToolCall], call_job: list[int]):
+        self.calls = calls
+        self.unique = unique
+        self.call_job = call_job
+        self.done: dict[int, ToolResult] = {}
+
+
 class TurnScratch:
     """Per-run scratch of the current turn (not in ``HandleState``: a turn spans a
     continue-as-new only while parked, and then travels as a ``ParkedTurn``: see
@@ -165,6 +187,8 @@ class TurnScratch:
         """``transcript_len`` when the turn started (a rollback returns to it)."""
         self.unsent_before: list[Message] = []
         """``unsent`` when the turn started (a rollback restores it)."""
+        self.jobs: JobBatch | None = None
+        """While a reply's tool jobs run concurrently."""
         self.batch: tuple[list[ToolCall], list[ToolResult], int] | None = None
         """While a reply's suspensions are resolved in call order: its calls, their results
         so far and the call being resolved (what a parked turn's snapshot holds)."""
@@ -176,6 +200,7 @@ class TurnScratch:
         self.wall_fired = False
         self.next_messages = new_messages
         self.open_calls = []
+        self.jobs = None
         self.batch = None
 
     def result(
@@ -300,8 +325,10 @@ class Machine:
         if s.protocol < PROTOCOL_LEASES:
             self.send_report()
             return
-        if s.one_shot and s.state == "closed":
+        if s.one_shot and s.state == "closed" and s.protocol < PROTOCOL_HARDENED:
             # A task child's workflow result is its last report (its seq is taken here).
+            # Protocol 3 sends it too: a parent that continued as new while this child was
+            # parked does not watch this workflow's result (parking.py).
             s.report_owed = False
             s.report_seq += 1
             return

@@ -12,11 +12,12 @@ with the LLM loop). The Request and its id stay the same, so an Answer sent to t
 id (``temporal workflow signal --name answer``, the web UI, the client) reaches whichever run
 is current.
 
-The rules (:func:`carry_blocker`): only a turn parked on its own tool's Request is carried
-(its tool batch has finished; nothing of it is in flight), never while an Answer for it has
-been accepted but not taken, while an interrupt or close is aborting it, or while a signal
-or a handler is in flight. A turn whose delegated ``task`` child is parked is not carried
-(the parent's tool batch is still waiting on the child): see README "Known limits".
+The rules (:func:`carry_blocker`): a turn is carried when it is parked on its own tool's
+Request (its tool jobs have finished), or when every unfinished tool job of its reply is a
+``task`` whose child is parked (the children keep running: they are ABANDON children and
+report by workflow id; the next run follows them again from ``children_info``). Never while
+another tool job runs, while an Answer has been accepted but not taken, while an interrupt or
+close is aborting the turn, or while a signal or a handler is in flight.
 
 Deterministic; no I/O.
 """
@@ -24,12 +25,13 @@ Deterministic; no I/O.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.approvals import Approvals
+from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
@@ -40,18 +42,27 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.state import AgentInput, HandleState, ParkedTurn
 
 
-def carry_blocker(s: HandleState, scratch: TurnScratch, waiting: str | None) -> str | None:
+def carry_blocker(
+    s: HandleState,
+    scratch: TurnScratch,
+    waiting: str | None,
+    parked_children: Mapping[int, str] | None = None,
+) -> str | None:
     """Why the current turn cannot be carried into a new run now, or None when it can.
 
     Args:
         s: the handle's state.
-        scratch: the running turn's scratch (``batch``: the suspensions being resolved).
+        scratch: the running turn's scratch (``batch``: the suspensions being resolved;
+            ``jobs``: the tool jobs running).
         waiting: the id of the Request the turn waits on for an Answer (None: it does not).
+        parked_children: the ``task`` jobs parked with their child, job index → child id.
 
     Returns:
-        ``protocol < 3``, ``not suspended``, ``closing``, ``interrupted``, ``not parked on
-        its own tool`` (an interpreter answers inline, or a delegated child is parked) or
-        ``another request``; None when the turn is parked on its own tool's Request.
+        ``protocol < 3``, ``not suspended``, ``closing``, ``interrupted``, ``another
+        request``, ``tool jobs running`` (a job is neither finished nor parked on its
+        child) or ``not parked`` (an interpreter answers inline); None when the turn is
+        parked on its own tool's Request, or its unfinished jobs all wait on parked
+        children.
     """
     if s.protocol < PROTOCOL_HARDENED:
         return "protocol < 3"
@@ -61,31 +72,52 @@ def carry_blocker(s: HandleState, scratch: TurnScratch, waiting: str | None) -> 
         return "closing"
     if scratch.interrupt_requested:
         return "interrupted"
-    if scratch.batch is None or waiting is None:
-        return "not parked on its own tool"
-    if s.pending_req is None or s.pending_req.id != waiting:
-        return "another request"
-    return None
+    if scratch.batch is not None and waiting is not None:
+        if s.pending_req is None or s.pending_req.id != waiting:
+            return "another request"
+        return None
+    jobs = scratch.jobs
+    if jobs is not None and waiting is None and s.pending_req is not None:
+        parked = parked_children or {}
+        open_jobs = [i for i in range(len(jobs.unique)) if i not in jobs.done]
+        if open_jobs and all(i in parked for i in open_jobs):
+            return None
+        return "tool jobs running"
+    return "not parked"
 
 
-def snapshot(s: HandleState, scratch: TurnScratch) -> ParkedTurn:
-    """The parked turn as carried state (call :func:`carry_blocker` first).
+def snapshot(
+    s: HandleState, scratch: TurnScratch, parked_children: Mapping[int, str] | None = None
+) -> ParkedTurn:
+    """The parked turn as carried state (call :func:`carry_blocker` first): the suspension
+    being resolved, or the tool jobs with the children they wait on.
 
     Raises:
-        ValueError: the turn is not resolving a suspension.
+        ValueError: the turn is neither resolving a suspension nor running tool jobs.
     """
-    if scratch.batch is None or s.pending_req is None:
-        raise ValueError("the turn is not parked on a suspension")
-    calls, results, index = scratch.batch
+    if s.pending_req is None or (scratch.batch is None and scratch.jobs is None):
+        raise ValueError("the turn is not parked")
+    common: dict[str, Any] = {
+        "request": s.pending_req,
+        "llm_calls": scratch.llm_calls,
+        "tokens": scratch.tokens,
+        "turn_start_len": scratch.turn_start_len,
+        "unsent_before": list(scratch.unsent_before),
+    }
+    if scratch.batch is not None:
+        calls, results, index = scratch.batch
+        return ParkedTurn(calls=list(calls), results=list(results), index=index, **common)
+    jobs = scratch.jobs
+    assert jobs is not None
     return ParkedTurn(
-        calls=list(calls),
-        results=list(results),
-        index=index,
-        request=s.pending_req,
-        llm_calls=scratch.llm_calls,
-        tokens=scratch.tokens,
-        turn_start_len=scratch.turn_start_len,
-        unsent_before=list(scratch.unsent_before),
+        calls=list(jobs.calls),
+        results=[],
+        index=-1,
+        unique=list(jobs.unique),
+        call_job=list(jobs.call_job),
+        done=dict(jobs.done),
+        children={i: c for i, c in (parked_children or {}).items() if i not in jobs.done},
+        **common,
     )
 
 
@@ -106,7 +138,8 @@ class Parking:
         s: the handle's state model.
         scratch: the running turn.
         vis: the trace line of the continue-as-new.
-        approvals: which Request the turn waits on, Answers not yet taken.
+        approvals: which Request the turn waits on, Answers not yet taken, parked tasks.
+        delegation: the child each ``task`` job follows.
         outbox: signals in flight (they must be sent before the run ends).
         life: whether the run is long (``continue_as_new_due``) and old enough.
     """
@@ -117,6 +150,7 @@ class Parking:
         scratch: TurnScratch,
         vis: Visibility,
         approvals: Approvals,
+        delegation: Delegation,
         outbox: Outbox,
         life: Lifecycle,
     ) -> None:
@@ -124,16 +158,24 @@ class Parking:
         self.scratch = scratch
         self.vis = vis
         self.approvals = approvals
+        self.delegation = delegation
         self.outbox = outbox
         self.life = life
 
+    def parked_children(self) -> dict[int, str]:
+        """The ``task`` jobs parked with their child: job index → child id."""
+        follows = self.delegation.children_of
+        return {i: follows[i] for i in self.approvals.parked_tasks if i in follows}
+
     def may_carry(self) -> bool:
-        """The turn is parked on its own tool (:func:`carry_blocker`), no Answer waits to be
-        taken, nothing is in flight, and the run is long."""
+        """The turn is parked (:func:`carry_blocker`), no Answer waits to be taken, nothing
+        is in flight, and the run is long."""
+        blocker = carry_blocker(
+            self.s, self.scratch, self.approvals.waiting, self.parked_children()
+        )
         return (
-            carry_blocker(self.s, self.scratch, self.approvals.waiting) is None
+            blocker is None
             and not self.approvals.answers
-            and not self.approvals.parked_tasks
             and self.outbox.signals_in_flight == 0
             and workflow.all_handlers_finished()
             and self.life.continue_as_new_due()
@@ -155,7 +197,7 @@ class Parking:
             if self.life.young_for() is not None:
                 await self.life.old_enough(task.done)
                 continue  # the turn may have been answered meanwhile: check again
-            parked = snapshot(self.s, self.scratch)
+            parked = snapshot(self.s, self.scratch, self.parked_children())
             self.vis.trace(f"{self.s.id}: continue-as-new (parked on {parked.request.id})")
             # A copy: the abandoned coroutine of this run must not touch what is carried.
             carried = self.s.model_copy(deep=True, update={"parked": parked})

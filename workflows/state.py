@@ -114,12 +114,17 @@ class ParkedTurn(WireModel):
         calls: the tool calls of the reply being resolved, in call order.
         results: their results so far, in call order (an unresolved suspension keeps its
             ``metadata["pending"]``).
-        index: the call whose Request waits for its Answer.
+        index: the call whose Request waits for its Answer (-1: see ``unique``).
         request: that Request (the handle's ``pending_req``).
         llm_calls: the turn's LLM round trips so far (``max_turns`` counts them).
         tokens: the turn's tokens so far.
         turn_start_len: ``transcript_len`` when the turn started (a rollback returns to it).
         unsent_before: ``unsent`` when the turn started (a rollback restores it).
+        unique: (``index`` -1: the reply's tool jobs still run, parked on delegated
+            ``task`` children) the unique jobs (identical ``task`` calls share one).
+        call_job: the job of each call.
+        done: the results of the jobs that finished, by job index.
+        children: the ``task`` child each unfinished job waits on, by job index.
     """
 
     calls: list[ToolCall]
@@ -130,6 +135,10 @@ class ParkedTurn(WireModel):
     tokens: int = 0
     turn_start_len: int = 0
     unsent_before: list[Message] = Field(default_factory=list)
+    unique: list[ToolCall] = Field(default_factory=list)
+    call_job: list[int] = Field(default_factory=list)
+    done: dict[int, ToolResult] = Field(default_factory=dict)
+    children: dict[int, str] = Field(default_factory=dict)
 
 
 class HandleState(WireModel):

@@ -29,7 +29,7 @@ from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
-from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.machine import JobBatch, Machine, TurnScratch, require_defn
 from toolnexus_temporal.workflows.parking import restore
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
@@ -162,9 +162,15 @@ class Turn:
         if self.scratch.interrupt_requested:
             raise Interrupted()
         self.scratch.open_calls = parked.calls
-        self.scratch.next_messages = await self._resolve_from(
-            parked.calls, list(parked.results), parked.index, parked.request
-        )
+        if parked.index < 0:  # the tool jobs wait on parked delegated children
+            self.delegation.rejoin(parked.children)
+            batch = JobBatch(parked.calls, parked.unique, parked.call_job)
+            batch.done = dict(parked.done)
+            self.scratch.next_messages = await self._gather(batch, parked.children)
+        else:
+            self.scratch.next_messages = await self._resolve_from(
+                parked.calls, list(parked.results), parked.index, parked.request
+            )
         self.scratch.open_calls = []
         return await self._loop()
 
@@ -340,10 +346,28 @@ class Turn:
             if key:
                 jobs[key] = len(unique)
             unique.append(call)
-        outcomes = await asyncio.gather(
-            *(self._tool_job(index, call) for index, call in enumerate(unique))
-        )
-        return await self._resolve_from(calls, [outcomes[job] for job in call_job], 0)
+        return await self._gather(JobBatch(calls, unique, call_job), {})
+
+    async def _gather(self, batch: JobBatch, children: dict[int, str]) -> list[Message]:
+        """Run the reply's unique jobs concurrently, then resolve the suspensions in call
+        order. A batch carried across continue-as-new keeps the results of its finished jobs
+        and follows ``children`` (the ``task`` child of each unfinished job) again."""
+        self.scratch.jobs = batch
+
+        async def job(index: int, call: ToolCall) -> ToolResult:
+            if index in batch.done:
+                return batch.done[index]
+            child = children.get(index)
+            if child is not None:
+                result = await self.delegation.follow(index, child)
+            else:
+                result = await self._tool_job(index, call)
+            batch.done[index] = result
+            return result
+
+        outcomes = await asyncio.gather(*(job(i, call) for i, call in enumerate(batch.unique)))
+        self.scratch.jobs = None
+        return await self._resolve_from(batch.calls, [outcomes[j] for j in batch.call_job], 0)
 
     async def _resolve_from(
         self,

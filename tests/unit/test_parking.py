@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.fakes import handle
-from toolnexus_temporal.workflows.machine import TurnScratch
+from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
 from toolnexus_temporal.workflows.models import (
     Message,
     Request,
@@ -70,12 +70,51 @@ def test_an_aborting_or_not_waiting_turn_is_not_carried() -> None:
     assert carry_blocker(s, scratch, REQ.id) == "interrupted"
     s, scratch = parked_handle()
     # an interpreter answers inline (nothing waits for an outside Answer)
-    assert carry_blocker(s, scratch, None) == "not parked on its own tool"
-    # parked because a delegated child is parked: no suspension being resolved
-    scratch.batch = None
-    assert carry_blocker(s, scratch, REQ.id) == "not parked on its own tool"
+    assert carry_blocker(s, scratch, None) == "not parked"
     s, scratch = parked_handle()
     assert carry_blocker(s, scratch, "root/a.1#2") == "another request"
+
+
+def delegating_handle() -> tuple[HandleState, TurnScratch]:
+    """A protocol-3 handle whose reply runs three jobs: a plain tool (finished) and two
+    ``task`` calls (jobs 1 and 2), parked with their child's Request."""
+    s, scratch = parked_handle()
+    scratch.batch = None
+    calls = [
+        ToolCall(id="c1", name="plain"),
+        ToolCall(id="c2", name="task", arguments='{"agent": "x", "prompt": "a"}'),
+        ToolCall(id="c3", name="task", arguments='{"agent": "x", "prompt": "b"}'),
+        ToolCall(id="c4", name="task", arguments='{"agent": "x", "prompt": "a"}'),
+    ]
+    scratch.jobs = JobBatch(calls, calls[:3], [0, 1, 2, 1])
+    scratch.jobs.done[0] = ToolResult(output="plain ok")
+    return s, scratch
+
+
+def test_a_turn_whose_open_jobs_all_wait_on_parked_children_may_be_carried() -> None:
+    s, scratch = delegating_handle()
+    children = {1: "root/a.1/x.1", 2: "root/a.1/x.2"}
+    assert carry_blocker(s, scratch, None, children) is None
+    # one task job whose child is not parked (running): its job runs, nothing is carried
+    assert carry_blocker(s, scratch, None, {1: "root/a.1/x.1"}) == "tool jobs running"
+    # a finished task job needs no parked child
+    assert scratch.jobs is not None
+    scratch.jobs.done[2] = ToolResult(output="b done")
+    assert carry_blocker(s, scratch, None, {1: "root/a.1/x.1"}) is None
+    # nothing parked at all: running
+    assert carry_blocker(s, scratch, None, {}) == "tool jobs running"
+
+
+def test_a_delegating_snapshot_carries_finished_jobs_and_the_parked_children() -> None:
+    s, scratch = delegating_handle()
+    parked = snapshot(s, scratch, {1: "root/a.1/x.1", 2: "root/a.1/x.2"})
+    wire = AgentInput(state=s.model_copy(update={"parked": parked})).model_dump_json()
+    back = AgentInput.model_validate_json(wire).state.parked
+    assert back is not None and back == parked
+    assert back.index == -1 and back.call_job == [0, 1, 2, 1]
+    assert back.done == {0: ToolResult(output="plain ok")}
+    assert back.children == {1: "root/a.1/x.1", 2: "root/a.1/x.2"}
+    assert [c.id for c in back.unique] == ["c1", "c2", "c3"] and len(back.calls) == 4
 
 
 def test_snapshot_survives_the_carried_state_and_restores_the_turn() -> None:
@@ -98,7 +137,7 @@ def test_snapshot_survives_the_carried_state_and_restores_the_turn() -> None:
     assert fresh.next_messages == [] and fresh.batch is None and not fresh.wall_fired
 
 
-def test_snapshot_needs_a_suspension_being_resolved() -> None:
+def test_snapshot_needs_a_parked_turn() -> None:
     s, scratch = parked_handle()
     scratch.batch = None
     with pytest.raises(ValueError):
