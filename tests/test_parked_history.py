@@ -15,7 +15,7 @@ from temporalio.service import RPCError
 
 from tests.conftest import temporal_binary
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
-from toolnexus_temporal.client import AgentDef, Handle, RuntimeOptions
+from toolnexus_temporal.client import AgentDef, Answer, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
 
@@ -282,3 +282,26 @@ async def test_parent_parked_on_its_task_child_continues_as_new_and_is_answered(
         # the lead's books have the child's whole usage (its own two calls come on top)
         view = await rt.inspect(lead)
         assert view.state == "idle" and view.usage_total > child.usage_total > 0
+
+
+async def test_parked_handle_stays_below_the_update_limit(make_runtime, client) -> None:
+    """2,100 posts (updates; all but the first 8 rejected: inbox full) to a parked handle:
+    Temporal refuses updates past 2,000 per run, so the handle continues as new while parked
+    (``continue_as_new_updates``), and ``resume`` (an update) still reaches it."""
+    llm = ScriptedLLM({"stub-model": [tool_calls(("guarded", {})), text("resumed and done")]})
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        h = await park(rt)
+        req = h.pending_req
+        assert req is not None
+        results = []
+        for start in range(0, 2_100, 7):  # below 10 updates in flight at once
+            results += await asyncio.gather(*(rt.post(h, f"p{start + i}") for i in range(7)))
+        assert sum(r.ok for r in results) == 8
+        assert {r.error for r in results if not r.ok} == {"inbox full (8)"}
+        runs = await runs_of(client, rt.workflow_id(h.id))
+        assert len(runs) >= 3  # 2,100 updates: two continue-as-new at 1,000 each
+        resumed = await rt.resume(Answer(id=req.id, ok=True))
+        assert resumed.id == h.id
+        r = await next_result(rt, h, lambda r: r.status != "pending")
+        assert (r.status, r.text) == ("done", "resumed and done")
+        assert llm.requests[1]["messages"][-1]["content"] == "did it: {}"
