@@ -239,18 +239,25 @@ class HandleRpc:
         """Send an update and return once the workflow has accepted it
         (``wf.start_update(update, arg, wait_for_stage=ACCEPTED)``); :meth:`result` awaits it.
 
+        An update the workflow's validator rejected comes back from the server already
+        completed with its failure (the SDK returns a handle for it, not an error): that
+        rejection is raised here, by the verb that sent it, never later by a wait.
+
         Raises:
-            VerbRejectedError: the workflow refused it, or the handle is closed.
+            VerbRejectedError: the workflow refused it (validator), or the handle is closed.
             HandleNotFoundError: no such workflow.
         """
         wf = self.handle(handle_id)
-        return await self._call(
-            handle_id,
-            update,
-            lambda update_id: wf.start_update(
+
+        async def send(update_id: str) -> WorkflowUpdateHandle[Any]:
+            started = await wf.start_update(
                 update, arg, id=update_id, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-            ),
-        )
+            )
+            if rejected_at_once(started):
+                await started.result()  # raises WorkflowUpdateFailedError, no RPC
+            return started
+
+        return await self._call(handle_id, update, send)
 
     async def result(
         self, handle_id: str, update: Update[Any, Any], started: WorkflowUpdateHandle[_R]
@@ -357,6 +364,19 @@ class _Gate:
     def __init__(self) -> None:
         self.slots = asyncio.Semaphore(SHORT_UPDATES_IN_FLIGHT)
         self.users = 0
+
+
+def rejected_at_once(started: WorkflowUpdateHandle[Any]) -> bool:
+    """Whether an update handle came back with a failed outcome already known: the
+    validator rejected it (the server answers a rejection at once, stage COMPLETED).
+
+    The SDK keeps that outcome in ``WorkflowUpdateHandle._known_outcome`` (no public
+    accessor); without it (an SDK that renames it) this is False and the rejection surfaces
+    from :meth:`HandleRpc.result` instead.
+    """
+    outcome = getattr(started, "_known_outcome", None)
+    has_field = getattr(outcome, "HasField", None)
+    return bool(has_field is not None and has_field("failure"))
 
 
 def _retryable(err: RPCError) -> bool:

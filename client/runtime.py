@@ -282,11 +282,16 @@ class AgentRuntime:
         """
         hid = handle_id(h)
         try:
-            resp = await self._turns.wait(hid, timeout_ms)
+            try:
+                resp = await self._turns.wait(hid, timeout_ms)
+            except VerbRejectedError as err:
+                if err.verb != UPDATE_TURN:
+                    raise
+                # The wake's turn update failed (its workflow ended first, or it was refused):
+                # wait never raises, it waits with the wait update instead.
+                resp = await self._turns.wait(hid, timeout_ms)
         except VerbRejectedError as err:
-            closed = err.reason == "handle closed" and err.verb == UPDATE_WAIT
-            # a turn update whose workflow ended first (closed, terminated): wait never raises
-            if not closed and not (err.verb == UPDATE_TURN and await self._rpc.is_closed(hid)):
+            if not (err.reason == "handle closed" and err.verb == UPDATE_WAIT):
                 raise
             return await self._closed_result(h)  # a closed handle's workflow has completed
         if resp is None:
