@@ -11,12 +11,14 @@ Deterministic, like all workflow code. One turn:
    ``suspended`` until the Answer arrives (signal or update ``answer``), then the tool runs
    once more with ``ctx.answer``; the turn goes on where it stopped (CONTRACT §9.1);
 4. repeat until a reply has no tool calls, or ``max_turns`` round trips are used.
+
+Steps 2 and 3 (one reply's tool calls) live in ``toolbatch.py``; a turn carried across
+continue-as-new while parked is resumed here (``parking.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
@@ -25,12 +27,13 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
+from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
-from toolnexus_temporal.workflows.machine import JobBatch, Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
 from toolnexus_temporal.workflows.parking import restore
+from toolnexus_temporal.workflows.toolbatch import ToolBatch
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -43,7 +46,6 @@ with workflow.unsafe.imports_passed_through():
         Answer,
         LimitName,
         Message,
-        Request,
         TaskResult,
         ToolCall,
         ToolOptions,
@@ -102,6 +104,9 @@ class Turn:
         self.budgets = budgets
         self.approvals = approvals
         self.delegation = delegation
+        self.tools = ToolBatch(
+            s, scratch, budgets, approvals, delegation, self._tool_job, self._exec_tool
+        )
 
     # ------------------------------------------------------------------ the turn
 
@@ -162,15 +167,7 @@ class Turn:
         if self.scratch.interrupt_requested:
             raise Interrupted()
         self.scratch.open_calls = parked.calls
-        if parked.index < 0:  # the tool jobs wait on parked delegated children
-            self.delegation.rejoin(parked.children)
-            batch = JobBatch(parked.calls, parked.unique, parked.call_job)
-            batch.done = dict(parked.done)
-            self.scratch.next_messages = await self._gather(batch, parked.children)
-        else:
-            self.scratch.next_messages = await self._resolve_from(
-                parked.calls, list(parked.results), parked.index, parked.request
-            )
+        self.scratch.next_messages = await self.tools.resume(parked)
         self.scratch.open_calls = []
         return await self._loop()
 
@@ -219,7 +216,7 @@ class Turn:
             limit = self.budgets.limit(len(calls))
             if limit is not None:
                 return self._budget_stop(limit)
-            self.scratch.next_messages = await self._run_tool_calls(calls)
+            self.scratch.next_messages = await self.tools.run(calls)
             self.scratch.open_calls = []
 
     def _live_report_due(self) -> bool:
@@ -327,82 +324,6 @@ class Turn:
 
     # ------------------------------------------------------------------ tools
 
-    async def _run_tool_calls(self, calls: list[ToolCall]) -> list[Message]:
-        """Run all tool calls of one reply concurrently; suspensions are then resolved one
-        at a time in call order. Returns one tool message per call, in call order."""
-        s = self.s
-        s.tool_calls_total += len(calls)
-        self.budgets.recount()
-        # Identical task calls within one response share one child (CONTRACT §4).
-        jobs: dict[str, int] = {}
-        call_job: list[int] = []
-        unique: list[ToolCall] = []
-        for call in calls:
-            key = f"{call.name}\x00{_canonical(call.arguments)}" if call.name == TASK_TOOL else ""
-            if key and key in jobs:
-                call_job.append(jobs[key])
-                continue
-            call_job.append(len(unique))
-            if key:
-                jobs[key] = len(unique)
-            unique.append(call)
-        return await self._gather(JobBatch(calls, unique, call_job), {})
-
-    async def _gather(self, batch: JobBatch, children: dict[int, str]) -> list[Message]:
-        """Run the reply's unique jobs concurrently, then resolve the suspensions in call
-        order. A batch carried across continue-as-new keeps the results of its finished jobs
-        and follows ``children`` (the ``task`` child of each unfinished job) again."""
-        self.scratch.jobs = batch
-
-        async def job(index: int, call: ToolCall) -> ToolResult:
-            if index in batch.done:
-                return batch.done[index]
-            child = children.get(index)
-            if child is not None:
-                result = await self.delegation.follow(index, child)
-            else:
-                result = await self._tool_job(index, call)
-            batch.done[index] = result
-            return result
-
-        outcomes = await asyncio.gather(*(job(i, call) for i, call in enumerate(batch.unique)))
-        self.scratch.jobs = None
-        return await self._resolve_from(batch.calls, [outcomes[j] for j in batch.call_job], 0)
-
-    async def _resolve_from(
-        self,
-        calls: list[ToolCall],
-        results: list[ToolResult],
-        start: int,
-        carried: Request | None = None,
-    ) -> list[Message]:
-        """Resolve the suspensions among ``results`` from call ``start`` on, one at a time in
-        call order (``carried``: call ``start`` is already parked on it); one tool message
-        per call, in call order. ``scratch.batch`` shows the progress (a parked turn's
-        snapshot)."""
-        for index in range(start, len(calls)):
-            fields = results[index].metadata.get("pending")
-            if isinstance(fields, dict):
-                self.scratch.batch = (calls, results, index)
-                request = carried if index == start else None
-                results[index] = await self._resolve_suspension(calls[index], fields, request)
-        self.scratch.batch = None
-        return [
-            Message(role="tool", tool_call_id=call.id, content=result.output)
-            for call, result in zip(calls, results, strict=True)
-        ]
-
-    async def _resolve_suspension(
-        self, call: ToolCall, fields: dict[str, Any], carried: Request | None
-    ) -> ToolResult:
-        """Resolve one suspension (CONTRACT §5) and, when its Answer is ``ok``, run the tool
-        once more with it."""
-        outcome = await self.approvals.suspend(call, fields, carried)
-        if isinstance(outcome, ToolResult):
-            return outcome
-        again = await self._exec_tool(call, outcome.answer)
-        return rerun_result(outcome.request, again)
-
     async def _tool_job(self, index: int, call: ToolCall) -> ToolResult:
         """Run the unique tool call ``index``: ``task``, a registered tool, or an error
         result naming the available tools."""
@@ -448,11 +369,3 @@ class Turn:
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
         return result
-
-
-def _canonical(arguments: str) -> str:
-    """JSON arguments with sorted keys (the key of identical ``task`` calls)."""
-    try:
-        return json.dumps(json.loads(arguments or "{}"), sort_keys=True)
-    except ValueError:
-        return arguments
