@@ -14,6 +14,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
 from tests.conftest import temporal_binary
+from tests.helpers import eventually
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import AgentDef, Answer, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -112,12 +113,24 @@ async def test_parked_handle_continues_as_new_and_is_answered_by_cli(make_runtim
             if (await wf.describe()).run_id != first_run:
                 break
         assert (await wf.describe()).run_id != first_run
+        await wf.signal("answer", {"id": "y" * 500, "ok": True})  # the longest id: rejected
         # still parked on the same Request after the continue-as-new, still answerable
         h = await rt.inspect(h)
         assert h.state == "suspended" and h.pending_req == first_req
         lines = await rt.trace_lines(h)
         assert any("continue-as-new (parked" in line for line in lines)
         assert any("answer REJECTED" in line for line in lines)
+
+        # a rejection's trace line stays short (the carried trace is bounded), last_error
+        # keeps more
+        async def long_lines() -> list[str]:
+            return [line for line in await rt.trace_lines(h) if "y" * 100 in line]
+
+        async def rejected() -> bool:
+            return bool(await long_lines())
+
+        await eventually(rejected)
+        assert all(len(line) < 260 for line in await long_lines())
         await cli_answer(client, wid, {"id": first_req.id, "ok": True, "data": {"n": 1}})
         r = await next_result(rt, h, lambda r: r.pending is None or r.pending != first_req)
         # the second guarded call parks now (call order), with the next Request id

@@ -160,6 +160,10 @@ def short_error(err: ValidationError) -> str:
     return f"{where}: {first.get('msg', 'invalid')}"
 
 
+REJECT_TRACE_CHARS = 200
+"""How much of a rejection's reason its trace line keeps (``last_error`` keeps 500 chars)."""
+
+
 class Visibility:
     """Trace, search attributes, current details and loud rejection for one handle.
 
@@ -183,9 +187,11 @@ class Visibility:
         append_trace(self.s, line, int(workflow.now().timestamp() * 1000))
 
     def reject(self, verb: str, error: str) -> None:
-        """Record a rejected input loudly: ``last_error``, a trace line and a warning."""
+        """Record a rejected input loudly: ``last_error``, a trace line and a warning. The
+        trace line keeps the first ``REJECT_TRACE_CHARS`` of the reason: a flood of
+        rejections fills at most ``trace_cap`` short lines of the carried state."""
         self.s.last_error = f"{verb} rejected: {error}"[:500]
-        self.trace(f"{self.s.id}: {verb} REJECTED ({error})")
+        self.trace(f"{self.s.id}: {verb} REJECTED ({error[:REJECT_TRACE_CHARS]})")
         workflow.logger.warning("%s: %s rejected: %s", self.s.id, verb, error)
 
     def publish(self, *, initial: bool = False) -> None:
