@@ -64,6 +64,17 @@ async def runs_of(client: Client, workflow_id: str) -> list[Any]:
     return [wf async for wf in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
 
 
+async def continue_as_new_by_rejections(wf: WorkflowHandle[Any, Any]) -> None:
+    """Send rejected small signals until the workflow's run has changed."""
+    run = (await wf.describe()).run_id
+    for batch in range(100):
+        for i in range(50):
+            await wf.signal("answer", {"id": f"nope#{batch}.{i}", "ok": True})
+        if (await wf.describe()).run_id != run:
+            return
+    raise AssertionError("the run never continued as new")
+
+
 async def park(rt: Any) -> Handle:
     h = await rt.spawn(rt.root, "worker")
     assert isinstance(h, Handle)
@@ -107,11 +118,7 @@ async def test_parked_handle_continues_as_new_and_is_answered_by_cli(make_runtim
         first_run = (await wf.describe()).run_id
         # rejected small signals while parked: the run grows past continue_as_new_events
         # (and is older than lifecycle.MIN_RUN); they go on until a new run took over
-        for batch in range(100):
-            for i in range(50):
-                await wf.signal("answer", {"id": f"nope#{batch}.{i}", "ok": True})
-            if (await wf.describe()).run_id != first_run:
-                break
+        await continue_as_new_by_rejections(wf)
         assert (await wf.describe()).run_id != first_run
         await wf.signal("answer", {"id": "y" * 500, "ok": True})  # the longest id: rejected
         # still parked on the same Request after the continue-as-new, still answerable
@@ -269,11 +276,7 @@ async def test_parent_parked_on_its_task_child_continues_as_new_and_is_answered(
         wid = rt.workflow_id(lead.id)
         wf = client.get_workflow_handle(wid)
         first_run = (await wf.describe()).run_id
-        for batch in range(100):
-            for i in range(50):
-                await wf.signal("answer", {"id": f"nope#{batch}.{i}", "ok": True})
-            if (await wf.describe()).run_id != first_run:
-                break
+        await continue_as_new_by_rejections(wf)
         assert (await wf.describe()).run_id != first_run
         lead = await rt.inspect(lead)
         assert lead.state == "suspended" and lead.pending_req == req
@@ -318,3 +321,38 @@ async def test_parked_handle_stays_below_the_update_limit(make_runtime, client) 
         r = await next_result(rt, h, lambda r: r.status != "pending")
         assert (r.status, r.text) == ("done", "resumed and done")
         assert llm.requests[1]["messages"][-1]["content"] == "did it: {}"
+
+
+async def test_interrupt_and_close_of_a_carried_parked_turn(make_runtime, client) -> None:
+    """A turn carried across continue-as-new while parked is still a turn of this handle: an
+    interrupt rolls it back (its transcript is not kept), the next wake starts fresh, and a
+    close of a carried parked turn closes the handle."""
+    llm = ScriptedLLM(
+        {
+            "stub-model": [
+                tool_calls(("guarded", {})),
+                text("fresh turn"),
+                tool_calls(("guarded", {})),
+            ]
+        }
+    )
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(REGISTRY, llm.transport(), options=options) as rt:
+        h = await park(rt)
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        await continue_as_new_by_rejections(wf)
+        assert (await rt.inspect(h)).state == "suspended"
+        h = await rt.interrupt(h)
+        assert h.state == "idle" and h.pending_req is None
+        assert h.transcript_len == 0  # the parked turn's messages were not kept
+        r = await rt.run_turn(h, "again")
+        assert (r.status, r.text) == ("done", "fresh turn")
+        assert [m["content"] for m in llm.requests[1]["messages"]] == ["again"]
+
+        r = await rt.run_turn(h, "park again")
+        assert r.status == "pending"
+        await continue_as_new_by_rejections(wf)
+        assert (await rt.inspect(h)).state == "suspended"
+        h = await rt.close(h)
+        assert h.state == "closed"
+        assert any("close requested" in line for line in await rt.trace_lines(h))
