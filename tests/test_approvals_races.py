@@ -3,13 +3,25 @@ close, each looped so a lost race shows (dev server, scripted LLM)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
-from toolnexus_temporal.activities import Registry
-from toolnexus_temporal.client import AgentDef, Handle, VerbRejectedError
-from toolnexus_temporal.client.testing import ScriptedLLM, text
+from tests.conftest import temporal_binary
+from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.client import (
+    AgentDef,
+    Answer,
+    AnswerRejectedError,
+    Handle,
+    HandleNotFoundError,
+    VerbRejectedError,
+)
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.agent import AgentWorkflow
 
 
 async def spawn(rt: Any, parent: Any, name: str) -> Handle:
@@ -36,3 +48,341 @@ async def test_wake_of_a_just_closed_handle_raises_every_time(make_runtime) -> N
             assert r.status in ("closed", "done"), r
             with pytest.raises(VerbRejectedError, match="closed"):
                 await rt.run_turn(h.id, "again")
+
+
+# ---------------------------------------------------------------- scripted behaviour
+
+GATES: dict[str, asyncio.Event] = {}
+"""Per test run: ``ask(name)`` parks only once the test sets ``GATES[name]``."""
+
+
+async def ask(ctx: ToolContext, name: str) -> Any:
+    """Needs an approval named ``name``, asked once the test opens its gate."""
+    if ctx.answer is not None:
+        return f"{name} approved"
+    gate = GATES.get(name)
+    if gate is not None:
+        await asyncio.wait_for(gate.wait(), 60)
+    return pending(kind="approval", prompt=f"approve {name}")
+
+
+def last_role(view: dict[str, Any]) -> str:
+    return str(view["messages"][-1]["role"])
+
+
+def asker_reply(view: dict[str, Any]) -> dict[str, Any]:
+    """An asker: calls ``ask`` with its prompt, then says it is done."""
+    prompt = str(view["messages"][0]["content"])
+    if last_role(view) == "tool":
+        return text(f"{prompt} done")
+    return tool_calls(("ask", {"name": prompt}))
+
+
+def mid_reply(view: dict[str, Any]) -> dict[str, Any]:
+    """A lead that delegates ``a`` and ``b`` to two askers in one reply."""
+    if last_role(view) == "tool":
+        return text("mid done")
+    return tool_calls(
+        ("task", {"agent": "asker", "prompt": "a"}), ("task", {"agent": "asker", "prompt": "b"})
+    )
+
+
+def top_reply(view: dict[str, Any]) -> dict[str, Any]:
+    """The top agent: one task for the lead."""
+    if last_role(view) == "tool":
+        return text("top done")
+    return tool_calls(("task", {"agent": "mid", "prompt": "lead"}))
+
+
+def worker_reply(view: dict[str, Any]) -> dict[str, Any]:
+    """A worker that asks for one approval (named by its prompt) per turn."""
+    if last_role(view) == "tool":
+        return text("worker done")
+    return tool_calls(("ask", {"name": str(view["messages"][-1]["content"]).split("\n")[0]}))
+
+
+def tree_registry() -> Registry:
+    return Registry(
+        [
+            AgentDef(name="top", team=["mid"], model="m-top"),
+            AgentDef(name="mid", description="leads", team=["asker"], model="m-mid"),
+            AgentDef(name="asker", description="asks", tools=["ask"], model="m-asker"),
+            AgentDef(name="worker", tools=["ask"], model="m-worker"),
+        ],
+        tools=[define_tool(ask)],
+    )
+
+
+def tree_llm() -> ScriptedLLM:
+    return ScriptedLLM(
+        {
+            "m-top": [top_reply],
+            "m-mid": [mid_reply],
+            "m-asker": [asker_reply],
+            "m-worker": [worker_reply],
+        },
+        repeat_last=True,
+    )
+
+
+async def state_of(rt: Any, hid: str) -> Any:
+    return await rt._rpc.query(hid, AgentWorkflow.state)
+
+
+Check = Callable[[], Awaitable[bool]]
+
+
+async def until(check: Check, what: str, tries: int = 300) -> None:
+    """Poll ``check`` every 0.05 s until it holds (state reached by signals)."""
+    for _ in range(tries):
+        try:
+            if await check():
+                return
+        except HandleNotFoundError:  # not spawned yet
+            pass
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never: {what}")
+
+
+def parked(rt: Any, parent_id: str, name: str) -> Check:
+    """The parent knows its child asking ``name`` is parked."""
+
+    async def check() -> bool:
+        st = await state_of(rt, parent_id)
+        return any(
+            info.parked and prompt_of(info.pending_req) == f"approve {name}"
+            for info in st.children_info.values()
+            if info.pending_req is not None
+        )
+
+    return check
+
+
+def surfaced(rt: Any, hid: str, name: str) -> Check:
+    """The handle is suspended on ``approve {name}``."""
+
+    async def check() -> bool:
+        st = await state_of(rt, hid)
+        return (
+            st.state == "suspended"
+            and st.pending_req is not None
+            and prompt_of(st.pending_req) == f"approve {name}"
+        )
+
+    return check
+
+
+def child_shows(rt: Any, parent_id: str, child_id: str, name: str) -> Check:
+    """The parent's latest report of the child names ``approve {name}``."""
+
+    async def check() -> bool:
+        info = (await state_of(rt, parent_id)).children_info.get(child_id)
+        return (
+            info is not None
+            and info.pending_req is not None
+            and (prompt_of(info.pending_req) == f"approve {name}")
+        )
+
+    return check
+
+
+def left_suspended(rt: Any, hid: str) -> Check:
+    """The handle is no longer suspended."""
+
+    async def check() -> bool:
+        return bool((await state_of(rt, hid)).state != "suspended")
+
+    return check
+
+
+def prompt_of(req: Any) -> str:
+    assert req is not None
+    return str(req.prompt)
+
+
+# ---------------------------------------------------------------- item 1: parallel parked children
+
+
+async def test_parallel_parked_children_surface_in_call_order_at_every_level(
+    make_runtime,
+) -> None:
+    """top --task--> mid --task×2--> askers a, b, parking in varying order. Whatever the
+    order: every pending result equals the handle's pending_req in the same response; once
+    both park, every level surfaces `a` (first in call order) and is suspended; after `a`'s
+    Answer, wait(top) returns `b` at once; after `b`'s, the turn completes."""
+    orders = ["together", "a-first", "b-first"]
+    async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
+        for i in range(12):
+            order = orders[i % 3]
+            GATES.clear()
+            GATES.update(a=asyncio.Event(), b=asyncio.Event())
+            top = await spawn(rt, rt.root, "top")
+            run = asyncio.ensure_future(rt.run_turn(top, "go"))
+            mid_id = f"{top.id}/mid.1"
+
+            if order == "together":
+                GATES["a"].set()
+                GATES["b"].set()
+            else:
+                first, second = ("a", "b") if order == "a-first" else ("b", "a")
+                GATES[first].set()
+                r = await asyncio.wait_for(run, 60)
+                assert r.status == "pending", (order, r)
+                assert top.pending_req == r.pending, order  # the same response's status
+                await until(surfaced(rt, top.id, first), f"top surfaces {first}")
+                GATES[second].set()
+            await until(parked(rt, mid_id, "a"), "a parked")
+            await until(parked(rt, mid_id, "b"), "b parked")
+            if order == "together":
+                r = await asyncio.wait_for(run, 60)
+                assert r.status == "pending" and top.pending_req == r.pending, order
+
+            # both parked below: mid surfaces `a` and every level above is suspended on it
+            await until(surfaced(rt, mid_id, "a"), "mid surfaces a")
+            await until(child_shows(rt, top.id, mid_id, "a"), "top has mid's report")
+            for hid in (mid_id, top.id):
+                r = await rt.wait(hid, timeout_ms=15_000)
+                assert r.status == "pending", (order, hid, r)
+                assert prompt_of(r.pending) == "approve a", (order, hid)
+                st = await state_of(rt, hid)
+                assert st.state == "suspended" and st.pending_req == r.pending, (order, hid)
+
+            # answer `a` through top: the next wait returns `b` at once
+            assert r.pending is not None
+            await rt.answer(top, Answer(id=r.pending.id, ok=True))
+            r = await rt.wait(top, timeout_ms=15_000)
+            assert r.status == "pending", (order, r)
+            assert prompt_of(r.pending) == "approve b", (order, r)
+            assert top.pending_req == r.pending
+            await rt.answer(top, Answer(id=r.pending.id, ok=True))
+            r = await rt.wait(top, timeout_ms=15_000)
+            assert (r.status, r.text) == ("done", "top done"), (order, r)
+            await rt.close(top)
+
+
+# ------------------------------------------------------------ item 2: wait right after an Answer
+
+
+async def signal_answer(rt: Any, env: Any, hid: str, answer: Answer, *, cli: bool) -> None:
+    """Send the ``answer`` signal as an operator would: the Temporal CLI, or a raw client."""
+    payload = answer.model_dump(mode="json", exclude_none=True)
+    if not cli:
+        await env.client.get_workflow_handle(rt.workflow_id(hid)).signal("answer", payload)
+        return
+    proc = await asyncio.create_subprocess_exec(
+        temporal_binary(),
+        "workflow",
+        "signal",
+        "--workflow-id",
+        rt.workflow_id(hid),
+        "--name",
+        "answer",
+        "--input",
+        json.dumps(payload),
+        "--address",
+        env.client.service_client.config.target_host,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0, err
+
+
+async def test_wait_right_after_an_answer_signal_returns_the_continued_turn(
+    make_runtime, env
+) -> None:
+    GATES.clear()
+    async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
+        w = await spawn(rt, rt.root, "worker")
+        for i in range(16):
+            r = await rt.run_turn(w, f"x{i}")
+            assert r.status == "pending" and r.pending is not None
+            await signal_answer(rt, env, w.id, Answer(id=r.pending.id, ok=True), cli=i % 4 == 0)
+            r = await rt.wait(w, timeout_ms=15_000)
+            assert (r.status, r.text) == ("done", "worker done"), (i, r)
+
+
+async def test_wait_right_after_an_answer_to_a_delegating_parent(make_runtime, env) -> None:
+    GATES.clear()
+    async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
+        for i in range(6):
+            top = await spawn(rt, rt.root, "top")
+            r = await rt.run_turn(top, "go")
+            assert r.status == "pending" and r.pending is not None
+            seen = r.pending
+            await signal_answer(rt, env, top.id, Answer(id=seen.id, ok=True), cli=False)
+            r = await rt.wait(top, timeout_ms=15_000)
+            assert r.status == "pending" and r.pending is not None, (i, r)
+            assert r.pending.id != seen.id, (i, "the answered Request came back")
+            await signal_answer(rt, env, top.id, Answer(id=r.pending.id, ok=True), cli=False)
+            r = await rt.wait(top, timeout_ms=15_000)
+            assert (r.status, r.text) == ("done", "top done"), (i, r)
+            await rt.close(top)
+
+
+# ------------------------------------------------------------ item 3: Answer sent to an ancestor
+
+
+async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(make_runtime, env) -> None:
+    GATES.clear()
+    async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
+        for i in range(4):
+            # a top-level worker, answered through the (idle) root: signal, then update
+            w = await spawn(rt, rt.root, "worker")
+            r = await rt.run_turn(w, "one")
+            assert r.pending is not None
+            if i % 2:
+                await signal_answer(
+                    rt, env, rt.root.id, Answer(id=r.pending.id, ok=True), cli=False
+                )
+                # a signal has no reply: it reaches the owner one hop later (README Known limits)
+                await until(left_suspended(rt, w.id), "the worker took the Answer")
+            else:
+                result = await rt.answer(rt.root, Answer(id=r.pending.id, ok=True))
+                assert result.ok and result.answered == w.id, result
+            r = await rt.wait(w, timeout_ms=15_000)
+            assert (r.status, r.text) == ("done", "worker done"), (i, r)
+
+            # three levels: `b` (not surfaced: `a` is) answered at the root, `a` at the root too
+            top = await spawn(rt, rt.root, "top")
+            r = await rt.run_turn(top, "go")
+            mid_id = f"{top.id}/mid.1"
+
+            await until(parked(rt, mid_id, "a"), "a parked")
+            await until(parked(rt, mid_id, "b"), "b parked")
+            mid = await state_of(rt, mid_id)
+            reqs = {
+                prompt_of(info.pending_req): info.pending_req
+                for info in mid.children_info.values()
+                if info.pending_req is not None
+            }
+            b = reqs["approve b"]
+            if i % 2:
+                await signal_answer(rt, env, rt.root.id, Answer(id=b.id, ok=True), cli=False)
+            else:
+                result = await rt.answer(rt.root, Answer(id=b.id, ok=True))
+                assert result.ok and result.answered == top.id, result
+
+            await until(left_suspended(rt, b.id.rpartition("#")[0]), "b resumed")
+            r = await rt.wait(top, timeout_ms=15_000)
+            assert r.status == "pending" and prompt_of(r.pending) == "approve a", (i, r)
+            assert r.pending is not None
+            await rt.answer(rt.root, Answer(id=r.pending.id, ok=True))
+            r = await rt.wait(top, timeout_ms=15_000)
+            assert (r.status, r.text) == ("done", "top done"), (i, r)
+
+        # unknown ids stay rejected, loudly: at the root when no live handle on its path
+        # matches, else at the owner, which checks the number against its pending Request
+        # (the update waits for the next handle's report: its rejection comes back)
+        await rt.close(top)
+        for bad in ("root/ghost.9#1", "bogus#1", f"{top.id}/mid.1#1", "elsewhere/x.1#1"):
+            with pytest.raises(AnswerRejectedError):
+                await rt.answer(rt.root, Answer(id=bad, ok=True))
+        root = await state_of(rt, rt.root.id)
+        rejected = [line.line for line in root.trace if "answer REJECTED" in line.line]
+        assert len(rejected) == 4 and "ghost" in rejected[0], rejected
+        assert root.last_error is not None and "elsewhere" in root.last_error
+        with pytest.raises(AnswerRejectedError, match="no pending request"):
+            await rt.answer(rt.root, Answer(id=f"{w.id}#99", ok=True))
+        owner = await state_of(rt, w.id)  # rejected loudly by the owner, nothing changed
+        assert owner.last_error is not None and f"{w.id}#99" in owner.last_error
+        assert owner.state == "idle" and owner.pending_req is None

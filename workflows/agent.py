@@ -32,6 +32,7 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.carry import Parking
 from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import Inbox
@@ -39,7 +40,6 @@ from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.parking import Parking
 from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.turn import Turn
 from toolnexus_temporal.workflows.visibility import INVALID, Visibility, status_of, view_of
@@ -99,6 +99,7 @@ class AgentWorkflow:
             s, self._vis, self._machine, self._budgets, self._slots, self._leases
         )
         self._approvals = Approvals(s, self._scratch, self._vis, self._machine, self._outbox)
+        self._children.on_change = self._approvals.sync_parking
         self._delegation = Delegation(s, self._vis, self._children, self._slots, self._approvals)
         self._turn = Turn(
             s,
@@ -120,13 +121,7 @@ class AgentWorkflow:
             self._children,
         )
         self._parking = Parking(
-            s,
-            self._scratch,
-            self._vis,
-            self._approvals,
-            self._delegation,
-            self._outbox,
-            self._lifecycle,
+            s, self._scratch, self._vis, self._approvals, self._outbox, self._lifecycle
         )
 
     # ------------------------------------------------------------------ run loop
@@ -355,16 +350,17 @@ class AgentWorkflow:
     # ------------------------------------------------------------------ answer
 
     @workflow.update(name=names.UPDATE_ANSWER)
-    def admit_answer(self, answer: Answer) -> AnswerResult:
+    async def admit_answer(self, answer: Answer) -> AnswerResult:
         """Deliver an Answer (CONTRACT §3 resume, §5): to this handle's parked Request, or
-        routed down to the child whose parked Request has this id.
+        routed down to the child whose parked Request has this id (protocol 3: to the child
+        on the path to the id's handle, from any ancestor; ``answered`` names where it went).
 
         Returns:
             ``ok`` False with the reason when the id matches no pending Request (nothing
             changes; a trace line records it: CONTRACT §9.2).
         """
         self._lifecycle.updates += 1
-        error, answered = self._approvals.answer(answer)
+        error, answered = await self._approvals.admit(answer)
         return AnswerResult(
             ok=error is None, error=error, answered=answered, status=status_of(self.s)
         )

@@ -11,6 +11,7 @@ children outlive a parent's continue-as-new. A child reports every change with t
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from temporalio import workflow
@@ -154,6 +155,9 @@ class Children:
         self.slots = slots
         self.leases = leases
         self.definitions = Definitions(s)
+        self.on_change: Callable[[], None] = lambda: None
+        """Called after a child's info changed (a report, or its workflow ended): the
+        handle's parking follows its task children (protocol 3, ``Approvals.sync_parking``)."""
 
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """The ``spawn`` update: the child's view, or the SpawnError text (never raises).
@@ -269,6 +273,7 @@ class Children:
             self.leases.child_closed(child_id)
         else:
             self.slots.child_ended(child_id)
+        self.on_change()
 
     async def watch(
         self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, HandleView]
@@ -320,6 +325,8 @@ class Children:
             last_result=report.last_result,
             pending_req=report.pending_req,
             parked=report.parked,
+            answer_id=report.answer_id,
+            answer_error=report.answer_error,
         )
         if self.s.protocol >= PROTOCOL_LEASES:
             if report.state == "closed":
@@ -329,6 +336,7 @@ class Children:
         self.budgets.recount()
         self.budgets.push_floors()
         self.machine.report()
+        self.on_change()
 
     async def close(self, child_id: str, req: CloseRequest) -> None:
         """Close one child (signal ``close``) and wait until it reports ``closed``; a child

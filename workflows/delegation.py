@@ -51,8 +51,6 @@ class Delegation:
         self.children = children
         self.slots = slots
         self.approvals = approvals
-        self.children_of: dict[int, str] = {}
-        """The child each running ``task`` job follows, by job index (this run)."""
 
     async def task(self, index: int, call: ToolCall) -> ToolResult:
         """Run the ``task`` call ``index`` of a reply (``{"agent": ..., "prompt": ...}``).
@@ -100,30 +98,17 @@ class Delegation:
             asyncio.CancelledError: the parent's turn was interrupted (the child is closed
                 with ``force`` first).
         """
-        self.children_of[index] = child_id
         try:
             result = await self.await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.
-            self.approvals.forget_task(index)
+            self.approvals.forget_task(index)  # (protocol 3: untracked already)
             await self.children.close(child_id, CloseRequest(force=True, reason="task aborted"))
             raise
-        finally:
-            self.children_of.pop(index, None)
         await self.children.close(child_id, CloseRequest(reason="task done"))
         if result.status == "done":
             return ToolResult(output=result.text)
         return ToolResult(output=f"[{result.status}] {result.text}", is_error=True)
-
-    def rejoin(self, children: dict[int, str]) -> None:
-        """A turn carried across continue-as-new while parked on ``children`` (by job index)
-        resumes: when none of them is parked any more (answered meanwhile), this handle runs
-        again; else the jobs re-park on them as they follow them."""
-        s = self.s
-        parked = any(s.children_info.get(child, ChildInfo()).parked for child in children.values())
-        if not parked and s.state == "suspended":
-            s.pending_req = None
-            self.approvals.machine.transition("running", "delegated task answered")
 
     async def await_child_result(self, index: int, child_id: str) -> TaskResult:
         """Wait for the child's first settled result; while the child is parked on a
@@ -133,6 +118,25 @@ class Delegation:
         def info() -> ChildInfo:
             return s.children_info.get(child_id, ChildInfo())
 
+        if self.approvals.hardened:
+            # Protocol 3: parking follows the children's reports (Approvals.sync_parking, on
+            # every report and Answer); this call only waits for the child's result.
+            self.approvals.track_task(index, child_id)
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        info().state == "closed"
+                        or (info().result_seq >= 1 and info().state == "idle")
+                    )
+                )
+            except BaseException:  # interrupted, or the coroutine is torn down (eviction)
+                self.approvals.untrack_task(index, sync=False)
+                raise
+            self.approvals.untrack_task(index)
+            current = info()
+            if current.last_result is not None and current.result_seq >= 1:
+                return current.last_result
+            return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")
         while True:
             await workflow.wait_condition(
                 lambda: (

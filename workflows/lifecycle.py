@@ -10,7 +10,7 @@ own life: hooks, and continue-as-new when the run grows long.
   ``continue_as_new_events`` events (or when Temporal suggests it; protocol 3: also past
   ``continue_as_new_signals`` signals or ``continue_as_new_bytes`` of history) carries the
   whole ``HandleState`` into a fresh run once nothing is in flight; a parked turn goes
-  with it (``parking.py``).
+  with it (``carry.py``).
 
 Deterministic; no I/O.
 """

@@ -142,6 +142,8 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
         last_result=s.last_result if s.report_results else None,
         pending_req=s.pending_req,
         parked=parked,
+        answer_id=s.answer_id,
+        answer_error=s.answer_error,
     )
 
 
@@ -166,7 +168,7 @@ class JobBatch:
 class TurnScratch:
     """Per-run scratch of the current turn (not in ``HandleState``: a turn spans a
     continue-as-new only while parked, and then travels as a ``ParkedTurn``: see
-    ``parking.py``)."""
+    ``carry.py``)."""
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None
@@ -328,7 +330,7 @@ class Machine:
         if s.one_shot and s.state == "closed" and s.protocol < PROTOCOL_HARDENED:
             # A task child's workflow result is its last report (its seq is taken here).
             # Protocol 3 sends it too: a parent that continued as new while this child was
-            # parked does not watch this workflow's result (parking.py).
+            # parked does not watch this workflow's result (carry.py).
             s.report_owed = False
             s.report_seq += 1
             return

@@ -172,6 +172,10 @@ class ChildReport(WireModel):
     last_result: TaskResult | None = None
     pending_req: Request | None = None
     parked: StrictBool = False
+    answer_id: str | None = None
+    """(protocol 3) The last Answer this handle processed (took, forwarded or rejected)."""
+    answer_error: str | None = None
+    """(protocol 3) Why it rejected ``answer_id`` (None: taken or forwarded)."""
 
 
 class AnswerResult(WireModel):

@@ -1,206 +1,100 @@
-"""A parked turn across continue-as-new (protocol 3; issue 12 item 8).
+"""Parking rules (protocol 3, issue 12): which Request a handle parked on its delegated tasks
+surfaces, and where an Answer sent to a handle goes. Plain functions over ``HandleState``;
+:class:`~toolnexus_temporal.workflows.approvals.Approvals` applies them.
 
-A handle parked on a Request may stay parked for days while signals and updates keep
-arriving (rejected ones too: each is a history event, and Temporal refuses signals and
-updates past a per-run count and terminates a run past 50 MiB of history). So the run
-continues as new while parked, exactly like an idle one, once it is long
-(``Lifecycle.continue_as_new_due``: updates, signals, events, history bytes, Temporal's
-suggestion): the parked turn travels as a :class:`~toolnexus_temporal.workflows.state.
-ParkedTurn` in the carried state, and the next run resumes it (the turn waits for the same
-Answer, re-runs the tool with it, resolves the later suspensions in call order and goes on
-with the LLM loop). The Request and its id stay the same, so an Answer sent to the workflow
-id (``temporal workflow signal --name answer``, the web UI, the client) reaches whichever run
-is current.
+* :func:`surfaced_child_request`: a handle whose ``task`` children park surfaces the parked
+  Request of the first task call in call order (CONTRACT §5: "the first in call order is
+  surfaced; the others are answered in turn"), stamped with its own ``data.path``. It is
+  recomputed on every child report and every Answer, so it never depends on which child's
+  coroutine happened to run first.
+* :func:`answer_hop`: an Answer is routed by its id's handle part (``{handle id}#{n}``): this
+  handle's own Request, or the child on the path down to the handle that owns the id. Each
+  level forwards to the next; the owner checks the id against its pending Request.
 
-The rules (:func:`carry_blocker`): a turn is carried when it is parked on its own tool's
-Request (its tool jobs have finished), or when every unfinished tool job of its reply is a
-``task`` whose child is parked (the children keep running: they are ABANDON children and
-report by workflow id; the next run follows them again from ``children_info``). Never while
-another tool job runs, while an Answer has been accepted but not taken, while an interrupt or
-close is aborting the turn, or while a signal or a handler is in flight.
-
-Deterministic; no I/O.
+Deterministic and I/O free.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from collections.abc import Collection, Mapping
+from typing import NamedTuple
 
-from temporalio import workflow
-
-from toolnexus_temporal.workflows.approvals import Approvals
-from toolnexus_temporal.workflows.delegation import Delegation
-from toolnexus_temporal.workflows.lifecycle import Lifecycle
-from toolnexus_temporal.workflows.machine import TurnScratch
-from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.visibility import Visibility
-
-with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
-    from toolnexus_temporal.workflows.state import AgentInput, HandleState, ParkedTurn
+from toolnexus_temporal.workflows.models import Request
+from toolnexus_temporal.workflows.state import ChildInfo, HandleState
 
 
-def carry_blocker(
-    s: HandleState,
-    scratch: TurnScratch,
-    waiting: str | None,
-    parked_children: Mapping[int, str] | None = None,
-) -> str | None:
-    """Why the current turn cannot be carried into a new run now, or None when it can.
+def with_path(s: HandleState, req: Request) -> Request:
+    """``req`` with ``data.path`` set to this handle's path (its id split on ``/``)."""
+    data = dict(req.data or {})
+    data["path"] = s.id.split("/")
+    return req.model_copy(update={"data": data})
+
+
+def surfaced_child_request(
+    s: HandleState, task_children: Mapping[int, str], answered: Collection[str] = ()
+) -> Request | None:
+    """The Request a handle surfaces for its delegated tasks, or None.
 
     Args:
-        s: the handle's state.
-        scratch: the running turn's scratch (``batch``: the suspensions being resolved;
-            ``jobs``: the tool jobs running).
-        waiting: the id of the Request the turn waits on for an Answer (None: it does not).
-        parked_children: the ``task`` jobs parked with their child, job index → child id.
+        s: the handle's state (``children_info`` holds each child's latest report).
+        task_children: the running ``task`` calls of the current turn: call index → child id.
+        answered: Request ids this handle already forwarded an Answer for: a report sent
+            before the child took it still shows it parked, and is not a parking.
 
     Returns:
-        ``protocol < 3``, ``not suspended``, ``closing``, ``interrupted``, ``another
-        request``, ``tool jobs running`` (a job is neither finished nor parked on its
-        child) or ``not parked`` (an interpreter answers inline); None when the turn is
-        parked on its own tool's Request, or its unfinished jobs all wait on parked
-        children.
+        The parked Request of the lowest call index whose child reports itself parked on a
+        Request (``parked`` and ``pending_req`` set) not in ``answered``, with this handle's
+        ``data.path``; None when no task child is parked.
     """
-    if s.protocol < PROTOCOL_HARDENED:
-        return "protocol < 3"
-    if s.state != "suspended":
-        return "not suspended"
-    if s.closing:
-        return "closing"
-    if scratch.interrupt_requested:
-        return "interrupted"
-    if scratch.batch is not None and waiting is not None:
-        if s.pending_req is None or s.pending_req.id != waiting:
-            return "another request"
+    for index in sorted(task_children):
+        info = s.children_info.get(task_children[index])
+        request_id = parked_on(info)
+        if info is not None and info.pending_req is not None and request_id not in answered:
+            if request_id is not None:
+                return with_path(s, info.pending_req)
+    return None
+
+
+def parked_on(info: ChildInfo | None) -> str | None:
+    """The id of the Request a child's latest report shows it parked on, or None."""
+    if info is None or not info.parked or info.pending_req is None:
         return None
-    jobs = scratch.jobs
-    if jobs is not None and waiting is None and s.pending_req is not None:
-        parked = parked_children or {}
-        open_jobs = [i for i in range(len(jobs.unique)) if i not in jobs.done]
-        if open_jobs and all(i in parked for i in open_jobs):
-            return None
-        return "tool jobs running"
-    return "not parked"
+    return info.pending_req.id
 
 
-def snapshot(
-    s: HandleState, scratch: TurnScratch, parked_children: Mapping[int, str] | None = None
-) -> ParkedTurn:
-    """The parked turn as carried state (call :func:`carry_blocker` first): the suspension
-    being resolved, or the tool jobs with the children they wait on.
+class Hop(NamedTuple):
+    """Where an Answer goes from one handle.
 
-    Raises:
-        ValueError: the turn is neither resolving a suspension nor running tool jobs.
-    """
-    if s.pending_req is None or (scratch.batch is None and scratch.jobs is None):
-        raise ValueError("the turn is not parked")
-    common: dict[str, Any] = {
-        "request": s.pending_req,
-        "llm_calls": scratch.llm_calls,
-        "tokens": scratch.tokens,
-        "turn_start_len": scratch.turn_start_len,
-        "unsent_before": list(scratch.unsent_before),
-    }
-    if scratch.batch is not None:
-        calls, results, index = scratch.batch
-        return ParkedTurn(calls=list(calls), results=list(results), index=index, **common)
-    jobs = scratch.jobs
-    assert jobs is not None
-    return ParkedTurn(
-        calls=list(jobs.calls),
-        results=[],
-        index=-1,
-        unique=list(jobs.unique),
-        call_job=list(jobs.call_job),
-        done=dict(jobs.done),
-        children={i: c for i, c in (parked_children or {}).items() if i not in jobs.done},
-        **common,
-    )
-
-
-def restore(scratch: TurnScratch, parked: ParkedTurn) -> None:
-    """Set up the scratch of a turn resumed from ``parked`` in a new run (the counters and
-    rollback point it had; no messages yet: the tool batch produces them)."""
-    scratch.start([])
-    scratch.llm_calls = parked.llm_calls
-    scratch.tokens = parked.tokens
-    scratch.turn_start_len = parked.turn_start_len
-    scratch.unsent_before = list(parked.unsent_before)
-
-
-class Parking:
-    """Runs a turn to its end, or carries it into a new run while it is parked.
-
-    Args:
-        s: the handle's state model.
-        scratch: the running turn.
-        vis: the trace line of the continue-as-new.
-        approvals: which Request the turn waits on, Answers not yet taken, parked tasks.
-        delegation: the child each ``task`` job follows.
-        outbox: signals in flight (they must be sent before the run ends).
-        life: whether the run is long (``continue_as_new_due``) and old enough.
+    Attributes:
+        to: this handle's id (its own Request), a child's id (forward down), or None.
+        error: why it goes nowhere (set exactly when ``to`` is None).
     """
 
-    def __init__(
-        self,
-        s: HandleState,
-        scratch: TurnScratch,
-        vis: Visibility,
-        approvals: Approvals,
-        delegation: Delegation,
-        outbox: Outbox,
-        life: Lifecycle,
-    ) -> None:
-        self.s = s
-        self.scratch = scratch
-        self.vis = vis
-        self.approvals = approvals
-        self.delegation = delegation
-        self.outbox = outbox
-        self.life = life
+    to: str | None
+    error: str | None = None
 
-    def parked_children(self) -> dict[int, str]:
-        """The ``task`` jobs parked with their child: job index → child id."""
-        follows = self.delegation.children_of
-        return {i: follows[i] for i in self.approvals.parked_tasks if i in follows}
 
-    def may_carry(self) -> bool:
-        """The turn is parked (:func:`carry_blocker`), no Answer waits to be taken, nothing
-        is in flight, and the run is long."""
-        blocker = carry_blocker(
-            self.s, self.scratch, self.approvals.waiting, self.parked_children()
-        )
-        return (
-            blocker is None
-            and not self.approvals.answers
-            and self.outbox.signals_in_flight == 0
-            and workflow.all_handlers_finished()
-            and self.life.continue_as_new_due()
-        )
+def answer_hop(s: HandleState, request_id: str) -> Hop:
+    """Route an Answer by its id's handle part (``{handle id}#{n}``).
 
-    async def run_turn(self, turn: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run the admitted (or carried) turn to its end. Under protocol 3, when the run
-        grows long while the turn is parked, continue as new carrying it instead.
-
-        Raises:
-            ContinueAsNewError: the run continues as new with the parked turn.
-        """
-        task = asyncio.create_task(turn())
-        self.scratch.task = task
-        while self.s.protocol >= PROTOCOL_HARDENED and not task.done():
-            await workflow.wait_condition(lambda: task.done() or self.may_carry())
-            if task.done():
-                break
-            if self.life.young_for() is not None:
-                await self.life.old_enough(task.done)
-                continue  # the turn may have been answered meanwhile: check again
-            parked = snapshot(self.s, self.scratch, self.parked_children())
-            self.vis.trace(f"{self.s.id}: continue-as-new (parked on {parked.request.id})")
-            # A copy: the abandoned coroutine of this run must not touch what is carried.
-            carried = self.s.model_copy(deep=True, update={"parked": parked})
-            workflow.continue_as_new(AgentInput(state=carried))
-        await task
-        self.scratch.task = None
+    Returns:
+        ``Hop(s.id)`` for a Request this handle raised; ``Hop(child)`` for one raised in the
+        subtree of a live child (the child on the path); else ``Hop(None, error)``: not a
+        Request id, outside this handle's subtree, an unknown child, or a closed one. The
+        number part is checked by the owner, against its pending Request.
+    """
+    owner, sep, number = request_id.rpartition("#")
+    if not sep or not owner or not number:
+        return Hop(None, f"answer {request_id!r} is not a request id ('<handle id>#<n>')")
+    if owner == s.id:
+        return Hop(s.id)
+    prefix = f"{s.id}/"
+    if not owner.startswith(prefix):
+        return Hop(None, f"answer {request_id!r} is not for {s.id} or its subtree")
+    child = prefix + owner[len(prefix) :].split("/", 1)[0]
+    info = s.children_info.get(child)
+    if info is None:
+        return Hop(None, f"answer {request_id!r} matches no pending request: no handle {child}")
+    if info.state == "closed":
+        return Hop(None, f"answer {request_id!r} matches no pending request: {child} is closed")
+    return Hop(child)

@@ -92,6 +92,8 @@ class ChildInfo(WireModel):
         pending_req: the child's pending Request while suspended.
         parked: the child is parked on ``pending_req`` waiting for an Answer from outside
             (not being answered inline by an interpreter).
+        answer_id: (protocol 3) the last Answer the child processed.
+        answer_error: (protocol 3) why the child rejected ``answer_id`` (None: taken).
     """
 
     state: HandleStateName = "idle"
@@ -102,11 +104,13 @@ class ChildInfo(WireModel):
     last_result: TaskResult | None = None
     pending_req: Request | None = None
     parked: bool = False
+    answer_id: str | None = None
+    answer_error: str | None = None
 
 
 class ParkedTurn(WireModel):
     """A turn parked on its own tool's Request, carried across continue-as-new (protocol 3;
-    see ``parking.py``). The next run resumes the turn from it: it waits for the Answer to
+    see ``carry.py``). The next run resumes the turn from it: it waits for the Answer to
     ``request``, re-runs call ``index`` with it, resolves the later suspensions in call
     order and continues the LLM loop.
 
@@ -219,6 +223,9 @@ class HandleState(WireModel):
         agent_defs: agent definitions looked up or inherited, by name (protocol 2; see
             ``children.py`` for the refresh rule).
         one_shot: a ``task`` child: it closes itself once its first turn settles.
+        answer_id: (protocol 3) the last Answer this handle processed (reported to the
+            parent, whose ``admit_answer`` update waits for it).
+        answer_error: (protocol 3) why it rejected ``answer_id`` (None: taken or forwarded).
         start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
             the wake is admitted when the workflow starts.
         parked: the parked turn a continue-as-new carried over (protocol 3); the new run
@@ -287,6 +294,8 @@ class HandleState(WireModel):
     one_shot: bool = False
     start_wake: bool = False
     parked: ParkedTurn | None = None
+    answer_id: str | None = None
+    answer_error: str | None = None
 
 
 class AgentInput(WireModel):

@@ -1,7 +1,7 @@
 """One reply's tool calls (CONTRACT §4, §5): run concurrently as unique jobs (identical
 ``task`` calls share one child), then their suspensions resolved one at a time in call
 order; a batch carried across continue-as-new while parked goes on from its snapshot
-(``parking.py``). Deterministic; no I/O.
+(``carry.py``). Deterministic; no I/O.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ class ToolBatch:
         """Go on with a batch carried across continue-as-new while parked: the tool jobs
         that wait on delegated children (``index`` -1), or the suspension waiting for its
         Answer and the later ones in call order. Returns one tool message per call."""
-        if parked.index < 0:
-            self.delegation.rejoin(parked.children)
+        if parked.index < 0:  # the task children's reports resume it or keep it parked
+            self.approvals.sync_parking()
             batch = JobBatch(parked.calls, parked.unique, parked.call_job)
             batch.done = dict(parked.done)
             return await self.gather(batch, parked.children)

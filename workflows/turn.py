@@ -13,7 +13,7 @@ Deterministic, like all workflow code. One turn:
 4. repeat until a reply has no tool calls, or ``max_turns`` round trips are used.
 
 Steps 2 and 3 (one reply's tool calls) live in ``toolbatch.py``; a turn carried across
-continue-as-new while parked is resumed here (``parking.py``).
+continue-as-new while parked is resumed here (``carry.py``).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from temporalio.exceptions import ActivityError
 
 from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.carry import restore
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
-from toolnexus_temporal.workflows.parking import restore
 from toolnexus_temporal.workflows.toolbatch import ToolBatch
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 

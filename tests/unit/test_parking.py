@@ -1,155 +1,93 @@
-"""The rules of carrying a parked turn across continue-as-new (``parking.py``): which turn
-may be carried, and that its snapshot survives the carried state's serialization and
-restores the turn's counters and rollback point."""
+"""The parking rules of protocol 3 as plain functions (issue 12 items 1 and 3): which Request
+a handle parked on its delegated tasks surfaces, and where an Answer sent to a handle goes."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.unit.fakes import handle
-from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
-from toolnexus_temporal.workflows.models import (
-    Message,
-    Request,
-    RuntimeOptions,
-    ToolCall,
-    ToolResult,
-)
-from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED, PROTOCOL_LEASES
-from toolnexus_temporal.workflows.parking import carry_blocker, restore, snapshot
-from toolnexus_temporal.workflows.state import AgentInput, HandleState
-
-REQ = Request(id="root/a.1#3", kind="approval", prompt="may I?", data={"path": ["root", "a.1"]})
-CALLS = [
-    ToolCall(id="c1", name="guarded"),
-    ToolCall(id="c2", name="plain"),
-    ToolCall(id="c3", name="guarded"),
-]
+from toolnexus_temporal.workflows.models import Request
+from toolnexus_temporal.workflows.parking import Hop, answer_hop, surfaced_child_request
+from toolnexus_temporal.workflows.state import ChildInfo
 
 
-def pending_result() -> ToolResult:
-    return ToolResult(metadata={"pending": {"kind": "approval", "prompt": "may I?"}})
+def req(owner: str, n: int = 1, name: str = "x") -> Request:
+    return Request(
+        id=f"{owner}#{n}", kind="approval", prompt=f"approve {name}", data={"path": ["a"]}
+    )
 
 
-def parked_handle(**fields: object) -> tuple[HandleState, TurnScratch]:
-    """A protocol-3 handle parked on call 0 of CALLS, with the turn's scratch."""
-    s = handle(state="suspended", pending_req=REQ, protocol=PROTOCOL_HARDENED, **fields)
-    scratch = TurnScratch()
-    scratch.start([Message(role="user", content="go")])
-    scratch.llm_calls, scratch.tokens = 2, 17
-    scratch.turn_start_len = 4
-    scratch.unsent_before = [Message(role="tool", tool_call_id="old", content="x")]
-    results = [pending_result(), ToolResult(output="plain ok"), pending_result()]
-    scratch.batch = (CALLS, results, 0)
-    return s, scratch
+def parked(owner: str, n: int = 1) -> ChildInfo:
+    return ChildInfo(state="suspended", pending_req=req(owner, n), parked=True, report_seq=3)
 
 
-def test_a_turn_parked_on_its_own_tool_may_be_carried() -> None:
-    s, scratch = parked_handle()
-    assert carry_blocker(s, scratch, REQ.id) is None
+A, B, C = "root/a.1/asker.1", "root/a.1/asker.2", "root/a.1/asker.3"
 
 
 @pytest.mark.parametrize(
-    ("change", "blocker"),
+    ("infos", "expected"),
     [
-        ({"protocol": PROTOCOL_LEASES}, "protocol < 3"),
-        ({"state": "running"}, "not suspended"),
-        ({"state": "idle"}, "not suspended"),
-        ({"closing": True}, "closing"),
+        ({A: ChildInfo(state="running"), B: ChildInfo(state="running")}, None),
+        ({A: ChildInfo(state="running"), B: parked(B)}, B),  # only b parked: b
+        ({A: parked(A), B: parked(B)}, A),  # both: the first in call order
+        # a parked second (its report came last): still a, whatever the arrival order
+        ({B: parked(B), A: parked(A)}, A),
+        # an interpreter answers a inline (suspended, not parked): b is the one to surface
+        ({A: ChildInfo(state="suspended", pending_req=req(A)), B: parked(B)}, B),
+        ({A: ChildInfo(state="closed"), B: ChildInfo(state="idle", result_seq=1)}, None),
     ],
 )
-def test_state_that_blocks_carrying(change: dict[str, object], blocker: str) -> None:
-    s, scratch = parked_handle()
-    s = s.model_copy(update=change)
-    assert carry_blocker(s, scratch, REQ.id) == blocker
+def test_the_first_parked_task_call_in_call_order_is_surfaced(
+    infos: dict[str, ChildInfo], expected: str | None
+) -> None:
+    s = handle(children_info=infos)
+    got = surfaced_child_request(s, {0: A, 1: B})
+    if expected is None:
+        assert got is None
+        return
+    assert got is not None and got.id == f"{expected}#1"
+    assert got.data == {"path": ["root", "a.1"]}  # stamped with the surfacing handle's path
 
 
-def test_an_aborting_or_not_waiting_turn_is_not_carried() -> None:
-    s, scratch = parked_handle()
-    scratch.interrupt_requested = True
-    assert carry_blocker(s, scratch, REQ.id) == "interrupted"
-    s, scratch = parked_handle()
-    # an interpreter answers inline (nothing waits for an outside Answer)
-    assert carry_blocker(s, scratch, None) == "not parked"
-    s, scratch = parked_handle()
-    assert carry_blocker(s, scratch, "root/a.1#2") == "another request"
+def test_a_report_sent_before_the_child_took_its_answer_is_no_parking() -> None:
+    s = handle(children_info={A: parked(A), B: parked(B)})
+    got = surfaced_child_request(s, {0: A, 1: B}, answered={f"{A}#1"})
+    assert got is not None and got.id == f"{B}#1"
+    assert surfaced_child_request(s, {0: A, 1: B}, answered={f"{A}#1", f"{B}#1"}) is None
 
 
-def delegating_handle() -> tuple[HandleState, TurnScratch]:
-    """A protocol-3 handle whose reply runs three jobs: a plain tool (finished) and two
-    ``task`` calls (jobs 1 and 2), parked with their child's Request."""
-    s, scratch = parked_handle()
-    scratch.batch = None
-    calls = [
-        ToolCall(id="c1", name="plain"),
-        ToolCall(id="c2", name="task", arguments='{"agent": "x", "prompt": "a"}'),
-        ToolCall(id="c3", name="task", arguments='{"agent": "x", "prompt": "b"}'),
-        ToolCall(id="c4", name="task", arguments='{"agent": "x", "prompt": "a"}'),
-    ]
-    scratch.jobs = JobBatch(calls, calls[:3], [0, 1, 2, 1])
-    scratch.jobs.done[0] = ToolResult(output="plain ok")
-    return s, scratch
+def test_call_order_is_the_task_index_not_the_spawn_order() -> None:
+    # call 0 spawned its child last (asker.3): call order wins
+    s = handle(children_info={B: parked(B), C: parked(C)})
+    got = surfaced_child_request(s, {1: B, 0: C})
+    assert got is not None and got.id == f"{C}#1"
+    assert surfaced_child_request(s, {}) is None  # no task call running: nothing to surface
 
 
-def test_a_turn_whose_open_jobs_all_wait_on_parked_children_may_be_carried() -> None:
-    s, scratch = delegating_handle()
-    children = {1: "root/a.1/x.1", 2: "root/a.1/x.2"}
-    assert carry_blocker(s, scratch, None, children) is None
-    # one task job whose child is not parked (running): its job runs, nothing is carried
-    assert carry_blocker(s, scratch, None, {1: "root/a.1/x.1"}) == "tool jobs running"
-    # a finished task job needs no parked child
-    assert scratch.jobs is not None
-    scratch.jobs.done[2] = ToolResult(output="b done")
-    assert carry_blocker(s, scratch, None, {1: "root/a.1/x.1"}) is None
-    # nothing parked at all: running
-    assert carry_blocker(s, scratch, None, {}) == "tool jobs running"
-
-
-def test_a_delegating_snapshot_carries_finished_jobs_and_the_parked_children() -> None:
-    s, scratch = delegating_handle()
-    parked = snapshot(s, scratch, {1: "root/a.1/x.1", 2: "root/a.1/x.2"})
-    wire = AgentInput(state=s.model_copy(update={"parked": parked})).model_dump_json()
-    back = AgentInput.model_validate_json(wire).state.parked
-    assert back is not None and back == parked
-    assert back.index == -1 and back.call_job == [0, 1, 2, 1]
-    assert back.done == {0: ToolResult(output="plain ok")}
-    assert back.children == {1: "root/a.1/x.1", 2: "root/a.1/x.2"}
-    assert [c.id for c in back.unique] == ["c1", "c2", "c3"] and len(back.calls) == 4
-
-
-def test_snapshot_survives_the_carried_state_and_restores_the_turn() -> None:
-    s, scratch = parked_handle()
-    scratch.batch = (CALLS, scratch.batch[1] if scratch.batch else [], 2)
-    parked = snapshot(s, scratch)
-    carried = s.model_copy(deep=True, update={"parked": parked})
-    wire = AgentInput(state=carried).model_dump_json(by_alias=True)
-    back = AgentInput.model_validate_json(wire).state.parked
-    assert back is not None and back == parked
-    assert (back.index, back.request, back.calls) == (2, REQ, CALLS)
-    assert back.results[1].output == "plain ok"
-    assert back.results[2].metadata["pending"]["prompt"] == "may I?"
-    fresh = TurnScratch()
-    fresh.interrupt_requested = False
-    fresh.batch = ([], [], 0)
-    restore(fresh, back)
-    assert (fresh.llm_calls, fresh.tokens, fresh.turn_start_len) == (2, 17, 4)
-    assert fresh.unsent_before == scratch.unsent_before
-    assert fresh.next_messages == [] and fresh.batch is None and not fresh.wall_fired
-
-
-def test_snapshot_needs_a_parked_turn() -> None:
-    s, scratch = parked_handle()
-    scratch.batch = None
-    with pytest.raises(ValueError):
-        snapshot(s, scratch)
-
-
-def test_continue_as_new_thresholds_stay_below_temporals_limits() -> None:
-    opts = RuntimeOptions()
-    assert opts.continue_as_new_signals <= 2_000  # Temporal: 10,000 signals per run
-    assert opts.continue_as_new_bytes <= 4 * 2**20  # Temporal: 50 MiB per run
-    assert opts.continue_as_new_updates <= 1_000  # Temporal: 2,000 updates per run
-    with pytest.raises(ValueError):
-        RuntimeOptions(continue_as_new_signals=9_000)
-    with pytest.raises(ValueError):
-        RuntimeOptions(continue_as_new_bytes=40 * 2**20)
+def test_an_answer_goes_to_the_child_on_the_path_to_its_owner() -> None:
+    s = handle(
+        id="root",
+        defn=None,
+        parent=None,
+        depth=0,
+        children_info={
+            "root/a.1": ChildInfo(state="suspended"),
+            "root/b.2": ChildInfo(state="closed"),
+        },
+    )
+    assert answer_hop(s, "root/a.1#4") == Hop("root/a.1")
+    assert answer_hop(s, "root/a.1/mid.1/asker.2#1") == Hop("root/a.1")
+    assert answer_hop(s, "root#1") == Hop("root")
+    for bad, why in [
+        ("root/b.2#1", "root/b.2 is closed"),
+        ("root/b.2/x.1#1", "root/b.2 is closed"),
+        ("root/c.3#1", "no handle root/c.3"),
+        ("root/a.10#1", "no handle root/a.10"),  # a prefix of the id's text is not a path
+        ("other/a.1#1", "not for root or its subtree"),
+        ("rootx/a.1#1", "not for root or its subtree"),
+        ("root/a.1", "not a request id"),
+        ("#1", "not a request id"),
+        ("root/a.1#", "not a request id"),
+    ]:
+        hop = answer_hop(s, bad)
+        assert hop.to is None and hop.error is not None and why in hop.error, (bad, hop)
