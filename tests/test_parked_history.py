@@ -356,3 +356,53 @@ async def test_interrupt_and_close_of_a_carried_parked_turn(make_runtime, client
         h = await rt.close(h)
         assert h.state == "closed"
         assert any("close requested" in line for line in await rt.trace_lines(h))
+
+
+async def test_answer_in_the_middle_of_a_flood_is_never_lost(make_runtime, client) -> None:
+    """The Answer sent amid a flood of rejected signals lands before, during or right after
+    a continue-as-new (the new run's first task included): it is taken every time, and the
+    turn finishes. A run continues as new 1.5 s old at the earliest, so each round sends the
+    Answer at another offset into the second run (1.3 to 1.65 s), where the next
+    continue-as-new falls."""
+    rounds = 8
+    script = []
+    for i in range(rounds):
+        script += [tool_calls(("guarded", {})), text(f"done {i}")]
+    llm = ScriptedLLM({"stub-model": script})
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(REGISTRY, llm.transport(), options=options) as rt:
+        for i in range(rounds):
+            h = await park(rt)
+            assert h.pending_req is not None
+            wid = rt.workflow_id(h.id)
+            wf = client.get_workflow_handle(wid)
+            stop = asyncio.Event()
+            flooding = asyncio.create_task(flood(wf, stop))
+            await continue_as_new_by_rejections(wf)
+            await asyncio.sleep(1.3 + 0.05 * i)  # the offset of this round (not a wait)
+            await small_answer(wf, {"id": h.pending_req.id, "ok": True, "data": {"round": i}})
+            stop.set()
+            await flooding
+            r = await next_result(rt, h, lambda r: r.status != "pending")
+            assert (r.status, r.text) == ("done", f"done {i}")
+            assert llm.requests[-1]["messages"][-1]["content"] == f'did it: {{"round": {i}}}'
+            print(f"round {i}: {len(await runs_of(client, wid))} runs")
+
+
+async def flood(wf: WorkflowHandle[Any, Any], stop: asyncio.Event) -> None:
+    """Rejected small signals, five at a time, until ``stop``."""
+    n = 0
+    while not stop.is_set():
+        await asyncio.gather(*(small_signal(wf, n + j) for j in range(5)))
+        n += 5
+
+
+async def small_answer(wf: WorkflowHandle[Any, Any], answer: dict[str, Any]) -> None:
+    """The ``answer`` signal, sent again when it came in the instant of a continue-as-new."""
+    for _ in range(50):
+        try:
+            await wf.signal("answer", answer)
+            return
+        except RPCError as err:  # at once: it then lands in the next run's first task
+            assert "closing" in str(err), err
+    raise AssertionError("the answer was never accepted")

@@ -158,6 +158,8 @@ class Turn:
         s.turn_inbox = []
         s.pending_req = None
         self.scratch.interrupt_requested = False
+        # a carried turn stopped before it waited again leaves what carry.py pre-set
+        self.approvals.own_parked, self.approvals.own_suspension = None, False
         self.machine.settle(result)
 
     async def _resume(self, parked: ParkedTurn) -> TaskResult:
