@@ -7,17 +7,10 @@ activity; with none, the handle parks ``suspended`` until the Answer arrives (th
 delegated ``task`` child parks parks too, with the child's Request stamped with its own path;
 an Answer given to it is routed down to that child.
 
-Protocol 3 (issue 12; the rules are in :mod:`~toolnexus_temporal.workflows.parking`):
-
-* the Request a handle surfaces for its parked ``task`` children is recomputed from the
-  children's reports on every report and every Answer: the first parked call in call order.
-  Whenever it changes (another child parks first in call order, or the surfaced one is
-  answered while another is still parked) it is a new ``pending`` result (``result_seq``
-  grows), so a waiter never keeps a stale Request and ``is_settled`` holds at every level;
-* an accepted Answer changes the handle's state in the handler itself (``suspended→running``,
-  or the next surfaced Request), so a ``wait`` right after it waits for the continued turn;
-* an Answer sent to any ancestor, the root included, is forwarded down by its id's handle
-  part to the handle that owns it; an id outside the subtree is rejected loudly.
+Protocol 3 (issue 12; rules in :mod:`~toolnexus_temporal.workflows.parking`): the surfaced
+Request of parked ``task`` children is recomputed on every report and Answer (the first
+parked call in call order; a change is a new ``pending`` result); an accepted Answer resumes
+the handle in its handler; an Answer sent to any ancestor is forwarded down by its id.
 
 :meth:`Approvals.suspend` returns the Answer (the turn re-runs the tool with it, see
 :func:`rerun_result`) or a ready decline result. Deterministic; no I/O.
@@ -37,7 +30,9 @@ from toolnexus_temporal.workflows.outbox import Signals
 from toolnexus_temporal.workflows.parking import (
     answer_hop,
     parked_on,
+    stamped,
     surfaced_child_request,
+    verdict_of,
     with_path,
 )
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
@@ -70,20 +65,6 @@ def rerun_result(request: Request, again: ToolResult) -> ToolResult:
             is_error=True,
         )
     return again
-
-
-def verdict_of(answer: Answer) -> str:
-    """``ok``, or why not (``declined`` when no reason is given)."""
-    return "ok" if answer.ok else (answer.reason or "declined")
-
-
-def stamped(s: HandleState, fields: dict[str, Any]) -> Request:
-    """The Request of a tool's ``pending`` metadata with this handle's deterministic id
-    ``{id}#{n}`` and ``data.path`` (CONTRACT §5, §9.5); counts ``request_seq``."""
-    s.request_seq += 1
-    data = dict(fields.get("data") or {})
-    data["path"] = s.id.split("/")
-    return Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
 
 
 class Approvals:

@@ -1,5 +1,6 @@
-"""Parking rules (protocol 3, issue 12): which Request a handle parked on its delegated tasks
-surfaces, and where an Answer sent to a handle goes. Plain functions over ``HandleState``;
+"""Request rules: a Request's deterministic id (:func:`stamped`), and (protocol 3, issue 12)
+which Request a handle parked on its delegated tasks surfaces, and where an Answer sent to a
+handle goes. Plain functions over ``HandleState``;
 :class:`~toolnexus_temporal.workflows.approvals.Approvals` applies them.
 
 * :func:`surfaced_child_request`: a handle whose ``task`` children park surfaces the parked
@@ -17,10 +18,24 @@ Deterministic and I/O free.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from toolnexus_temporal.workflows.models import Request
+from toolnexus_temporal.workflows.models import Answer, Request
 from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+
+
+def stamped(s: HandleState, fields: dict[str, Any]) -> Request:
+    """The Request of a tool's ``pending`` metadata with this handle's deterministic id
+    ``{id}#{n}`` and ``data.path`` (CONTRACT §5, §9.5); counts ``request_seq``."""
+    s.request_seq += 1
+    data = dict(fields.get("data") or {})
+    data["path"] = s.id.split("/")
+    return Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
+
+
+def verdict_of(answer: Answer) -> str:
+    """``ok``, or why not (``declined`` when no reason is given)."""
+    return "ok" if answer.ok else (answer.reason or "declined")
 
 
 def with_path(s: HandleState, req: Request) -> Request:
