@@ -29,7 +29,7 @@ async def test_handles_continue_as_new_with_nothing_lost(make_runtime, client) -
         h = await rt.inspect(h)
         assert h.turns_total == 8 and h.usage_total == 40 and h.transcript_len == 16
 
-        async def continued() -> bool:  # a run continues as new 1.5 s old at the earliest
+        async def continued() -> bool:  # a run continues as new 1.2 s old at the earliest
             return (await wf.describe()).run_id != first_run and (
                 await root_wf.describe()
             ).run_id != root_first_run

@@ -361,8 +361,8 @@ async def test_interrupt_and_close_of_a_carried_parked_turn(make_runtime, client
 async def test_answer_in_the_middle_of_a_flood_is_never_lost(make_runtime, client) -> None:
     """The Answer sent amid a flood of rejected signals lands before, during or right after
     a continue-as-new (the new run's first task included): it is taken every time, and the
-    turn finishes. A run continues as new 1.5 s old at the earliest, so each round sends the
-    Answer at another offset into the second run (1.3 to 1.65 s), where the next
+    turn finishes. A run continues as new 1.2 s old at the earliest, so each round sends the
+    Answer at another offset into the second run (1.0 to 1.35 s), where the next
     continue-as-new falls."""
     rounds = 8
     script = []
@@ -379,7 +379,7 @@ async def test_answer_in_the_middle_of_a_flood_is_never_lost(make_runtime, clien
             stop = asyncio.Event()
             flooding = asyncio.create_task(flood(wf, stop))
             await continue_as_new_by_rejections(wf)
-            await asyncio.sleep(1.3 + 0.05 * i)  # the offset of this round (not a wait)
+            await asyncio.sleep(1.0 + 0.05 * i)  # the offset of this round (not a wait)
             await small_answer(wf, {"id": h.pending_req.id, "ok": True, "data": {"round": i}})
             stop.set()
             await flooding

@@ -49,9 +49,10 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.state import HandleState
 
 
-MIN_RUN = timedelta(milliseconds=1_500)
+MIN_RUN = timedelta(milliseconds=1_200)
 """The shortest run that continues as new (protocol 3; Temporal's minimal interval between
-runs is 1 s, jittered): see :meth:`Lifecycle.continue_as_new_due`."""
+runs is 1 s): see :meth:`Lifecycle.young_for`. Measured from this run's first workflow task
+to the current one, it is never more than the server's measure."""
 
 
 class Lifecycle:
