@@ -31,6 +31,7 @@ async def test_handles_continue_as_new_with_nothing_lost(make_runtime, client) -
         # A run continues as new once it is idle with nothing in flight (a report to the
         # parent can hold it a moment after the update returned): wait for it, never assume.
 
+        # (protocol 3: a run continues as new 1.2 s old at the earliest)
         async def continued() -> bool:
             return (await wf.describe()).run_id != first_run and (
                 await root_wf.describe()

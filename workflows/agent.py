@@ -33,6 +33,7 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.carry import Parking
 from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import Inbox
@@ -123,6 +124,9 @@ class AgentWorkflow:
             self._slots,
             self._children,
         )
+        self._parking = Parking(
+            s, self._scratch, self._vis, self._approvals, self._outbox, self._lifecycle
+        )
 
     # ------------------------------------------------------------------ run loop
 
@@ -166,27 +170,31 @@ class AgentWorkflow:
         life = self._lifecycle
         while True:
             await workflow.wait_condition(
-                lambda: s.turn_pending or life.closed or life.continue_as_new_due()
+                lambda: (
+                    s.turn_pending
+                    or s.parked is not None
+                    or life.closed
+                    or life.continue_as_new_due()
+                )
             )
             if life.closed:
                 return
-            if s.turn_pending:
-                self._scratch.task = asyncio.create_task(self._turn.run())
+            if s.turn_pending or s.parked is not None:  # parked: carried over, resumed
                 if s.protocol >= names.PROTOCOL_HARDENED:
                     # A cancellation request reaches the run loop, not the turn nor a close
                     # under way: the close it becomes gives the turn its grace, or waits.
-                    await asyncio.shield(self._scratch.task)
-                    self._scratch.task = None
+                    run = self._parking.run_turn(self._turn.run)
+                    await asyncio.shield(asyncio.create_task(run))
                     await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
                     continue
-                await self._scratch.task
-                self._scratch.task = None
+                await self._parking.run_turn(self._turn.run)
                 await life.close_if_one_shot()
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
             # into a fresh run (children keep running: they are ABANDON children and signal by
             # workflow id). A wake or a close first takes precedence. An owed report is
             # carried over (``report_owed``) and sent by the next run.
+            await life.old_enough(lambda: s.turn_pending or life.closed)  # protocol 3
             await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")

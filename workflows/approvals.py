@@ -292,13 +292,18 @@ class Approvals:
             self.vis.publish()
             self.machine.report()
 
-    async def suspend(self, call: ToolCall, fields: dict[str, Any]) -> Answered | ToolResult:
+    async def suspend(
+        self, call: ToolCall, fields: dict[str, Any], carried: Request | None = None
+    ) -> Answered | ToolResult:
         """Resolve one suspension (CONTRACT §5): the nearest interpreter answers inline, else
         the handle parks until the Answer arrives; then it runs again.
 
         Args:
             call: the tool call that suspended.
             fields: its ``metadata["pending"]`` (a Request without ``id``).
+            carried: the Request this suspension already parked on in an earlier run (a
+                parked turn carried across continue-as-new): the handle is still parked on
+                it and only waits for its Answer.
 
         Returns:
             The Answer when ``ok`` (the caller re-runs the tool with it), else the error
@@ -306,39 +311,48 @@ class Approvals:
         """
         self.own_suspension = True
         try:
-            return await self._suspend(call, fields)
+            return await self._suspend(call, fields, carried)
         finally:
             self.own_suspension = False
 
-    async def _suspend(self, call: ToolCall, fields: dict[str, Any]) -> Answered | ToolResult:
+    async def _suspend(
+        self, call: ToolCall, fields: dict[str, Any], carried: Request | None
+    ) -> Answered | ToolResult:
         """:meth:`suspend` itself."""
         s = self.s
-        req = stamped(s, fields)
-        s.pending_req = req
         nearest = s.interpreters[0] if s.interpreters else None
-        if nearest is not None:
+        if carried is not None:  # still parked on it (its Answer may have come already)
+            req = carried
+            answer = await self._await_answer(req)
+        elif nearest is not None:
+            req = s.pending_req = stamped(s, fields)
             self.machine.transition("suspended", f"{call.name} needs {req.kind}")
             self.vis.trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
             answer = await self.interpret(nearest.name, nearest.handle_id, req)
         else:
             # Park: waiters get `pending` now; the Answer continues this very turn.
+            req = s.pending_req = stamped(s, fields)
             s.last_result = self.scratch.result("pending", req.prompt, pending=req)
             s.result_seq += 1
             self.machine.transition(
                 "suspended", f"{call.name} needs {req.kind}; waiting for an answer"
             )
-            self.own_parked = req.id
-            try:
-                await workflow.wait_condition(lambda: req.id in self.answers)
-            finally:
-                self.own_parked = None
-            answer = self.answers.pop(req.id)
+            answer = await self._await_answer(req)
         if not self.hardened or s.state == "suspended":  # 3: the Answer's handler resumed it
             s.pending_req = None
             self.machine.transition("running", f"answer {verdict_of(answer)}")
         if not answer.ok:
             return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
         return Answered(request=req, answer=answer)
+
+    async def _await_answer(self, req: Request) -> Answer:
+        """Wait, parked, for the Answer to ``req`` (``own_parked`` names it meanwhile)."""
+        self.own_parked = req.id
+        try:
+            await workflow.wait_condition(lambda: req.id in self.answers)
+        finally:
+            self.own_parked = None
+        return self.answers.pop(req.id)
 
     async def interpret(self, name: str, answerer: str, req: Request) -> Answer:
         """Ask interpreter ``name`` (on behalf of handle ``answerer``) to answer ``req``

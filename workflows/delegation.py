@@ -84,9 +84,21 @@ class Delegation:
         if child_id is None:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
         self.vis.trace(f"{s.id}: task → {child_id}")
+        if not lean:  # protocol 2: the wake travelled with the spawn (lease or queue)
+            self.slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
+        return await self.follow(index, child_id)
+
+    async def follow(self, index: int, child_id: str) -> ToolResult:
+        """Wait for the child of ``task`` call ``index`` (parking with it), close it and
+        return its result for the model. Also the way back to a child started by an earlier
+        run, for a turn carried across continue-as-new while parked (protocol 3: the child
+        reports its close, so no watch of its workflow is needed).
+
+        Raises:
+            asyncio.CancelledError: the parent's turn was interrupted (the child is closed
+                with ``force`` first).
+        """
         try:
-            if not lean:  # protocol 2: the wake travelled with the spawn (lease or queue)
-                self.slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
             result = await self.await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.

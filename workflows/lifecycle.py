@@ -10,15 +10,17 @@ own life: hooks, and continue-as-new when the run grows long.
 * ``wait`` and ``turn`` are held at most ``WAITERS_MAX`` at once (their validators refuse
   more), so control updates always find one of Temporal's 10 update slots.
 * continue-as-new: an idle run past ``continue_as_new_updates`` updates or
-  ``continue_as_new_events`` events (or when Temporal suggests it) carries the whole
-  ``HandleState`` into a fresh run once nothing is in flight.
+  ``continue_as_new_events`` events (or when Temporal suggests it; protocol 3: also past
+  ``continue_as_new_signals`` signals or ``continue_as_new_bytes`` of history) carries the
+  whole ``HandleState`` into a fresh run once nothing is in flight; a parked turn goes
+  with it (``carry.py``).
 
 Deterministic; no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Literal
 
@@ -42,7 +44,11 @@ with workflow.unsafe.imports_passed_through():
         WaitResponse,
     )
     from toolnexus_temporal.workflows.models import TaskResult
-    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, RUN_HOOK_ACTIVITY
+    from toolnexus_temporal.workflows.names import (
+        PROTOCOL_HARDENED,
+        PROTOCOL_LEASES,
+        RUN_HOOK_ACTIVITY,
+    )
     from toolnexus_temporal.workflows.state import HandleState
 
 
@@ -55,6 +61,10 @@ waits by polling the ``view`` query instead (queries take no update slot)."""
 
 WAITERS_FULL = "WaitersFull"
 """The ``ApplicationError`` type of a ``wait`` or ``turn`` refused at :data:`WAITERS_MAX`."""
+MIN_RUN = timedelta(milliseconds=1_200)
+"""The shortest run that continues as new (protocol 3; Temporal's minimal interval between
+runs is 1 s): see :meth:`Lifecycle.young_for`. Measured from this run's first workflow task
+to the current one, it is never more than the server's measure."""
 
 
 class Lifecycle:
@@ -277,14 +287,46 @@ class Lifecycle:
 
     def continue_as_new_due(self) -> bool:
         """This run is long: ``continue_as_new_updates`` updates, ``continue_as_new_events``
-        history events, or Temporal suggests it."""
+        history events, or Temporal suggests it; under protocol 3 also
+        ``continue_as_new_signals`` signals received (rejected ones count: Temporal counts
+        them too) or ``continue_as_new_bytes`` of history. (Then wait for :meth:`old_enough`
+        before continuing as new.)"""
         info = workflow.info()
         opts = self.s.options
+        if self.s.protocol >= PROTOCOL_HARDENED:
+            if (
+                self.vis.signals >= opts.continue_as_new_signals
+                or info.get_current_history_size() >= opts.continue_as_new_bytes
+            ):
+                return True
         return (
             self.updates >= opts.continue_as_new_updates
             or info.get_current_history_length() >= opts.continue_as_new_events
             or info.is_continue_as_new_suggested()
         )
+
+    def young_for(self) -> timedelta | None:
+        """How long this run has to live before it may continue as new (protocol 3; None:
+        old enough). Temporal delays the first workflow task of a run that follows a run
+        shorter than its minimal interval (1 s); under a flood of signals that delay fills
+        the new run with signals its first task must take in one go (and fails to, once
+        more than 2 MB arrive meanwhile). So a run lives :data:`MIN_RUN` at least (the
+        thresholds leave the margin)."""
+        if self.s.protocol < PROTOCOL_HARDENED:
+            return None
+        left = MIN_RUN - (workflow.now() - workflow.info().start_time)
+        return left if left > timedelta(0) else None
+
+    async def old_enough(self, stop: Callable[[], bool]) -> None:
+        """Wait (a durable timer) until the run may continue as new (:meth:`young_for`), or
+        until ``stop`` holds."""
+        left = self.young_for()
+        if left is None:
+            return
+        try:
+            await workflow.wait_condition(stop, timeout=left)
+        except TimeoutError:
+            pass
 
     def quiescent(self) -> bool:
         """Idle with nothing in flight (no turn, close, signal, queued wake or handler): safe

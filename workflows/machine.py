@@ -36,8 +36,13 @@ with workflow.unsafe.imports_passed_through():
         ResultStatus,
         TaskResult,
         ToolCall,
+        ToolResult,
     )
-    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, SIGNAL_CHILD_REPORT
+    from toolnexus_temporal.workflows.names import (
+        PROTOCOL_HARDENED,
+        PROTOCOL_LEASES,
+        SIGNAL_CHILD_REPORT,
+    )
     from toolnexus_temporal.workflows.state import HandleState
 
 TRANSITIONS: Final[Mapping[HandleStateName, frozenset[HandleStateName]]] = MappingProxyType(
@@ -143,9 +148,28 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
     )
 
 
+class JobBatch:
+    """The unique tool jobs of one reply while they run concurrently (identical ``task`` calls
+    share one job): what a turn parked on its delegated children carries.
+
+    Attributes:
+        calls: the reply's tool calls, in call order.
+        unique: the unique jobs.
+        call_job: the job of each call.
+        done: the results of the jobs that finished, by job index.
+    """
+
+    def __init__(self, calls: list[ToolCall], unique: list[ToolCall], call_job: list[int]):
+        self.calls = calls
+        self.unique = unique
+        self.call_job = call_job
+        self.done: dict[int, ToolResult] = {}
+
+
 class TurnScratch:
-    """Per-run scratch of the current turn (not in ``HandleState``: a turn never spans a
-    continue-as-new, which happens only when the handle is idle)."""
+    """Per-run scratch of the current turn (not in ``HandleState``: a turn spans a
+    continue-as-new only while parked, and then travels as a ``ParkedTurn``: see
+    ``carry.py``)."""
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None
@@ -164,6 +188,15 @@ class TurnScratch:
         """Messages for the next LLM call."""
         self.open_calls: list[ToolCall] = []
         """Tool calls asked for by the model that have not run yet."""
+        self.turn_start_len = 0
+        """``transcript_len`` when the turn started (a rollback returns to it)."""
+        self.unsent_before: list[Message] = []
+        """``unsent`` when the turn started (a rollback restores it)."""
+        self.jobs: JobBatch | None = None
+        """While a reply's tool jobs run concurrently."""
+        self.batch: tuple[list[ToolCall], list[ToolResult], int] | None = None
+        """While a reply's suspensions are resolved in call order: its calls, their results
+        so far and the call being resolved (what a parked turn's snapshot holds)."""
 
     def start(self, new_messages: list[Message]) -> None:
         """Reset the counters for a new turn whose first LLM call sends ``new_messages``."""
@@ -173,6 +206,8 @@ class TurnScratch:
         self.llm_abandoned = False
         self.next_messages = new_messages
         self.open_calls = []
+        self.jobs = None
+        self.batch = None
 
     def result(
         self,
@@ -296,8 +331,10 @@ class Machine:
         if s.protocol < PROTOCOL_LEASES:
             self.send_report()
             return
-        if s.one_shot and s.state == "closed":
+        if s.one_shot and s.state == "closed" and s.protocol < PROTOCOL_HARDENED:
             # A task child's workflow result is its last report (its seq is taken here).
+            # Protocol 3 sends it too: a parent that continued as new while this child was
+            # parked does not watch this workflow's result (carry.py).
             s.report_owed = False
             s.report_seq += 1
             return

@@ -272,6 +272,12 @@ class RuntimeOptions(WireModel):
             (Temporal allows 2,000 per run).
         continue_as_new_events: history events after which an idle handle continues as new
             (Temporal terminates a run at 51,200); it also does when Temporal suggests it.
+        continue_as_new_signals: signals received in one run (rejected ones included) after
+            which a handle continues as new (protocol 3; Temporal refuses signals past
+            10,000 per run).
+        continue_as_new_bytes: history bytes of one run after which a handle continues as
+            new (protocol 3; Temporal terminates a run at 50 MiB). Large signals arrive
+            faster than one per workflow task, so the margin is wide.
         live_usage_ms: usage rolls up to the parent at most once per this many ms of
             workflow time (CONTRACT §4 "live"), as one coalesced report: within a turn after
             an LLM call, and (protocol 2) after a turn settles, flushed by a durable timer,
@@ -290,6 +296,8 @@ class RuntimeOptions(WireModel):
     interpreter_timeout_ms: int = Field(default=7 * 24 * 3600 * 1000, ge=1_000)
     continue_as_new_updates: int = Field(default=1_000, ge=1, le=1_900)
     continue_as_new_events: int = Field(default=20_000, ge=100, le=40_000)
+    continue_as_new_signals: int = Field(default=2_000, ge=10, le=8_000)
+    continue_as_new_bytes: int = Field(default=4 * 2**20, ge=2**16, le=20 * 2**20)
     live_usage_ms: int | None = Field(default=1_000, ge=0)
 
 

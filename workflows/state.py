@@ -19,7 +19,9 @@ from toolnexus_temporal.workflows.models import (
     Request,
     RuntimeOptions,
     TaskResult,
+    ToolCall,
     ToolOptions,
+    ToolResult,
     TraceLine,
     WireModel,
 )
@@ -109,6 +111,43 @@ class ChildInfo(WireModel):
     nonce: str | None = None
     answer_id: str | None = None
     answer_error: str | None = None
+
+
+class ParkedTurn(WireModel):
+    """A turn parked on its own tool's Request, carried across continue-as-new (protocol 3;
+    see ``carry.py``). The next run resumes the turn from it: it waits for the Answer to
+    ``request``, re-runs call ``index`` with it, resolves the later suspensions in call
+    order and continues the LLM loop.
+
+    Attributes:
+        calls: the tool calls of the reply being resolved, in call order.
+        results: their results so far, in call order (an unresolved suspension keeps its
+            ``metadata["pending"]``).
+        index: the call whose Request waits for its Answer (-1: see ``unique``).
+        request: that Request (the handle's ``pending_req``).
+        llm_calls: the turn's LLM round trips so far (``max_turns`` counts them).
+        tokens: the turn's tokens so far.
+        turn_start_len: ``transcript_len`` when the turn started (a rollback returns to it).
+        unsent_before: ``unsent`` when the turn started (a rollback restores it).
+        unique: (``index`` -1: the reply's tool jobs still run, parked on delegated
+            ``task`` children) the unique jobs (identical ``task`` calls share one).
+        call_job: the job of each call.
+        done: the results of the jobs that finished, by job index.
+        children: the ``task`` child each unfinished job waits on, by job index.
+    """
+
+    calls: list[ToolCall]
+    results: list[ToolResult]
+    index: int
+    request: Request
+    llm_calls: int = 0
+    tokens: int = 0
+    turn_start_len: int = 0
+    unsent_before: list[Message] = Field(default_factory=list)
+    unique: list[ToolCall] = Field(default_factory=list)
+    call_job: list[int] = Field(default_factory=list)
+    done: dict[int, ToolResult] = Field(default_factory=dict)
+    children: dict[int, str] = Field(default_factory=dict)
 
 
 class HandleState(WireModel):
@@ -204,6 +243,8 @@ class HandleState(WireModel):
         closed_usage_total: (parent, protocol 3) subtree tokens of the closed children
             dropped from ``children_info`` at continue-as-new.
         closed_tool_calls: (parent, protocol 3) their subtree tool calls.
+        parked: the parked turn a continue-as-new carried over (protocol 3); the new run
+            resumes it and clears the field.
     """
 
     id: str
@@ -272,6 +313,7 @@ class HandleState(WireModel):
     spawned_names: list[str] = Field(default_factory=list)
     closed_usage_total: int = 0
     closed_tool_calls: int = 0
+    parked: ParkedTurn | None = None
     answer_id: str | None = None
     answer_error: str | None = None
 

@@ -11,12 +11,15 @@ Deterministic, like all workflow code. One turn:
    ``suspended`` until the Answer arrives (signal or update ``answer``), then the tool runs
    once more with ``ctx.answer``; the turn goes on where it stopped (CONTRACT §9.1);
 4. repeat until a reply has no tool calls, or ``max_turns`` round trips are used.
+
+Steps 2 and 3 (one reply's tool calls) live in ``toolbatch.py``; a turn carried across
+continue-as-new while parked is resumed here (``carry.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+from collections.abc import Coroutine
 from datetime import timedelta
 from typing import Any
 
@@ -24,12 +27,14 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
+from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.carry import restore
 from toolnexus_temporal.workflows.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.toolbatch import ToolBatch
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -56,7 +61,7 @@ with workflow.unsafe.imports_passed_through():
         TOOL_NON_RETRYABLE,
         WALL_GRACE_MS,
     )
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.state import HandleState, ParkedTurn
 
 
 class Turn:
@@ -93,6 +98,9 @@ class Turn:
         self.budgets = budgets
         self.approvals = approvals
         self.delegation = delegation
+        self.tools = ToolBatch(
+            s, scratch, budgets, approvals, delegation, self._tool_job, self._exec_tool
+        )
 
     # ------------------------------------------------------------------ the turn
 
@@ -104,39 +112,60 @@ class Turn:
         drained inbox returns to the front of the inbox.
         """
         s = self.s
-        defn = require_defn(s)
-        s.turn_pending = False
-        user_text = take_turn_input(s)
-        unsent_before = list(s.unsent)
-        new_messages: list[Message] = list(s.unsent)
-        s.unsent = []
-        if s.transcript_len == 0 and not new_messages and defn.system_prompt:
-            new_messages.append(Message(role="system", content=defn.system_prompt))
-        new_messages.append(Message(role="user", content=user_text))
-        turn_start_len = s.transcript_len
-        self.scratch.start(new_messages)
+        body: Coroutine[Any, Any, TaskResult]
+        parked, s.parked = s.parked, None
+        if parked is not None:  # carried across continue-as-new while parked (protocol 3)
+            restore(self.scratch, parked)
+            body = self._resume(parked)
+        else:
+            defn = require_defn(s)
+            s.turn_pending = False
+            user_text = take_turn_input(s)
+            unsent_before = list(s.unsent)
+            new_messages: list[Message] = list(s.unsent)
+            s.unsent = []
+            if s.transcript_len == 0 and not new_messages and defn.system_prompt:
+                new_messages.append(Message(role="system", content=defn.system_prompt))
+            new_messages.append(Message(role="user", content=user_text))
+            self.scratch.start(new_messages)
+            self.scratch.turn_start_len = s.transcript_len
+            self.scratch.unsent_before = unsent_before
+            body = self._loop()
         watchdog = self._start_watchdog()
         result: TaskResult
         try:
-            result = await self._loop()
+            result = await body
         except (asyncio.CancelledError, Interrupted):
             if self.scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
-                result = self._rollback(turn_start_len, unsent_before, None)
+                result = self._rollback(None)
         except ActivityError as err:
             if self.scratch.wall_fired:
                 result = self._budget_stop("wallMs")
             else:
                 cause = None if self.scratch.interrupt_requested else error_text(err)
-                result = self._rollback(turn_start_len, unsent_before, cause)
+                result = self._rollback(cause)
         finally:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
         s.turn_inbox = []
         s.pending_req = None
         self.scratch.interrupt_requested = False
+        # a carried turn stopped before it waited again leaves what carry.py pre-set
+        self.approvals.own_parked, self.approvals.own_suspension = None, False
         self.machine.settle(result)
+
+    async def _resume(self, parked: ParkedTurn) -> TaskResult:
+        """Go on with a turn carried across continue-as-new while parked: wait for the
+        Answer, re-run the tool with it, resolve the later suspensions in call order, then
+        the LLM loop as if the turn had never left this run."""
+        if self.scratch.interrupt_requested:
+            raise Interrupted()
+        self.scratch.open_calls = parked.calls
+        self.scratch.next_messages = await self.tools.resume(parked)
+        self.scratch.open_calls = []
+        return await self._loop()
 
     async def _loop(self) -> TaskResult:
         """The LLM loop; budgets are checked before every LLM call and every tool batch
@@ -179,7 +208,7 @@ class Turn:
             limit = self.budgets.limit(len(calls))
             if limit is not None:
                 return self._budget_stop(limit)
-            self.scratch.next_messages = await self._run_tool_calls(calls)
+            self.scratch.next_messages = await self.tools.run(calls)
             self.scratch.open_calls = []
 
     def _live_report_due(self) -> bool:
@@ -235,13 +264,11 @@ class Turn:
 
         return asyncio.create_task(fire())
 
-    def _rollback(
-        self, turn_start_len: int, unsent_before: list[Message], cause: str | None
-    ) -> TaskResult:
+    def _rollback(self, cause: str | None) -> TaskResult:
         """Undo an interrupted (``cause`` None) or failed turn and build its result."""
         s = self.s
-        s.transcript_len = turn_start_len
-        s.unsent = unsent_before
+        s.transcript_len = self.scratch.turn_start_len
+        s.unsent = self.scratch.unsent_before
         restore_drained(s)
         if cause is None:
             return self.scratch.result(
@@ -274,47 +301,6 @@ class Turn:
         self.budgets.recount()
 
     # ------------------------------------------------------------------ tools
-
-    async def _run_tool_calls(self, calls: list[ToolCall]) -> list[Message]:
-        """Run all tool calls of one reply concurrently; suspensions are then resolved one
-        at a time in call order. Returns one tool message per call, in call order."""
-        s = self.s
-        s.tool_calls_total += len(calls)
-        self.budgets.recount()
-        # Identical task calls within one response share one child (CONTRACT §4).
-        jobs: dict[str, int] = {}
-        call_job: list[int] = []
-        unique: list[ToolCall] = []
-        for call in calls:
-            key = f"{call.name}\x00{_canonical(call.arguments)}" if call.name == TASK_TOOL else ""
-            if key and key in jobs:
-                call_job.append(jobs[key])
-                continue
-            call_job.append(len(unique))
-            if key:
-                jobs[key] = len(unique)
-            unique.append(call)
-        outcomes = await asyncio.gather(
-            *(self._tool_job(index, call) for index, call in enumerate(unique))
-        )
-        results = [outcomes[job] for job in call_job]
-        for index, call in enumerate(calls):
-            fields = results[index].metadata.get("pending")
-            if isinstance(fields, dict):
-                results[index] = await self._resolve_suspension(call, fields)
-        return [
-            Message(role="tool", tool_call_id=call.id, content=result.output)
-            for call, result in zip(calls, results, strict=True)
-        ]
-
-    async def _resolve_suspension(self, call: ToolCall, fields: dict[str, Any]) -> ToolResult:
-        """Resolve one suspension (CONTRACT §5) and, when its Answer is ``ok``, run the tool
-        once more with it."""
-        outcome = await self.approvals.suspend(call, fields)
-        if isinstance(outcome, ToolResult):
-            return outcome
-        again = await self._exec_tool(call, outcome.answer)
-        return rerun_result(outcome.request, again)
 
     async def _tool_job(self, index: int, call: ToolCall) -> ToolResult:
         """Run the unique tool call ``index``: ``task``, a registered tool, or an error
@@ -371,11 +357,3 @@ class Turn:
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
         return result
-
-
-def _canonical(arguments: str) -> str:
-    """JSON arguments with sorted keys (the key of identical ``task`` calls)."""
-    try:
-        return json.dumps(json.loads(arguments or "{}"), sort_keys=True)
-    except ValueError:
-        return arguments

@@ -162,6 +162,10 @@ def short_error(err: ValidationError) -> str:
     return f"{where}: {first.get('msg', 'invalid')}"
 
 
+REJECT_TRACE_CHARS = 200
+"""How much of a rejection's reason its trace line keeps (``last_error`` keeps 500 chars)."""
+
+
 class Visibility:
     """Trace, search attributes, current details and loud rejection for one handle.
 
@@ -175,15 +179,21 @@ class Visibility:
     def __init__(self, s: HandleState) -> None:
         self.s = s
         self.published_state: HandleStateName | None = None
+        self.signals = 0
+        """Signals received in this run, rejected ones included (every signal handler
+        parses its input here): Temporal refuses signals past a per-run limit, so the run
+        continues as new well before it (``Lifecycle.continue_as_new_due``)."""
 
     def trace(self, line: str) -> None:
         """Append a trace line at the current workflow time (CONTRACT §7)."""
         append_trace(self.s, line, int(workflow.now().timestamp() * 1000))
 
     def reject(self, verb: str, error: str) -> None:
-        """Record a rejected input loudly: ``last_error``, a trace line and a warning."""
+        """Record a rejected input loudly: ``last_error``, a trace line and a warning. The
+        trace line keeps the first ``REJECT_TRACE_CHARS`` of the reason: a flood of
+        rejections fills at most ``trace_cap`` short lines of the carried state."""
         self.s.last_error = f"{verb} rejected: {error}"[:500]
-        self.trace(f"{self.s.id}: {verb} REJECTED ({error})")
+        self.trace(f"{self.s.id}: {verb} REJECTED ({error[:REJECT_TRACE_CHARS]})")
         workflow.logger.warning("%s: %s rejected: %s", self.s.id, verb, error)
 
     def publish(self, *, initial: bool = False) -> None:
@@ -214,12 +224,14 @@ class Visibility:
 
     def unknown_signal(self, name: str) -> None:
         """Reject a signal this workflow does not know (it is not buffered)."""
+        self.signals += 1
         self.reject(name[:80], f"unknown signal (known: {', '.join(PUBLIC_SIGNALS)})")
 
     def one(self, verb: str, args: tuple[Any, ...]) -> Any:
         """The single input of a signal (None when there is none), or :data:`INVALID`
         (rejected loudly) when there are several: an extra input must never fail the
         workflow task."""
+        self.signals += 1
         if len(args) > 1:
             self.reject(verb, f"expected one input, got {len(args)}")
             return INVALID
