@@ -54,6 +54,15 @@ RECORDED = (
     "protocol2_slow.json",
     "protocol2_asker.json",
     "protocol2_eager.json",
+    # protocol 3 (issue 12), recorded 2026-12-01 on 6e9eec9 by the same scenario: nonces on
+    # every internal message, Answers that change state at once, WAIT_CANCELLATION_COMPLETED
+    # activities, the wall deadline in the LLM input, one-shot children's closed report signal
+    "protocol3_root.json",
+    "protocol3_lead.json",
+    "protocol3_lead_child.json",
+    "protocol3_slow.json",
+    "protocol3_asker.json",
+    "protocol3_eager.json",
 )
 SUFFIX = "_v2"
 """Suffix of the histories the recorders write now."""
