@@ -148,7 +148,7 @@ class AgentWorkflow:
             if first_run and s.defn is not None and s.defn.on_spawn:
                 await life.run_hook(s.defn.on_spawn, "spawn", None)
             life.resume_run()
-            self._children.watch_earlier()
+            self._children.watcher.watch_earlier()
             await self._serve()
         except asyncio.CancelledError:
             # A cancellation request (web UI "Request Cancellation", `temporal workflow
