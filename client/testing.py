@@ -11,6 +11,11 @@ A script entry is either a fixed reply (``text(...)``, ``tool_calls(...)``) or a
 ``(request_json) -> reply``; an ``httpx.Response`` reply is sent as is (for error statuses).
 When a model's script runs out, the last entry repeats when ``repeat_last`` is set; otherwise
 the server answers 500 with a clear message.
+
+This module holds the reply builders (:func:`usage`, :func:`text`, :func:`tool_calls`),
+:class:`ScriptedLLM` and :class:`ScriptedLLMServer`; the wire styles (:func:`style_of`,
+:func:`openai_view`, :func:`render`) are in :mod:`~toolnexus_temporal.client.scripted_wire`
+and re-exported here.
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+
+from toolnexus_temporal.client.scripted_wire import openai_view as openai_view
+from toolnexus_temporal.client.scripted_wire import render as render
+from toolnexus_temporal.client.scripted_wire import style_of as style_of
 
 Reply = dict[str, Any] | httpx.Response
 ScriptEntry = Reply | Callable[[dict[str, Any]], Reply]
@@ -81,254 +90,6 @@ def tool_calls(
         ],
         "usage": usage(prompt_tokens, completion_tokens),
     }
-
-
-def style_of(path: str) -> str:
-    """``anthropic`` for ``.../v1/messages``, ``openai`` for ``.../chat/completions``, else
-    ``""``."""
-    path = path.rstrip("/")
-    if path.endswith("/chat/completions"):
-        return "openai"
-    if path.endswith("/v1/messages"):
-        return "anthropic"
-    return ""
-
-
-def openai_view(style: str, body: dict[str, Any]) -> dict[str, Any]:
-    """A request body as OpenAI-style ``{"model", "messages", "tools"}``, whatever its style,
-    so scripts and tests inspect one shape."""
-    if style != "anthropic":
-        return body
-    messages: list[dict[str, Any]] = []
-    if body.get("system"):
-        messages.append({"role": "system", "content": body["system"]})
-    for m in body.get("messages", []):
-        blocks = (
-            m["content"]
-            if isinstance(m["content"], list)
-            else [{"type": "text", "text": m["content"]}]
-        )
-        if m["role"] == "assistant":
-            text_parts = [b["text"] for b in blocks if b.get("type") == "text"]
-            calls = [
-                {
-                    "id": b["id"],
-                    "type": "function",
-                    "function": {"name": b["name"], "arguments": json.dumps(b.get("input", {}))},
-                }
-                for b in blocks
-                if b.get("type") == "tool_use"
-            ]
-            msg: dict[str, Any] = {"role": "assistant", "content": "".join(text_parts) or None}
-            if calls:
-                msg["tool_calls"] = calls
-            messages.append(msg)
-            continue
-        for b in blocks:
-            if b.get("type") == "tool_result":
-                messages.append(
-                    {"role": "tool", "tool_call_id": b["tool_use_id"], "content": b["content"]}
-                )
-            elif b.get("type") == "text":
-                messages.append({"role": "user", "content": b["text"]})
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": t["name"],
-                "description": t.get("description", ""),
-                "parameters": t.get("input_schema", {}),
-            },
-        }
-        for t in body.get("tools", [])
-    ]
-    view: dict[str, Any] = {"model": body.get("model"), "messages": messages}
-    if tools:
-        view["tools"] = tools
-    return view
-
-
-def render(
-    reply: dict[str, Any], style: str, *, stream: bool, chunk_delay_s: float = 0.0
-) -> httpx.Response:
-    """Render an OpenAI-shaped scripted reply in ``style``, as JSON or as an SSE stream.
-
-    ``chunk_delay_s`` spaces stream events out (behind ``httpx.MockTransport`` only)."""
-    message = reply["choices"][0]["message"]
-    usage_raw = reply.get("usage") or {}
-    content = message.get("content") or ""
-    calls = message.get("tool_calls") or []
-    if style == "anthropic":
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
-        blocks += [
-            {
-                "type": "tool_use",
-                "id": c["id"],
-                "name": c["function"]["name"],
-                "input": json.loads(c["function"]["arguments"] or "{}"),
-            }
-            for c in calls
-        ]
-        anthropic_usage = {
-            "input_tokens": usage_raw.get("prompt_tokens", 0),
-            "output_tokens": usage_raw.get("completion_tokens", 0),
-        }
-        stop = "tool_use" if calls else "end_turn"
-        if not stream:
-            return httpx.Response(
-                200,
-                json={
-                    "id": "msg_scripted",
-                    "type": "message",
-                    "role": "assistant",
-                    "content": blocks,
-                    "stop_reason": stop,
-                    "usage": anthropic_usage,
-                },
-            )
-        events: list[tuple[str, dict[str, Any]]] = [
-            (
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {
-                        "id": "msg_scripted",
-                        "type": "message",
-                        "role": "assistant",
-                        "content": [],
-                        "usage": {
-                            "input_tokens": anthropic_usage["input_tokens"],
-                            "output_tokens": 0,
-                        },
-                    },
-                },
-            )
-        ]
-        for index, block in enumerate(blocks):
-            if block["type"] == "text":
-                events.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {"type": "text", "text": ""},
-                        },
-                    )
-                )
-                for piece in _pieces(block["text"]):
-                    events.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "text_delta", "text": piece},
-                            },
-                        )
-                    )
-            else:
-                events.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {
-                                "type": "tool_use",
-                                "id": block["id"],
-                                "name": block["name"],
-                                "input": {},
-                            },
-                        },
-                    )
-                )
-                for piece in _pieces(json.dumps(block["input"])):
-                    events.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "input_json_delta", "partial_json": piece},
-                            },
-                        )
-                    )
-            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-        events.append(
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop},
-                    "usage": {"output_tokens": anthropic_usage["output_tokens"]},
-                },
-            )
-        )
-        events.append(("message_stop", {"type": "message_stop"}))
-        frames = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
-        return _sse(frames, chunk_delay_s)
-    if not stream:
-        return httpx.Response(200, json=reply)
-    chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
-    for piece in _pieces(content):
-        chunks.append({"choices": [{"index": 0, "delta": {"content": piece}}]})
-    for i, c in enumerate(calls):
-        chunks.append(
-            {
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {
-                            "tool_calls": [
-                                {
-                                    "index": i,
-                                    "id": c["id"],
-                                    "type": "function",
-                                    "function": {"name": c["function"]["name"], "arguments": ""},
-                                }
-                            ]
-                        },
-                    }
-                ]
-            }
-        )
-        for piece in _pieces(c["function"]["arguments"]):
-            chunks.append(
-                {
-                    "choices": [
-                        {
-                            "index": 0,
-                            "delta": {
-                                "tool_calls": [{"index": i, "function": {"arguments": piece}}]
-                            },
-                        }
-                    ]
-                }
-            )
-    chunks.append(
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if calls else "stop"}]}
-    )
-    chunks.append({"choices": [], "usage": usage_raw})
-    frames = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
-    return _sse(frames, chunk_delay_s)
-
-
-def _pieces(text: str, size: int = 8) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _sse(frames: list[str], delay_s: float) -> httpx.Response:
-    sse_headers = {"content-type": "text/event-stream"}
-    if delay_s <= 0:
-        return httpx.Response(200, headers=sse_headers, content="".join(frames).encode())
-
-    async def slowly() -> AsyncIterator[bytes]:
-        for frame in frames:
-            await asyncio.sleep(delay_s)
-            yield frame.encode()
-
-    return httpx.Response(200, headers=sse_headers, content=slowly())
 
 
 @dataclass

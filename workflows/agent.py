@@ -1,18 +1,22 @@
 """``AgentWorkflow``: one workflow per Handle, the root included (CONTRACT §2, §8).
 
 The state machine runs here, deterministically; LLM calls, tools, interpreters and hooks are
-activities; all state is one ``HandleState``. This module is the durable surface: the run
-loop, every handler and the queries, each delegating to one component (a plain class that
-owns one concept; imports only go down):
+activities; all state is one ``HandleState``. This module is the durable surface: the
+workflow's run, every handler and the queries, each delegating to one component (a plain
+class that owns one concept; imports only go down):
 
 * ``visibility``: trace, search attributes, views, loud rejection of signal input;
 * ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
 * ``budgets``: pools and the budget check; ``leases`` (protocol 2) and ``slots``
   (protocol 1): ``max_concurrent``;
-* ``inbox``: post bounds, wake admission; ``approvals``: suspension, Answers, parking;
-* ``children``: spawn, child reports, closing a child; ``delegation``: the ``task`` tool;
+* ``inbox``: post bounds, wake admission; ``approvals``: suspension, parking (with
+  ``answers``: Answer routing, parking on task children);
+* ``children``: spawn, child reports, closing a child (with ``child_watch``: children whose
+  workflows end); ``delegation``: the ``task`` tool;
 * ``turn``: the LLM loop and tool calls; ``lifecycle``: wait, interrupt, close, hooks,
-  continue-as-new.
+  continue-as-new; ``carry``: a parked turn carried across continue-as-new;
+* ``runloop``: the run loop (one turn per admitted wake, continue-as-new, a cancellation
+  request as a close).
 
 Messages: every name is a durable contract in ``names.py``; README "Verbs on the wire" and
 "The protocol between workflows" say what each is for. The public signals (``wake``, ``post``,
@@ -23,7 +27,6 @@ synchronous path, one message per verb; queries are ``view``, ``state``, ``trace
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +44,7 @@ from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.roster import compact
+from toolnexus_temporal.workflows.runloop import RunLoop
 from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.trust import Trust, masked
 from toolnexus_temporal.workflows.turn import Turn
@@ -127,79 +130,21 @@ class AgentWorkflow:
         self._parking = Parking(
             s, self._scratch, self._vis, self._approvals, self._outbox, self._lifecycle
         )
+        self._loop = RunLoop(
+            s, self._vis, self._outbox, self._lifecycle, self._children, self._parking, self._turn
+        )
 
     # ------------------------------------------------------------------ run loop
 
     @workflow.run
     async def run(self, inp: AgentInput) -> HandleView:
-        """Serve verbs until the handle is closed; each admitted wake runs one turn.
+        """Serve verbs until the handle is closed; each admitted wake runs one turn
+        (``runloop.py``).
 
         Returns:
             The final view (readable after close: close is not loss).
         """
-        s = self.s
-        life = self._lifecycle
-        info = workflow.info()
-        if s.store_key is None:
-            s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
-        self._vis.publish(initial=True)
-        first_run = info.continued_run_id is None
-        try:
-            if first_run and s.defn is not None and s.defn.on_spawn:
-                await life.run_hook(s.defn.on_spawn, "spawn", None)
-            life.resume_run()
-            self._children.watch_earlier()
-            await self._serve()
-        except asyncio.CancelledError:
-            # A cancellation request (web UI "Request Cancellation", `temporal workflow
-            # cancel`) is a graceful close of this subtree (protocol 3; before, the run ended
-            # CANCELED with the state still saying idle). The run then completes with its
-            # final view like every closed handle, so its parent reads the closed report.
-            if s.protocol < names.PROTOCOL_HARDENED:
-                raise
-            await life.close_on_cancel()
-        await workflow.wait_condition(
-            lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
-        )
-        return view_of(s)
-
-    async def _serve(self) -> None:
-        """The run loop: each admitted wake runs one turn, until the handle is closed (or the
-        run continues as new)."""
-        s = self.s
-        life = self._lifecycle
-        while True:
-            await workflow.wait_condition(
-                lambda: (
-                    s.turn_pending
-                    or s.parked is not None
-                    or life.closed
-                    or life.continue_as_new_due()
-                )
-            )
-            if life.closed:
-                return
-            if s.turn_pending or s.parked is not None:  # parked: carried over, resumed
-                if s.protocol >= names.PROTOCOL_HARDENED:
-                    # A cancellation request reaches the run loop, not the turn nor a close
-                    # under way: the close it becomes gives the turn its grace, or waits.
-                    run = self._parking.run_turn(self._turn.run)
-                    await asyncio.shield(asyncio.create_task(run))
-                    await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
-                    continue
-                await self._parking.run_turn(self._turn.run)
-                await life.close_if_one_shot()
-                continue
-            # Idle and the run is long: once nothing is in flight, carry the whole state model
-            # into a fresh run (children keep running: they are ABANDON children and signal by
-            # workflow id). A wake or a close first takes precedence. An owed report is
-            # carried over (``report_owed``) and sent by the next run.
-            await life.old_enough(lambda: s.turn_pending or life.closed)  # protocol 3
-            await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
-            if life.quiescent():
-                self._vis.trace(f"{s.id}: continue-as-new")
-                compact(s)  # protocol 3: closed children and old trace lines stay behind
-                workflow.continue_as_new(AgentInput(state=s))
+        return await self._loop.run()
 
     # ------------------------------------------------------------------ queries
 

@@ -1,5 +1,7 @@
 """Children (CONTRACT §3 spawn, close; §8): spawning child workflows, resolving agent
-definitions, the children's reports, and closing a child.
+definitions, the children's reports, and closing a child. Children whose workflows end
+without a closed report are handled in :mod:`~toolnexus_temporal.workflows.child_watch`
+(``Children.watcher``).
 
 Children are child workflows of type ``AgentWorkflow`` (started by the type name, so this
 module does not import the workflow class), with ``ParentClosePolicy.ABANDON``: closing a
@@ -18,17 +20,16 @@ from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
-from toolnexus_temporal.workflows.child_ends import child_ends
+from toolnexus_temporal.workflows.child_watch import ChildWatch
 from toolnexus_temporal.workflows.definitions import Definitions
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
 from toolnexus_temporal.workflows.roster import children_count, record_spawn, was_child
 from toolnexus_temporal.workflows.slots import SlotBook
-from toolnexus_temporal.workflows.visibility import Visibility, error_cause, view_of
+from toolnexus_temporal.workflows.visibility import Visibility, view_of
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
-        ChildEnd,
         ChildReport,
         CloseRequest,
         ResolveAgentResult,
@@ -165,6 +166,17 @@ class Children:
         self.on_change: Callable[[], None] = lambda: None
         """Called after a child's info changed (a report, or its workflow ended): the
         handle's parking follows its task children (protocol 3, ``Approvals.sync_parking``)."""
+        self.watcher = ChildWatch(
+            s,
+            vis,
+            machine,
+            budgets,
+            slots,
+            leases,
+            on_report=self.on_report,
+            on_change=lambda: self.on_change(),
+        )
+        """Children whose workflows end (``child_watch.py``)."""
 
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """The ``spawn`` update: the child's view, or the SpawnError text (never raises).
@@ -263,106 +275,8 @@ class Children:
         )
         child_handle: workflow.ChildWorkflowHandle[Any, HandleView] = await start
         self.vis.trace(f"{s.id}: spawn {child_id}")
-        asyncio.create_task(self.watch(child_id, child_handle))  # noqa: RUF006
+        asyncio.create_task(self.watcher.watch(child_id, child_handle))  # noqa: RUF006
         return child, None
-
-    def mark_closed(self, child_id: str) -> None:
-        """Record a child as closed whose workflow is gone (ended without a closed report, or
-        never started): nothing waits on it forever, and its slot is freed. From protocol 3
-        the change is handled like a closed report: usage and pools recounted, floors
-        pushed, the parent told, search attributes and details published."""
-        info = self.s.children_info.get(child_id)
-        if info is None or info.state == "closed":
-            return
-        self.s.children_info[child_id] = info.model_copy(
-            update={"state": "closed", "parked": False, "pending_req": None}
-        )
-        if self.s.protocol >= PROTOCOL_LEASES:
-            self.leases.child_closed(child_id)
-        else:
-            self.slots.child_ended(child_id)
-        self.on_change()
-        if self.s.protocol >= PROTOCOL_HARDENED:
-            self.budgets.recount()
-            self.budgets.push_floors()
-            self.vis.publish()
-            self.machine.report(now=True)
-
-    async def watch(
-        self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, HandleView]
-    ) -> None:
-        """A child's workflow that ends without reporting ``closed`` (terminated, failed,
-        timed out: for example from the web UI) is marked closed here, so nothing waits on
-        it forever and its slot is freed. (Watches children started in this run; see
-        :meth:`watch_earlier` for the others.)"""
-        final: HandleView | None = None
-        try:
-            final = await handle
-            why = "ended"
-        except Exception as err:
-            why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
-            if self.s.protocol >= PROTOCOL_HARDENED:  # its last state: usage, open children
-                for end in (await child_ends(self.s.scope, [child_id])).ended:
-                    self.ended(end.model_copy(update={"why": why}))
-                return
-        self.ended(ChildEnd(id=child_id, view=final, why=why))
-
-    def watch_earlier(self) -> None:
-        """At a run's start (protocol 3): watch the live children started by earlier runs
-        (activity ``tnx.watch_children``, restarted for the rest each time one ends), so a
-        child terminated after this handle continued as new is noticed like any other."""
-        if self.s.protocol < PROTOCOL_HARDENED:
-            return
-        live = [c for c, info in self.s.children_info.items() if info.state != "closed"]
-        if live:
-            asyncio.create_task(self._watch_earlier(live))  # noqa: RUF006 (ends with the run)
-
-    async def _watch_earlier(self, live: list[str]) -> None:
-        while live:
-            for end in (await child_ends(self.s.scope, live)).ended:
-                self.ended(end)
-            infos = self.s.children_info
-            live = [c for c in live if c in infos and infos[c].state != "closed"]
-
-    def ended(self, end: ChildEnd) -> None:
-        """A child's workflow ended (``end.view``: its result when it completed): a task
-        child's final view is its closed report; any other end without a closed report marks
-        the child closed (:meth:`mark_closed`), with a trace line, counting the usage of its
-        ``last`` view (its state when it ended) when that is more, and closing its
-        ``orphans`` (children it left open: no cascade reaches them any more)."""
-        child_id, final, last = end.id, end.view, end.last
-        info = self.s.children_info.get(child_id)
-        if info is not None and last is not None and info.state != "closed":
-            self.s.children_info[child_id] = info.model_copy(
-                update={
-                    "usage_total": max(info.usage_total, last.usage_total),
-                    "subtree_tool_calls": max(info.subtree_tool_calls, last.subtree_tool_calls),
-                }
-            )
-        info = self.s.children_info.get(child_id)
-        if info is None or info.state == "closed":
-            return
-        if final is not None and final.state == "closed" and final.report_seq > info.report_seq:
-            # A task child (protocol 2) sends no closed report: its final view, the
-            # workflow's result, is that report.
-            self.on_report(
-                ChildReport(
-                    id=child_id,
-                    seq=final.report_seq,
-                    state="closed",
-                    usage_total=final.usage_total,
-                    subtree_tool_calls=final.subtree_tool_calls,
-                    result_seq=final.result_seq,
-                    last_result=final.last_result,
-                )
-            )
-            return
-        self.vis.trace(f"{self.s.id}: child {child_id} {end.why}")
-        self.mark_closed(child_id)
-        for orphan in end.orphans:
-            self.vis.trace(f"{self.s.id}: closes {orphan} (its parent {child_id} ended)")
-            reason = f"parent {child_id} ended"
-            self.machine.outbox.signal_later(orphan, SIGNAL_CLOSE, CloseRequest(reason=reason))
 
     def on_report(self, report: ChildReport) -> None:
         """A child's ``child_report``: keep the newest snapshot, then update the slot books

@@ -1,7 +1,8 @@
 """Request rules: a Request's deterministic id (:func:`stamped`), and (protocol 3, issue 12)
 which Request a handle parked on its delegated tasks surfaces, and where an Answer sent to a
 handle goes. Plain functions over ``HandleState``;
-:class:`~toolnexus_temporal.workflows.approvals.Approvals` applies them.
+:class:`~toolnexus_temporal.workflows.answers.AnswerRouting` (the base of ``Approvals``) applies
+them.
 
 * :func:`surfaced_child_request`: a handle whose ``task`` children park surfaces the parked
   Request of the first task call in call order (CONTRACT §5: "the first in call order is

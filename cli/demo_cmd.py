@@ -1,0 +1,82 @@
+"""The ``tnx demo`` command: its options, over :func:`~toolnexus_temporal.cli.demo.run_demo`.
+Registered on the ``tnx`` application by :mod:`~toolnexus_temporal.cli.app`
+(``app.command()(demo)``); :data:`console` is where it prints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
+
+console = Console(highlight=False, soft_wrap=True)
+"""Where ``tnx demo`` prints."""
+
+
+def demo(
+    prompt: Annotated[str, typer.Option(help="What to ask the agent.")] = DEFAULT_PROMPT,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            help="Temporal frontend host:port to use (else TEMPORAL_ADDRESS); "
+            "default: start the embedded dev server."
+        ),
+    ] = None,
+    llm_base_url: Annotated[
+        str | None,
+        typer.Option(
+            help="OpenAI-compatible base URL (else OPENAI_BASE_URL); "
+            "default: a scripted server that echoes the prompt."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model for a real endpoint (else TNX_MODEL, OPENAI_MODEL)."),
+    ] = None,
+    data_dir: Annotated[
+        Path,
+        typer.Option(help="State directory: temporal/ (dev server) and conversations.sqlite."),
+    ] = DEFAULT_DATA_DIR,
+    keep_server: Annotated[
+        bool,
+        typer.Option(
+            "--keep-server",
+            help="Leave the dev server this demo starts running (stop: tnx server stop).",
+        ),
+    ] = False,
+    port: Annotated[int, typer.Option(help="Frontend gRPC port of the dev server.")] = 7233,
+    ui_port: Annotated[int, typer.Option(help="Web UI port of the dev server.")] = 8233,
+    local_model: Annotated[
+        bool,
+        typer.Option(
+            "--local-model",
+            help="Use a real model on loopback: llama-server with SmolLM2-135M "
+            "(build once: bash scripts/build-llama-server.sh).",
+        ),
+    ] = False,
+) -> None:
+    """Spawn one agent, wake it with a prompt and show its result, trace and web UI link."""
+    try:
+        code = asyncio.run(
+            run_demo(
+                prompt=prompt,
+                address=address,
+                llm_base_url=llm_base_url,
+                model=model,
+                data_dir=data_dir,
+                console=console,
+                keep_server=keep_server,
+                port=port,
+                ui_port=ui_port,
+                local_model=local_model,
+            )
+        )
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+        code = 130
+    raise typer.Exit(code)

@@ -1,0 +1,175 @@
+"""What every host verb of the ``tnx`` command (:mod:`~toolnexus_temporal.cli.app`) shares:
+the common options (:data:`COMMON_OPTIONS`, handed over as one
+:class:`~toolnexus_temporal.cli.ops.Options`), the ``host_command`` decorator that adds them
+and turns errors into one line and an exit code (:func:`host_commands`), where they print
+(:data:`out`, :data:`err_console`; :func:`emit`, :func:`said`, :func:`fail_line`) and the
+handle id arguments (``IdArg``, ``TreeIdArg``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect as pyinspect
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from toolnexus_temporal.cli import ops, render
+from toolnexus_temporal.cli.ops import CliError, Options
+from toolnexus_temporal.client.handle import Handle
+
+out = Console(highlight=False)
+"""Where the host verbs print tables (fitted to the terminal width)."""
+
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+"""Where every command prints its one-line errors."""
+
+PANEL = "Connection and output"
+"""Help panel of the common options."""
+
+
+def _common_option(
+    name: str, kind: Any, default: Any, flag: str, help_text: str, envvar: str | None = None
+) -> pyinspect.Parameter:
+    """One of :data:`COMMON_OPTIONS`: keyword-only parameter ``name`` of type ``kind``, the
+    option ``flag`` (read from ``envvar`` when given) in the :data:`PANEL` help panel."""
+    option = typer.Option(flag, envvar=envvar, help=help_text, rich_help_panel=PANEL)
+    return pyinspect.Parameter(
+        name, pyinspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]
+    )
+
+
+COMMON_OPTIONS: list[pyinspect.Parameter] = [
+    _common_option(
+        "address",
+        str,
+        ops.DEFAULT_ADDRESS,
+        "--address",
+        "Temporal frontend host:port.",
+        envvar="TEMPORAL_ADDRESS",
+    ),
+    _common_option(
+        "namespace",
+        str,
+        ops.DEFAULT_NAMESPACE,
+        "--namespace",
+        "Temporal namespace.",
+        envvar="TEMPORAL_NAMESPACE",
+    ),
+    _common_option(
+        "task_queue",
+        str,
+        ops.DEFAULT_TASK_QUEUE,
+        "--task-queue",
+        "Task queue of the runtime (used when spawn creates the root).",
+        envvar="TNX_TASK_QUEUE",
+    ),
+    _common_option(
+        "scope",
+        str | None,
+        None,
+        "--scope",
+        "Workflow id prefix of the runtime ({scope}/root/...); default: none.",
+        envvar="TNX_SCOPE",
+    ),
+    _common_option(
+        "store",
+        Path,
+        ops.DEFAULT_STORE,
+        "--store",
+        "The workers' SQLite conversation store (read by inspect --transcript).",
+        envvar="TNX_STORE",
+    ),
+    _common_option(
+        "json_output",
+        bool,
+        False,
+        "--json",
+        "Print one JSON document on stdout instead of tables.",
+    ),
+]
+"""The options every host verb takes, in one place: :func:`host_command` adds them to each
+command and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
+
+HostVerb = Callable[..., None]
+
+
+def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], HostVerb]]:
+    """The ``host_command(name)`` decorator of ``app``: it registers ``func(opts: Options,
+    ...)`` as the command ``name``: the command gets the :data:`COMMON_OPTIONS`, and every
+    :class:`~toolnexus_temporal.cli.ops.CliError` it raises becomes one line on stderr and its
+    exit code (never a traceback)."""
+
+    def host_command(name: str) -> Callable[[HostVerb], HostVerb]:
+        def register(func: HostVerb) -> HostVerb:
+            own = [
+                p
+                for p in pyinspect.signature(func, eval_str=True).parameters.values()
+                if p.name != "opts"
+            ]
+
+            @functools.wraps(func)
+            def command(**kwargs: Any) -> None:
+                opts = Options(
+                    address=kwargs.pop("address"),
+                    namespace=kwargs.pop("namespace"),
+                    task_queue=kwargs.pop("task_queue"),
+                    scope=ops.env_scope(kwargs.pop("scope")),
+                    store=ops.store_path_from_env(kwargs.pop("store")),
+                    json=kwargs.pop("json_output"),
+                )
+                try:
+                    func(opts, **kwargs)
+                except CliError as err:
+                    raise fail_line(err.message, err.code) from None
+                except KeyboardInterrupt:
+                    raise fail_line("interrupted", 130) from None
+                except (typer.Exit, typer.Abort):
+                    raise
+                except Exception as err:
+                    if ops.debug():
+                        raise
+                    raise fail_line(
+                        f"unexpected {type(err).__name__}: {render.one_line(err)} "
+                        "(set TNX_DEBUG=1 for the traceback)",
+                        ops.EXIT_ENV,
+                    ) from None
+
+            params = [*own, *COMMON_OPTIONS]
+            setattr(command, "__signature__", pyinspect.Signature(params))  # noqa: B010
+            command.__annotations__ = {p.name: p.annotation for p in params}
+            app.command(name=name)(command)
+            return command
+
+        return register
+
+    return host_command
+
+
+def fail_line(message: str, code: int) -> typer.Exit:
+    """Print ``message`` as one error line on stderr; the ``typer.Exit`` to raise."""
+    err_console.print(f"[bold red]error[/bold red]: {escape(message)}")
+    return typer.Exit(code)
+
+
+def emit(doc: Any) -> None:
+    """Print one JSON document on stdout."""
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def said(verb: str, h: Handle) -> None:
+    """Print ``{verb} {id} → {state}``."""
+    out.print(f"{verb} {escape(h.id)} → {h.state}", soft_wrap=True)
+
+
+IdArg = Annotated[str, typer.Argument(metavar="ID", help="Handle id, e.g. root/worker.1.")]
+TreeIdArg = Annotated[
+    str | None, typer.Argument(metavar="ID", help="Handle id (default: the root).")
+]

@@ -1,0 +1,147 @@
+"""The read verbs of :class:`~toolnexus_temporal.client.runtime.AgentRuntime` (CONTRACT §3
+inspect, list, trace): queries only, nothing changes. ``HandleReads`` is the base class of
+``AgentRuntime``; it holds the root handle, ``workflow_id``, ``inspect``, ``list``, ``transcript``,
+``pending``, ``trace`` and ``trace_lines``, and the refresh of a Handle after a verb
+(``_apply``, ``_view``, ``_closed_result``).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Protocol
+
+from toolnexus_temporal.client.errors import TnxError
+from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
+from toolnexus_temporal.client.roots import suspended
+from toolnexus_temporal.client.rpc import HandleRpc
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.models import (
+    HandleStatus,
+    HandleView,
+    Message,
+    TaskResult,
+    TraceLine,
+)
+
+# Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
+Handles = list[Handle]
+TraceLines = list[TraceLine]
+Messages = list[Message]
+Strings = list[str]
+
+
+class TranscriptReader(Protocol):
+    """What :meth:`AgentRuntime.transcript` needs of the workers' conversation store
+    (``toolnexus_temporal.SqliteConversationStore`` is one)."""
+
+    async def read(self, conv_id: str, limit: int | None = None) -> Messages:
+        """The first ``limit`` messages of a conversation (all when None), oldest first."""
+        ...
+
+
+class HandleReads:
+    """The read verbs over the handle workflows of one runtime (the base of ``AgentRuntime``,
+    which sets these attributes).
+
+    Attributes:
+        store: the workers' conversation store, to read transcripts (:meth:`transcript`).
+    """
+
+    _rpc: HandleRpc
+    _root: Handle | None
+    store: TranscriptReader | None
+
+    @property
+    def root(self) -> Handle:
+        """The root handle.
+
+        Raises:
+            TnxError: ``AgentRuntime.start`` has not run.
+        """
+        if self._root is None:
+            raise TnxError("AgentRuntime.start() has not run (or use `async with`)")
+        return self._root
+
+    def workflow_id(self, handle_id: str) -> str:
+        """The workflow id of a handle id in this runtime."""
+        return self._rpc.workflow_id(handle_id)
+
+    async def list(self, h: HandleRef | None = None) -> Handles:
+        """The tree under ``h`` (default: the root), pre-order, children in spawn order."""
+        out: Handles = []
+        stack: builtins.list[HandleRef] = [h if h is not None else self.root]
+        while stack:
+            node = await self._view(stack.pop())
+            out.append(Handle.from_view(node))
+            stack.extend(reversed(node.children))
+        return out
+
+    async def transcript(self, h: HandleRef) -> Messages:
+        """The committed transcript of a handle, read through the conversation store (the
+        ``view`` query gives the committed length; an aborted turn's tail is not shown).
+
+        Raises:
+            TnxError: the runtime was built without ``store``.
+        """
+        if self.store is None:
+            raise TnxError("AgentRuntime(store=...) is needed to read transcripts")
+        view = await self._view(h)
+        if view.store_key is None:
+            return []
+        return await self.store.read(view.store_key, view.transcript_len)
+
+    async def pending(self) -> Handles:
+        """Every suspended handle of this runtime, found through the ``AgentState`` search
+        attribute (visibility is eventually consistent: a handle parked a moment ago may
+        show a moment later), each refreshed by a query."""
+        found: Handles = []
+        async for hid in suspended(self._rpc):
+            view = await self._view(hid)
+            if view.state == "suspended":
+                found.append(Handle.from_view(view))
+        found.sort(key=lambda h: h.id)
+        return found
+
+    async def inspect(self, h: HandleRef) -> Handle:
+        """Read a handle's current view (CONTRACT §3 inspect); refreshes ``h`` in place.
+
+        Raises:
+            HandleNotFoundError: no such handle.
+        """
+        view = await self._view(h)
+        if isinstance(h, Handle):
+            h.apply(view)
+            return h
+        return Handle.from_view(view)
+
+    async def trace(self, h: HandleRef | None = None) -> TraceLines:
+        """The trace lines of ``h``'s subtree (default: the whole tree), merged in order of
+        occurrence (workflow time, then tree order) (CONTRACT §7)."""
+        merged: builtins.list[tuple[int, int, int, TraceLine]] = []
+        for rank, node in enumerate(await self.list(h)):
+            lines = await self._rpc.query(node.id, AgentWorkflow.trace)
+            merged.extend((line.at_ms, rank, line.seq, line) for line in lines)
+        merged.sort(key=lambda item: item[:3])
+        return [item[3] for item in merged]
+
+    async def trace_lines(self, h: HandleRef | None = None) -> Strings:
+        """:meth:`trace` as plain strings."""
+        return [line.line for line in await self.trace(h)]
+
+    async def _apply(
+        self, h: HandleRef, status: HandleStatus, result: TaskResult | None = None
+    ) -> Handle:
+        """Refresh a Handle from a verb's status; an id gets a full view (one query)."""
+        if isinstance(h, Handle):
+            h.apply_status(status, result)
+            return h
+        return await self.inspect(h)
+
+    async def _view(self, h: HandleRef) -> HandleView:
+        return await self._rpc.query(handle_id(h), AgentWorkflow.view)
+
+    async def _closed_result(self, h: HandleRef) -> TaskResult:
+        view = await self.inspect(h)
+        return view.last_result or TaskResult(
+            status="closed", is_error=True, text=f"{view.id} is closed"
+        )

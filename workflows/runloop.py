@@ -1,0 +1,129 @@
+"""The run of an ``AgentWorkflow`` (CONTRACT §8): its start (``on_spawn``, a parked turn or
+an owed report carried from an earlier run, the children of earlier runs watched), the loop
+that runs one turn per admitted wake, continue-as-new once the run is long and idle, and a
+cancellation request of the workflow, which becomes a graceful close (protocol 3).
+
+:class:`RunLoop` holds it; ``AgentWorkflow.run`` (``agent.py``) only calls it. Deterministic;
+no I/O.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+from toolnexus_temporal.workflows.carry import Parking
+from toolnexus_temporal.workflows.children import Children
+from toolnexus_temporal.workflows.lifecycle import Lifecycle
+from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.roster import compact
+from toolnexus_temporal.workflows.turn import Turn
+from toolnexus_temporal.workflows.visibility import Visibility, view_of
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows import names
+    from toolnexus_temporal.workflows.models import HandleView
+    from toolnexus_temporal.workflows.state import AgentInput, HandleState
+
+
+class RunLoop:
+    """The run of one handle: start, serve wakes, continue as new, close on cancellation.
+
+    Args:
+        s: the handle's state model.
+        vis: trace lines, the first publish.
+        outbox: signals in flight (the run ends once none is).
+        lifecycle: hooks, the close, continue-as-new thresholds.
+        children: watching the children of earlier runs.
+        parking: runs a turn, or the parked turn carried over.
+        turn: the LLM loop.
+    """
+
+    def __init__(
+        self,
+        s: HandleState,
+        vis: Visibility,
+        outbox: Outbox,
+        lifecycle: Lifecycle,
+        children: Children,
+        parking: Parking,
+        turn: Turn,
+    ) -> None:
+        self.s = s
+        self._vis = vis
+        self._outbox = outbox
+        self._lifecycle = lifecycle
+        self._children = children
+        self._parking = parking
+        self._turn = turn
+
+    async def run(self) -> HandleView:
+        """Serve verbs until the handle is closed; each admitted wake runs one turn.
+
+        Returns:
+            The final view (readable after close: close is not loss).
+        """
+        s = self.s
+        life = self._lifecycle
+        info = workflow.info()
+        if s.store_key is None:
+            s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
+        self._vis.publish(initial=True)
+        first_run = info.continued_run_id is None
+        try:
+            if first_run and s.defn is not None and s.defn.on_spawn:
+                await life.run_hook(s.defn.on_spawn, "spawn", None)
+            life.resume_run()
+            self._children.watcher.watch_earlier()
+            await self._serve()
+        except asyncio.CancelledError:
+            # A cancellation request (web UI "Request Cancellation", `temporal workflow
+            # cancel`) is a graceful close of this subtree (protocol 3; before, the run ended
+            # CANCELED with the state still saying idle). The run then completes with its
+            # final view like every closed handle, so its parent reads the closed report.
+            if s.protocol < names.PROTOCOL_HARDENED:
+                raise
+            await life.close_on_cancel()
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
+        )
+        return view_of(s)
+
+    async def _serve(self) -> None:
+        """The run loop: each admitted wake runs one turn, until the handle is closed (or the
+        run continues as new)."""
+        s = self.s
+        life = self._lifecycle
+        while True:
+            await workflow.wait_condition(
+                lambda: (
+                    s.turn_pending
+                    or s.parked is not None
+                    or life.closed
+                    or life.continue_as_new_due()
+                )
+            )
+            if life.closed:
+                return
+            if s.turn_pending or s.parked is not None:  # parked: carried over, resumed
+                if s.protocol >= names.PROTOCOL_HARDENED:
+                    # A cancellation request reaches the run loop, not the turn nor a close
+                    # under way: the close it becomes gives the turn its grace, or waits.
+                    run = self._parking.run_turn(self._turn.run)
+                    await asyncio.shield(asyncio.create_task(run))
+                    await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
+                    continue
+                await self._parking.run_turn(self._turn.run)
+                await life.close_if_one_shot()
+                continue
+            # Idle and the run is long: once nothing is in flight, carry the whole state model
+            # into a fresh run (children keep running: they are ABANDON children and signal by
+            # workflow id). A wake or a close first takes precedence. An owed report is
+            # carried over (``report_owed``) and sent by the next run.
+            await life.old_enough(lambda: s.turn_pending or life.closed)  # protocol 3
+            await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
+            if life.quiescent():
+                self._vis.trace(f"{s.id}: continue-as-new")
+                compact(s)  # protocol 3: closed children and old trace lines stay behind
+                workflow.continue_as_new(AgentInput(state=s))
