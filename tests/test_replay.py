@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from temporalio import activity
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -63,6 +63,15 @@ RECORDED = (
     "protocol3_slow.json",
     "protocol3_asker.json",
     "protocol3_eager.json",
+    # protocol 3 (issue 12), recorded 2026-12-01 by test_record_hardened_histories: a parked
+    # handle continuing as new twice with its parked turn, answered in the last run; a child
+    # terminated and reflected in the root; a cancellation request closing a parked tree
+    "hardened_parked_run1.json",
+    "hardened_parked_run2.json",
+    "hardened_parked_run3.json",
+    "hardened_cancel_root_run1.json",
+    "hardened_cancel_parent_run1.json",
+    "hardened_cancel_asker_run1.json",
 )
 SUFFIX = "_v2"
 """Suffix of the histories the recorders write now."""
@@ -271,3 +280,77 @@ async def test_record_protocol_histories(make_runtime, client) -> None:
         for name, handle_id in names.items():
             history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
             (HISTORIES / f"protocol{PROTOCOL_HARDENED}_{name}.json").write_text(history.to_json())
+
+
+async def _record_every_run(client: Client, workflow_id: str, name: str) -> None:
+    """Write each run of one workflow, newest last: ``{name}_run{i}.json``."""
+    runs: list[WorkflowHistory] = []
+    run: str | None = None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run).fetch_history()
+        runs.append(history)
+        started = history.events[0].workflow_execution_started_event_attributes
+        run = started.continued_execution_run_id or None
+        if run is None:
+            break
+    for i, history in enumerate(reversed(runs), start=1):
+        (HISTORIES / f"{name}_run{i}.json").write_text(history.to_json())
+
+
+@pytest.mark.skipif(not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in")
+async def test_record_hardened_histories(make_runtime, client) -> None:
+    """Issue 12's paths the protocol scenario misses: a parked handle that continues as new
+    (carrying its parked turn) and is answered in the new run; a cancellation request on the
+    root of a parked tree (a graceful close); a child terminated and reflected in its parent.
+    Writes ``hardened_*.json`` (every run of each workflow)."""
+    from tests.helpers import eventually
+    from tests.test_cancellation import registry as cancel_registry
+    from tests.test_parked_history import REGISTRY as PARKED_REGISTRY
+    from tests.test_parked_history import continue_as_new_by_rejections, park
+    from tests.test_parked_history import script as parked_script
+    from toolnexus_temporal.client import Answer, RuntimeOptions
+
+    HISTORIES.mkdir(exist_ok=True)
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(PARKED_REGISTRY, parked_script().transport(), options=options) as rt:
+        h = await park(rt)
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        await continue_as_new_by_rejections(wf)
+        assert h.pending_req is not None
+        first = h.pending_req.id  # (the Handle object is refreshed by every verb)
+        await rt.resume(Answer(id=first, ok=True, data={"n": 1}))
+        r = await rt.wait(h)
+        while r.status == "pending" and r.pending is not None and r.pending.id == first:
+            r = await rt.wait(h, timeout_ms=1000)
+        assert r.status == "pending" and r.pending is not None
+        await rt.resume(Answer(id=r.pending.id, ok=True))
+        r = await rt.wait(h)
+        while r.status != "done":
+            r = await rt.wait(h, timeout_ms=1000)
+        await _record_every_run(client, rt.workflow_id(h.id), "hardened_parked")
+
+    closed: list[str] = []
+    llm = ScriptedLLM(
+        {
+            "m-parent": [tool_calls(("task", {"agent": "asker", "prompt": "x"}))],
+            "stub-model": [tool_calls(("check_secret", {})), text("idle one")],
+        }
+    )
+    async with make_runtime(cancel_registry(closed), llm.transport()) as rt:
+        parent = await rt.spawn(rt.root, "parent")
+        chat = await rt.spawn(rt.root, "chat")
+        assert isinstance(parent, Handle) and isinstance(chat, Handle)
+        assert (await rt.run_turn(parent, "go")).status == "pending"
+        await client.get_workflow_handle(rt.workflow_id(chat.id)).terminate("recorded")
+
+        async def reflected() -> bool:
+            return any("ended abnormally" in line for line in await rt.trace_lines(rt.root))
+
+        await eventually(reflected, tries=300)
+        await client.get_workflow_handle(rt.workflow_id("root")).cancel()
+        ids = {"root": "root", "parent": parent.id, "asker": f"{parent.id}/asker.1"}
+        for hid in ids.values():
+            wf = client.get_workflow_handle(rt.workflow_id(hid))
+            await wf.result()
+        for name, hid in ids.items():
+            await _record_every_run(client, rt.workflow_id(hid), f"hardened_cancel_{name}")
