@@ -40,6 +40,7 @@ from toolnexus_temporal.workflows.messages import (
     PostResult,
     SpawnRequest,
     TurnRequest,
+    WaitResponse,
 )
 from toolnexus_temporal.workflows.models import (
     Answer,
@@ -49,6 +50,10 @@ from toolnexus_temporal.workflows.models import (
     TaskResult,
 )
 from toolnexus_temporal.workflows.names import ROOT_ID, UPDATE_TURN, UPDATE_WAIT
+
+WAIT_ATTEMPTS = 5
+"""How many times :meth:`AgentRuntime.wait` asks again after its update was refused while
+the handle still runs (a run that continued as new under it)."""
 
 
 class AgentRuntime(HandleReads):
@@ -257,20 +262,24 @@ class AgentRuntime(HandleReads):
             HandleNotFoundError: no such handle.
         """
         hid = handle_id(h)
-        try:
+        resp: WaitResponse | None = None
+        for attempt in range(WAIT_ATTEMPTS):
             try:
                 resp = await self._turns.wait(hid, timeout_ms)
+                break
             except VerbRejectedError as err:
-                if err.verb != UPDATE_TURN:
+                # The wake's turn update or the wait update failed: its workflow ended first
+                # (a close with waiters admitted but not yet delivered is refused by the
+                # server: "... wasn't processed by worker"), or its run continued as new.
+                # wait never raises: a closed handle gives its closed result, else it waits
+                # again with the wait update.
+                if err.verb not in (UPDATE_TURN, UPDATE_WAIT):
                     raise
-                # The wake's turn update failed (its workflow ended first, or it was refused):
-                # wait never raises, it waits with the wait update instead.
-                resp = await self._turns.wait(hid, timeout_ms)
-        except VerbRejectedError as err:
-            if not (err.reason == "handle closed" and err.verb == UPDATE_WAIT):
-                raise
-            return await self._closed_result(h)  # a closed handle's workflow has completed
-        if resp is None:
+                if err.reason == "handle closed" or await self._rpc.is_closed(hid):
+                    return await self._closed_result(h)
+                if attempt == WAIT_ATTEMPTS - 1:
+                    raise
+        if resp is None:  # the turn update's wait timed out (the turn keeps running)
             return TaskResult(
                 status="timeout",
                 is_error=True,

@@ -100,6 +100,41 @@ async def test_nine_waiting_hosts_leave_interrupt_post_and_close_working(
         gate.release.set()
 
 
+async def test_twenty_waiters_of_a_handle_closed_by_signal_never_raise(
+    make_runtime, client
+) -> None:
+    """``wait`` never raises: a close (here the ``close`` signal, as from the web UI) that ends
+    the workflow while waits are admitted but not yet delivered makes the server refuse them
+    ("... wasn't processed by worker"); each waiter gets the closed result instead."""
+    gate = Gate()
+    reg = {"slow": AgentDef(name="slow")}
+    async with make_runtime(reg, httpx.MockTransport(gate.handle)) as rt:
+        for _ in range(6):
+            gate.entered.clear()
+            h = await spawn(rt, rt.root, "slow")
+            await rt.wake(h, "work")
+            await asyncio.wait_for(gate.entered.wait(), 30)
+            hosts = [
+                await AgentRuntime(client, task_queue=rt.task_queue, scope=rt.scope).start(
+                    create=False
+                )
+                for _ in range(20)
+            ]
+            wid = rt.workflow_id(h.id)
+            before = await accepted_updates(client, wid)
+            waiters = [asyncio.create_task(host.wait(h.id)) for host in hosts]
+
+            async def held(wid: str = wid, before: int = before) -> bool:
+                return await accepted_updates(client, wid) >= before + 4
+
+            await eventually(held, tries=300)
+            # the close races the other waits: refused (WaitersFull) and asked again, or
+            # admitted but not yet delivered when the workflow ends
+            await client.get_workflow_handle(wid).signal("close", {})
+            results = await asyncio.wait_for(asyncio.gather(*waiters), 90)  # hang guard
+            assert {r.status for r in results} <= {"interrupted", "closed"}, results
+
+
 async def test_tnx_control_verbs_get_through_nine_waiters(make_runtime, client, env) -> None:
     gate = Gate()
     reg = {"slow": AgentDef(name="slow")}
