@@ -269,3 +269,51 @@ async def test_a_tool_error_quoting_the_key_is_redacted(
             "logs": caplog.text,
         }.items():
             assert SECRET not in body, f"the key leaked into {where}"
+
+
+class HoldFirst:
+    """An LLM whose call for a prompt containing ``hold`` blocks until cancelled; any other
+    call answers at once. Records the last user message of every call."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self.entered = asyncio.Event()
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        users = [m.get("content") or "" for m in body["messages"] if m["role"] == "user"]
+        self.prompts.append(users[-1] if users else "")
+        if "hold" in self.prompts[-1]:
+            self.entered.set()
+            await asyncio.sleep(3600)
+        return httpx.Response(200, json=text("answered"))
+
+
+@pytest.mark.parametrize("path", ["signals", "verbs"])
+async def test_a_wake_racing_an_interrupt_runs_after_it(make_runtime, client, path) -> None:
+    """Interrupt then wake at once (the ``interrupt`` and ``wake`` signals back to back, or
+    the ``interrupt`` signal then the host's ``wake``): the wake is never a silent no-op of
+    the turn being stopped; it runs once the interrupted call has stopped (protocol 3). (A
+    wake that reaches a running handle *before* the interrupt is a no-op, CONTRACT §3: it is
+    traced.)"""
+    llm = HoldFirst()
+    async with make_runtime({"w": AgentDef(name="w")}, httpx.MockTransport(llm.handle)) as rt:
+        h = await spawn(rt, rt.root, "w")
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        for i in range(6):
+            llm.entered.clear()
+            await rt.wake(h, f"hold {i}")
+            await asyncio.wait_for(llm.entered.wait(), 30)
+            if path == "signals":
+                await wf.signal("interrupt", None)
+                await wf.signal("wake", f"again {i}")
+            else:  # the host's wake (a turn update) right behind the interrupt signal
+                await wf.signal("interrupt", None)
+                await rt.wake(h, f"again {i}")
+
+            async def ran(i: int = i) -> bool:
+                view = await rt.inspect(h)
+                return view.state == "idle" and f"again {i}" in llm.prompts
+
+            await eventually(ran, tries=300)
+            assert (await rt.inspect(h)).last_result.text == "answered"  # type: ignore[union-attr]

@@ -102,6 +102,7 @@ class AgentWorkflow:
         self._budgets = BudgetLedger(s, self._outbox)
         self._slots = SlotBook(s, self._vis, self._outbox)
         self._inbox = Inbox(s, self._vis, self._machine, self._outbox, self._leases)
+        self._inbox.interrupting = lambda: self._scratch.interrupt_requested
         self._children = Children(
             s, self._vis, self._machine, self._budgets, self._slots, self._leases
         )

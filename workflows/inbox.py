@@ -12,6 +12,8 @@ them from workflow code. Deterministic; no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.leases import LeaseBook
@@ -22,7 +24,11 @@ from toolnexus_temporal.workflows.visibility import Visibility
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import WakeChildRequest, WakeRequest
     from toolnexus_temporal.workflows.models import InboxItem
-    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES, SIGNAL_SLOT_REQUEST
+    from toolnexus_temporal.workflows.names import (
+        PROTOCOL_HARDENED,
+        PROTOCOL_LEASES,
+        SIGNAL_SLOT_REQUEST,
+    )
     from toolnexus_temporal.workflows.render import render_turn_input
     from toolnexus_temporal.workflows.state import HandleState
 
@@ -99,6 +105,9 @@ class Inbox:
         self.machine = machine
         self.outbox = outbox
         self.leases = leases
+        self.interrupting: Callable[[], bool] = lambda: False
+        """Whether an interrupt is stopping the turn (set by the workflow: the turn's
+        scratch flag)."""
 
     def post(self, item: InboxItem) -> str | None:
         """Append ``item`` to the inbox (CONTRACT §3 post).
@@ -138,6 +147,15 @@ class Inbox:
         (:mod:`~toolnexus_temporal.workflows.leases`); protocol 1 asks the parent, whose grant
         comes back as a ``wake`` with ``granted``."""
         s = self.s
+        if s.protocol >= PROTOCOL_HARDENED and s.state in ("running", "suspended"):
+            if self.interrupting():
+                # The wake came after an interrupt that is still stopping the turn: it runs
+                # once the handle is idle (``admit_held_wake``), not a silent no-op.
+                s.held_wake, s.held_prompt = True, prompt
+                self.vis.trace(f"{s.id}: wake held until the interrupt finished")
+            else:
+                self.vis.trace(f"{s.id}: wake ignored ({s.state}: a no-op, posts buffer)")
+            return
         if s.protocol >= PROTOCOL_LEASES:
             if granted or not self.leases.needs_slot():
                 self.admit_wake(prompt)
@@ -154,6 +172,17 @@ class Inbox:
                 SIGNAL_SLOT_REQUEST,
                 WakeChildRequest(child=s.id, prompt=prompt, seen_result_seq=s.result_seq),
             )
+
+    def admit_held_wake(self) -> None:
+        """After a turn ended: admit the wake held while an interrupt stopped it (protocol
+        3), unless the handle closed or is busy meanwhile."""
+        s = self.s
+        if not s.held_wake or s.state != "idle":
+            return
+        prompt = s.held_prompt
+        s.held_wake, s.held_prompt = False, None
+        if self.wake_error() is None:
+            self.wake_from_outside(prompt)
 
     def admit_wake(self, prompt: str | None) -> None:
         """idle→running with the inbox drained (CONTRACT §3 wake); a no-op when running or

@@ -158,6 +158,12 @@ class Lifecycle:
         wake at once; without one the handle asks its parent for a slot (see
         :mod:`~toolnexus_temporal.workflows.slots`)."""
         s = self.s
+        if s.protocol >= PROTOCOL_HARDENED and self.scratch.interrupt_requested:
+            # An interrupt is stopping the turn: this wake came after it, so it runs once the
+            # handle is idle (never a silent no-op of a wake that raced the interrupt).
+            await workflow.wait_condition(lambda: s.state not in ("running", "suspended"))
+            if self.inbox.wake_error() is not None:
+                return await self.wait(WaitRequest())
         if s.state != "idle":
             return await self.wait(WaitRequest())
         seen = s.result_seq

@@ -243,6 +243,8 @@ class HandleState(WireModel):
         closed_usage_total: (parent, protocol 3) subtree tokens of the closed children
             dropped from ``children_info`` at continue-as-new.
         closed_tool_calls: (parent, protocol 3) their subtree tool calls.
+        held_wake: (protocol 3) a wake signal came while an interrupt stopped the turn: it
+            is admitted once the handle is idle, with ``held_prompt``.
         parked: the parked turn a continue-as-new carried over (protocol 3); the new run
             resumes it and clears the field.
     """
@@ -316,6 +318,8 @@ class HandleState(WireModel):
     parked: ParkedTurn | None = None
     answer_id: str | None = None
     answer_error: str | None = None
+    held_wake: bool = False
+    held_prompt: str | None = None
 
 
 class AgentInput(WireModel):
