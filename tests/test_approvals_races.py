@@ -207,9 +207,10 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
     make_runtime,
 ) -> None:
     """top --task--> mid --task×2--> askers a, b, parking in varying order. Whatever the
-    order: every pending result equals the handle's pending_req in the same response; once
-    both park, every level surfaces `a` (first in call order) and is suspended; after `a`'s
-    Answer, wait(top) returns `b` at once; after `b`'s, the turn completes."""
+    order: run_turn returns `a`'s Request (first in call order: when b parks first, no level
+    surfaces it while a still runs), equal to the handle's pending_req in the same response
+    and to inspect(top).pending_req once both parked; every level is suspended on `a`; after
+    `a`'s Answer, wait(top) returns `b` at once; after `b`'s, the turn completes."""
     orders = ["together", "a-first", "b-first"]
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
         for i in range(12):
@@ -223,19 +224,31 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
             if order == "together":
                 GATES["a"].set()
                 GATES["b"].set()
-            else:
-                first, second = ("a", "b") if order == "a-first" else ("b", "a")
-                GATES[first].set()
+            elif order == "a-first":
+                GATES["a"].set()
                 r = await asyncio.wait_for(run, 60)
                 assert r.status == "pending", (order, r)
                 assert top.pending_req == r.pending, order  # the same response's status
-                await until(surfaced(rt, top.id, first), f"top surfaces {first}")
-                GATES[second].set()
+                await until(surfaced(rt, top.id, "a"), "top surfaces a")
+                GATES["b"].set()
+            else:  # b parks first: no level surfaces it while `a` may still park
+                GATES["b"].set()
+                await until(parked(rt, mid_id, "b"), "b parked")
+                st = await state_of(rt, mid_id)  # mid handled b's report already
+                assert st.state == "running" and st.pending_req is None, (order, st.state)
+                assert not run.done(), (order, run.result())
+                GATES["a"].set()
             await until(parked(rt, mid_id, "a"), "a parked")
             await until(parked(rt, mid_id, "b"), "b parked")
-            if order == "together":
+            if order != "a-first":
                 r = await asyncio.wait_for(run, 60)
                 assert r.status == "pending" and top.pending_req == r.pending, order
+            # run_turn's Request is the one every level keeps once all children parked:
+            # the first call's (issue 12 item 1)
+            assert prompt_of(r.pending) == "approve a", (order, r)
+            await until(surfaced(rt, mid_id, "a"), "mid surfaces a")
+            await until(child_shows(rt, top.id, mid_id, "a"), "top has mid's report")
+            assert (await state_of(rt, top.id)).pending_req == r.pending, order
 
             # both parked below: mid surfaces `a` and every level above is suspended on it
             await until(surfaced(rt, mid_id, "a"), "mid surfaces a")

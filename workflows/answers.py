@@ -70,6 +70,9 @@ class AnswerRouting:
         self.delivering: dict[str, int] = {}
         """(protocol 3) Answers forwarded to a child parked on them, with the child's report
         seq at that moment (the ``admit_answer`` update waits for a newer report)."""
+        self.seen_parked: set[str] = set()
+        """(protocol 3) Task children seen parked in this run: they no longer hold back a
+        later call's parked Request (:func:`surfaced_child_request`)."""
         self.own_suspension = False
         """A tool of this handle's own suspended and is being resolved (inline or parked):
         its suspension is not a parking on task children."""
@@ -179,6 +182,7 @@ class AnswerRouting:
                 update={"state": "running", "pending_req": None, "parked": False}
             )
             self.forwarded.add(answer.id)
+            self.seen_parked.add(hop.to)
             self.sync_parking()
         else:
             self.vis.trace(f"{s.id}: answer {answer.id} ({verdict}) forwarded to {hop.to}")
@@ -220,7 +224,8 @@ class AnswerRouting:
 
     def sync_parking(self) -> None:
         """(Protocol 3) Make this handle's parking match its task children's reports: park
-        on the first parked call's Request (call order), surface another one as a new
+        on the first parked call's Request (call order) once no earlier call is still
+        running without having parked (it may park first), surface another one as a new
         ``pending`` result when that changes, or resume when none is parked any more.
 
         Called on every child report, every Answer and every task call's start and end;
@@ -238,7 +243,9 @@ class AnswerRouting:
             info = s.children_info.get(child)
             if info is not None and info.answer_error is not None:
                 self.forwarded.discard(info.answer_id or "")  # it refused it: still parked
-        req = surfaced_child_request(s, self.task_children, self.forwarded)
+            if parked_on(info) is not None:
+                self.seen_parked.add(child)
+        req = surfaced_child_request(s, self.task_children, self.forwarded, self.seen_parked)
         if req is None:
             if s.state == "suspended":
                 s.pending_req = None

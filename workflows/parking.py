@@ -47,28 +47,55 @@ def with_path(s: HandleState, req: Request) -> Request:
 
 
 def surfaced_child_request(
-    s: HandleState, task_children: Mapping[int, str], answered: Collection[str] = ()
+    s: HandleState,
+    task_children: Mapping[int, str],
+    answered: Collection[str] = (),
+    has_parked: Collection[str] = (),
 ) -> Request | None:
-    """The Request a handle surfaces for its delegated tasks, or None.
+    """The Request a handle surfaces for its delegated tasks, or None (issue 12 item 1).
 
     Args:
         s: the handle's state (``children_info`` holds each child's latest report).
         task_children: the running ``task`` calls of the current turn: call index → child id.
         answered: Request ids this handle already forwarded an Answer for: a report sent
             before the child took it still shows it parked, and is not a parking.
+        has_parked: child ids known to have parked at least once in this turn (an
+            Answer-taking child, see :func:`ever_parked`, counts too).
 
     Returns:
-        The parked Request of the lowest call index whose child reports itself parked on a
-        Request (``parked`` and ``pending_req`` set) not in ``answered``, with this handle's
-        ``data.path``; None when no task child is parked.
+        The parked Request (with this handle's ``data.path``) of the lowest call index ``j``
+        whose child reports itself parked on a Request not in ``answered``, provided no
+        earlier call ``i < j`` is still running without having parked yet (it may park
+        first in call order: the handle keeps running until it parks or finishes). A child
+        that finished, or that already parked once and was answered, does not block. None
+        when nothing is to be surfaced.
     """
     for index in sorted(task_children):
-        info = s.children_info.get(task_children[index])
+        child = task_children[index]
+        info = s.children_info.get(child)
         request_id = parked_on(info)
-        if info is not None and info.pending_req is not None and request_id not in answered:
-            if request_id is not None:
-                return with_path(s, info.pending_req)
+        if request_id is not None and request_id not in answered:
+            assert info is not None and info.pending_req is not None
+            return with_path(s, info.pending_req)
+        if finished(info) or request_id is not None:
+            continue
+        if child in has_parked or ever_parked(info):
+            continue
+        return None  # an earlier call may still park: it comes first in call order
     return None
+
+
+def finished(info: ChildInfo | None) -> bool:
+    """The child's task is over: closed, or idle after its first settled result."""
+    if info is None:
+        return False
+    return info.state == "closed" or (info.state == "idle" and info.result_seq >= 1)
+
+
+def ever_parked(info: ChildInfo | None) -> bool:
+    """The child's reports show it took an Answer (it was parked, or forwarded one down to
+    a parked descendant): it parked at least once (survives continue-as-new)."""
+    return info is not None and info.answer_id is not None and info.answer_error is None
 
 
 def parked_on(info: ChildInfo | None) -> str | None:

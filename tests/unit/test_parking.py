@@ -28,12 +28,25 @@ A, B, C = "root/a.1/asker.1", "root/a.1/asker.2", "root/a.1/asker.3"
     ("infos", "expected"),
     [
         ({A: ChildInfo(state="running"), B: ChildInfo(state="running")}, None),
-        ({A: ChildInfo(state="running"), B: parked(B)}, B),  # only b parked: b
+        # only b parked, a still running and never parked: a may park first, nothing yet
+        ({A: ChildInfo(state="running"), B: parked(B)}, None),
+        ({B: parked(B)}, None),  # a not even reported yet
+        ({A: ChildInfo(state="idle"), B: parked(B)}, None),  # a spawned, not started
         ({A: parked(A), B: parked(B)}, A),  # both: the first in call order
         # a parked second (its report came last): still a, whatever the arrival order
         ({B: parked(B), A: parked(A)}, A),
-        # an interpreter answers a inline (suspended, not parked): b is the one to surface
-        ({A: ChildInfo(state="suspended", pending_req=req(A)), B: parked(B)}, B),
+        # an interpreter answers a inline (suspended, not parked): a has not parked, waits
+        ({A: ChildInfo(state="suspended", pending_req=req(A)), B: parked(B)}, None),
+        # a finished (closed, or idle with its result): b
+        ({A: ChildInfo(state="closed"), B: parked(B)}, B),
+        ({A: ChildInfo(state="idle", result_seq=1), B: parked(B)}, B),
+        # a parked once and took its Answer (its report names it): b at once
+        ({A: ChildInfo(state="running", answer_id=f"{A}#1"), B: parked(B)}, B),
+        # a rejected an Answer (never parked on it): it still holds b back
+        (
+            {A: ChildInfo(state="running", answer_id=f"{A}#9", answer_error="no"), B: parked(B)},
+            None,
+        ),
         ({A: ChildInfo(state="closed"), B: ChildInfo(state="idle", result_seq=1)}, None),
     ],
 )
@@ -54,6 +67,13 @@ def test_a_report_sent_before_the_child_took_its_answer_is_no_parking() -> None:
     got = surfaced_child_request(s, {0: A, 1: B}, answered={f"{A}#1"})
     assert got is not None and got.id == f"{B}#1"
     assert surfaced_child_request(s, {0: A, 1: B}, answered={f"{A}#1", f"{B}#1"}) is None
+
+
+def test_a_child_seen_parked_in_this_run_no_longer_holds_back_later_calls() -> None:
+    s = handle(children_info={A: ChildInfo(state="running"), B: parked(B)})
+    assert surfaced_child_request(s, {0: A, 1: B}) is None
+    got = surfaced_child_request(s, {0: A, 1: B}, has_parked={A})
+    assert got is not None and got.id == f"{B}#1"
 
 
 def test_call_order_is_the_task_index_not_the_spawn_order() -> None:
