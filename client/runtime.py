@@ -217,6 +217,7 @@ class AgentRuntime(HandleReads):
         """
         hid = self._turns.check_wakeable(h)
         resp = await self._turns.run(hid, TurnRequest(prompt=prompt))
+        resp = await self._turns.fresh(hid, resp, None)
         if isinstance(h, Handle):
             h.apply_status(resp.status, resp.result)
         return resp.result
@@ -285,6 +286,7 @@ class AgentRuntime(HandleReads):
                 is_error=True,
                 text=f"no result within {timeout_ms} ms; the turn keeps running",
             )
+        resp = await self._turns.fresh(hid, resp, timeout_ms)
         await self._apply(h, resp.status, resp.result)
         return resp.result
 

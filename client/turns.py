@@ -19,7 +19,11 @@ from dataclasses import dataclass
 
 from temporalio.client import WorkflowUpdateHandle
 
-from toolnexus_temporal.client.errors import UpdateLimitError, VerbRejectedError
+from toolnexus_temporal.client.errors import (
+    HandleNotFoundError,
+    UpdateLimitError,
+    VerbRejectedError,
+)
 from toolnexus_temporal.client.fallback import Fallbacks
 from toolnexus_temporal.client.handle import HandleRef, handle_id
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
@@ -135,3 +139,44 @@ class Turns:
         finally:
             if pending.done() and self._in_flight.get(hid) is turn:
                 del self._in_flight[hid]
+
+    async def fresh(self, hid: str, resp: WaitResponse, timeout_ms: int | None) -> WaitResponse:
+        """A ``pending`` result whose Request belongs to a descendant (``<owner id>#n``) that
+        has already taken its Answer is stale: the Answer was signalled to the owner (as the
+        web UI's approval queue lists it) and its report is still on its way up. Then this
+        waits for the handle's next result instead (issue 12: a wait after an accepted Answer
+        returns the continued turn's next result). One ``view`` query of the owner per
+        descendant's ``pending`` result.
+
+        Returns:
+            ``resp``, or the next response (``timeout`` after ``timeout_ms``).
+
+        Raises:
+            HandleNotFoundError: no such handle.
+        """
+        for _ in range(STALE_CHECKS):
+            req = resp.result.pending
+            if resp.result.status != "pending" or req is None:
+                return resp
+            owner = req.id.rsplit("#", 1)[0]
+            if owner == hid or not owner.startswith(hid + "/"):
+                return resp
+            try:
+                view = await self._rpc.query(owner, AgentWorkflow.view)
+            except (HandleNotFoundError, VerbRejectedError):
+                return resp  # the owner is gone: nothing fresher to wait for
+            if view.state == "suspended" and view.pending_req is not None:
+                if view.pending_req.id == req.id:
+                    return resp  # still waiting for its Answer: the result is current
+            req_next = WaitRequest(timeout_ms=timeout_ms, after_seq=resp.status.result_seq)
+            try:
+                resp = await self._rpc.update(
+                    hid, AgentWorkflow.wait, req_next, limit_wait_s=FALLBACK_AFTER_S
+                )
+            except UpdateLimitError:
+                resp = await self._fallbacks.wait(hid, timeout_ms, resp.status.result_seq)
+        return resp
+
+
+STALE_CHECKS = 8
+"""How many stale ``pending`` results :meth:`Turns.fresh` skips before it returns one."""

@@ -332,6 +332,33 @@ async def test_wait_right_after_an_answer_to_a_delegating_parent(make_runtime, e
             await rt.close(top)
 
 
+async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
+    make_runtime, env
+) -> None:
+    """The Answer signalled to the Request's owner (as the web UI's approval queue lists it),
+    then at once ``wait`` on the top handle: never the answered Request (the client checks a
+    descendant's Request against its owner and waits for the next result). (A signal to an
+    ancestor travels one hop per signal: README Known limits.)"""
+    target = "owner"
+    GATES.clear()
+    async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
+        for i in range(6):
+            top = await spawn(rt, rt.root, "top")
+            r = await rt.run_turn(top, "go")
+            assert r.status == "pending" and r.pending is not None
+            seen = r.pending
+            to = seen.id.split("#")[0] if target == "owner" else rt.root.id
+            await signal_answer(rt, env, to, Answer(id=seen.id, ok=True), cli=False)
+            r = await rt.wait(top, timeout_ms=15_000)
+            assert r.status == "pending" and r.pending is not None, (i, r)
+            assert r.pending.id != seen.id, (i, "the answered Request came back")
+            to = r.pending.id.split("#")[0] if target == "owner" else rt.root.id
+            await signal_answer(rt, env, to, Answer(id=r.pending.id, ok=True), cli=False)
+            r = await rt.wait(top, timeout_ms=15_000)
+            assert (r.status, r.text) == ("done", "top done"), (i, r)
+            await rt.close(top)
+
+
 # ------------------------------------------------------------ item 3: Answer sent to an ancestor
 
 
