@@ -19,6 +19,7 @@ from typing import Self
 
 from temporalio.client import Client
 
+from toolnexus_temporal.client.answers import confirm_at_owner
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
@@ -49,7 +50,11 @@ from toolnexus_temporal.workflows.models import (
     RuntimeOptions,
     TaskResult,
 )
-from toolnexus_temporal.workflows.names import ROOT_ID, UPDATE_TURN, UPDATE_WAIT
+from toolnexus_temporal.workflows.names import (
+    ROOT_ID,
+    UPDATE_TURN,
+    UPDATE_WAIT,
+)
 
 WAIT_ATTEMPTS = 5
 """How many times :meth:`AgentRuntime.wait` asks again after its update was refused while
@@ -387,5 +392,6 @@ class AgentRuntime(HandleReads):
             result = await self._fallbacks.answer(hid, answer)
         if not result.ok:
             raise AnswerRejectedError(answer.id, result.error or "rejected")
+        await confirm_at_owner(self._rpc, answer, result)
         await self._apply(h, result.status)
         return result

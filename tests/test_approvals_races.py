@@ -362,6 +362,27 @@ async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
 # ------------------------------------------------------------ item 3: Answer sent to an ancestor
 
 
+async def test_a_wrong_number_sent_through_ancestors_is_rejected_by_the_answer(
+    make_runtime, env
+) -> None:
+    """An Answer id with a wrong number under a live, parked owner, sent to the root two
+    levels up: ``answer`` raises the owner's rejection (not ``ok``), and nothing changes."""
+    GATES.clear()
+    async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
+        for i in range(3):
+            top = await spawn(rt, rt.root, "top")
+            r = await rt.run_turn(top, "go")
+            assert r.status == "pending" and r.pending is not None
+            owner = r.pending.id.rsplit("#", 1)[0]
+            wrong = Answer(id=f"{owner}#7", ok=True)
+            with pytest.raises(AnswerRejectedError):
+                await rt.answer(rt.root, wrong)
+            view = await rt.inspect(owner)
+            assert view.state == "suspended" and view.pending_req is not None
+            assert view.pending_req.id == r.pending.id, (i, view)
+            await rt.close(top, force=True)
+
+
 async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(make_runtime, env) -> None:
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:

@@ -1,0 +1,47 @@
+"""The owner's word on an Answer routed through its ancestors (protocol 3)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from toolnexus_temporal.client.errors import AnswerRejectedError, HandleNotFoundError
+from toolnexus_temporal.client.rpc import HandleRpc
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.messages import AnswerResult
+from toolnexus_temporal.workflows.models import Answer
+from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
+
+CONFIRM_S = 10.0
+"""How long :func:`confirm_at_owner` waits for the owner of a routed Answer's id to take or
+reject it (s)."""
+
+
+async def confirm_at_owner(rpc: HandleRpc, answer: Answer, result: AnswerResult) -> None:
+    """Confirm an Answer routed through ancestors at the handle that owns its id.
+
+    ``admit_answer`` returns once the next handle on the path took or forwarded it, so an id
+    that the owner rejects (a wrong number under a live handle) is read back from the owner's
+    state (``answer_id`` / ``answer_error``, protocol 3), for up to :data:`CONFIRM_S`; past
+    that, or on older trees, the forwarding is all that is known.
+
+    Raises:
+        AnswerRejectedError: the owner rejected it, or does not exist.
+    """
+    owner = answer.id.rpartition("#")[0]
+    if not owner or result.answered in (None, owner):
+        return
+    loop = asyncio.get_running_loop()
+    deadline, delay = loop.time() + CONFIRM_S, 0.05
+    while loop.time() < deadline:
+        try:
+            state = await rpc.query(owner, AgentWorkflow.state)
+        except HandleNotFoundError as err:
+            raise AnswerRejectedError(answer.id, f"{owner} does not exist") from err
+        if state.protocol < PROTOCOL_HARDENED:
+            return  # no answer_id before protocol 3
+        if state.answer_id == answer.id:
+            if state.answer_error is not None:
+                raise AnswerRejectedError(answer.id, state.answer_error)
+            return
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 0.5)
