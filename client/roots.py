@@ -8,9 +8,12 @@ replaced by a new run when a runtime starts; a terminated root's children keep r
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from functools import partial
+from typing import Any
 
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -61,8 +64,29 @@ async def start_root(
         options=options,
         protocol=PROTOCOL_HARDENED,
     )
-    await check_no_orphans(rpc)
-    wf = await riding_outage(
+    for attempt in range(ROOT_START_ATTEMPTS):
+        await check_no_orphans(rpc)
+        wf = await _start(rpc, state, task_queue)
+        carried = await riding_outage(partial(wf.query, AgentWorkflow.state))
+        if attempt == ROOT_START_ATTEMPTS - 1 or not (carried.closing or carried.state == "closed"):
+            return await riding_outage(partial(wf.query, AgentWorkflow.view))
+        # The running root is closing (a close or a cancellation request just reached it):
+        # attaching would give a runtime whose every spawn is refused. Wait for that run to
+        # end, then start a new one.
+        await asyncio.wait_for(wf.result(), ROOT_CLOSE_WAIT_S)
+    raise AssertionError("unreachable")
+
+
+ROOT_START_ATTEMPTS = 3
+"""How many closing roots :func:`start_root` waits out before it gives up."""
+
+ROOT_CLOSE_WAIT_S = 120.0
+"""How long :func:`start_root` waits for a closing root's run to end (s)."""
+
+
+async def _start(rpc: HandleRpc, state: HandleState, task_queue: str) -> WorkflowHandle[Any, Any]:
+    """Start the root workflow, or attach to the running one (``USE_EXISTING``)."""
+    return await riding_outage(
         lambda: rpc.client.start_workflow(
             AgentWorkflow.run,
             AgentInput(state=state),
@@ -79,7 +103,6 @@ async def start_root(
             static_summary="toolnexus root handle",
         )
     )
-    return await riding_outage(lambda: wf.query(AgentWorkflow.view))
 
 
 async def check_no_orphans(rpc: HandleRpc) -> None:

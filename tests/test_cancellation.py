@@ -195,3 +195,20 @@ async def test_cancelling_a_task_child_in_its_closing_hook_lets_the_close_finish
         result = await asyncio.wait_for(turn, 60)
         assert (result.status, result.text) == ("done", "lead done")
         assert (await rt.inspect(helper_id)).state == "closed"
+
+
+async def test_a_runtime_started_right_after_cancelling_the_root_gets_a_new_root(
+    make_runtime, client
+) -> None:
+    """A runtime started while the cancelled root is still closing waits for that run to end
+    and starts a new root: its spawns work (before: it attached to the closing root and every
+    spawn was refused "parent closed")."""
+    llm = ScriptedLLM({"stub-model": [text("idle one")] * 10})
+    async with make_runtime(registry([]), llm.transport()) as rt:
+        for _ in range(3):
+            await spawn(rt, rt.root, "chat")
+            await client.get_workflow_handle(rt.workflow_id("root")).cancel()
+            again = await AgentRuntime(client, task_queue=rt.task_queue, scope=rt.scope).start()
+            h = await again.spawn(again.root, "chat")
+            assert not isinstance(h, SpawnError), h
+            assert (await again.run_turn(h, "hi")).text == "idle one"
