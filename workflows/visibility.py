@@ -232,19 +232,18 @@ class Visibility:
 
     def _coalesce(self, line: str) -> bool:
         """Count ``line`` on an equal rejection line among the last ``REJECT_COALESCE`` trace
-        lines (its text becomes ``line ×N``, its time the latest); False when there is
-        none."""
+        lines (that line moves to the end as ``line ×N``, with a new seq and the current
+        time); False when there is none."""
         seen = self._repeats.get(line)
         if seen is None:
             return False
         seq, count = seen
-        recent = self.s.trace[-REJECT_COALESCE:]
-        for entry in reversed(recent):
-            if entry.seq == seq:
-                count += 1
-                entry.line = f"{line} ×{count}"
-                entry.at_ms = int(workflow.now().timestamp() * 1000)
-                self._repeats[line] = (seq, count)
+        trace = self.s.trace
+        for back in range(1, min(REJECT_COALESCE, len(trace)) + 1):
+            if trace[-back].seq == seq:
+                del trace[-back]  # it moves to the end with a new seq: readers see it anew
+                append_trace(self.s, f"{line} ×{count + 1}", int(workflow.now().timestamp() * 1000))
+                self._repeats[line] = (self.s.trace_seq, count + 1)
                 return True
         return False
 
