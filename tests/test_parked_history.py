@@ -406,3 +406,54 @@ async def small_answer(wf: WorkflowHandle[Any, Any], answer: dict[str, Any]) -> 
         except RPCError as err:  # at once: it then lands in the next run's first task
             assert "closing" in str(err), err
     raise AssertionError("the answer was never accepted")
+
+
+MIXED = [
+    ("answer", {"id": "nope"}),
+    ("nosuch", 1),
+    ("child_report", {"id": "x"}),
+    ("post", 5),
+    ("wake", 7),
+    ("pool_floor", {"tokens": 0}),
+]
+
+
+async def test_concurrent_flood_of_mixed_rejected_signals(make_runtime, client) -> None:
+    """Issue 12 item 8 (tester's t8c): 12,000 small rejected signals of mixed names from 40
+    concurrent senders to a handle parked on its own approval. Every activation stays cheap
+    (a rejection is a coalesced trace line, few warnings), so the run continues as new under
+    the flood and never reaches the server's 10,000 signals per run; then the approval by
+    ``temporal workflow signal`` completes the turn."""
+    llm = ScriptedLLM({"stub-model": [tool_calls(("guarded", {})), text("approved and done")]})
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        h = await park(rt)
+        wid = rt.workflow_id(h.id)
+        req = h.pending_req
+        assert req is not None
+        wf = client.get_workflow_handle(wid)
+        gate = asyncio.Semaphore(40)
+
+        async def send(i: int) -> None:
+            name, arg = MIXED[i % len(MIXED)]
+            async with gate:
+                for _ in range(50):
+                    try:
+                        await wf.signal(name, arg)
+                        return
+                    except RPCError as err:
+                        assert "closing" in str(err), err
+                        await asyncio.sleep(0.05)
+                raise AssertionError("the signal was never accepted")
+
+        await asyncio.gather(*(send(i) for i in range(12_000)))
+        await cli_answer(client, wid, {"id": req.id, "ok": True, "data": {"by": "cli"}})
+        r = await next_result(rt, h, lambda r: r.status != "pending")
+        assert (r.status, r.text) == ("done", "approved and done")
+        runs = await runs_of(client, wid)
+        sizes = [await history_of(client, wid, run.run_id) for run in runs]
+        print(f"\nmixed flood: {len(runs)} runs; events per run {[e for e, _ in sizes]}")
+        assert len(runs) >= 2
+        assert max(e for e, _ in sizes) < 10_000
+        lines = await rt.trace_lines(h)
+        assert any("REJECTED" in line for line in lines)
+        assert (await rt.inspect(h)).last_error is not None

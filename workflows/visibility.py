@@ -164,6 +164,12 @@ def short_error(err: ValidationError) -> str:
 
 REJECT_TRACE_CHARS = 200
 """How much of a rejection's reason its trace line keeps (``last_error`` keeps 500 chars)."""
+REJECT_COALESCE = 16
+"""How many of the latest trace lines an equal rejection is counted on (no new line)."""
+REJECT_LOG_CAP = 20
+"""Rejections of one run logged one by one; later ones are counted (a summary is logged)."""
+REJECT_LOG_EVERY = 1_000
+"""Past ``REJECT_LOG_CAP``, a summary warning every this many rejections."""
 
 
 class Visibility:
@@ -183,18 +189,63 @@ class Visibility:
         """Signals received in this run, rejected ones included (every signal handler
         parses its input here): Temporal refuses signals past a per-run limit, so the run
         continues as new well before it (``Lifecycle.continue_as_new_due``)."""
+        self.rejections = 0
+        """Inputs rejected in this run (bounds the warnings logged: :meth:`reject`)."""
+        self._repeats: dict[str, tuple[int, int]] = {}
+        """Recent rejection line → (its trace seq, how many rejections it stands for)."""
 
     def trace(self, line: str) -> None:
         """Append a trace line at the current workflow time (CONTRACT §7)."""
         append_trace(self.s, line, int(workflow.now().timestamp() * 1000))
+        if " REJECTED (" in line:
+            if len(self._repeats) >= 4 * REJECT_COALESCE:
+                self._repeats.clear()
+            self._repeats[line] = (self.s.trace_seq, 1)
 
     def reject(self, verb: str, error: str) -> None:
         """Record a rejected input loudly: ``last_error``, a trace line and a warning. The
         trace line keeps the first ``REJECT_TRACE_CHARS`` of the reason: a flood of
-        rejections fills at most ``trace_cap`` short lines of the carried state."""
+        rejections fills at most ``trace_cap`` short lines of the carried state.
+
+        A rejection stays cheap under a flood (issue 12 item 8: thousands of signals in one
+        activation must finish well within the SDK's 2 s deadlock timeout): a rejection
+        equal to one of the last ``REJECT_COALESCE`` trace lines bumps that line's count
+        (``" ×N"``) instead of adding a line, and only the first ``REJECT_LOG_CAP``
+        rejections of a run are logged (then a summary every ``REJECT_LOG_EVERY``)."""
         self.s.last_error = f"{verb} rejected: {error}"[:500]
-        self.trace(f"{self.s.id}: {verb} REJECTED ({error[:REJECT_TRACE_CHARS]})")
-        workflow.logger.warning("%s: %s rejected: %s", self.s.id, verb, error)
+        self.rejections += 1
+        line = f"{self.s.id}: {verb} REJECTED ({error[:REJECT_TRACE_CHARS]})"
+        if not self._coalesce(line):
+            self.trace(line)
+        n = self.rejections
+        if n <= REJECT_LOG_CAP:
+            workflow.logger.warning("%s: %s rejected: %s", self.s.id, verb, error)
+        elif n == REJECT_LOG_CAP + 1 or n % REJECT_LOG_EVERY == 0:
+            workflow.logger.warning(
+                "%s: %d inputs rejected in this run (last: %s rejected: %s); further"
+                " rejections are counted in the trace, not logged one by one",
+                self.s.id,
+                n,
+                verb,
+                error[:REJECT_TRACE_CHARS],
+            )
+
+    def _coalesce(self, line: str) -> bool:
+        """Count ``line`` on an equal rejection line among the last ``REJECT_COALESCE`` trace
+        lines (that line moves to the end as ``line ×N``, with a new seq and the current
+        time); False when there is none."""
+        seen = self._repeats.get(line)
+        if seen is None:
+            return False
+        seq, count = seen
+        trace = self.s.trace
+        for back in range(1, min(REJECT_COALESCE, len(trace)) + 1):
+            if trace[-back].seq == seq:
+                del trace[-back]  # it moves to the end with a new seq: readers see it anew
+                append_trace(self.s, f"{line} ×{count + 1}", int(workflow.now().timestamp() * 1000))
+                self._repeats[line] = (self.s.trace_seq, count + 1)
+                return True
+        return False
 
     def publish(self, *, initial: bool = False) -> None:
         """Upsert search attributes when the state changed (all of them when ``initial``);
