@@ -100,3 +100,27 @@ def is_refused_update(err: RPCError) -> bool:
     # The workflow task that carried the update failed, for example a continue-as-new that
     # raced a new event (UnhandledCommand): the update was not accepted.
     return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)
+
+
+QUERY_BUSY_TRIES = 20
+"""How many times :func:`riding_busy_queries` asks a refused query again."""
+
+
+async def riding_busy_queries(call: Callable[[], Awaitable[_R]]) -> _R:
+    """Run a query, asking again (backoff 50 ms doubling to 1 s) while the server refuses it
+    because the workflow's query buffer is full: many hosts polling one workflow (the server
+    buffers one consistent query per workflow task in flight).
+
+    Raises:
+        RPCError: any other refusal, or the buffer still full after ``QUERY_BUSY_TRIES``.
+    """
+    delay = 0.05
+    for _ in range(QUERY_BUSY_TRIES - 1):
+        try:
+            return await call()
+        except RPCError as err:
+            if "query buffer is full" not in str(err):
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+    return await call()

@@ -50,6 +50,7 @@ from toolnexus_temporal.client.retry import (
     is_refused_update,
     is_update_limit,
     rejected_at_once,
+    riding_busy_queries,
     riding_outage,
 )
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -265,7 +266,7 @@ class HandleRpc:
         """
         wf = self.handle(handle_id)
         try:
-            return await riding_outage(lambda: wf.query(query))
+            return await riding_busy_queries(lambda: riding_outage(lambda: wf.query(query)))
         except RPCError as err:
             raise rpc_error(handle_id, err) from err
 
