@@ -124,9 +124,23 @@ async def check_no_orphans(rpc: HandleRpc) -> None:
     query = f'WorkflowId STARTS_WITH "{prefix}" AND ExecutionStatus="Running"'
     running: list[str] = []
     async for wf in rpc.client.list_workflows(query, limit=20):
-        running.append(wf.id)
+        # Visibility lags (more so under load): a child the cascade closed a moment ago may
+        # still be listed as running. The describe call is consistent: ask it.
+        if await _still_running(rpc, wf.id):
+            running.append(wf.id)
     if running:
         raise OrphanedHandlesError(rpc.scope, sorted(running))
+
+
+async def _still_running(rpc: HandleRpc, workflow_id: str) -> bool:
+    """Whether the latest run of ``workflow_id`` is running, by a consistent describe."""
+    try:
+        desc = await riding_outage(rpc.client.get_workflow_handle(workflow_id).describe)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return desc.status == WorkflowExecutionStatus.RUNNING
 
 
 async def suspended(rpc: HandleRpc) -> AsyncIterator[str]:
