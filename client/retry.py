@@ -102,6 +102,18 @@ def is_refused_update(err: RPCError) -> bool:
     return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)
 
 
+def is_busy_query(err: RPCError) -> bool:
+    """A query the server could not answer in time, nothing refused: the workflow's query
+    buffer is full (many hosts polling one workflow), or the call timed out while its
+    workflow task was slow (a just-closed workflow many hosts ask, a loaded server). The
+    client-side timeout comes back as CANCELLED "Timeout expired" (tonic), the server's as
+    DEADLINE_EXCEEDED."""
+    text = str(err).lower()
+    if "query buffer is full" in text or err.status == RPCStatusCode.DEADLINE_EXCEEDED:
+        return True
+    return err.status == RPCStatusCode.CANCELLED and "timeout expired" in text
+
+
 QUERY_BUSY_TRIES = 20
 """How many times :func:`riding_busy_queries` asks a refused query again."""
 
@@ -119,9 +131,8 @@ async def riding_busy_queries(call: Callable[[], Awaitable[_R]]) -> _R:
         try:
             return await call()
         except RPCError as err:
-            busy = "query buffer is full" in str(err)
-            if not busy and err.status != RPCStatusCode.DEADLINE_EXCEEDED:
-                raise  # (a query of a just-closed workflow that many hosts ask may time out)
+            if not is_busy_query(err):
+                raise
         await asyncio.sleep(delay)
         delay = min(delay * 2, 1.0)
     return await call()

@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client import retry
 from toolnexus_temporal.client.fallback import settled
-from toolnexus_temporal.client.retry import is_connection_error, is_update_limit, riding_outage
+from toolnexus_temporal.client.retry import (
+    is_connection_error,
+    is_update_limit,
+    riding_busy_queries,
+    riding_outage,
+)
 from toolnexus_temporal.workflows.models import HandleView, Request, TaskResult
 
 IN_FLIGHT = (
@@ -68,6 +75,46 @@ async def test_riding_outage_retries_only_connection_failures(monkeypatch) -> No
     with pytest.raises(RPCError):  # an outage longer than the bound is raised
         await riding_outage(down)
     assert 1 < len(calls) < 6
+
+
+async def test_riding_busy_queries_asks_again_after_a_timeout_only(monkeypatch) -> None:
+    """A query the client timed out (tonic's CANCELLED "Timeout expired", seen in CI under
+    load) or the server did (DEADLINE_EXCEEDED), or a full query buffer, is asked again;
+    a refusal is raised at once."""
+    monkeypatch.setattr(asyncio, "sleep", _no_sleep)
+    for busy in (
+        err("Timeout expired", RPCStatusCode.CANCELLED),
+        err("deadline exceeded", RPCStatusCode.DEADLINE_EXCEEDED),
+        err(
+            "consistent query buffer is full, cannot accept new queries", RPCStatusCode.UNAVAILABLE
+        ),
+    ):
+        calls: list[int] = []
+
+        async def slow(busy: RPCError = busy, calls: list[int] = calls) -> str:
+            calls.append(1)
+            if len(calls) < 3:
+                raise busy
+            return "view"
+
+        assert await riding_busy_queries(slow) == "view" and len(calls) == 3, busy
+    for refused in (
+        err("workflow not found", RPCStatusCode.NOT_FOUND),
+        err("cancelled by the caller", RPCStatusCode.CANCELLED),
+    ):
+        tries: list[int] = []
+
+        async def refuse(refused: RPCError = refused, tries: list[int] = tries) -> str:
+            tries.append(1)
+            raise refused
+
+        with pytest.raises(RPCError):
+            await riding_busy_queries(refuse)
+        assert len(tries) == 1
+
+
+async def _no_sleep(_: float) -> None:
+    return None
 
 
 def view(**fields: object) -> HandleView:
