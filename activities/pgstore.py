@@ -59,6 +59,10 @@ MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {
 }
 """Statements that bring the schema from version ``n - 1`` to ``n`` (each idempotent)."""
 
+APP_NAME = {"application_name": "tnx-store"}
+"""The ``application_name`` of the pool's sessions (``pg_stat_activity``) unless the URL
+sets one."""
+
 CONNECT_TIMEOUT_S = 10
 """Seconds allowed for the first connection when the store opens."""
 
@@ -104,7 +108,7 @@ class PostgresConversationStore:
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 20) -> None:
         try:
-            conninfo_to_dict(url)
+            params = conninfo_to_dict(url)
         except psycopg.ProgrammingError as err:
             raise StoreConfigError(
                 f"conversation store URL {redact_url(url)!r} is not a PostgreSQL URL: "
@@ -115,7 +119,7 @@ class PostgresConversationStore:
             url,
             min_size=min_size,
             max_size=max_size,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **({} if "application_name" in params else APP_NAME)},
             timeout=POOL_TIMEOUT_S,
             open=False,
             name="tnx-store",

@@ -10,6 +10,7 @@ are at the end, PostgreSQL only.
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -204,3 +205,134 @@ async def test_many_conversations_at_once(any_store: ConversationStore) -> None:
     for n in range(20):
         got = texts(await any_store.read(f"default/many-{n}@run"))
         assert got == [f"{n}-{f}" for f in range(1, 6)]
+
+
+# ---------------------------------------------------------------------------- PostgreSQL only
+
+
+async def _wait_blocked(admin: Any, statement_prefix: str) -> int:
+    """The backend pid of the session waiting on a lock in a statement starting with
+    ``statement_prefix`` (waits for it to get there)."""
+    for _ in range(500):
+        cur = await admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+            (statement_prefix + "%",),
+        )
+        row = await cur.fetchone()
+        if row is not None:
+            return int(row[0])
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no session blocked in {statement_prefix!r}")
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("how", ["cancel the task", "kill the connection"])
+async def test_a_write_killed_mid_transaction_leaves_nothing(pg_store: Any, how: str) -> None:
+    """A write stopped after it replaced the tail and moved the fence, before its completion
+    record (its task cancelled, or its connection dropped as a crashed host's would be):
+    the conversation is exactly as before, and the same call can write again."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(pg_store.url, autocommit=True) as admin:
+        for i in range(5):
+            conv = f"default/crash-{i}@run"
+            await pg_store.write(conv, 0, [msg("q"), msg("tail")], fence=1, completion="c1")
+            async with await psycopg.AsyncConnection.connect(pg_store.url) as blocker:
+                # hold the completion row: the writer stops at its DELETE of it, after
+                # everything else of the write ran inside its transaction
+                await blocker.execute(
+                    "SELECT * FROM tnx_completions WHERE conv_id = %s FOR UPDATE", (conv,)
+                )
+                writer = asyncio.create_task(
+                    pg_store.write(conv, 1, [msg("a1"), msg("a2")], fence=2, completion="c2")
+                )
+                pid = await _wait_blocked(admin, "DELETE FROM tnx_completions")
+                if how == "cancel the task":
+                    writer.cancel()
+                else:
+                    await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                with pytest.raises((asyncio.CancelledError, psycopg.OperationalError)):
+                    await writer
+                await blocker.rollback()
+            assert texts(await pg_store.read(conv)) == ["q", "tail"]
+            assert await pg_store.completion(conv, 1) == "c1"
+            cur = await admin.execute(
+                "SELECT fence FROM tnx_conversations WHERE conv_id = %s", (conv,)
+            )
+            assert await cur.fetchone() == (1,)
+            assert await pg_store.write(conv, 1, [msg("a1")], fence=2, completion="c2") == 2
+            assert texts(await pg_store.read(conv)) == ["q", "a1"]
+
+
+@pytest.mark.postgres
+async def test_schema_set_up_by_many_workers_at_once(postgres_db: str) -> None:
+    """Eight workers open a fresh database at the same moment (and again, later): one
+    creates the schema, the others wait for it and find it; nothing fails or doubles."""
+    import psycopg
+
+    from toolnexus_temporal.activities.pgstore import (
+        SCHEMA_VERSION,
+        PostgresConversationStore,
+        ensure_schema,
+    )
+
+    for _ in range(3):
+        stores = [PostgresConversationStore(postgres_db) for _ in range(8)]
+        try:
+            await asyncio.gather(*(s.open() for s in stores))
+            await stores[0].write(CONV, 0, [msg("a")], fence=1)
+            assert texts(await stores[7].read(CONV)) == ["a"]
+        finally:
+            await asyncio.gather(*(s.aclose() for s in stores))
+    async with await psycopg.AsyncConnection.connect(postgres_db, autocommit=True) as conn:
+        assert await ensure_schema(conn) == SCHEMA_VERSION  # already there: nothing to do
+        cur = await conn.execute("SELECT version FROM tnx_store_schema")
+        assert await cur.fetchall() == [(SCHEMA_VERSION,)]
+
+
+@pytest.mark.postgres
+async def test_concurrent_schema_creation_on_fresh_databases(postgres_server: PgServer) -> None:
+    """The race the advisory lock prevents: ``CREATE TABLE IF NOT EXISTS`` run at once by
+    several sessions on an empty database (looped on fresh databases)."""
+    from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+
+    for _ in range(6):
+        url = postgres_server.create_database()
+        stores = [PostgresConversationStore(url) for _ in range(6)]
+        try:
+            await asyncio.gather(*(s.open() for s in stores))
+        finally:
+            await asyncio.gather(*(s.aclose() for s in stores))
+
+
+@pytest.mark.postgres
+async def test_a_newer_schema_is_refused(postgres_db: str) -> None:
+    import psycopg
+
+    from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+
+    async with PostgresConversationStore(postgres_db):
+        pass
+    async with await psycopg.AsyncConnection.connect(postgres_db, autocommit=True) as conn:
+        await conn.execute("UPDATE tnx_store_schema SET version = 99")
+    with pytest.raises(StoreError, match="version 99, newer than"):
+        await PostgresConversationStore(postgres_db).open()
+
+
+@pytest.mark.postgres
+async def test_an_unreachable_server_is_one_clear_error(postgres_server: PgServer) -> None:
+    from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+    from toolnexus_temporal.activities.store import StoreUnavailableError
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    store = PostgresConversationStore(f"postgresql://tnx:s3cret@127.0.0.1:{port}/tnx")
+    with pytest.raises(StoreUnavailableError) as caught:
+        await store.open()
+    text = str(caught.value)
+    assert f"postgresql://tnx@127.0.0.1:{port}/tnx" in text
+    assert "refused" in text.lower()
+    assert "s3cret" not in text
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        await PostgresConversationStore(postgres_server.url("no_such_db")).open()
