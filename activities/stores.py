@@ -54,7 +54,7 @@ def open_store(url_or_path: str | Path) -> ConversationStore:
         return SqliteConversationStore(Path(text).expanduser())
     scheme = text.split("://", 1)[0].lower()
     if scheme in POSTGRES_SCHEMES:
-        return _postgres(text)
+        return _postgres(scheme + text[len(scheme) :])  # libpq wants the scheme lower-case
     if scheme == "sqlite":
         parts = urlsplit(text)
         if parts.netloc or not parts.path or parts.path == "/":

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import MODEL
 from tests.test_approvals import registry
+from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, StoreUnavailableError
 from toolnexus_temporal.activities.pgstore import PostgresConversationStore
 from toolnexus_temporal.client import AgentDef, Answer, Handle
@@ -46,7 +47,7 @@ def closed_port() -> int:
 
 
 async def test_turns_with_tools_and_an_approval_on_the_postgres_store(
-    make_runtime: Any, postgres_db: str, client: Client
+    make_runtime: Any, postgres_db: str, client: Client, env: Any
 ) -> None:
     worker = AgentDef(name="worker", tools=["lookup", "ask_approval"])
     llm = ScriptedLLM(
@@ -89,6 +90,11 @@ async def test_turns_with_tools_and_an_approval_on_the_postgres_store(
         assert "data(alpha)" in contents
         assert contents[-3:] == ["done, approved", "again", "second turn"]
         assert any("approved" in (c or "") and "host" in (c or "") for c in contents)
+
+        tnx = Cli(env, rt)  # the CLI reads the same transcript through TNX_STORE_URL
+        tnx.environ["TNX_STORE_URL"] = postgres_db
+        shown = (await tnx.ok("inspect", h.id, "--transcript", "--json")).json()
+        assert [m["content"] for m in shown["transcript"]] == contents
 
         async with await psycopg.AsyncConnection.connect(postgres_db) as conn:
             cur = await conn.execute("SELECT conv_id, count(*) FROM tnx_messages GROUP BY 1")
