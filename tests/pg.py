@@ -40,12 +40,17 @@ class PgServer:
     a free loopback port and a unix socket in that folder, trust authentication for user
     ``postgres``, fsync off (test data only). Stopped and deleted by :meth:`stop`.
 
+    Args:
+        durable: keep PostgreSQL's default durability (fsync, synchronous commit): the
+            benchmark's setting, so the store comparison with SQLite (which syncs) is fair.
+
     Raises:
         RuntimeError: (from :meth:`start`) the wheel is missing or the server did not start;
             the message holds the server's log.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
         self.root = Path(tempfile.mkdtemp(prefix="tnx-pg-"))
         self.data = self.root / "data"
         self.port = 0
@@ -84,10 +89,9 @@ class PgServer:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        options = (
-            f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200"
+        if not self.durable:
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             str(binaries / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
             "-o", options, "-w", "-t", "60", "start",
