@@ -336,3 +336,31 @@ async def test_an_unreachable_server_is_one_clear_error(postgres_server: PgServe
     assert "s3cret" not in text
     with pytest.raises(StoreUnavailableError, match="does not exist"):
         await PostgresConversationStore(postgres_server.url("no_such_db")).open()
+
+
+@pytest.mark.postgres
+async def test_closed_then_opened_again(pg_store: Any) -> None:
+    await pg_store.write(CONV, 0, [msg("a")], fence=1)
+    await pg_store.aclose()
+    await pg_store.aclose()  # twice: harmless
+    assert texts(await pg_store.read(CONV)) == ["a"]  # the first operation opens it again
+    await pg_store.aclose()
+    await pg_store.open()
+    assert await pg_store.write(CONV, 1, [msg("b")], fence=2) == 2
+
+
+@pytest.mark.postgres
+async def test_no_right_to_create_the_tables_is_a_clear_error(postgres_server: PgServer) -> None:
+    """PostgreSQL 15+ lets only the owner create tables in ``public``: a worker whose user
+    cannot gets one StoreError naming the database, not a driver traceback per activity."""
+    import psycopg
+
+    from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+
+    url = postgres_server.create_database()
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("DROP ROLE IF EXISTS tnx_reader")
+        await conn.execute("CREATE ROLE tnx_reader LOGIN")
+    reader_url = url.replace("postgresql://postgres@", "postgresql://tnx_reader@")
+    with pytest.raises(StoreError, match="cannot set up the conversation store's tables"):
+        await PostgresConversationStore(reader_url).open()
