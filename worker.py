@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 from temporalio.client import Client
+from temporalio.converter import PayloadCodec
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -33,6 +34,14 @@ from toolnexus_temporal.activities.registry import Registry, RegistryActivities,
 from toolnexus_temporal.activities.store import ConversationStore, SqliteConversationStore
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
+from toolnexus_temporal.client.codec import (
+    ENV_KEY_FILE,
+    ENV_KEYS,
+    AesGcmCodec,
+    CodecError,
+    codec_from_keys,
+    with_codec,
+)
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
@@ -116,6 +125,7 @@ async def create_worker(
     transport: httpx.AsyncBaseTransport | None = None,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
+    codec: PayloadCodec | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
@@ -141,6 +151,9 @@ async def create_worker(
         max_concurrent_turns: LLM HTTP calls in flight at once in this process (None: 100).
         sandboxed: run the workflow inside Temporal's sandbox (see :func:`workflow_runner`;
             default False: faster, determinism checked statically and by replay in CI).
+        codec: a payload codec (encryption at rest, :mod:`~toolnexus_temporal.client.codec`)
+            applied on top of ``client``'s converter (None: ``client`` as given; a client
+            from ``connect(..., codec=...)`` already has it).
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
@@ -162,6 +175,7 @@ async def create_worker(
         max_concurrent=cap,
     )
     options = {**WORKER_DEFAULTS, **worker_options}
+    client = with_codec(client, codec)
     try:
         yield Worker(
             client,
@@ -196,10 +210,11 @@ async def serve(
     store_path: Path,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
+    codec: AesGcmCodec | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down cleanly."""
     registry = Registry.load(registry_spec)
-    client = await connect(address, namespace)
+    client = await connect(address, namespace, codec=codec)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -217,6 +232,7 @@ async def serve(
         typer.echo(
             f"worker on {address} namespace={namespace} task_queue={task_queue} "
             f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model}"
+            + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
         )
         done, _ = await asyncio.wait(
             [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -267,6 +283,16 @@ def run(
             help="Run workflows in Temporal's sandbox (slower; see worker.workflow_runner)",
         ),
     ] = False,
+    codec_keys: Annotated[
+        str | None,
+        typer.Option(
+            envvar=ENV_KEYS,
+            help="Encrypt payloads: key entries id:base64key,... (first encodes, all decode)",
+        ),
+    ] = None,
+    codec_key_file: Annotated[
+        Path | None, typer.Option(envvar=ENV_KEY_FILE, help="File of codec key entries")
+    ] = None,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM."""
     try:
@@ -283,6 +309,12 @@ def run(
     if style not in ("openai", "anthropic"):
         raise typer.BadParameter("style must be openai or anthropic", param_hint="style")
     llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
+    try:
+        codec = (
+            codec_from_keys(codec_keys, codec_key_file) if codec_keys or codec_key_file else None
+        )
+    except CodecError as err:
+        raise typer.BadParameter(str(err), param_hint="--codec-keys") from None
     asyncio.run(
         serve(
             address=address,
@@ -293,6 +325,7 @@ def run(
             store_path=store,
             max_concurrent_turns=max_concurrent_turns,
             sandboxed=sandbox,
+            codec=codec,
         )
     )
 

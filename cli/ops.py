@@ -32,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.activities.store import SqliteConversationStore
 from toolnexus_temporal.cli.render import one_line, truncate
+from toolnexus_temporal.client.codec import CodecError, codec_from_env
 from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError, VerbRejectedError
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -170,8 +171,12 @@ async def _run(
     global _client_used
     _client_used = True
     try:
+        codec = codec_from_env()  # TNX_CODEC_KEYS / TNX_CODEC_KEY_FILE: encryption at rest
+    except CodecError as err:
+        raise CliError(str(err), EXIT_ENV) from err
+    try:
         client = await asyncio.wait_for(
-            connect(opts.address, opts.namespace), timeout=CONNECT_TIMEOUT_S
+            connect(opts.address, opts.namespace, codec=codec), timeout=CONNECT_TIMEOUT_S
         )
     except TimeoutError as err:
         raise CliError(
@@ -200,6 +205,8 @@ async def _run(
         return await asyncio.wait_for(attach_and_run(), timeout=timeout_s)
     except CliError:
         raise
+    except CodecError as err:
+        raise CliError(f"cannot read the agent's payloads: {err}", EXIT_ENV) from err
     except TimeoutError as err:
         raise CliError(
             f"no answer in {timeout_s:g}s from the agent workflows in {opts.where()}: "

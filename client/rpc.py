@@ -33,11 +33,12 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
+from toolnexus_temporal.client.codec import data_converter
 from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     UpdateLimitError,
@@ -100,19 +101,20 @@ it refuses, and a workflow flooded with updates loses workflow tasks ("workflow 
 aborted"). Queuing in the client is cheaper than both."""
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
+async def connect(
+    address: str, namespace: str = "default", *, codec: PayloadCodec | None = None
+) -> Client:
     """Connect a client with the pydantic data converter every part of the runtime uses.
 
     Args:
         address: the frontend's ``host:port``, e.g. ``localhost:7233``.
         namespace: the Temporal namespace.
+        codec: a payload codec (encryption at rest: :mod:`.codec`), None for plain JSON.
 
     Raises:
         RuntimeError: the server cannot be reached (from ``Client.connect``).
     """
-    return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
-    )
+    return await Client.connect(address, namespace=namespace, data_converter=data_converter(codec))
 
 
 def update_name(update: Update[Any, Any]) -> str:
