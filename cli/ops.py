@@ -207,6 +207,14 @@ async def _run(
         raise
     except CodecError as err:
         raise CliError(f"cannot read the agent's payloads: {err}", EXIT_ENV) from err
+    except KeyError as err:
+        if "binary/encrypted" not in str(err):
+            raise
+        raise CliError(
+            "the agents' payloads are encrypted (payload codec): set TNX_CODEC_KEYS or "
+            "TNX_CODEC_KEY_FILE to the workers' keys",
+            EXIT_ENV,
+        ) from err
     except TimeoutError as err:
         raise CliError(
             f"no answer in {timeout_s:g}s from the agent workflows in {opts.where()}: "
