@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from google.protobuf import json_format
 from google.protobuf.message import Message as ProtoMessage
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.history.v1 import History
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from tests.conftest import MODEL, temporal_binary
@@ -26,7 +28,7 @@ from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.activities.store import SqliteConversationStore
 from toolnexus_temporal.cli.codec_server import CodecServer
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, VerbRejectedError
 from toolnexus_temporal.client.codec import AesGcmCodec, UnknownKeyError, with_codec
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
@@ -145,7 +147,17 @@ async def test_history_holds_no_plaintext_and_the_codec_server_decodes_it(
         assert [x.id for x in await rt.list(rt.root)] == [rt.root.id, h.id]
         assert await rt.trace(h)
 
-        history = await raw_history(client, workflow_id_for(rt.scope, h.id))
+        # The web UI's summary and current details: encrypted too, readable with the codec.
+        wf = rt.client.get_workflow_handle(workflow_id_for(rt.scope, h.id))
+        meta = await wf.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert m["final"] in meta.current_details
+        summary = await (await wf.describe()).static_summary()
+        assert summary == f"agent keeper (child of {rt.root.id})"
+        plain_view = await client.get_workflow_handle(wf.id).describe()
+        with pytest.raises(KeyError, match="binary/encrypted"):
+            await plain_view.static_summary()
+
+        history = await raw_history(client, wf.id)
     stored = history.SerializeToString()
     for marker in m.values():
         assert marker.encode() not in stored, marker
@@ -268,6 +280,11 @@ async def test_history_written_under_an_old_key_decodes_after_rotation(
         assert (r.status, r.text) == ("done", f"the answer is {second['final']}")
         seen = await rt.inspect(h.id)
         assert seen.turns_total == 4
+        # A rejected verb is still a typed error with its message (the failure's message is
+        # in its encrypted attributes now).
+        assert (await rt.close(h.id)).state == "closed"
+        with pytest.raises(VerbRejectedError, match="handle closed"):
+            await rt.wake(h.id, f"again {second['prompt']}")
         history = await raw_history(client, workflow_id_for(rt.scope, h.id))
     encoded = [p for p, skipped in walk_payloads(history) if not skipped]
     assert {p.metadata["encryption-key-id"] for p in encoded} == {b"a", b"b"}
