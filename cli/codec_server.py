@@ -11,8 +11,8 @@ The protocol (Temporal's "Codec Server" docs):
 * The caller sends ``X-Namespace``; with ``--namespace`` given, other namespaces get 403.
 * CORS for the web UI: ``OPTIONS`` preflight and every answer carry
   ``Access-Control-Allow-Origin`` for an allowed ``Origin`` (default
-  ``http://localhost:8233``, the dev server's UI), methods ``POST, OPTIONS`` and headers
-  ``Content-Type, X-Namespace, Authorization``.
+  ``http://localhost:8233`` and ``http://127.0.0.1:8233``, the dev server's UI), methods
+  ``POST, OPTIONS`` and headers ``Content-Type, X-Namespace, Authorization``.
 * Optional ``--auth-token``: requests must carry ``Authorization: Bearer <token>`` (401
   otherwise). Preflights are not checked (browsers send them without credentials).
 
@@ -50,8 +50,9 @@ DEFAULT_HOST: Final = "127.0.0.1"
 DEFAULT_PORT: Final = 8081
 """Port the codec server listens on when none is given."""
 
-DEFAULT_ORIGINS: Final = ("http://localhost:8233",)
-"""Web UI origins allowed by CORS when none are given (the dev server's UI)."""
+DEFAULT_ORIGINS: Final = ("http://localhost:8233", "http://127.0.0.1:8233")
+"""Web UI origins allowed by CORS when none are given: the dev server's UI, under both names a
+browser may have been given (the origin is whatever host was typed)."""
 
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """Largest request body accepted, bytes (a history page of payloads fits comfortably)."""
