@@ -151,9 +151,10 @@ async def create_worker(
         max_concurrent_turns: LLM HTTP calls in flight at once in this process (None: 100).
         sandboxed: run the workflow inside Temporal's sandbox (see :func:`workflow_runner`;
             default False: faster, determinism checked statically and by replay in CI).
-        codec: a payload codec (encryption at rest, :mod:`~toolnexus_temporal.client.codec`)
-            applied on top of ``client``'s converter (None: ``client`` as given; a client
-            from ``connect(..., codec=...)`` already has it).
+        codec: a payload codec (encryption at rest, :mod:`~toolnexus_temporal.client.codec`):
+            the worker then uses ``client``'s connection with the pydantic converter plus this
+            codec in place of ``client``'s converter (None: ``client`` as given; a client from
+            ``connect(..., codec=...)`` already has it).
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 

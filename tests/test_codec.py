@@ -24,6 +24,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
 
 from tests.conftest import MODEL, temporal_binary
+from tests.registries import check_secret_tool
 from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.activities.store import SqliteConversationStore
@@ -45,8 +46,11 @@ async def vault(q: str) -> str:
 
 
 REGISTRY = Registry(
-    [AgentDef(name="keeper", description="keeps secrets", tools=["vault"])],
-    tools=[define_tool(vault)],
+    [
+        AgentDef(name="keeper", description="keeps secrets", tools=["vault"]),
+        AgentDef(name="asker", description="needs approvals", tools=["check_secret"]),
+    ],
+    tools=[define_tool(vault), check_secret_tool()],
 )
 
 
@@ -304,14 +308,28 @@ async def test_tnx_reads_encrypted_agents_with_the_keys_and_says_why_without(
 ) -> None:
     m = markers()
     codec = AesGcmCodec({"a": KEY_A})
-    async with codec_runtime(client, store, ScriptedLLM({MODEL: script(m)}), codec) as rt:
+    approval = [tool_calls(("check_secret", {})), text("asker done")]
+    llm = ScriptedLLM({MODEL: script(m) + approval})
+    async with codec_runtime(client, store, llm, codec) as rt:
         h = await rt.spawn(rt.root, "keeper")
         assert isinstance(h, Handle)
         assert (await rt.run_turn(h, m["prompt"])).status == "done"
+        asker = await rt.spawn(rt.root, "asker")
+        assert isinstance(asker, Handle)
+        assert (await rt.run_turn(asker, "get the secret")).status == "pending"
+        # The approval queue: a search-attribute query (plain) and view queries (encrypted).
+        for _ in range(50):  # visibility is eventually consistent
+            if [x.id for x in await rt.pending()] == [asker.id]:
+                break
+            await asyncio.sleep(0.2)
+        assert [x.id for x in await rt.pending()] == [asker.id]
+
         tnx = Cli(env, rt, store=tmp_path / "conv.sqlite")
         tnx.environ["TNX_CODEC_KEYS"] = f"a:{base64.b64encode(KEY_A).decode()}"
+        await tnx.ok("answer", asker.id, "--approve")
+        assert (await rt.wait(asker)).text == "asker done"
         tree = (await tnx.ok("ls", "--json")).json()
-        assert [x["id"] for x in tree] == ["root", h.id]
+        assert [x["id"] for x in tree] == ["root", h.id, asker.id]
         seen = (await tnx.ok("inspect", h.id, "--json")).json()
         assert m["final"] in seen["last_result"]["text"]
         assert h.id in (await tnx.ok("ls")).out
