@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -347,3 +348,51 @@ async def test_tnx_reads_encrypted_agents_with_the_keys_and_says_why_without(
         del tnx.environ["TNX_CODEC_KEYS"]
         without = await tnx("inspect", h.id)
         assert without.code == 2 and "TNX_CODEC_KEYS" in without.err, without
+
+
+async def test_tnx_codec_server_command_serves_and_refuses_bad_keys() -> None:
+    tnx = Path(sys.executable).parent / "tnx"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TNX_")}
+    bad = await asyncio.create_subprocess_exec(
+        str(tnx),
+        "codec-server",
+        "--keys",
+        "k:c2hvcnQ=",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(bad.communicate(), 60)
+    assert bad.returncode == 2 and "'k' is 5 bytes" in err.decode(), err.decode()
+
+    key = base64.b64encode(KEY_A).decode()
+    proc = await asyncio.create_subprocess_exec(
+        str(tnx),
+        "codec-server",
+        "--port",
+        "0",
+        "--cors-origin",
+        "http://ui.example:8080",
+        env={**env, "TNX_CODEC_KEYS": f"a:{key}"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert "current a" in line and "http://ui.example:8080" in line, line
+        url = line.split()[3]
+        sealed = AesGcmCodec({"a": KEY_A}).encode_one(Payload(data=b"from the CLI"))
+        async with httpx.AsyncClient(base_url=url) as http:
+            resp = await http.post(
+                "/decode",
+                json=payloads_json([sealed]),
+                headers={"Origin": "http://ui.example:8080"},
+            )
+            assert resp.status_code == 200, resp.text
+            assert resp.headers["access-control-allow-origin"] == "http://ui.example:8080"
+            assert joined_data(resp.json()) == b"from the CLI"
+            assert (await http.get("/healthz")).text == "ok\n"
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 30)
