@@ -33,13 +33,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
+from temporalio.api.errordetails.v1 import QueryFailedFailure
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
     DefaultFailureConverterWithEncodedAttributes,
     PayloadCodec,
 )
+from temporalio.service import RPCError
 
 from toolnexus_temporal.client.errors import TnxError
 
@@ -282,3 +284,32 @@ def with_codec(client: Client, codec: PayloadCodec | None) -> Client:
     config = client.config()
     config["data_converter"] = data_converter(codec)
     return Client(**config)
+
+
+ENCODED_FAILURE: Final = "Encoded failure"
+"""The message a failure carries in the clear when its real one is encoded (encrypted)."""
+
+
+async def readable_query_failure(
+    client: Client, err: WorkflowQueryFailedError
+) -> WorkflowQueryFailedError:
+    """``err`` with its real message when the worker encrypted it.
+
+    The SDK raises a failed query as ``WorkflowQueryFailedError`` with the RPC's message only,
+    which with a codec is ``"Encoded failure"``; the failure itself rides in the RPC status
+    details (``QueryFailedFailure``). Decode it with ``client``'s converter; when that is not
+    possible (no codec, unknown key), the message says so.
+    """
+    rpc = err.__context__
+    if err.message != ENCODED_FAILURE or not isinstance(rpc, RPCError):
+        return err
+    for detail in rpc.grpc_status.details:
+        query_failure = QueryFailedFailure()
+        if not detail.Unpack(query_failure) or not query_failure.HasField("failure"):
+            continue
+        try:
+            decoded = await client.data_converter.decode_failure(query_failure.failure)
+        except Exception as why:
+            return WorkflowQueryFailedError(f"{ENCODED_FAILURE} (cannot decode it: {why})")
+        return WorkflowQueryFailedError(str(decoded))
+    return err

@@ -28,6 +28,7 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
@@ -38,7 +39,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
-from toolnexus_temporal.client.codec import data_converter
+from toolnexus_temporal.client.codec import data_converter, readable_query_failure
 from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     UpdateLimitError,
@@ -271,6 +272,8 @@ class HandleRpc:
             return await riding_busy_queries(lambda: riding_outage(lambda: wf.query(query)))
         except RPCError as err:
             raise rpc_error(handle_id, err) from err
+        except WorkflowQueryFailedError as err:  # with a codec, the message is encrypted
+            raise await readable_query_failure(self.client, err) from err
 
     async def signal(self, handle_id: str, name: str, arg: Any) -> None:
         """Send a public signal (``wake``, ``post``, ``interrupt``, ``close``, ``answer``):

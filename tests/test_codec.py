@@ -22,7 +22,7 @@ from google.protobuf.message import Message as ProtoMessage
 from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.history.v1 import History
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 
 from tests.conftest import MODEL, temporal_binary
 from tests.registries import check_secret_tool
@@ -31,7 +31,12 @@ from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.activities.store import SqliteConversationStore
 from toolnexus_temporal.cli.codec_server import CodecServer
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, VerbRejectedError
-from toolnexus_temporal.client.codec import AesGcmCodec, UnknownKeyError, with_codec
+from toolnexus_temporal.client.codec import (
+    AesGcmCodec,
+    UnknownKeyError,
+    data_converter,
+    with_codec,
+)
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.names import workflow_id_for
@@ -77,14 +82,16 @@ async def codec_runtime(
     codec: AesGcmCodec,
     *,
     scope: str | None = None,
+    worker_codec: AesGcmCodec | None = None,
 ) -> AsyncIterator[AgentRuntime]:
-    """A worker and a runtime whose client encrypts every payload with ``codec``."""
+    """A worker and a runtime whose client encrypts every payload with ``codec`` (the worker
+    with ``worker_codec`` when given)."""
     scope = scope or f"t-{uuid.uuid4().hex[:10]}"
     task_queue = f"tq-{scope}"
     secure = with_codec(client, codec)
     async with (
         create_worker(
-            secure,
+            with_codec(client, worker_codec or codec),
             registry=REGISTRY,
             llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
             task_queue=task_queue,
@@ -396,3 +403,54 @@ async def test_tnx_codec_server_command_serves_and_refuses_bad_keys() -> None:
     finally:
         proc.terminate()
         await asyncio.wait_for(proc.wait(), 30)
+
+
+async def test_a_worker_without_the_key_fails_tasks_until_one_has_it(
+    client: Client, store: SqliteConversationStore
+) -> None:
+    """Nothing is lost: the workflow task fails with the key id (readable with the codec) and
+    Temporal retries it; a query says why; a worker with the key then runs the turn."""
+    m = markers()
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    llm = ScriptedLLM({MODEL: [text("first"), text(m["final"])]})
+    async with codec_runtime(client, store, llm, AesGcmCodec({"a": KEY_A}), scope=scope) as rt:
+        h = await rt.spawn(rt.root, "keeper")
+        assert isinstance(h, Handle)
+        assert (await rt.run_turn(h, "first")).status == "done"
+    wf_id = workflow_id_for(scope, h.id)
+    both = AesGcmCodec({"b": KEY_B, "a": KEY_A})
+    rt = AgentRuntime(with_codec(client, both), task_queue=f"tq-{scope}", scope=scope)
+
+    def worker(codec: AesGcmCodec) -> Any:
+        return create_worker(
+            with_codec(client, codec),
+            registry=REGISTRY,
+            llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
+            task_queue=f"tq-{scope}",
+            store=store,
+            transport=llm.transport(),
+        )
+
+    async with worker(AesGcmCodec({"b": KEY_B})) as w, w:
+        with pytest.raises(WorkflowQueryFailedError, match=r"key id 'a'.*known keys \(b\)"):
+            await rt.inspect(h.id)
+        turn = asyncio.create_task(rt.run_turn(h.id, m["prompt"]))
+        failed: list[Any] = []
+        for _ in range(100):
+            history = await raw_history(client, wf_id)
+            failed = [
+                e for e in history.events if e.HasField("workflow_task_failed_event_attributes")
+            ]
+            if failed:
+                break
+            await asyncio.sleep(0.1)
+        assert failed, "the worker without key a never failed a workflow task"
+        failure = failed[0].workflow_task_failed_event_attributes.failure
+        assert failure.message == "Encoded failure"  # the reason is encrypted too
+        reason = await data_converter(both).decode_failure(failure)
+        assert "key id 'a'" in str(reason), reason
+        assert not turn.done()
+    async with worker(both) as w, w:
+        r = await asyncio.wait_for(turn, 60)
+        assert (r.status, r.text) == ("done", m["final"])
+        assert (await rt.inspect(h.id)).turns_total == 2
