@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import os
+import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -37,10 +38,11 @@ from toolnexus_temporal.client.codec import (
     data_converter,
     with_codec,
 )
-from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.names import workflow_id_for
 
+ROOT = Path(__file__).resolve().parent.parent
 KEY_A = os.urandom(32)
 KEY_B = os.urandom(32)
 UI_ORIGIN = "http://localhost:8233"
@@ -454,3 +456,74 @@ async def test_a_worker_without_the_key_fails_tasks_until_one_has_it(
         r = await asyncio.wait_for(turn, 60)
         assert (r.status, r.text) == ("done", m["final"])
         assert (await rt.inspect(h.id)).turns_total == 2
+
+
+async def test_tnx_worker_encrypts_with_its_codec_keys(client: Client, tmp_path: Path) -> None:
+    """``tnx-worker --codec-keys`` (and TNX_CODEC_KEYS) runs agents whose history is encrypted;
+    a bad key stops it at start-up with the entry's id."""
+    worker_bin = str(Path(sys.executable).parent / "tnx-worker")
+    root = ROOT
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TNX_")}
+    env["PYTHONPATH"] = str(root)
+    bad = await asyncio.create_subprocess_exec(
+        worker_bin,
+        "--registry",
+        "tests.registries:APPROVALS",
+        "--llm-base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--codec-keys",
+        "k1:c2hvcnQ=",
+        cwd=root,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(bad.communicate(), 60)
+    assert bad.returncode == 2 and "'k1' is 5 bytes" in err.decode(), err.decode()
+
+    m = markers()
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    llm = ScriptedLLM({MODEL: [text(m["final"])]})
+    with ScriptedLLMServer(llm) as llm_server:
+        proc = await asyncio.create_subprocess_exec(
+            worker_bin,
+            "--registry",
+            "tests.registries:APPROVALS",
+            "--address",
+            client.service_client.config.target_host,
+            "--task-queue",
+            f"tq-{scope}",
+            "--llm-base-url",
+            llm_server.base_url,
+            "--model",
+            MODEL,
+            "--store",
+            str(tmp_path / "store.sqlite"),
+            cwd=root,
+            env={**env, "TNX_CODEC_KEYS": f"w1:{base64.b64encode(KEY_B).decode()}"},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        try:
+            assert proc.stdout is not None
+            line = await asyncio.wait_for(proc.stdout.readline(), 60)
+            assert b"codec=aes-256-gcm key=w1" in line, line
+            codec = AesGcmCodec({"w1": KEY_B})
+            rt = await AgentRuntime(
+                with_codec(client, codec), task_queue=f"tq-{scope}", scope=scope
+            ).start()
+            h = await rt.spawn(rt.root, "asker")
+            assert isinstance(h, Handle)
+            assert (await rt.run_turn(h, m["prompt"])).text == m["final"]
+            history = await raw_history(client, workflow_id_for(scope, h.id))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+    stored = history.SerializeToString()
+    assert m["prompt"].encode() not in stored and m["final"].encode() not in stored
+    encoded = [p for p, skipped in walk_payloads(history) if not skipped]
+    assert {p.metadata["encryption-key-id"] for p in encoded} == {b"w1"}
+    plain = b"\n".join(p.data for p in await codec.decode(encoded))
+    assert m["prompt"].encode() in plain and m["final"].encode() in plain
