@@ -25,6 +25,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 from temporalio.client import Client
+from temporalio.converter import PayloadCodec
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -39,6 +40,14 @@ from toolnexus_temporal.activities.store import (
 from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
+from toolnexus_temporal.client.codec import (
+    ENV_KEY_FILE,
+    ENV_KEYS,
+    AesGcmCodec,
+    CodecError,
+    codec_from_keys,
+    with_codec,
+)
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
@@ -122,6 +131,7 @@ async def create_worker(
     transport: httpx.AsyncBaseTransport | None = None,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
+    codec: PayloadCodec | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
@@ -152,6 +162,10 @@ async def create_worker(
         max_concurrent_turns: LLM HTTP calls in flight at once in this process (None: 100).
         sandboxed: run the workflow inside Temporal's sandbox (see :func:`workflow_runner`;
             default False: faster, determinism checked statically and by replay in CI).
+        codec: a payload codec (encryption at rest, :mod:`~toolnexus_temporal.client.codec`):
+            the worker then uses ``client``'s connection with the pydantic converter plus this
+            codec in place of ``client``'s converter (None: ``client`` as given; a client from
+            ``connect(..., codec=...)`` already has it).
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
@@ -174,8 +188,8 @@ async def create_worker(
     await open_checked(conv_store)
     try:
         async with _worker(
-            client, reg, llm, task_queue, conv_store, transport, max_concurrent_turns, sandboxed,
-            worker_options,
+            with_codec(client, codec), reg, llm, task_queue, conv_store, transport,
+            max_concurrent_turns, sandboxed, worker_options,
         ) as worker:  # fmt: skip
             yield worker
     finally:
@@ -240,6 +254,7 @@ async def serve(
     store: str | Path,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
+    codec: AesGcmCodec | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down cleanly (its store closed).
 
@@ -254,7 +269,7 @@ async def serve(
     await open_checked(conv_store)  # an unreachable store fails first, once
     try:
         await _serve(address, namespace, task_queue, registry_spec, llm, conv_store,
-                     max_concurrent_turns, sandboxed)  # fmt: skip
+                     max_concurrent_turns, sandboxed, codec)  # fmt: skip
     finally:
         await close_store(conv_store)
 
@@ -268,9 +283,10 @@ async def _serve(
     conv_store: ConversationStore,
     max_concurrent_turns: int | None,
     sandboxed: bool,
+    codec: AesGcmCodec | None,
 ) -> None:
     registry = Registry.load(registry_spec)
-    client = await connect(address, namespace)
+    client = await connect(address, namespace, codec=codec)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -289,6 +305,7 @@ async def _serve(
             f"worker on {address} namespace={namespace} task_queue={task_queue} "
             f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
             f"store={conv_store!r}"
+            + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
         )
         done, _ = await asyncio.wait(
             [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -344,6 +361,16 @@ def run(
             help="Run workflows in Temporal's sandbox (slower; see worker.workflow_runner)",
         ),
     ] = False,
+    codec_keys: Annotated[
+        str | None,
+        typer.Option(
+            envvar=ENV_KEYS,
+            help="Encrypt payloads: key entries id:base64key,... (first encodes, all decode)",
+        ),
+    ] = None,
+    codec_key_file: Annotated[
+        Path | None, typer.Option(envvar=ENV_KEY_FILE, help="File of codec key entries")
+    ] = None,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM."""
     try:
@@ -365,6 +392,12 @@ def run(
     except StoreConfigError as err:
         raise typer.BadParameter(str(err), param_hint="--store") from None
     try:
+        codec = (
+            codec_from_keys(codec_keys, codec_key_file) if codec_keys or codec_key_file else None
+        )
+    except CodecError as err:
+        raise typer.BadParameter(str(err), param_hint="--codec-keys") from None
+    try:
         asyncio.run(
             serve(
                 address=address,
@@ -375,6 +408,7 @@ def run(
                 store=store,
                 max_concurrent_turns=max_concurrent_turns,
                 sandboxed=sandbox,
+                codec=codec,
             )
         )
     except (StoreUnavailableError, StoreError) as err:

@@ -5,6 +5,7 @@ Commands::
     tnx demo [--prompt TEXT] [--address HOST:PORT] [--llm-base-url URL] [--model NAME]
              [--data-dir PATH] [--keep-server]
     tnx server start|stop|status [--data-dir PATH]
+    tnx codec-server [--port N] [--keys ID:B64,...] [--cors-origin URL]   (README "Production")
 
     tnx ls [ID]                          the tree under ID (default: the root)
     tnx inspect ID [--transcript]        every field of a handle (and its transcript)
@@ -39,6 +40,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from toolnexus_temporal.cli import ops, render
+from toolnexus_temporal.cli.codec_server import codec_server_command
 from toolnexus_temporal.cli.demo_cmd import demo
 from toolnexus_temporal.cli.hostcmd import (
     IdArg,
@@ -70,6 +72,7 @@ app = typer.Typer(
 app.add_typer(server_app, name="server")
 
 app.command()(demo)
+app.command("codec-server")(codec_server_command)
 
 host_command = host_commands(app)
 """Registers a host verb on :data:`app` (:func:`~toolnexus_temporal.cli.hostcmd.host_commands`)."""

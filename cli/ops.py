@@ -37,6 +37,7 @@ from toolnexus_temporal.activities.store import (
 )
 from toolnexus_temporal.activities.stores import open_store as open_store_url
 from toolnexus_temporal.cli.render import one_line, truncate
+from toolnexus_temporal.client.codec import CodecError, codec_from_env
 from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError, VerbRejectedError
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.rpc import connect
@@ -177,8 +178,12 @@ async def _run(
     global _client_used
     _client_used = True
     try:
+        codec = codec_from_env()  # TNX_CODEC_KEYS / TNX_CODEC_KEY_FILE: encryption at rest
+    except CodecError as err:
+        raise CliError(str(err), EXIT_ENV) from err
+    try:
         client = await asyncio.wait_for(
-            connect(opts.address, opts.namespace), timeout=CONNECT_TIMEOUT_S
+            connect(opts.address, opts.namespace, codec=codec), timeout=CONNECT_TIMEOUT_S
         )
     except TimeoutError as err:
         raise CliError(
@@ -207,6 +212,16 @@ async def _run(
         return await asyncio.wait_for(attach_and_run(), timeout=timeout_s)
     except CliError:
         raise
+    except CodecError as err:
+        raise CliError(f"cannot read the agent's payloads: {err}", EXIT_ENV) from err
+    except KeyError as err:
+        if "binary/encrypted" not in str(err):
+            raise
+        raise CliError(
+            "the agents' payloads are encrypted (payload codec): set TNX_CODEC_KEYS or "
+            "TNX_CODEC_KEY_FILE to the workers' keys",
+            EXIT_ENV,
+        ) from err
     except TimeoutError as err:
         raise CliError(
             f"no answer in {timeout_s:g}s from the agent workflows in {opts.where()}: "

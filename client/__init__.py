@@ -2,8 +2,9 @@
 
 Modules: ``runtime`` (the verbs), ``handle`` (``Handle``, a read model of one agent),
 ``errors``, ``rpc`` (``connect`` and the typed updates and queries), ``turns`` (the client side
-of a wake: slots from the parent, ``turn`` updates in flight) and ``testing`` (a scripted LLM
-for tests). The host library imports the workflow definitions and models, never the worker or
+of a wake: slots from the parent, ``turn`` updates in flight), ``codec`` (encryption at rest:
+the AES-256-GCM payload codec and the data converter) and ``testing`` (a scripted LLM for
+tests). The host library imports the workflow definitions and models, never the worker or
 an activity; the ``tnx`` command line is :mod:`toolnexus_temporal.cli`.
 
 Each verb and the Temporal message it sends to the handle's workflow:

@@ -28,16 +28,18 @@ from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
     WorkflowUpdateHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
+from toolnexus_temporal.client.codec import data_converter, readable_query_failure
 from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     UpdateLimitError,
@@ -100,19 +102,20 @@ it refuses, and a workflow flooded with updates loses workflow tasks ("workflow 
 aborted"). Queuing in the client is cheaper than both."""
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
+async def connect(
+    address: str, namespace: str = "default", *, codec: PayloadCodec | None = None
+) -> Client:
     """Connect a client with the pydantic data converter every part of the runtime uses.
 
     Args:
         address: the frontend's ``host:port``, e.g. ``localhost:7233``.
         namespace: the Temporal namespace.
+        codec: a payload codec (encryption at rest: :mod:`.codec`), None for plain JSON.
 
     Raises:
         RuntimeError: the server cannot be reached (from ``Client.connect``).
     """
-    return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
-    )
+    return await Client.connect(address, namespace=namespace, data_converter=data_converter(codec))
 
 
 def update_name(update: Update[Any, Any]) -> str:
@@ -269,6 +272,8 @@ class HandleRpc:
             return await riding_busy_queries(lambda: riding_outage(lambda: wf.query(query)))
         except RPCError as err:
             raise rpc_error(handle_id, err) from err
+        except WorkflowQueryFailedError as err:  # with a codec, the message is encrypted
+            raise await readable_query_failure(self.client, err) from err
 
     async def signal(self, handle_id: str, name: str, arg: Any) -> None:
         """Send a public signal (``wake``, ``post``, ``interrupt``, ``close``, ``answer``):
