@@ -25,7 +25,9 @@ from typing import Annotated, Any
 import httpx
 import typer
 from temporalio.client import Client
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.converter import DataConverter
+from temporalio.runtime import Runtime
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
@@ -35,6 +37,9 @@ from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.workflows.agent import AgentWorkflow
+
+WORKFLOWS: tuple[type, ...] = (AgentWorkflow,)
+"""The workflow classes every worker registers (and :func:`replayer` replays)."""
 
 DEFAULT_TASK_QUEUE = "tnx"
 """The task queue used when none is given."""
@@ -105,6 +110,31 @@ def workflow_runner(*, sandboxed: bool = False) -> WorkflowRunner:
     )
 
 
+def replayer(
+    data_converter: DataConverter,
+    *,
+    sandboxed: bool = False,
+    workflows: tuple[type, ...] = (),
+    runtime: Runtime | None = None,
+) -> Replayer:
+    """A Replayer with what a worker registers: :data:`WORKFLOWS` (read at call time), the
+    client's ``data_converter`` (so a payload codec decodes the histories as it does for the
+    worker) and the worker's :func:`workflow_runner`.
+
+    Args:
+        data_converter: the converter of the client the histories come from.
+        sandboxed: replay inside Temporal's sandbox (stricter, slower).
+        workflows: replay these classes instead (tests: a deliberately changed variant).
+        runtime: the SDK core runtime to replay on (default: the process's).
+    """
+    return Replayer(
+        workflows=list(workflows or WORKFLOWS),
+        data_converter=data_converter,
+        workflow_runner=workflow_runner(sandboxed=sandboxed),
+        runtime=runtime,
+    )
+
+
 @contextlib.asynccontextmanager
 async def create_worker(
     client: Client,
@@ -166,7 +196,7 @@ async def create_worker(
         yield Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentWorkflow],
+            workflows=list(WORKFLOWS),
             activities=[
                 registry_activities.resolve_agent,
                 registry_activities.run_hook,

@@ -15,6 +15,7 @@ Commands::
     tnx wait ID [--timeout-ms N]
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
+    tnx replay-check [--query Q] [--limit N] [--sandbox]   replay running agents on this code
 
 Every host verb also takes the common options of :data:`COMMON_OPTIONS` (``--address``,
 ``--namespace``, ``--task-queue``, ``--scope``, ``--store``, ``--json``); ``--json`` prints one
@@ -38,7 +39,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.cli import ops, render
+from toolnexus_temporal.cli import ops, render, replaycheck
 from toolnexus_temporal.cli.demo_cmd import demo
 from toolnexus_temporal.cli.hostcmd import (
     IdArg,
@@ -333,6 +334,53 @@ def answer_command(
             f"({'approved' if approve else 'declined'})",
             soft_wrap=True,
         )
+
+
+@host_command("replay-check")
+def replay_check_command(
+    opts: Options,
+    query: Annotated[
+        str | None,
+        typer.Option(help='Extra visibility condition, ANDed in, e.g. AgentName="coder".'),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Check at most N workflows (default: all).")
+    ] = None,
+    sandbox: Annotated[
+        bool, typer.Option("--sandbox", help="Replay inside Temporal's sandbox (stricter).")
+    ] = False,
+) -> None:
+    """Replay every running agent workflow (in --scope, if given) against the workflow code
+    installed here: run it before deploying new code. Exit code 0: all replay; 1: some would
+    break (NONDETERMINISTIC or REPLAY FAILED); 2: some histories could not be fetched."""
+
+    report = ops.run_client(
+        opts,
+        lambda client: replaycheck.replay_check(
+            client, scope=opts.scope, query=query, limit=limit, sandboxed=sandbox
+        ),
+    )
+    if opts.json:
+        emit(
+            {
+                "query": report.query,
+                "total": report.total,
+                "summary": report.summary(),
+                "exit_code": report.exit_code,
+                "workflows": [
+                    {"workflow_id": o.workflow_id, "run_id": o.run_id, "status": o.label}
+                    | ({"error": o.detail} if o.detail else {})
+                    for o in report.outcomes
+                ],
+            }
+        )
+    else:
+        for o in report.outcomes:
+            detail = f": {o.detail}" if o.detail else ""
+            out.print(f"{o.label:<16} {escape(o.workflow_id)}{escape(detail)}", soft_wrap=True)
+        out.print(report.summary(), soft_wrap=True)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)
 
 
 def main() -> None:
