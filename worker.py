@@ -25,9 +25,16 @@ from typing import Annotated, Any
 import httpx
 import typer
 from temporalio.client import Client
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter
 from temporalio.runtime import Runtime
-from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker import (
+    Replayer,
+    UnsandboxedWorkflowRunner,
+    Worker,
+    WorkerDeploymentConfig,
+    WorkflowRunner,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
@@ -135,6 +142,45 @@ def replayer(
     )
 
 
+def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfig:
+    """Worker Versioning for a worker of deployment ``version``: it polls as that version,
+    and the agent workflows it runs are AUTO_UPGRADE: a running agent moves to the
+    deployment's current version at its next workflow task (README "Worker Versioning":
+    agents live for days; code changes stay behind ``patched``/protocol gates, checked by
+    ``tnx replay-check`` before the deploy).
+
+    The behaviour is the worker's default, not ``@workflow.defn(versioning_behavior=...)``:
+    a behaviour on the definition is sent with every workflow task completion, and Temporal
+    (1.32) rejects it from an unversioned worker ("versioning behavior cannot be specified
+    without deployment options"), which would stop every agent on an unversioned worker.
+    """
+    return WorkerDeploymentConfig(
+        version=version,
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE,
+    )
+
+
+def parse_deployment(name: str | None, build_id: str | None) -> WorkerDeploymentVersion | None:
+    """``--deployment-name`` and ``--build-id`` as a version: both or neither.
+
+    Raises:
+        ValueError: only one of them, or one that is blank or contains a ``.`` in the name
+            (the canonical form ``{name}.{build_id}`` splits at the first dot).
+    """
+    name, build_id = (name or "").strip(), (build_id or "").strip()
+    if not name and not build_id:
+        return None
+    if not name or not build_id:
+        missing = "--deployment-name (TNX_DEPLOYMENT_NAME)" if not name else "--build-id"
+        raise ValueError(
+            f"Worker Versioning needs both a deployment name and a build id: {missing} is missing"
+        )
+    if "." in name:
+        raise ValueError(f"deployment name {name!r} must not contain '.'")
+    return WorkerDeploymentVersion(deployment_name=name, build_id=build_id)
+
+
 @contextlib.asynccontextmanager
 async def create_worker(
     client: Client,
@@ -146,6 +192,7 @@ async def create_worker(
     transport: httpx.AsyncBaseTransport | None = None,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
+    deployment: WorkerDeploymentVersion | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
@@ -171,6 +218,8 @@ async def create_worker(
         max_concurrent_turns: LLM HTTP calls in flight at once in this process (None: 100).
         sandboxed: run the workflow inside Temporal's sandbox (see :func:`workflow_runner`;
             default False: faster, determinism checked statically and by replay in CI).
+        deployment: opt into Worker Versioning as this deployment version (deployment name
+            and build id; :func:`deployment_config`). None: an unversioned worker.
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
@@ -192,6 +241,8 @@ async def create_worker(
         max_concurrent=cap,
     )
     options = {**WORKER_DEFAULTS, **worker_options}
+    if deployment is not None:
+        options["deployment_config"] = deployment_config(deployment)
     try:
         yield Worker(
             client,
@@ -226,6 +277,7 @@ async def serve(
     store_path: Path,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
+    deployment: WorkerDeploymentVersion | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down cleanly."""
     registry = Registry.load(registry_spec)
@@ -242,11 +294,13 @@ async def serve(
         store=SqliteConversationStore(store_path),
         max_concurrent_turns=max_concurrent_turns,
         sandboxed=sandboxed,
+        deployment=deployment,
     ) as worker:
         run = asyncio.create_task(worker.run())
         typer.echo(
             f"worker on {address} namespace={namespace} task_queue={task_queue} "
             f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model}"
+            + (f" version={deployment.to_canonical_string()}" if deployment else "")
         )
         done, _ = await asyncio.wait(
             [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -265,7 +319,8 @@ def run(
     registry: Annotated[
         str,
         typer.Option(
-            help="Agent registry as package.module:NAME, e.g. toolnexus_temporal.cli.demo:REGISTRY"
+            envvar="TNX_REGISTRY",
+            help="Agent registry as package.module:NAME, e.g. toolnexus_temporal.cli.demo:REGISTRY",
         ),
     ],
     address: Annotated[
@@ -297,6 +352,20 @@ def run(
             help="Run workflows in Temporal's sandbox (slower; see worker.workflow_runner)",
         ),
     ] = False,
+    deployment_name: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TNX_DEPLOYMENT_NAME",
+            help="Worker Versioning: the worker deployment's name (with --build-id)",
+        ),
+    ] = None,
+    build_id: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TNX_BUILD_ID",
+            help="Worker Versioning: this code's build id, e.g. a git sha (with --deployment-name)",
+        ),
+    ] = None,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM."""
     try:
@@ -312,6 +381,10 @@ def run(
         raise typer.BadParameter("no model: pass --model or set TNX_MODEL", param_hint="model")
     if style not in ("openai", "anthropic"):
         raise typer.BadParameter("style must be openai or anthropic", param_hint="style")
+    try:
+        deployment = parse_deployment(deployment_name, build_id)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--deployment-name/--build-id") from None
     llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
     asyncio.run(
         serve(
@@ -323,6 +396,7 @@ def run(
             store_path=store,
             max_concurrent_turns=max_concurrent_turns,
             sandboxed=sandbox,
+            deployment=deployment,
         )
     )
 
