@@ -336,51 +336,7 @@ def answer_command(
         )
 
 
-@host_command("replay-check")
-def replay_check_command(
-    opts: Options,
-    query: Annotated[
-        str | None,
-        typer.Option(help='Extra visibility condition, ANDed in, e.g. AgentName="coder".'),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Check at most N workflows (default: all).")
-    ] = None,
-    sandbox: Annotated[
-        bool, typer.Option("--sandbox", help="Replay inside Temporal's sandbox (stricter).")
-    ] = False,
-) -> None:
-    """Replay every running agent workflow (in --scope, if given) against the workflow code
-    installed here: run it before deploying new code. Exit code 0: all replay; 1: some would
-    break (NONDETERMINISTIC or REPLAY FAILED); 2: some histories could not be fetched."""
-
-    report = ops.run_client(
-        opts,
-        lambda client: replaycheck.replay_check(
-            client, scope=opts.scope, query=query, limit=limit, sandboxed=sandbox
-        ),
-    )
-    if opts.json:
-        emit(
-            {
-                "query": report.query,
-                "total": report.total,
-                "summary": report.summary(),
-                "exit_code": report.exit_code,
-                "workflows": [
-                    {"workflow_id": o.workflow_id, "run_id": o.run_id, "status": o.label}
-                    | ({"error": o.detail} if o.detail else {})
-                    for o in report.outcomes
-                ],
-            }
-        )
-    else:
-        for o in report.outcomes:
-            detail = f": {o.detail}" if o.detail else ""
-            out.print(f"{o.label:<16} {escape(o.workflow_id)}{escape(detail)}", soft_wrap=True)
-        out.print(report.summary(), soft_wrap=True)
-    if report.exit_code:
-        raise typer.Exit(report.exit_code)
+host_command("replay-check")(replaycheck.replay_check_command)
 
 
 def main() -> None:

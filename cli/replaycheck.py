@@ -21,13 +21,18 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
+import typer
+from rich.markup import escape
 from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.workflow import NondeterminismError
 
 from toolnexus_temporal import worker
+from toolnexus_temporal.cli import ops
+from toolnexus_temporal.cli.hostcmd import emit, out
+from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.render import one_line, truncate
 from toolnexus_temporal.workflows.names import WORKFLOW_TYPE
 
@@ -146,8 +151,10 @@ def _first_line(err: BaseException) -> str:
     raw = str(err).strip()
     found = _CORE_MESSAGE.search(raw)
     lines = raw.splitlines()
-    text = found.group(1) if found else (lines[0] if lines else type(err).__name__)
-    return truncate(one_line(text), 300)
+    if found:  # the core quotes it Rust-style: \n and \" escaped
+        quoted = found.group(1).replace('\\"', '"').replace("\\n", "\n")
+        lines = quoted.strip().splitlines()
+    return truncate(one_line(lines[0] if lines else type(err).__name__), 300)
 
 
 _quiet_runtime: Runtime | None = None
@@ -249,3 +256,52 @@ async def replay_check(
             report.outcomes.append(ReplayOutcome(h.workflow_id, h.run_id, status, detail))
     report.outcomes.extend(fetch_failed)
     return report
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+def replay_check_command(
+    opts: Options,
+    query: Annotated[
+        str | None,
+        typer.Option(help='Extra visibility condition, ANDed in, e.g. AgentName="coder".'),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Check at most N workflows (default: all).")
+    ] = None,
+    sandbox: Annotated[
+        bool, typer.Option("--sandbox", help="Replay inside Temporal's sandbox (stricter).")
+    ] = False,
+) -> None:
+    """Replay every running agent workflow (in --scope, if given) against the workflow code
+    installed here: run it before deploying new code. Exit code 0: all replay; 1: some would
+    break (NONDETERMINISTIC or REPLAY FAILED); 2: some histories could not be fetched."""
+
+    report = ops.run_client(
+        opts,
+        lambda client: replay_check(
+            client, scope=opts.scope, query=query, limit=limit, sandboxed=sandbox
+        ),
+    )
+    if opts.json:
+        emit(
+            {
+                "query": report.query,
+                "total": report.total,
+                "summary": report.summary(),
+                "exit_code": report.exit_code,
+                "workflows": [
+                    {"workflow_id": o.workflow_id, "run_id": o.run_id, "status": o.label}
+                    | ({"error": o.detail} if o.detail else {})
+                    for o in report.outcomes
+                ],
+            }
+        )
+    else:
+        for o in report.outcomes:
+            detail = f": {o.detail}" if o.detail else ""
+            out.print(f"{o.label:<16} {escape(o.workflow_id)}{escape(detail)}", soft_wrap=True)
+        out.print(report.summary(), soft_wrap=True)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)

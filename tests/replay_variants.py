@@ -28,6 +28,16 @@ class TimerFirstAgentWorkflow(AgentWorkflow):
         return await super().run(inp)
 
 
+@workflow.defn(name=names.WORKFLOW_TYPE)
+class RaisingAgentWorkflow(AgentWorkflow):
+    """The agent workflow with a bug that raises in its first workflow task: a replay that
+    fails without a command mismatch."""
+
+    @workflow.run
+    async def run(self, inp: AgentInput) -> HandleView:
+        raise RuntimeError(f"bug in the new code\n(second line for {inp.state.id})")
+
+
 def install() -> None:
     """Make :class:`TimerFirstAgentWorkflow` the workflow the worker (and replay-check) uses."""
     worker.WORKFLOWS = (TimerFirstAgentWorkflow,)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from tests.replay_variants import TimerFirstAgentWorkflow
+from tests.replay_variants import RaisingAgentWorkflow, TimerFirstAgentWorkflow
 from toolnexus_temporal.cli.replaycheck import ReplayReport, replay_check, visibility_query
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text
@@ -61,6 +61,13 @@ async def test_all_running_agents_replay_then_a_changed_workflow_is_caught(
         assert broken.exit_code == 1
         assert "4 NONDETERMINISTIC" in broken.summary()
         assert "would break" in broken.summary()
+
+        raising = await replay_check(client, scope=rt.scope, workflows=(RaisingAgentWorkflow,))
+        assert {o.status for o in raising.outcomes} == {"failed"}, raising.outcomes
+        assert {o.label for o in raising.outcomes} == {"REPLAY FAILED"}
+        for o in raising.outcomes:
+            assert "bug in the new code" in o.detail and "second line" not in o.detail, o.detail
+        assert raising.exit_code == 1 and "4 REPLAY FAILED" in raising.summary()
 
 
 async def test_query_limit_and_a_history_that_cannot_be_fetched(
