@@ -64,11 +64,19 @@ async def test_a_versioned_worker_polls_as_its_version_and_runs_a_turn(
             return "build-1" in described
 
         await eventually(registered, tries=300)
-        await client.workflow_service.set_worker_deployment_current_version(
-            SetWorkerDeploymentCurrentVersionRequest(
-                namespace=ns, deployment_name=version.deployment_name, build_id="build-1"
-            )
-        )
+
+        async def made_current() -> bool:
+            try:  # refused until every task queue type of the version has been polled
+                await client.workflow_service.set_worker_deployment_current_version(
+                    SetWorkerDeploymentCurrentVersionRequest(
+                        namespace=ns, deployment_name=version.deployment_name, build_id="build-1"
+                    )
+                )
+            except RPCError:
+                return False
+            return True
+
+        await eventually(made_current, tries=300)
         rt = await AgentRuntime(client, task_queue=f"tq-{scope}", scope=scope).start()
         h = await rt.spawn(rt.root, "worker")
         assert isinstance(h, Handle)
