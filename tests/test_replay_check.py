@@ -16,7 +16,7 @@ from temporalio.client import Client
 from tests.replay_variants import RaisingAgentWorkflow, TimerFirstAgentWorkflow
 from toolnexus_temporal.cli.replaycheck import ReplayReport, replay_check, visibility_query
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
-from toolnexus_temporal.client.testing import ScriptedLLM, text
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = {"worker": AgentDef(name="worker", system_prompt="be brief")}
@@ -164,3 +164,28 @@ async def test_the_cli_reports_each_workflow_and_exits_1_on_a_break(make_runtime
 
         code, out = await run_cli(env, rt, "--query", "AgentName=")
         assert code == 2 and "error:" in out and "answered INVALID_ARGUMENT" in out, out
+
+
+async def test_a_parked_delegation_tree_replays(make_runtime, client: Client) -> None:
+    """Agents mid-work: a parent waiting in a `task` call on a child parked on an approval."""
+    from tests.registries import APPROVALS
+
+    llm = ScriptedLLM(
+        {
+            "m-parent": [tool_calls(("task", {"agent": "asker", "prompt": "get it"}))],
+            "stub-model": [tool_calls(("check_secret", {}))],
+        }
+    )
+    async with make_runtime(APPROVALS, llm.transport()) as rt:
+        parent = await rt.spawn(rt.root, "parent")
+        assert isinstance(parent, Handle)
+        assert (await rt.run_turn(parent, "go")).status == "pending"
+        report = await replay_check(client, scope=rt.scope)
+        assert ids(report) == {
+            rt.workflow_id("root"),
+            rt.workflow_id(parent.id),
+            rt.workflow_id(f"{parent.id}/asker.1"),
+        }
+        assert [o.status for o in report.outcomes] == ["ok"] * 3, report.outcomes
+        broken = await replay_check(client, scope=rt.scope, workflows=(TimerFirstAgentWorkflow,))
+        assert [o.status for o in broken.outcomes] == ["nondeterministic"] * 3
