@@ -29,7 +29,6 @@ from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.workflow import NondeterminismError
 
-from toolnexus_temporal import worker
 from toolnexus_temporal.cli import ops
 from toolnexus_temporal.cli.hostcmd import emit, out
 from toolnexus_temporal.cli.ops import Options
@@ -243,6 +242,8 @@ async def replay_check(
     fetch_failed: list[ReplayOutcome] = []
     listing = client.list_workflows(q, limit=limit)
     histories = _histories(client, listing, fetch_failed, fetch_ahead)
+    from toolnexus_temporal import worker  # the worker's code: only when checking
+
     replayer = worker.replayer(
         client.data_converter, sandboxed=sandboxed, workflows=workflows, runtime=_quiet()
     )
