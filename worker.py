@@ -25,8 +25,16 @@ from typing import Annotated, Any
 import httpx
 import typer
 from temporalio.client import Client
-from temporalio.converter import PayloadCodec
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.runtime import Runtime
+from temporalio.worker import (
+    Replayer,
+    UnsandboxedWorkflowRunner,
+    Worker,
+    WorkerDeploymentConfig,
+    WorkflowRunner,
+)
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
@@ -50,6 +58,9 @@ from toolnexus_temporal.client.codec import (
 )
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.workflows.agent import AgentWorkflow
+
+WORKFLOWS: tuple[type, ...] = (AgentWorkflow,)
+"""The workflow classes every worker registers (and :func:`replayer` replays)."""
 
 DEFAULT_TASK_QUEUE = "tnx"
 """The task queue used when none is given."""
@@ -120,6 +131,70 @@ def workflow_runner(*, sandboxed: bool = False) -> WorkflowRunner:
     )
 
 
+def replayer(
+    data_converter: DataConverter,
+    *,
+    sandboxed: bool = False,
+    workflows: tuple[type, ...] = (),
+    runtime: Runtime | None = None,
+) -> Replayer:
+    """A Replayer with what a worker registers: :data:`WORKFLOWS` (read at call time), the
+    client's ``data_converter`` (so a payload codec decodes the histories as it does for the
+    worker) and the worker's :func:`workflow_runner`.
+
+    Args:
+        data_converter: the converter of the client the histories come from.
+        sandboxed: replay inside Temporal's sandbox (stricter, slower).
+        workflows: replay these classes instead (tests: a deliberately changed variant).
+        runtime: the SDK core runtime to replay on (default: the process's).
+    """
+    return Replayer(
+        workflows=list(workflows or WORKFLOWS),
+        data_converter=data_converter,
+        workflow_runner=workflow_runner(sandboxed=sandboxed),
+        runtime=runtime,
+    )
+
+
+def deployment_config(version: WorkerDeploymentVersion) -> WorkerDeploymentConfig:
+    """Worker Versioning for a worker of deployment ``version``: it polls as that version,
+    and the agent workflows it runs are AUTO_UPGRADE: a running agent moves to the
+    deployment's current version at its next workflow task (README "Worker Versioning":
+    agents live for days; code changes stay behind ``patched``/protocol gates, checked by
+    ``tnx replay-check`` before the deploy).
+
+    The behaviour is the worker's default, not ``@workflow.defn(versioning_behavior=...)``:
+    a behaviour on the definition is sent with every workflow task completion, and Temporal
+    (1.32) rejects it from an unversioned worker ("versioning behavior cannot be specified
+    without deployment options"), which would stop every agent on an unversioned worker.
+    """
+    return WorkerDeploymentConfig(
+        version=version,
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE,
+    )
+
+
+def parse_deployment(name: str | None, build_id: str | None) -> WorkerDeploymentVersion | None:
+    """``--deployment-name`` and ``--build-id`` as a version: both or neither.
+
+    Raises:
+        ValueError: only one of them, or one that is blank or contains a ``.`` in the name
+            (the canonical form ``{name}.{build_id}`` splits at the first dot).
+    """
+    name, build_id = (name or "").strip(), (build_id or "").strip()
+    if not name and not build_id:
+        return None
+    if not name or not build_id:
+        missing = "--deployment-name (TNX_DEPLOYMENT_NAME)" if not name else "--build-id"
+        raise ValueError(
+            f"Worker Versioning needs both a deployment name and a build id: {missing} is missing"
+        )
+    if "." in name:
+        raise ValueError(f"deployment name {name!r} must not contain '.'")
+    return WorkerDeploymentVersion(deployment_name=name, build_id=build_id)
+
+
 @contextlib.asynccontextmanager
 async def create_worker(
     client: Client,
@@ -132,6 +207,7 @@ async def create_worker(
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
     codec: PayloadCodec | None = None,
+    deployment: WorkerDeploymentVersion | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
@@ -166,6 +242,8 @@ async def create_worker(
             the worker then uses ``client``'s connection with the pydantic converter plus this
             codec in place of ``client``'s converter (None: ``client`` as given; a client from
             ``connect(..., codec=...)`` already has it).
+        deployment: opt into Worker Versioning as this deployment version (deployment name
+            and build id; :func:`deployment_config`). None: an unversioned worker.
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
@@ -185,6 +263,8 @@ async def create_worker(
         if store is None or isinstance(store, str | Path)
         else store
     )
+    if deployment is not None:
+        worker_options["deployment_config"] = deployment_config(deployment)
     await open_checked(conv_store)
     try:
         async with _worker(
@@ -224,7 +304,7 @@ async def _worker(
         yield Worker(
             client,
             task_queue=task_queue,
-            workflows=[AgentWorkflow],
+            workflows=list(WORKFLOWS),
             activities=[
                 registry_activities.resolve_agent,
                 registry_activities.run_hook,
@@ -255,6 +335,7 @@ async def serve(
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
     codec: AesGcmCodec | None = None,
+    deployment: WorkerDeploymentVersion | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down cleanly (its store closed).
 
@@ -269,7 +350,7 @@ async def serve(
     await open_checked(conv_store)  # an unreachable store fails first, once
     try:
         await _serve(address, namespace, task_queue, registry_spec, llm, conv_store,
-                     max_concurrent_turns, sandboxed, codec)  # fmt: skip
+                     max_concurrent_turns, sandboxed, codec, deployment)  # fmt: skip
     finally:
         await close_store(conv_store)
 
@@ -284,6 +365,7 @@ async def _serve(
     max_concurrent_turns: int | None,
     sandboxed: bool,
     codec: AesGcmCodec | None,
+    deployment: WorkerDeploymentVersion | None,
 ) -> None:
     registry = Registry.load(registry_spec)
     client = await connect(address, namespace, codec=codec)
@@ -299,6 +381,7 @@ async def _serve(
         store=conv_store,
         max_concurrent_turns=max_concurrent_turns,
         sandboxed=sandboxed,
+        deployment=deployment,
     ) as worker:
         run = asyncio.create_task(worker.run())
         typer.echo(
@@ -306,6 +389,7 @@ async def _serve(
             f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
             f"store={conv_store!r}"
             + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
+            + (f" version={deployment.to_canonical_string()}" if deployment else "")
         )
         done, _ = await asyncio.wait(
             [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -324,7 +408,8 @@ def run(
     registry: Annotated[
         str,
         typer.Option(
-            help="Agent registry as package.module:NAME, e.g. toolnexus_temporal.cli.demo:REGISTRY"
+            envvar="TNX_REGISTRY",
+            help="Agent registry as package.module:NAME, e.g. toolnexus_temporal.cli.demo:REGISTRY",
         ),
     ],
     address: Annotated[
@@ -371,6 +456,20 @@ def run(
     codec_key_file: Annotated[
         Path | None, typer.Option(envvar=ENV_KEY_FILE, help="File of codec key entries")
     ] = None,
+    deployment_name: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TNX_DEPLOYMENT_NAME",
+            help="Worker Versioning: the worker deployment's name (with --build-id)",
+        ),
+    ] = None,
+    build_id: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TNX_BUILD_ID",
+            help="Worker Versioning: this code's build id, e.g. a git sha (with --deployment-name)",
+        ),
+    ] = None,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM."""
     try:
@@ -386,6 +485,10 @@ def run(
         raise typer.BadParameter("no model: pass --model or set TNX_MODEL", param_hint="model")
     if style not in ("openai", "anthropic"):
         raise typer.BadParameter("style must be openai or anthropic", param_hint="style")
+    try:
+        deployment = parse_deployment(deployment_name, build_id)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--deployment-name/--build-id") from None
     llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
     try:
         open_store(store)  # only checks the URL: nothing connects yet
@@ -409,6 +512,7 @@ def run(
                 max_concurrent_turns=max_concurrent_turns,
                 sandboxed=sandbox,
                 codec=codec,
+                deployment=deployment,
             )
         )
     except (StoreUnavailableError, StoreError) as err:

@@ -16,6 +16,7 @@ Commands::
     tnx wait ID [--timeout-ms N]
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
+    tnx replay-check [--query Q] [--limit N] [--sandbox]   replay running agents on this code
 
 Every host verb also takes the common options of :data:`COMMON_OPTIONS` (``--address``,
 ``--namespace``, ``--task-queue``, ``--scope``, ``--store``, ``--json``); ``--json`` prints one
@@ -39,7 +40,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.cli import ops, render
+from toolnexus_temporal.cli import ops, render, replaycheck
 from toolnexus_temporal.cli.codec_server import codec_server_command
 from toolnexus_temporal.cli.demo_cmd import demo
 from toolnexus_temporal.cli.hostcmd import (
@@ -336,6 +337,9 @@ def answer_command(
             f"({'approved' if approve else 'declined'})",
             soft_wrap=True,
         )
+
+
+host_command("replay-check")(replaycheck.replay_check_command)
 
 
 def main() -> None:

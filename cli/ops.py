@@ -27,7 +27,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.activities.store import (
@@ -175,23 +175,7 @@ async def _run(
     store: TranscriptReader | None,
     timeout_s: float | None,
 ) -> T:
-    global _client_used
-    _client_used = True
-    try:
-        codec = codec_from_env()  # TNX_CODEC_KEYS / TNX_CODEC_KEY_FILE: encryption at rest
-    except CodecError as err:
-        raise CliError(str(err), EXIT_ENV) from err
-    try:
-        client = await asyncio.wait_for(
-            connect(opts.address, opts.namespace, codec=codec), timeout=CONNECT_TIMEOUT_S
-        )
-    except TimeoutError as err:
-        raise CliError(
-            f"cannot connect to Temporal at {opts.address}: no answer in {CONNECT_TIMEOUT_S:g}s",
-            EXIT_ENV,
-        ) from err
-    except RuntimeError as err:
-        raise CliError(_connect_message(opts.address, str(err)), EXIT_ENV) from err
+    client = await connect_client(opts)
     try:
         rt = AgentRuntime(client, task_queue=opts.task_queue, scope=opts.scope, store=store)
     except ValueError as err:
@@ -249,6 +233,58 @@ async def _run(
             f"Temporal at {opts.address} answered {err.status.name}: {one_line(err.message)}{hint}",
             EXIT_ENV,
         ) from err
+
+
+async def connect_client(opts: Options) -> Client:
+    """A client for ``opts`` (address, namespace), connected with the runtime's data converter.
+
+    Raises:
+        CliError: the server does not answer in ``CONNECT_TIMEOUT_S`` or refuses (exit 2).
+    """
+    global _client_used
+    _client_used = True
+    try:
+        codec = codec_from_env()  # TNX_CODEC_KEYS / TNX_CODEC_KEY_FILE: encryption at rest
+    except CodecError as err:
+        raise CliError(str(err), EXIT_ENV) from err
+    try:
+        return await asyncio.wait_for(
+            connect(opts.address, opts.namespace, codec=codec), timeout=CONNECT_TIMEOUT_S
+        )
+    except TimeoutError as err:
+        raise CliError(
+            f"cannot connect to Temporal at {opts.address}: no answer in {CONNECT_TIMEOUT_S:g}s",
+            EXIT_ENV,
+        ) from err
+    except RuntimeError as err:
+        raise CliError(_connect_message(opts.address, str(err)), EXIT_ENV) from err
+
+
+def run_client(opts: Options, work: Callable[[Client], Awaitable[T]]) -> T:
+    """Connect (:func:`connect_client`) and run ``work`` with the client, no runtime attached
+    (commands over many workflows, such as ``replay-check``).
+
+    Raises:
+        CliError: cannot connect, or Temporal refused a call (exit 2).
+    """
+
+    async def go() -> T:
+        client = await connect_client(opts)
+        try:
+            return await work(client)
+        except RPCError as err:
+            raise CliError(
+                f"Temporal at {opts.address} answered {err.status.name}: {one_line(err.message)}",
+                EXIT_ENV,
+            ) from err
+
+    logger = logging.getLogger("temporalio")
+    before = logger.level
+    logger.setLevel(logging.ERROR)  # the SDK's warnings are not for CLI users
+    try:
+        return asyncio.run(go())
+    finally:
+        logger.setLevel(before)
 
 
 def _connect_message(address: str, raw: str) -> str:

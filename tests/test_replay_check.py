@@ -1,0 +1,191 @@
+"""``tnx replay-check``: the running agent workflows replayed against the local code, before a
+deploy. Agents run on the session dev server with the scripted LLM; a deliberately changed
+workflow (``tests/replay_variants.py``) stands for a deploy that would break them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from tests.replay_variants import RaisingAgentWorkflow, TimerFirstAgentWorkflow
+from toolnexus_temporal.cli.replaycheck import ReplayReport, replay_check, visibility_query
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+
+REPO = Path(__file__).resolve().parent.parent
+REGISTRY = {"worker": AgentDef(name="worker", system_prompt="be brief")}
+
+
+async def start_agents(rt: AgentRuntime, n: int = 3) -> list[Handle]:
+    """``n`` agents that each ran one turn (plus the root): n + 1 running workflows."""
+    handles = []
+    for i in range(n):
+        h = await rt.spawn(rt.root, "worker")
+        assert isinstance(h, Handle)
+        assert (await rt.run_turn(h, f"turn {i}")).status == "done"
+        handles.append(h)
+    return handles
+
+
+def ids(report: ReplayReport) -> set[str]:
+    return {o.workflow_id for o in report.outcomes}
+
+
+async def test_all_running_agents_replay_then_a_changed_workflow_is_caught(
+    make_runtime, client: Client
+) -> None:
+    llm = ScriptedLLM({"stub-model": [text("ok")]}, repeat_last=True)
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        handles = await start_agents(rt)
+        expected = {rt.workflow_id("root"), *(rt.workflow_id(h.id) for h in handles)}
+
+        report = await replay_check(client, scope=rt.scope)
+        assert ids(report) == expected, report
+        assert [o.status for o in report.outcomes] == ["ok"] * 4, report.outcomes
+        assert report.total == 4 and report.exit_code == 0
+        assert "4 running workflow(s): 4 OK" in report.summary()
+        assert "safe to deploy" in report.summary()
+
+        broken = await replay_check(client, scope=rt.scope, workflows=(TimerFirstAgentWorkflow,))
+        assert ids(broken) == expected
+        assert {o.status for o in broken.outcomes} == {"nondeterministic"}, broken.outcomes
+        for o in broken.outcomes:
+            assert o.label == "NONDETERMINISTIC"
+            assert o.detail.startswith("[TMPRL1100] Nondeterminism error:"), o.detail
+        assert broken.exit_code == 1
+        assert "4 NONDETERMINISTIC" in broken.summary()
+        assert "would break" in broken.summary()
+
+        raising = await replay_check(client, scope=rt.scope, workflows=(RaisingAgentWorkflow,))
+        assert {o.status for o in raising.outcomes} == {"failed"}, raising.outcomes
+        assert {o.label for o in raising.outcomes} == {"REPLAY FAILED"}
+        for o in raising.outcomes:
+            assert "bug in the new code" in o.detail and "second line" not in o.detail, o.detail
+        assert raising.exit_code == 1 and "4 REPLAY FAILED" in raising.summary()
+
+
+async def test_query_limit_and_a_history_that_cannot_be_fetched(
+    make_runtime, client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm = ScriptedLLM({"stub-model": [text("ok")]}, repeat_last=True)
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        handles = await start_agents(rt)
+        workers = {rt.workflow_id(h.id) for h in handles}
+
+        narrowed = await replay_check(client, scope=rt.scope, query='AgentName="worker"')
+        assert ids(narrowed) == workers and narrowed.exit_code == 0
+
+        limited = await replay_check(client, scope=rt.scope, limit=2)
+        assert len(limited.outcomes) == 2 and limited.total == 4
+        assert "2 more running, not listed" in limited.summary()
+
+        lost = rt.workflow_id(handles[1].id)
+        real = client.get_workflow_handle
+
+        def flaky_handle(workflow_id: str, **kw: Any) -> Any:
+            handle = real(workflow_id, **kw)
+            if workflow_id == lost:
+
+                async def refuse(**_: Any) -> Any:
+                    raise RuntimeError("history service unavailable\nsecond line")
+
+                monkeypatch.setattr(handle, "fetch_history", refuse)
+            return handle
+
+        monkeypatch.setattr(client, "get_workflow_handle", flaky_handle)
+        partial = await replay_check(client, scope=rt.scope, fetch_ahead=2)
+        by_id = {o.workflow_id: o for o in partial.outcomes}
+        assert by_id[lost].status == "fetch_failed"
+        assert by_id[lost].detail == "history service unavailable"
+        assert [o.status for i, o in by_id.items() if i != lost] == ["ok"] * 3
+        assert partial.exit_code == 2 and "incomplete" in partial.summary()
+
+
+def test_visibility_query() -> None:
+    base = 'WorkflowType="AgentWorkflow" AND ExecutionStatus="Running"'
+    assert visibility_query() == base
+    assert visibility_query(scope="prod", query=' AgentState="parked" ') == (
+        f'{base} AND WorkflowId STARTS_WITH "prod/" AND (AgentState="parked")'
+    )
+    assert visibility_query(scope='a"b') == f'{base} AND WorkflowId STARTS_WITH "a\\"b/"'
+
+
+async def run_cli(env: Any, rt: AgentRuntime, *args: str, broken: bool = False) -> tuple[int, str]:
+    """``tnx replay-check`` as a subprocess (the real executable, or ``tnx`` with the changed
+    workflow installed); returns the exit code and stdout + stderr."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
+    environ |= {
+        "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
+        "TNX_SCOPE": rt.scope or "",
+        "COLUMNS": "200",
+    }
+    if broken:
+        code = "import tests.replay_variants as v; v.install(); v.tnx()"
+        argv = [sys.executable, "-c", code, "replay-check", *args]
+    else:
+        argv = [str(Path(sys.executable).parent / "tnx"), "replay-check", *args]
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=REPO,
+        env=environ,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+async def test_the_cli_reports_each_workflow_and_exits_1_on_a_break(make_runtime, env) -> None:
+    llm = ScriptedLLM({"stub-model": [text("ok")]}, repeat_last=True)
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        handles = await start_agents(rt, 2)
+
+        code, out = await run_cli(env, rt)
+        assert code == 0, out
+        for h in handles:
+            assert f"OK               {rt.workflow_id(h.id)}" in out, out
+        assert "replay-check: 3 running workflow(s): 3 OK" in out
+
+        code, out = await run_cli(env, rt, "--json")
+        assert code == 0, out
+        assert '"status": "OK"' in out and '"exit_code": 0' in out
+
+        code, out = await run_cli(env, rt, broken=True)
+        assert code == 1, out
+        assert out.count("NONDETERMINISTIC ") == 3, out
+        assert "3 NONDETERMINISTIC" in out and "would break" in out
+
+        code, out = await run_cli(env, rt, "--query", "AgentName=")
+        assert code == 2 and "error:" in out and "answered INVALID_ARGUMENT" in out, out
+
+
+async def test_a_parked_delegation_tree_replays(make_runtime, client: Client) -> None:
+    """Agents mid-work: a parent waiting in a `task` call on a child parked on an approval."""
+    from tests.registries import APPROVALS
+
+    llm = ScriptedLLM(
+        {
+            "m-parent": [tool_calls(("task", {"agent": "asker", "prompt": "get it"}))],
+            "stub-model": [tool_calls(("check_secret", {}))],
+        }
+    )
+    async with make_runtime(APPROVALS, llm.transport()) as rt:
+        parent = await rt.spawn(rt.root, "parent")
+        assert isinstance(parent, Handle)
+        assert (await rt.run_turn(parent, "go")).status == "pending"
+        report = await replay_check(client, scope=rt.scope)
+        assert ids(report) == {
+            rt.workflow_id("root"),
+            rt.workflow_id(parent.id),
+            rt.workflow_id(f"{parent.id}/asker.1"),
+        }
+        assert [o.status for o in report.outcomes] == ["ok"] * 3, report.outcomes
+        broken = await replay_check(client, scope=rt.scope, workflows=(TimerFirstAgentWorkflow,))
+        assert [o.status for o in broken.outcomes] == ["nondeterministic"] * 3
