@@ -6,18 +6,21 @@ As a program (``tnx-worker`` or ``python worker.py``)::
         --llm-base-url http://127.0.0.1:8080/v1 --model my-model
 
 The LLM endpoint comes from the options or the environment (``OPENAI_BASE_URL``,
-``OPENAI_API_KEY``, ``TNX_MODEL``); the Temporal address from ``--address`` or
-``TEMPORAL_ADDRESS``. SIGINT/SIGTERM shut the worker down cleanly (in-flight activities get
-their cancellation, workflow state is already durable).
+``OPENAI_API_KEY``, ``TNX_MODEL``); the Temporal connection (address, namespace, TLS, API
+key) from the flags, the ``TEMPORAL_*`` variables or a profile of Temporal's config file
+(:class:`~toolnexus_temporal.client.cluster.ClusterConfig`). SIGINT/SIGTERM shut the worker
+down cleanly (in-flight activities get their cancellation, workflow state is already durable).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,6 +36,9 @@ from toolnexus_temporal.activities.registry import Registry, RegistryActivities,
 from toolnexus_temporal.activities.store import ConversationStore, SqliteConversationStore
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
+from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
+from toolnexus_temporal.client.cluster import ClusterConfig
+from toolnexus_temporal.client.errors import ClusterConfigError
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
@@ -188,8 +194,7 @@ async def create_worker(
 
 async def serve(
     *,
-    address: str,
-    namespace: str,
+    cluster: ClusterConfig,
     task_queue: str,
     registry_spec: str,
     llm: LlmConfig,
@@ -199,7 +204,7 @@ async def serve(
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down cleanly."""
     registry = Registry.load(registry_spec)
-    client = await connect(address, namespace)
+    client = await connect(config=cluster)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -215,7 +220,7 @@ async def serve(
     ) as worker:
         run = asyncio.create_task(worker.run())
         typer.echo(
-            f"worker on {address} namespace={namespace} task_queue={task_queue} "
+            f"worker on {cluster.describe()} task_queue={task_queue} "
             f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model}"
         )
         done, _ = await asyncio.wait(
@@ -230,18 +235,38 @@ async def serve(
 app = typer.Typer(add_completion=False, help="Run a toolnexus-temporal worker.")
 
 
+def _with_connection_options(func: Callable[..., None]) -> Callable[..., None]:
+    """Give the command ``func(cluster, **own)`` the connection flags of ``tnx``
+    (:mod:`toolnexus_temporal.cli.connection_opts`); a bad setting is one line, exit 2."""
+    own = [
+        p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "cluster"
+    ]
+
+    @functools.wraps(func)
+    def command(**kwargs: Any) -> None:
+        try:
+            cluster = load_cluster(kwargs)
+        except ClusterConfigError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from None
+        func(cluster, **kwargs)
+
+    params = [*own, *CONNECTION_OPTIONS]
+    setattr(command, "__signature__", inspect.Signature(params))  # noqa: B010
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
 @app.command()
+@_with_connection_options
 def run(
+    cluster: ClusterConfig,
     registry: Annotated[
         str,
         typer.Option(
             help="Agent registry as package.module:NAME, e.g. toolnexus_temporal.cli.demo:REGISTRY"
         ),
     ],
-    address: Annotated[
-        str, typer.Option(envvar="TEMPORAL_ADDRESS", help="Temporal frontend host:port")
-    ] = "127.0.0.1:7233",
-    namespace: Annotated[str, typer.Option(envvar="TEMPORAL_NAMESPACE")] = "default",
     task_queue: Annotated[str, typer.Option(envvar="TNX_TASK_QUEUE")] = DEFAULT_TASK_QUEUE,
     llm_base_url: Annotated[
         str | None, typer.Option(envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL")
@@ -268,7 +293,9 @@ def run(
         ),
     ] = False,
 ) -> None:
-    """Run the worker until SIGINT/SIGTERM."""
+    """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
+    the TEMPORAL_* variables and the config file's profile, as for ``tnx`` (README
+    "Connecting to a cluster")."""
     try:
         Registry.load(registry)
     except RegistryError as err:
@@ -285,8 +312,7 @@ def run(
     llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
     asyncio.run(
         serve(
-            address=address,
-            namespace=namespace,
+            cluster=cluster,
             task_queue=task_queue,
             registry_spec=registry,
             llm=llm,

@@ -32,7 +32,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.activities.store import SqliteConversationStore
 from toolnexus_temporal.cli.render import one_line, truncate
-from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError, VerbRejectedError
+from toolnexus_temporal.client.cluster import ClusterConfig
+from toolnexus_temporal.client.errors import (
+    ClusterConfigError,
+    ClusterConnectError,
+    HandleNotFoundError,
+    TnxError,
+    VerbRejectedError,
+)
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.models import ALL_FIELDS, Budget
@@ -88,6 +95,9 @@ class Options:
         scope: the runtime's workflow id prefix, None for bare ids.
         store: the SQLite conversation store (only ``inspect --transcript`` reads it).
         json: print one JSON document on stdout instead of tables.
+        cluster: the resolved connection (TLS, API key, ...; ``address`` and ``namespace``
+            are its values); None: resolve ``address``/``namespace`` over the environment and
+            the profile when connecting.
     """
 
     address: str = DEFAULT_ADDRESS
@@ -96,6 +106,7 @@ class Options:
     scope: str | None = None
     store: Path | None = DEFAULT_STORE
     json: bool = False
+    cluster: ClusterConfig | None = None
 
     def where(self) -> str:
         """``namespace 'x' at host:port, scope 'y'``: the context of a lookup, for messages."""
@@ -170,9 +181,12 @@ async def _run(
     global _client_used
     _client_used = True
     try:
-        client = await asyncio.wait_for(
-            connect(opts.address, opts.namespace), timeout=CONNECT_TIMEOUT_S
-        )
+        cluster = opts.cluster or ClusterConfig.load(address=opts.address, namespace=opts.namespace)
+        client = await asyncio.wait_for(connect(config=cluster), timeout=CONNECT_TIMEOUT_S)
+    except ClusterConfigError as err:
+        raise CliError(str(err), EXIT_ENV) from err
+    except ClusterConnectError as err:
+        raise CliError(_connect_message(cluster.describe(), err.reason), EXIT_ENV) from err
     except TimeoutError as err:
         raise CliError(
             f"cannot connect to Temporal at {opts.address}: no answer in {CONNECT_TIMEOUT_S:g}s",

@@ -33,11 +33,11 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
+from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     UpdateLimitError,
@@ -100,19 +100,33 @@ it refuses, and a workflow flooded with updates loses workflow tasks ("workflow 
 aborted"). Queuing in the client is cheaper than both."""
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
-    """Connect a client with the pydantic data converter every part of the runtime uses.
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    *,
+    config: ClusterConfig | None = None,
+    profile: str | None = None,
+) -> Client:
+    """Connect a client with the pydantic data converter every part of the runtime uses, to
+    the cluster of Temporal's standard client configuration (:mod:`.cluster`: the arguments
+    over the ``TEMPORAL_*`` variables over the TOML profile over ``127.0.0.1:7233``).
 
     Args:
-        address: the frontend's ``host:port``, e.g. ``localhost:7233``.
-        namespace: the Temporal namespace.
+        address: the frontend's ``host:port``, e.g. ``localhost:7233`` (None: from the
+            environment or the profile).
+        namespace: the Temporal namespace (None: likewise, else ``default``).
+        config: a resolved :class:`ClusterConfig` (TLS, API key, ...); the other arguments
+            are then ignored.
+        profile: the profile of the config file to read (None: ``TEMPORAL_PROFILE`` or
+            ``default``).
 
     Raises:
-        RuntimeError: the server cannot be reached (from ``Client.connect``).
+        ClusterConfigError: a setting is invalid (names the setting and its source).
+        ClusterConnectError: the server cannot be reached (a ``RuntimeError``).
     """
-    return await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
-    )
+    if config is None:
+        config = ClusterConfig.load(address=address, namespace=namespace, profile=profile)
+    return await config.connect()
 
 
 def update_name(update: Update[Any, Any]) -> str:
