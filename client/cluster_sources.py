@@ -74,6 +74,9 @@ TOML: Final = {
 }
 """The key of each setting in a profile of the TOML file (files add ``_path`` or ``_data``)."""
 
+ARGUMENTS: Final = {"tls_ca": "tls_ca_path", "tls_cert": "tls_cert_path", "tls_key": "tls_key_path"}
+"""The argument of ``ClusterConfig.load`` of each file setting."""
+
 FILES: Final = ("tls_ca", "tls_cert", "tls_key")
 DESCRIBE: Final = {"tls_ca": "TLS CA", "tls_cert": "TLS client certificate", "tls_key": "TLS key"}
 
@@ -106,8 +109,12 @@ def default_config_file(env: Mapping[str, str]) -> Path:
 
 
 def flag_layer(via: str, *, grpc_meta: Mapping[str, str], **values: Any) -> dict[str, Any]:
+    """The layer of the flags (``via="flag"``: sources ``--tls-ca-path``, ...) or of the
+    arguments of ``ClusterConfig.load`` (sources ``argument tls_ca_path``, ...): setting name
+    → :class:`Setting` for each value that is not None, ``grpc_meta`` → header → Setting."""
+
     def label(key: str) -> str:
-        return FLAGS[key] if via == "flag" else f"argument {key}"
+        return FLAGS[key] if via == "flag" else f"argument {ARGUMENTS.get(key, key)}"
 
     layer: dict[str, Any] = {k: Setting(v, label(k)) for k, v in values.items() if v is not None}
     if grpc_meta:
@@ -118,6 +125,13 @@ def flag_layer(via: str, *, grpc_meta: Mapping[str, str], **values: Any) -> dict
 
 
 def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The layer of the ``TEMPORAL_*`` variables in ``environ`` (parsed by the SDK; sources
+    ``env TEMPORAL_ADDRESS``, ...).
+
+    Raises:
+        ClusterConfigError: ``TEMPORAL_TLS`` is not a boolean, both ``_PATH`` and ``_DATA``
+            of one file are set, host verification is turned off (unsupported).
+    """
     flag = environ.get("TEMPORAL_TLS_DISABLE_HOST_VERIFICATION", "").lower()
     if flag in ("1", "true"):
         raise ClusterConfigError(
@@ -141,10 +155,18 @@ def env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
 def file_layer(
     environ: Mapping[str, str], profile: str | None, config_file: str | Path | None, via: str
 ) -> tuple[str | None, dict[str, Any]]:
-    """The profile's settings, and its name (None when there is no file to read)."""
+    """The layer of the profile (``profile``, else ``TEMPORAL_PROFILE``, else ``default``) of
+    the TOML file (``config_file``, else ``TEMPORAL_CONFIG_FILE``, else
+    :func:`default_config_file`), parsed strictly by the SDK (an unknown key is an error), and
+    the profile's name (None when no file or no default profile exists: an empty layer).
+
+    Raises:
+        ClusterConfigError: a file or profile named explicitly does not exist, the file does
+            not parse, or the profile turns host verification off (unsupported).
+    """
 
     def named(key: str) -> str:
-        return FLAGS[key] if via == "flag" else f"argument {key}"
+        return FLAGS[key] if via == "flag" else f"argument {ARGUMENTS.get(key, key)}"
 
     if config_file is not None:
         path, path_from = Path(config_file), named("config_file")
@@ -226,6 +248,11 @@ _NO_HOST_CHECK: Final = (
 
 
 def check_address(address: Setting[str]) -> None:
+    """Check that ``address`` is ``host:port`` (IPv6 in brackets), with no scheme.
+
+    Raises:
+        ClusterConfigError: it is not.
+    """
     value = address.value.strip()
     if "://" in value:
         raise ClusterConfigError(
@@ -241,7 +268,11 @@ def check_address(address: Setting[str]) -> None:
 
 
 def read_pem(key: str, setting: Setting[DataSource] | None) -> bytes | None:
-    """The PEM bytes of a TLS file setting (a ``Path`` or the PEM text itself)."""
+    """The PEM bytes of a TLS file setting (a ``Path`` or the PEM text itself); None for none.
+
+    Raises:
+        ClusterConfigError: the file does not exist, cannot be read, or holds no PEM block.
+    """
     if setting is None:
         return None
     what = DESCRIBE[key]
