@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,11 +20,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.tlsproxy import Pki, TlsProxy, make_pki, tls_proxy
 from toolnexus_temporal.activities import Registry
-from toolnexus_temporal.client import AgentDef, AgentRuntime
+from toolnexus_temporal.cli.demo import DEMO_AGENT
+from toolnexus_temporal.cli.demo_setup import SCRIPTED_MODEL, demo_script
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.errors import ClusterConnectError
 from toolnexus_temporal.client.rpc import connect
-from toolnexus_temporal.client.testing import ScriptedLLM
+from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer
 
 BIN = Path(sys.executable).parent
 REGISTRY = Registry([AgentDef(name="coordinator", description="plans")])
@@ -285,3 +288,55 @@ async def test_tnx_worker_reads_the_same_settings(tmp_path: Path) -> None:
     assert line == (
         f"error: TLS CA (from env TEMPORAL_TLS_SERVER_CA_CERT_PATH) file {missing} does not exist"
     )
+
+
+# ---------------------------------------------------------------------------- tnx-worker
+
+
+async def test_tnx_worker_serves_turns_over_mutual_tls_from_a_profile(
+    env: WorkflowEnvironment, mtls_proxy: TlsProxy, pki: Pki, tmp_path: Path
+) -> None:
+    """A ``tnx-worker`` process whose only way to Temporal is the mTLS proxy, configured by a
+    TOML profile, runs a turn the test's runtime (plain connection) asks for."""
+    config_file = write_profile(
+        tmp_path,
+        "secure",
+        mtls_proxy.address,
+        pki.ca,
+        client_cert_path=str(pki.client_cert),
+        client_key_path=str(pki.client_key),
+    )
+    task_queue = f"tq-tls-{uuid.uuid4().hex[:8]}"
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
+    with ScriptedLLMServer(demo_script()) as llm:
+        proc = await asyncio.create_subprocess_exec(
+            str(BIN / "tnx-worker"),
+            *("--registry", "toolnexus_temporal.cli.demo:REGISTRY", "--task-queue", task_queue),
+            *("--llm-base-url", llm.base_url, "--model", SCRIPTED_MODEL),
+            *("--store", str(tmp_path / "conversations.sqlite")),
+            env={
+                **base,
+                "HOME": str(tmp_path / "home"),
+                "TEMPORAL_CONFIG_FILE": str(config_file),
+                "TEMPORAL_PROFILE": "secure",
+            },
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert proc.stdout is not None
+            banner = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+            assert banner.startswith(f"worker on {mtls_proxy.address} (namespace 'default', TLS")
+            assert "client certificate from profile 'secure'" in banner
+            rt = await AgentRuntime(
+                env.client, task_queue=task_queue, scope=f"t-{uuid.uuid4().hex[:8]}"
+            ).start()
+            h = await rt.spawn("root", DEMO_AGENT)
+            assert isinstance(h, Handle), h
+            result = await asyncio.wait_for(rt.run_turn(h, "over TLS"), 60)
+            assert result.status == "done", result
+            assert result.text == "[scripted LLM] you said: over TLS"
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+            await asyncio.wait_for(proc.wait(), 30)
