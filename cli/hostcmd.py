@@ -81,8 +81,10 @@ COMMON_OPTIONS: list[pyinspect.Parameter] = [
         "Print one JSON document on stdout instead of tables.",
     ),
 ]
-"""The options every host verb takes, in one place: :func:`host_command` adds them to each
-command and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
+"""The options every host verb takes, in one place: the connection flags
+(:data:`~toolnexus_temporal.cli.connection_opts.CONNECTION_OPTIONS`, resolved into the
+``cluster`` of the Options) and the runtime's; :func:`host_command` adds them to each command
+and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
 
 HostVerb = Callable[..., None]
 
