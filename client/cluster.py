@@ -284,7 +284,10 @@ class ClusterConfig:
             return await Client.connect(**kwargs, **client_options)
         except RuntimeError as err:
             raise ClusterConnectError(
-                self.describe(), str(err), client_cert=self.tls_cert is not None
+                self.describe(),
+                str(err),
+                tls=self.tls_enabled,
+                client_cert=self.tls_cert is not None,
             ) from err
 
     def describe(self) -> str:

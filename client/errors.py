@@ -143,36 +143,53 @@ class ClusterConnectError(TnxError, RuntimeError):
         reason: the SDK's reason, on one line (a TLS failure gets a hint first).
     """
 
-    def __init__(self, target: str, reason: str, *, client_cert: bool = False) -> None:
+    def __init__(
+        self, target: str, reason: str, *, tls: bool = False, client_cert: bool = False
+    ) -> None:
         self.target = target
-        self.reason = connect_reason(reason, client_cert=client_cert)
+        self.reason = connect_reason(reason, tls=tls, client_cert=client_cert)
         super().__init__(f"cannot connect to Temporal at {target}: {self.reason}")
 
 
-def connect_reason(raw: str, *, client_cert: bool = False) -> str:
+def connect_reason(raw: str, *, tls: bool = False, client_cert: bool = False) -> str:
     """The SDK's connection error on one line, a known TLS failure explained first.
 
     Args:
         raw: the SDK's message.
-        client_cert: a client certificate was sent (a server that hangs up on the handshake
-            is then refusing it, else asking for one).
+        tls: TLS was on (a server that hangs up on the first call after the handshake then
+            refuses the client's certificate, or the lack of one: it shows as a missing
+            ``close_notify``, a broken pipe, a reset or a closed connection, depending on
+            timing).
+        client_cert: a client certificate was sent.
     """
     text = " ".join(raw.split())
-    hung_up = (
-        "the server refused the client certificate (is it signed by a CA the server trusts?)"
+    hung_up = "the server closed the TLS connection " + (
+        "(does it accept this client certificate: is it signed by a CA the server trusts?)"
         if client_cert
-        else "the server closed the TLS connection: does it require a client certificate "
-        "(--tls-cert-path and --tls-key-path)?"
+        else "(does it require a client certificate: --tls-cert-path and --tls-key-path?)"
     )
-    hints = (
+    hints: tuple[tuple[str, str], ...] = (
         ("UnknownIssuer", "the server's certificate is not signed by the CA given"),
         ("NotValidForName", "the server's certificate is not valid for that name"),
         ("CertificateRequired", "the server requires a client certificate"),
         ("InvalidContentType", "the server does not speak TLS (turn TLS off?)"),
         ("CorruptMessage", "the server does not speak TLS (turn TLS off?)"),
-        ("without sending TLS close_notify", hung_up),
-        ("DecryptError", hung_up),
     )
+    hung_up_signs = (
+        "close_notify",
+        "broken pipe",
+        "brokenpipe",
+        "connection reset",
+        "connectionreset",
+        "connection closed",
+        "unexpectedeof",
+        "decrypterror",
+        "badcertificate",
+        "unknownca",
+        "alertreceived",
+    )
+    if tls:
+        hints += tuple((sign, hung_up) for sign in hung_up_signs)
     for needle, hint in hints:
         if needle.lower() in text.lower():
             text = f"{hint} ({text})"

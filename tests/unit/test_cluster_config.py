@@ -5,6 +5,7 @@ No server: ``Client.connect`` is replaced by a recorder where a call is made."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +309,8 @@ async def test_connect_passes_the_settings_and_the_pydantic_converter(
 ) -> None:
     recorder = Recorder()
     monkeypatch.setattr(Client, "connect", recorder)
+    for key in [k for k in os.environ if k.startswith("TEMPORAL_")]:
+        monkeypatch.delenv(key)
     for key, value in env_of(files, TEMPORAL_PROFILE="prod").items():
         monkeypatch.setenv(key, value)
     with pytest.raises(ClusterConnectError) as info:
@@ -323,3 +326,52 @@ async def test_connect_passes_the_settings_and_the_pydantic_converter(
     assert message.startswith("cannot connect to Temporal at prod.tmprl.example:7233 (")
     assert "the server's certificate is not signed by the CA given" in message
     assert isinstance(info.value, RuntimeError)  # what callers of Client.connect catch
+
+
+def test_a_profile_with_an_api_key_and_tls_disabled(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(
+        '[profile.default]\naddress = "a:1"\napi_key = "k"\n'
+        "[profile.default.tls]\ndisabled = true\n"
+    )
+    err = error_of(env={"HOME": "/x", "TEMPORAL_CONFIG_FILE": str(path)})
+    assert err.source == f"profile 'default' in {path} (api_key)"
+    assert f"(by profile 'default' in {path} (tls.disabled))" in str(err)
+    # TEMPORAL_TLS=true from the environment beats the profile's switch.
+    on = ClusterConfig.load(
+        env={"HOME": "/x", "TEMPORAL_CONFIG_FILE": str(path), "TEMPORAL_TLS": "1"}
+    )
+    assert on.connect_kwargs()["tls"] is True
+
+
+def test_the_cli_flags_reach_the_config(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolnexus_temporal.cli.connection_opts import NAMES, load_cluster
+
+    for key in [k for k in os.environ if k.startswith("TEMPORAL_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    kwargs: dict[str, Any] = dict.fromkeys(NAMES)
+    kwargs |= {"address": "h:1", "tls_ca_path": str(files["ca"]), "grpc_meta": ["x-a=1", "x-b=2=3"]}
+    kwargs["own_option"] = "kept"
+    config = load_cluster(kwargs)
+    assert kwargs == {"own_option": "kept"}
+    assert config.address.source == "--address"
+    assert config.connect_kwargs()["rpc_metadata"] == {"x-a": "1", "x-b": "2=3"}
+    with pytest.raises(ClusterConfigError, match=r"gRPC metadata \(from --grpc-meta\) 'x' is not"):
+        load_cluster({"grpc_meta": ["x"]})
+
+
+def test_a_hang_up_is_explained_only_over_tls() -> None:
+    from toolnexus_temporal.client.errors import connect_reason
+
+    raw = 'transport error: Custom { kind: BrokenPipe, error: "stream closed" }'
+    assert connect_reason(raw) == " ".join(raw.split())
+    assert connect_reason(raw, tls=True).startswith("the server closed the TLS connection")
+    assert "does it accept this client certificate" in connect_reason(
+        raw, tls=True, client_cert=True
+    )
+    refused = "Connection refused (os error 111)"
+    assert connect_reason(refused, tls=True) == refused
