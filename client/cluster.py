@@ -88,13 +88,13 @@ class ClusterConfig:
 
     address: Setting[str] = DEFAULT_ADDRESS_SETTING
     namespace: Setting[str] = DEFAULT_NAMESPACE_SETTING
-    api_key: Setting[str] | None = field(default=None, repr=False)
+    api_key: Setting[str] | None = None
     tls: Setting[bool] | None = None
     tls_ca: Setting[DataSource] | None = None
     tls_cert: Setting[DataSource] | None = None
-    tls_key: Setting[DataSource] | None = field(default=None, repr=False)
+    tls_key: Setting[DataSource] | None = None
     tls_server_name: Setting[str] | None = None
-    grpc_meta: Mapping[str, Setting[str]] = field(default_factory=dict, repr=False)
+    grpc_meta: Mapping[str, Setting[str]] = field(default_factory=dict)
     profile: str | None = None
 
     @classmethod

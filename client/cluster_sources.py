@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
@@ -77,6 +77,9 @@ TOML: Final = {
 ARGUMENTS: Final = {"tls_ca": "tls_ca_path", "tls_cert": "tls_cert_path", "tls_key": "tls_key_path"}
 """The argument of ``ClusterConfig.load`` of each file setting."""
 
+SECRETS: Final = frozenset({"api_key", "tls_key"})
+"""Settings whose value a repr never shows."""
+
 FILES: Final = ("tls_ca", "tls_cert", "tls_key")
 DESCRIBE: Final = {"tls_ca": "TLS CA", "tls_cert": "TLS client certificate", "tls_key": "TLS key"}
 
@@ -85,10 +88,16 @@ DESCRIBE: Final = {"tls_ca": "TLS CA", "tls_cert": "TLS client certificate", "tl
 class Setting(Generic[V]):
     """One resolved setting: its value and where it came from (``--address``,
     ``env TEMPORAL_ADDRESS``, ``profile 'prod' in /path/temporal.toml (address)``,
-    ``default``)."""
+    ``default``). A ``secret`` one (the API key, a private key, gRPC headers) shows its
+    value as ``***`` in its repr."""
 
     value: V
     source: str
+    secret: bool = field(default=False, compare=False)
+
+    def __repr__(self) -> str:
+        shown = "'***'" if self.secret else repr(self.value)
+        return f"Setting(value={shown}, source={self.source!r})"
 
 
 def default_config_file(env: Mapping[str, str]) -> Path:
@@ -116,10 +125,12 @@ def flag_layer(via: str, *, grpc_meta: Mapping[str, str], **values: Any) -> dict
     def label(key: str) -> str:
         return FLAGS[key] if via == "flag" else f"argument {ARGUMENTS.get(key, key)}"
 
-    layer: dict[str, Any] = {k: Setting(v, label(k)) for k, v in values.items() if v is not None}
+    layer: dict[str, Any] = {
+        k: Setting(v, label(k), secret=k in SECRETS) for k, v in values.items() if v is not None
+    }
     if grpc_meta:
         layer["grpc_meta"] = {
-            k.lower(): Setting(v, label("grpc_meta")) for k, v in grpc_meta.items()
+            k.lower(): Setting(v, label("grpc_meta"), secret=True) for k, v in grpc_meta.items()
         }
     return layer
 
@@ -231,10 +242,12 @@ def _profile_layer(prof: ClientConfigProfile, label: Any, meta_label: Any) -> di
         "tls_key": tls.client_private_key,
         "tls_server_name": tls.server_name,
     }
-    layer: dict[str, Any] = {k: Setting(v, label(k, v)) for k, v in values.items() if v is not None}
+    layer: dict[str, Any] = {
+        k: Setting(v, label(k, v), secret=k in SECRETS) for k, v in values.items() if v is not None
+    }
     if prof.grpc_meta:
         layer["grpc_meta"] = {
-            k.lower(): Setting(v, meta_label(k)) for k, v in prof.grpc_meta.items()
+            k.lower(): Setting(v, meta_label(k), secret=True) for k, v in prof.grpc_meta.items()
         }
     return layer
 

@@ -125,7 +125,8 @@ def test_a_named_profile_gives_tls_api_key_and_metadata(files: dict[str, Path]) 
     assert (tls.server_root_ca_cert, tls.domain) == (PEM_CA, "prod.sni")
     assert (tls.client_cert, tls.client_private_key) == (None, None)
     assert config.profile == "prod"
-    assert "file-key" not in repr(config)
+    assert "file-key" not in repr(config) and "'***'" in repr(config.api_key)
+    assert "value='file'" not in repr(config.grpc_meta)
     assert "API key from profile 'prod'" in config.describe()
 
 
