@@ -18,8 +18,11 @@ Commands::
     tnx close ID [--force] [--reason TEXT]
     tnx replay-check [--query Q] [--limit N] [--sandbox]   replay running agents on this code
 
-Every host verb also takes the common options of :data:`COMMON_OPTIONS` (``--address``,
-``--namespace``, ``--task-queue``, ``--scope``, ``--store``, ``--json``); ``--json`` prints one
+Every host verb also takes the common options of :data:`COMMON_OPTIONS`: the connection flags
+(``--address``, ``--namespace``, ``--profile``, ``--api-key``, ``--tls-*``, ...; over the
+``TEMPORAL_*`` variables and the config file's profile:
+:mod:`~toolnexus_temporal.cli.connection_opts`) and ``--task-queue``, ``--scope``, ``--store``,
+``--json``; ``--json`` prints one
 JSON document on stdout (the pydantic dump of the Handle, TaskResult, PostResult, list of
 handles or trace lines). Errors are one line on stderr; exit codes are described in
 :mod:`toolnexus_temporal.cli.ops`.

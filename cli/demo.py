@@ -2,9 +2,11 @@
 
 The demo starts the embedded Temporal dev server
 (:class:`~toolnexus_temporal.cli.devserver.DevServer`, SQLite data under ``{data_dir}/temporal``)
-unless a server address is given, runs an in-process worker with :data:`REGISTRY`, spawns the
-``assistant`` agent under the root handle, wakes it with a prompt, waits for the result and
-prints it with the handle's trace and a web UI link.
+unless a server address is configured (``--address``, or Temporal's client configuration:
+``TEMPORAL_ADDRESS`` or the address of the config file's profile, with its TLS and API key:
+:class:`~toolnexus_temporal.client.cluster.ClusterConfig`), runs an in-process worker with
+:data:`REGISTRY`, spawns the ``assistant`` agent under the root handle, wakes it with a prompt,
+waits for the result and prints it with the handle's trace and a web UI link.
 
 The LLM is a real OpenAI-compatible endpoint when ``--llm-base-url`` or ``OPENAI_BASE_URL`` is
 set (model from ``--model``, ``TNX_MODEL`` or ``OPENAI_MODEL``; the key from
@@ -51,7 +53,8 @@ from toolnexus_temporal.cli.demo_setup import (
 )
 from toolnexus_temporal.cli.devserver import DevServer, DevServerError, ensure_search_attributes
 from toolnexus_temporal.cli.render import clock
-from toolnexus_temporal.client.errors import SpawnError, TnxError
+from toolnexus_temporal.client.cluster import ClusterConfig
+from toolnexus_temporal.client.errors import ClusterConfigError, SpawnError, TnxError
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.testing import ScriptedLLMServer
 from toolnexus_temporal.worker import create_worker
@@ -166,8 +169,9 @@ async def run_demo(
 
     Args:
         prompt: the wake prompt.
-        address: a Temporal frontend ``host:port`` to use (else ``TEMPORAL_ADDRESS``); when
-            neither is set, the embedded dev server is started (or reused when it already runs
+        address: a Temporal frontend ``host:port`` to use (else ``TEMPORAL_ADDRESS``, else the
+            profile's address; TLS and API key from the same configuration); when none is
+            set, the embedded dev server is started (or reused when it already runs
             from ``data_dir/temporal``).
         llm_base_url: an OpenAI-compatible base URL (else ``OPENAI_BASE_URL``); when neither is
             set, a scripted OpenAI-compatible server on 127.0.0.1 answers.
@@ -187,12 +191,15 @@ async def run_demo(
         expected failures, which are printed as one readable message).
     """
     data_dir = _absolute(data_dir)
-    address = address or os.environ.get("TEMPORAL_ADDRESS") or None
     server: DevServer | None = None
     started = False
     try:
         with _quiet_sdk_logs():
-            if address is None:
+            try:
+                cluster = ClusterConfig.load(address=address, via="flag")
+            except ClusterConfigError as err:
+                raise DemoError(str(err)) from err
+            if not cluster.address_given:
                 server = DevServer(data_dir=data_dir / "temporal", port=port, ui_port=ui_port)
                 if server.is_running():
                     console.print(
@@ -208,14 +215,13 @@ async def run_demo(
                     _start_server(server)
                     started = True
                     console.print(f"  ready (pid {server.pid()}, web UI {server.ui_url})")
-                target = server.address
+                cluster = ClusterConfig.local(server.address)
             else:
-                target = address
-                console.print(f"[bold]Temporal[/bold]: connecting to {escape(target)}")
+                console.print(f"[bold]Temporal[/bold]: connecting to {escape(cluster.describe())}")
             return await _run(
                 console,
                 prompt=prompt,
-                address=target,
+                cluster=cluster,
                 server=server,
                 llm_base_url=llm_base_url,
                 local_model=local_model,
@@ -282,14 +288,15 @@ async def _run(
     console: Console,
     *,
     prompt: str,
-    address: str,
+    cluster: ClusterConfig,
     server: DevServer | None,
     llm_base_url: str | None,
     model: str | None,
     data_dir: Path,
     local_model: bool = False,
 ) -> int:
-    client = await connect_client(address)
+    client = await connect_client(cluster)
+    address = cluster.address.value
     try:
         await ensure_search_attributes(client)
     except (DevServerError, RPCError) as err:

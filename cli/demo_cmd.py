@@ -23,7 +23,8 @@ def demo(
     address: Annotated[
         str | None,
         typer.Option(
-            help="Temporal frontend host:port to use (else TEMPORAL_ADDRESS); "
+            help="Temporal frontend host:port to use (else TEMPORAL_ADDRESS, else the address "
+            "of the profile of Temporal's config file, with its TLS and API key); "
             "default: start the embedded dev server."
         ),
     ] = None,

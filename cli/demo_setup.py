@@ -22,6 +22,8 @@ from toolnexus_temporal.cli.localmodel import (
     find_llama_server,
     find_model,
 )
+from toolnexus_temporal.client.cluster import ClusterConfig
+from toolnexus_temporal.client.errors import ClusterConnectError
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.testing import ScriptedLLM, text
 
@@ -39,16 +41,18 @@ class DemoError(Exception):
     """An expected failure of the demo, printed as one readable message (no traceback)."""
 
 
-async def connect_client(address: str) -> Client:
-    """Connect to Temporal at ``address`` within :data:`CONNECT_TIMEOUT_S`, or a DemoError."""
+async def connect_client(cluster: ClusterConfig) -> Client:
+    """Connect to the Temporal cluster of ``cluster`` (address, namespace, TLS, API key)
+    within :data:`CONNECT_TIMEOUT_S`, or a DemoError."""
     try:
-        return await asyncio.wait_for(connect(address), timeout=CONNECT_TIMEOUT_S)
+        return await asyncio.wait_for(connect(config=cluster), timeout=CONNECT_TIMEOUT_S)
     except TimeoutError as err:
         raise DemoError(
-            f"cannot connect to Temporal at {address}: no answer in {CONNECT_TIMEOUT_S:g}s"
+            f"cannot connect to Temporal at {cluster.describe()}: "
+            f"no answer in {CONNECT_TIMEOUT_S:g}s"
         ) from err
-    except RuntimeError as err:
-        raise DemoError(f"cannot connect to Temporal at {address}: {err}") from err
+    except ClusterConnectError as err:
+        raise DemoError(str(err)) from err
 
 
 async def check_root(client: Client, root: str, task_queue: str) -> None:

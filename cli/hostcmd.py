@@ -20,7 +20,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from toolnexus_temporal.cli import ops, render
+from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import CliError, Options
+from toolnexus_temporal.client.errors import ClusterConfigError
 from toolnexus_temporal.client.handle import Handle
 
 out = Console(highlight=False)
@@ -50,22 +52,7 @@ def _common_option(
 
 
 COMMON_OPTIONS: list[pyinspect.Parameter] = [
-    _common_option(
-        "address",
-        str,
-        ops.DEFAULT_ADDRESS,
-        "--address",
-        "Temporal frontend host:port.",
-        envvar="TEMPORAL_ADDRESS",
-    ),
-    _common_option(
-        "namespace",
-        str,
-        ops.DEFAULT_NAMESPACE,
-        "--namespace",
-        "Temporal namespace.",
-        envvar="TEMPORAL_NAMESPACE",
-    ),
+    *CONNECTION_OPTIONS,
     _common_option(
         "task_queue",
         str,
@@ -99,8 +86,10 @@ COMMON_OPTIONS: list[pyinspect.Parameter] = [
         "Print one JSON document on stdout instead of tables.",
     ),
 ]
-"""The options every host verb takes, in one place: :func:`host_command` adds them to each
-command and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
+"""The options every host verb takes, in one place: the connection flags
+(:data:`~toolnexus_temporal.cli.connection_opts.CONNECTION_OPTIONS`, resolved into the
+``cluster`` of the Options) and the runtime's; :func:`host_command` adds them to each command
+and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
 
 HostVerb = Callable[..., None]
 
@@ -121,13 +110,18 @@ def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], Host
 
             @functools.wraps(func)
             def command(**kwargs: Any) -> None:
+                try:
+                    cluster = load_cluster(kwargs)
+                except ClusterConfigError as err:
+                    raise fail_line(str(err), ops.EXIT_ENV) from None
                 opts = Options(
-                    address=kwargs.pop("address"),
-                    namespace=kwargs.pop("namespace"),
+                    address=cluster.address.value,
+                    namespace=cluster.namespace.value,
                     task_queue=kwargs.pop("task_queue"),
                     scope=ops.env_scope(kwargs.pop("scope")),
                     store=ops.store_path_from_env(kwargs.pop("store")),
                     json=kwargs.pop("json_output"),
+                    cluster=cluster,
                 )
                 try:
                     func(opts, **kwargs)

@@ -37,8 +37,15 @@ from toolnexus_temporal.activities.store import (
 )
 from toolnexus_temporal.activities.stores import open_store as open_store_url
 from toolnexus_temporal.cli.render import one_line, truncate
+from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.codec import CodecError, codec_from_env
-from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError, VerbRejectedError
+from toolnexus_temporal.client.errors import (
+    ClusterConfigError,
+    ClusterConnectError,
+    HandleNotFoundError,
+    TnxError,
+    VerbRejectedError,
+)
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -96,6 +103,9 @@ class Options:
         store: the conversation store, a SQLite path or a store URL (only ``inspect
             --transcript`` reads it).
         json: print one JSON document on stdout instead of tables.
+        cluster: the resolved connection (TLS, API key, ...; ``address`` and ``namespace``
+            are its values); None: resolve ``address``/``namespace`` over the environment and
+            the profile when connecting.
     """
 
     address: str = DEFAULT_ADDRESS
@@ -104,6 +114,7 @@ class Options:
     scope: str | None = None
     store: Path | str | None = DEFAULT_STORE
     json: bool = False
+    cluster: ClusterConfig | None = None
 
     def where(self) -> str:
         """``namespace 'x' at host:port, scope 'y'``: the context of a lookup, for messages."""
@@ -236,21 +247,26 @@ async def _run(
 
 
 async def connect_client(opts: Options) -> Client:
-    """A client for ``opts`` (address, namespace), connected with the runtime's data converter.
+    """A client for ``opts`` (the cluster: address, namespace, TLS, API key, ...), connected
+    with the runtime's data converter, encrypted when ``TNX_CODEC_KEYS`` /
+    ``TNX_CODEC_KEY_FILE`` give codec keys.
 
     Raises:
-        CliError: the server does not answer in ``CONNECT_TIMEOUT_S`` or refuses (exit 2).
+        CliError: a setting is invalid, or the server does not answer in
+            ``CONNECT_TIMEOUT_S`` or refuses (exit 2).
     """
     global _client_used
     _client_used = True
     try:
         codec = codec_from_env()  # TNX_CODEC_KEYS / TNX_CODEC_KEY_FILE: encryption at rest
-    except CodecError as err:
-        raise CliError(str(err), EXIT_ENV) from err
-    try:
+        cluster = opts.cluster or ClusterConfig.load(address=opts.address, namespace=opts.namespace)
         return await asyncio.wait_for(
-            connect(opts.address, opts.namespace, codec=codec), timeout=CONNECT_TIMEOUT_S
+            connect(config=cluster, codec=codec), timeout=CONNECT_TIMEOUT_S
         )
+    except (CodecError, ClusterConfigError) as err:
+        raise CliError(str(err), EXIT_ENV) from err
+    except ClusterConnectError as err:
+        raise CliError(_connect_message(cluster.describe(), err.reason), EXIT_ENV) from err
     except TimeoutError as err:
         raise CliError(
             f"cannot connect to Temporal at {opts.address}: no answer in {CONNECT_TIMEOUT_S:g}s",

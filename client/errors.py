@@ -113,3 +113,85 @@ class OrphanedHandlesError(TnxError):
         )
         self.scope = scope
         self.running = running
+
+
+class ClusterConfigError(TnxError, ValueError):
+    """A setting of the connection to Temporal is invalid (:mod:`.cluster`); nothing was
+    connected. The message is one line naming the setting and where it came from.
+
+    Attributes:
+        setting: the setting (``address``, ``TLS CA``, ``profile 'prod'``, ...).
+        source: where it came from: a flag (``--tls-ca-path``), an argument, a variable
+            (``env TEMPORAL_TLS_SERVER_CA_CERT_PATH``), a profile
+            (``profile 'prod' in /path/temporal.toml (tls.server_ca_cert_path)``), ``default``.
+        problem: what is wrong with it.
+    """
+
+    def __init__(self, setting: str, source: str, problem: str) -> None:
+        super().__init__(f"{setting} (from {source}) {problem}")
+        self.setting = setting
+        self.source = source
+        self.problem = problem
+
+
+class ClusterConnectError(TnxError, RuntimeError):
+    """The Temporal server could not be reached or refused the connection (what
+    ``Client.connect`` raises as a ``RuntimeError``), in one line with the settings in use.
+
+    Attributes:
+        target: the connection, as :meth:`ClusterConfig.describe` words it.
+        reason: the SDK's reason, on one line (a TLS failure gets a hint first).
+    """
+
+    def __init__(
+        self, target: str, reason: str, *, tls: bool = False, client_cert: bool = False
+    ) -> None:
+        self.target = target
+        self.reason = connect_reason(reason, tls=tls, client_cert=client_cert)
+        super().__init__(f"cannot connect to Temporal at {target}: {self.reason}")
+
+
+def connect_reason(raw: str, *, tls: bool = False, client_cert: bool = False) -> str:
+    """The SDK's connection error on one line, a known TLS failure explained first.
+
+    Args:
+        raw: the SDK's message.
+        tls: TLS was on (a server that hangs up on the first call after the handshake then
+            refuses the client's certificate, or the lack of one: it shows as a missing
+            ``close_notify``, a broken pipe, a reset or a closed connection, depending on
+            timing).
+        client_cert: a client certificate was sent.
+    """
+    text = " ".join(raw.split())
+    hung_up = "the server closed the TLS connection " + (
+        "(does it accept this client certificate: is it signed by a CA the server trusts?)"
+        if client_cert
+        else "(does it require a client certificate: --tls-cert-path and --tls-key-path?)"
+    )
+    hints: tuple[tuple[str, str], ...] = (
+        ("UnknownIssuer", "the server's certificate is not signed by the CA given"),
+        ("NotValidForName", "the server's certificate is not valid for that name"),
+        ("CertificateRequired", "the server requires a client certificate"),
+        ("InvalidContentType", "the server does not speak TLS (turn TLS off?)"),
+        ("CorruptMessage", "the server does not speak TLS (turn TLS off?)"),
+    )
+    hung_up_signs = (
+        "close_notify",
+        "broken pipe",
+        "brokenpipe",
+        "connection reset",
+        "connectionreset",
+        "connection closed",
+        "unexpectedeof",
+        "decrypterror",
+        "badcertificate",
+        "unknownca",
+        "alertreceived",
+    )
+    if tls:
+        hints += tuple((sign, hung_up) for sign in hung_up_signs)
+    for needle, hint in hints:
+        if needle.lower() in text.lower():
+            text = f"{hint} ({text})"
+            break
+    return text if len(text) <= 400 else text[:399] + "…"

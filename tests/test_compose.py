@@ -23,8 +23,9 @@ from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 
-from toolnexus_temporal import worker
+from toolnexus_temporal.cli import worker_cmd as worker
 from toolnexus_temporal.cli.app import app as tnx_app
+from toolnexus_temporal.client import cluster_sources
 from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -115,6 +116,16 @@ def command_text(svc: dict[str, Any]) -> str:
 def options(command: Any) -> dict[str, Any]:
     """Every ``--flag`` of a click command, to its parameter."""
     return {opt: p for p in command.params for opt in p.opts if opt.startswith("-")}
+
+
+CLUSTER_ENV = {
+    *(v for v in cluster_sources.ENV.values() if not v.endswith("_")),
+    *(v + suffix for v in ("TEMPORAL_TLS_SERVER_CA_CERT", "TEMPORAL_TLS_CLIENT_CERT",
+                           "TEMPORAL_TLS_CLIENT_KEY") for suffix in ("_PATH", "_DATA")),
+    "TEMPORAL_PROFILE",
+    "TEMPORAL_CONFIG_FILE",
+}  # fmt: skip
+"""The Temporal connection's variables, read by ``ClusterConfig.load`` (not typer options)."""
 
 
 def envvars(command: Any) -> set[str]:
@@ -239,7 +250,7 @@ def test_the_worker_command_and_environment_match_tnx_worker() -> None:
     argv = w["command"]
     assert argv[0] == "tnx-worker"
     check_flags(argv[1:], WORKER_COMMAND)
-    read = envvars(WORKER_COMMAND)
+    read = envvars(WORKER_COMMAND) | CLUSTER_ENV
     for key in w["environment"]:
         assert key in read or key in OTHER_ENV, f"tnx-worker reads no {key}"
     for dep in ("temporal", "temporal-setup"):

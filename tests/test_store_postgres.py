@@ -18,9 +18,9 @@ from tests.test_approvals import registry
 from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, StoreUnavailableError
 from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+from toolnexus_temporal.cli.worker_cmd import app as worker_app
 from toolnexus_temporal.client import AgentDef, Answer, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.worker import app as worker_app
 from toolnexus_temporal.worker import create_worker
 
 pytestmark = pytest.mark.postgres

@@ -38,8 +38,11 @@ if TYPE_CHECKING:
     )
     from toolnexus_temporal.activities.stores import open_store
     from toolnexus_temporal.activities.tools import Tool, ToolContext, define_tool, pending
+    from toolnexus_temporal.client.cluster import ClusterConfig
     from toolnexus_temporal.client.errors import (
         AnswerRejectedError,
+        ClusterConfigError,
+        ClusterConnectError,
         HandleNotFoundError,
         SpawnError,
         TnxError,
@@ -67,6 +70,9 @@ _WHERE = {
     "AnswerRejectedError": "client.errors",
     "AnswerResult": "workflows.messages",
     "Budget": "workflows.models",
+    "ClusterConfig": "client.cluster",
+    "ClusterConfigError": "client.errors",
+    "ClusterConnectError": "client.errors",
     "ConversationStore": "activities.store",
     "Handle": "client.handle",
     "HandleNotFoundError": "client.errors",
@@ -103,6 +109,9 @@ __all__ = [
     "AnswerRejectedError",
     "AnswerResult",
     "Budget",
+    "ClusterConfig",
+    "ClusterConfigError",
+    "ClusterConnectError",
     "ConversationStore",
     "Handle",
     "HandleNotFoundError",

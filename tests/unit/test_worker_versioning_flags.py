@@ -8,8 +8,8 @@ import pytest
 from temporalio.common import WorkerDeploymentVersion
 from typer.testing import CliRunner
 
-from toolnexus_temporal import worker
-from toolnexus_temporal.worker import parse_deployment
+from toolnexus_temporal.cli import worker_cmd as worker
+from toolnexus_temporal.worker import deployment_config, parse_deployment
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
 
@@ -20,7 +20,7 @@ def test_versioned_workers_default_to_auto_upgrade_and_the_definition_stays_unse
     from temporalio.common import VersioningBehavior
     from temporalio.workflow import _Definition
 
-    config = worker.deployment_config(WorkerDeploymentVersion("tnx", "b1"))
+    config = deployment_config(WorkerDeploymentVersion("tnx", "b1"))
     assert config.use_worker_versioning
     assert config.default_versioning_behavior == VersioningBehavior.AUTO_UPGRADE
     defn = _Definition.must_from_class(AgentWorkflow)

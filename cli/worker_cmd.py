@@ -1,0 +1,274 @@
+"""``tnx-worker``: run the runtime's worker (:func:`toolnexus_temporal.worker.create_worker`)
+as a process until SIGINT or SIGTERM.
+
+Every setting is a flag with an environment variable: the Temporal connection as for ``tnx``
+(flags, ``TEMPORAL_*`` variables, the config file's profile; README "Connecting to a
+cluster"), the registry (``TNX_REGISTRY``), the LLM (``OPENAI_BASE_URL``, ``TNX_MODEL``), the
+conversation store (``TNX_STORE_URL``), the payload codec (``TNX_CODEC_KEYS``) and Worker
+Versioning (``TNX_DEPLOYMENT_NAME``, ``TNX_BUILD_ID``). A missing or bad setting is a usage
+error (exit 2); a store or server that cannot be reached is one line (exit 1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from temporalio.common import WorkerDeploymentVersion
+
+from toolnexus_temporal.activities.llm import LlmConfig
+from toolnexus_temporal.activities.registry import Registry, RegistryError
+from toolnexus_temporal.activities.store import (
+    ConversationStore,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailableError,
+)
+from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
+from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
+from toolnexus_temporal.client.cluster import ClusterConfig
+from toolnexus_temporal.client.codec import (
+    ENV_KEY_FILE,
+    ENV_KEYS,
+    AesGcmCodec,
+    CodecError,
+    codec_from_keys,
+)
+from toolnexus_temporal.client.errors import ClusterConfigError
+from toolnexus_temporal.client.rpc import connect
+from toolnexus_temporal.worker import (
+    DEFAULT_STORE_PATH,
+    DEFAULT_TASK_QUEUE,
+    create_worker,
+    parse_deployment,
+)
+
+
+async def serve(
+    *,
+    cluster: ClusterConfig,
+    task_queue: str,
+    registry_spec: str,
+    llm: LlmConfig,
+    store: str | Path,
+    max_concurrent_turns: int | None = None,
+    sandboxed: bool = False,
+    codec: AesGcmCodec | None = None,
+    deployment: WorkerDeploymentVersion | None = None,
+) -> None:
+    """Run a worker until SIGINT or SIGTERM, then shut it down cleanly (its store closed).
+
+    Args:
+        cluster: the Temporal connection (address, namespace, TLS, API key).
+        store: the conversation store's URL or SQLite path (see ``open_store``).
+        codec: the payload codec (encryption at rest), None for plain payloads.
+        deployment: Worker Versioning's deployment version, None for an unversioned worker.
+
+    Raises:
+        StoreConfigError: ``store`` is not a usable URL.
+        StoreUnavailableError: the store's server cannot be reached.
+    """
+    conv_store = open_store(store)
+    await open_checked(conv_store)  # an unreachable store fails first, once
+    try:
+        await _serve(cluster, task_queue, registry_spec, llm, conv_store,
+                     max_concurrent_turns, sandboxed, codec, deployment)  # fmt: skip
+    finally:
+        await close_store(conv_store)
+
+
+async def _serve(
+    cluster: ClusterConfig,
+    task_queue: str,
+    registry_spec: str,
+    llm: LlmConfig,
+    conv_store: ConversationStore,
+    max_concurrent_turns: int | None,
+    sandboxed: bool,
+    codec: AesGcmCodec | None,
+    deployment: WorkerDeploymentVersion | None,
+) -> None:
+    registry = Registry.load(registry_spec)
+    client = await connect(config=cluster, codec=codec)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with create_worker(
+        client,
+        registry=registry,
+        llm=llm,
+        task_queue=task_queue,
+        store=conv_store,
+        max_concurrent_turns=max_concurrent_turns,
+        sandboxed=sandboxed,
+        deployment=deployment,
+    ) as worker:
+        run = asyncio.create_task(worker.run())
+        typer.echo(
+            f"worker on {cluster.describe()} task_queue={task_queue} "
+            f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
+            f"store={conv_store!r}"
+            + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
+            + (f" version={deployment.to_canonical_string()}" if deployment else "")
+        )
+        done, _ = await asyncio.wait(
+            [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
+        if run not in done:
+            typer.echo("shutting down...")
+            await worker.shutdown()
+        await run
+
+
+app = typer.Typer(add_completion=False, help="Run a toolnexus-temporal worker.")
+
+
+def _with_connection_options(func: Callable[..., None]) -> Callable[..., None]:
+    """Give the command ``func(cluster, **own)`` the connection flags of ``tnx``
+    (:mod:`toolnexus_temporal.cli.connection_opts`); a bad setting is one line, exit 2."""
+    own = [
+        p for p in inspect.signature(func, eval_str=True).parameters.values() if p.name != "cluster"
+    ]
+
+    @functools.wraps(func)
+    def command(**kwargs: Any) -> None:
+        try:
+            cluster = load_cluster(kwargs)
+        except ClusterConfigError as err:
+            typer.echo(f"error: {err}", err=True)
+            raise typer.Exit(2) from None
+        func(cluster, **kwargs)
+
+    params = [*own, *CONNECTION_OPTIONS]
+    setattr(command, "__signature__", inspect.Signature(params))  # noqa: B010
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
+@app.command()
+@_with_connection_options
+def run(
+    cluster: ClusterConfig,
+    registry: Annotated[
+        str,
+        typer.Option(
+            envvar="TNX_REGISTRY",
+            help="Agent registry as package.module:NAME, e.g. toolnexus_temporal.cli.demo:REGISTRY",
+        ),
+    ],
+    task_queue: Annotated[str, typer.Option(envvar="TNX_TASK_QUEUE")] = DEFAULT_TASK_QUEUE,
+    llm_base_url: Annotated[
+        str | None, typer.Option(envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option(envvar="TNX_MODEL", help="Model used for model='inherit'")
+    ] = None,
+    style: Annotated[
+        str, typer.Option(envvar="TNX_LLM_STYLE", help="Wire style: openai or anthropic")
+    ] = "openai",
+    max_concurrent_turns: Annotated[
+        int | None,
+        typer.Option(envvar="TNX_MAX_CONCURRENT_TURNS", help="LLM calls in flight at once"),
+    ] = None,
+    store: Annotated[
+        str,
+        typer.Option(
+            envvar=["TNX_STORE_URL", "TNX_STORE"],
+            help="Conversation store: postgresql://user:pw@host:5432/db (many hosts), "
+            "sqlite:///abs/path or a SQLite file path (one host)",
+        ),
+    ] = str(DEFAULT_STORE_PATH),
+    sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--sandbox",
+            envvar="TNX_SANDBOX",
+            help="Run workflows in Temporal's sandbox (slower; see worker.workflow_runner)",
+        ),
+    ] = False,
+    codec_keys: Annotated[
+        str | None,
+        typer.Option(
+            envvar=ENV_KEYS,
+            help="Encrypt payloads: key entries id:base64key,... (first encodes, all decode)",
+        ),
+    ] = None,
+    codec_key_file: Annotated[
+        Path | None, typer.Option(envvar=ENV_KEY_FILE, help="File of codec key entries")
+    ] = None,
+    deployment_name: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TNX_DEPLOYMENT_NAME",
+            help="Worker Versioning: the worker deployment's name (with --build-id)",
+        ),
+    ] = None,
+    build_id: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TNX_BUILD_ID",
+            help="Worker Versioning: this code's build id, e.g. a git sha (with --deployment-name)",
+        ),
+    ] = None,
+) -> None:
+    """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
+    the TEMPORAL_* variables and the config file's profile, as for ``tnx`` (README
+    "Connecting to a cluster")."""
+    try:
+        Registry.load(registry)
+    except RegistryError as err:
+        raise typer.BadParameter(str(err), param_hint="--registry") from None
+    if not llm_base_url:
+        raise typer.BadParameter(
+            "no LLM endpoint: pass --llm-base-url or set OPENAI_BASE_URL", param_hint="llm"
+        )
+    model = model or os.environ.get("OPENAI_MODEL")
+    if not model:
+        raise typer.BadParameter("no model: pass --model or set TNX_MODEL", param_hint="model")
+    if style not in ("openai", "anthropic"):
+        raise typer.BadParameter("style must be openai or anthropic", param_hint="style")
+    try:
+        deployment = parse_deployment(deployment_name, build_id)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--deployment-name/--build-id") from None
+    llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
+    try:
+        open_store(store)  # only checks the URL: nothing connects yet
+    except StoreConfigError as err:
+        raise typer.BadParameter(str(err), param_hint="--store") from None
+    try:
+        codec = (
+            codec_from_keys(codec_keys, codec_key_file) if codec_keys or codec_key_file else None
+        )
+    except CodecError as err:
+        raise typer.BadParameter(str(err), param_hint="--codec-keys") from None
+    try:
+        asyncio.run(
+            serve(
+                cluster=cluster,
+                task_queue=task_queue,
+                registry_spec=registry,
+                llm=llm,
+                store=store,
+                max_concurrent_turns=max_concurrent_turns,
+                sandboxed=sandbox,
+                codec=codec,
+                deployment=deployment,
+            )
+        )
+    except (StoreUnavailableError, StoreError) as err:
+        typer.echo(f"tnx-worker: {err}", err=True)
+        raise typer.Exit(1) from None
+
+
+def main() -> None:
+    """Console entry point ``tnx-worker``."""
+    app()
