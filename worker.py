@@ -33,6 +33,7 @@ from toolnexus_temporal.activities.registry import Registry, RegistryActivities,
 from toolnexus_temporal.activities.store import ConversationStore, SqliteConversationStore
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
+from toolnexus_temporal.client.reachability import connect_failure
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
@@ -186,6 +187,11 @@ async def create_worker(
         await llm_activities.aclose()
 
 
+class WorkerStartError(Exception):
+    """The worker could not start (no server at the address, say): one line for the
+    operator, exit code 1 (:func:`run`)."""
+
+
 async def serve(
     *,
     address: str,
@@ -197,9 +203,16 @@ async def serve(
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
 ) -> None:
-    """Run a worker until SIGINT or SIGTERM, then shut it down cleanly."""
+    """Run a worker until SIGINT or SIGTERM, then shut it down cleanly.
+
+    Raises:
+        WorkerStartError: the server cannot be reached (one line: address, namespace, why).
+    """
     registry = Registry.load(registry_spec)
-    client = await connect(address, namespace)
+    try:
+        client = await connect(address, namespace)
+    except RuntimeError as err:
+        raise WorkerStartError(connect_failure(address, namespace, err)) from err
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -283,18 +296,22 @@ def run(
     if style not in ("openai", "anthropic"):
         raise typer.BadParameter("style must be openai or anthropic", param_hint="style")
     llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
-    asyncio.run(
-        serve(
-            address=address,
-            namespace=namespace,
-            task_queue=task_queue,
-            registry_spec=registry,
-            llm=llm,
-            store_path=store,
-            max_concurrent_turns=max_concurrent_turns,
-            sandboxed=sandbox,
+    try:
+        asyncio.run(
+            serve(
+                address=address,
+                namespace=namespace,
+                task_queue=task_queue,
+                registry_spec=registry,
+                llm=llm,
+                store_path=store,
+                max_concurrent_turns=max_concurrent_turns,
+                sandboxed=sandbox,
+            )
         )
-    )
+    except WorkerStartError as err:
+        typer.echo(f"tnx-worker: {err}", err=True)
+        raise typer.Exit(1) from None
 
 
 def main() -> None:

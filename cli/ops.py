@@ -23,7 +23,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
@@ -32,7 +32,14 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.activities.store import SqliteConversationStore
 from toolnexus_temporal.cli.render import one_line, truncate
-from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError, VerbRejectedError
+from toolnexus_temporal.cli.workercheck import no_worker_line, root_task_queue
+from toolnexus_temporal.client.errors import (
+    HandleNotFoundError,
+    NoWorkerError,
+    TnxError,
+    VerbRejectedError,
+)
+from toolnexus_temporal.client.reachability import require_worker
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.models import ALL_FIELDS, Budget
@@ -59,6 +66,9 @@ CONNECT_TIMEOUT_S: Final = 10.0
 VERB_TIMEOUT_S: Final = 60.0
 """Seconds a verb may take before the CLI gives up (no worker serves the task queue, most
 likely). ``wait`` adds its own ``--timeout-ms`` and has no limit without one."""
+
+WorkerNeed = Literal["required", "optional"]
+"""Whether a verb needs a worker polling the task queue (see :func:`run`)."""
 
 EXIT_NO: Final = 1
 """Exit code of a verb that answered "no" (see the module docstring)."""
@@ -136,6 +146,7 @@ def run(
     create: bool = False,
     store: SqliteConversationStore | None = None,
     timeout_s: float | None = VERB_TIMEOUT_S,
+    worker: WorkerNeed = "required",
 ) -> T:
     """Connect, attach the runtime, run ``verb`` on it and return its result.
 
@@ -146,6 +157,10 @@ def run(
             attach (``AgentRuntime.start(create=False)``) and fail when there is no root.
         store: the conversation store to give the runtime (``inspect --transcript``).
         timeout_s: give up after this many seconds (None: never).
+        worker: ``"required"``: first check that a worker polls the root's task queue and
+            fail at once with a hint when none does (:mod:`.workercheck`), then attach;
+            ``"optional"``: neither check nor attach (``pending``, ``answer``: the verb asks
+            :func:`~toolnexus_temporal.client.reachability.workflow_pollers` itself).
 
     Raises:
         CliError: every expected failure, as one readable line and an exit code.
@@ -154,7 +169,9 @@ def run(
     before = logger.level
     logger.setLevel(logging.ERROR)  # the SDK's warnings are not for CLI users
     try:
-        return asyncio.run(_run(opts, verb, create=create, store=store, timeout_s=timeout_s))
+        return asyncio.run(
+            _run(opts, verb, create=create, store=store, timeout_s=timeout_s, worker=worker)
+        )
     finally:
         logger.setLevel(before)
 
@@ -166,6 +183,7 @@ async def _run(
     create: bool,
     store: SqliteConversationStore | None,
     timeout_s: float | None,
+    worker: WorkerNeed,
 ) -> T:
     global _client_used
     _client_used = True
@@ -185,15 +203,28 @@ async def _run(
     except ValueError as err:
         raise CliError(f"invalid --scope: {err}", EXIT_ENV) from err
 
+    def no_root() -> CliError:
+        return CliError(
+            f"no runtime to attach to: no {ROOT_ID!r} handle in {opts.where()} "
+            f"(`tnx spawn {ROOT_ID} NAME` creates it)"
+        )
+
     async def attach_and_run() -> T:
+        nonlocal rt
+        queue = await root_task_queue(client, opts.scope)
+        if queue is None and not create:
+            await _check_namespace(rt, opts)
+            raise no_root()
+        if queue is not None and queue != rt.task_queue:  # the tree runs where its root does
+            rt = AgentRuntime(client, task_queue=queue, scope=opts.scope, store=store)
+        if worker == "optional":
+            return await verb(rt)
+        await require_worker(client, rt.task_queue)
         try:
             await rt.start(create=create)
         except HandleNotFoundError as err:
             await _check_namespace(rt, opts)
-            raise CliError(
-                f"no runtime to attach to: no {ROOT_ID!r} handle in {opts.where()} "
-                f"(`tnx spawn {ROOT_ID} NAME` creates it)"
-            ) from err
+            raise no_root() from err
         return await verb(rt)
 
     try:
@@ -203,12 +234,14 @@ async def _run(
     except TimeoutError as err:
         raise CliError(
             f"no answer in {timeout_s:g}s from the agent workflows in {opts.where()}: "
-            f"is a worker serving task queue {opts.task_queue!r}?",
+            f"is a worker serving task queue {rt.task_queue!r}?",
             EXIT_ENV,
         ) from err
     except HandleNotFoundError as err:
         await _check_namespace(rt, opts)
         raise CliError(f"{err} ({opts.where()})") from err
+    except NoWorkerError as err:
+        raise CliError(no_worker_note(err, opts), EXIT_ENV) from err
     except VerbRejectedError as err:
         raise CliError(str(err)) from err
     except TnxError as err:
@@ -216,17 +249,33 @@ async def _run(
     except WorkflowUpdateRPCTimeoutOrCancelledError as err:
         raise CliError(
             f"no answer from the agent workflow: {err} "
-            f"(is a worker serving task queue {opts.task_queue!r}?)",
+            f"(is a worker serving task queue {rt.task_queue!r}?)",
             EXIT_ENV,
         ) from err
     except RPCError as err:
         hint = ""
         if "poller" in err.message:
-            hint = f" (is a worker serving task queue {opts.task_queue!r}? see tnx-worker)"
+            hint = f" (is a worker serving task queue {rt.task_queue!r}? see tnx-worker)"
         raise CliError(
             f"Temporal at {opts.address} answered {err.status.name}: {one_line(err.message)}{hint}",
             EXIT_ENV,
         ) from err
+
+
+def no_worker_note(err: NoWorkerError, opts: Options) -> str:
+    """:func:`~.workercheck.no_worker_line` for ``opts``."""
+    return no_worker_line(err, opts.where(), worker_flags(opts))
+
+
+def worker_flags(opts: Options) -> str:
+    """The ``tnx-worker`` options that reach the server ``opts`` names (none for the
+    defaults), for hints."""
+    flags = []
+    if opts.address != DEFAULT_ADDRESS:
+        flags.append(f"--address {opts.address}")
+    if opts.namespace != DEFAULT_NAMESPACE:
+        flags.append(f"--namespace {opts.namespace}")
+    return " ".join(flags)
 
 
 def _connect_message(address: str, raw: str) -> str:

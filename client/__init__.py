@@ -30,6 +30,7 @@ pending    visibility list, ``view``    the suspended handles (``AgentState`` at
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
+    NoWorkerError,
     OrphanedHandlesError,
     SpawnError,
     TnxError,
@@ -57,6 +58,7 @@ __all__ = [
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
+    "NoWorkerError",
     "OrphanedHandlesError",
     "Request",
     "RuntimeOptions",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from toolnexus_temporal.client.errors import (
         AnswerRejectedError,
         HandleNotFoundError,
+        NoWorkerError,
         SpawnError,
         TnxError,
         VerbRejectedError,
@@ -68,6 +69,7 @@ _WHERE = {
     "HandleNotFoundError": "client.errors",
     "InboxItem": "workflows.models",
     "LlmConfig": "activities.llm",
+    "NoWorkerError": "client.errors",
     "PostResult": "workflows.messages",
     "Registry": "activities.registry",
     "RegistryError": "activities.registry",
@@ -100,6 +102,7 @@ __all__ = [
     "HandleNotFoundError",
     "InboxItem",
     "LlmConfig",
+    "NoWorkerError",
     "PostResult",
     "Registry",
     "RegistryError",
