@@ -33,7 +33,7 @@ from toolnexus_temporal.activities.registry import Registry, RegistryActivities,
 from toolnexus_temporal.activities.store import ConversationStore, SqliteConversationStore
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
-from toolnexus_temporal.client.reachability import connect_failure
+from toolnexus_temporal.client.reachability import connect_failure, namespace_exists
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
@@ -213,6 +213,10 @@ async def serve(
         client = await connect(address, namespace)
     except RuntimeError as err:
         raise WorkerStartError(connect_failure(address, namespace, err)) from err
+    if not await namespace_exists(client):
+        raise WorkerStartError(
+            f"cannot start a worker at {address}: namespace {namespace!r} does not exist there"
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -7,7 +7,8 @@ long poll open on its workflow task queue at all times (each lasts up to a minut
 next begins), so a poller whose last poll began more than :data:`LIVE_POLLER_S` ago has
 stopped; the server lists a stopped worker's poller for five minutes after its last poll.
 
-Also :func:`connect_failure`: a failed connection as one line (``tnx-worker``).
+Also :func:`connect_failure` (a failed connection as one line) and :func:`namespace_exists`,
+for ``tnx-worker``.
 
 Two uses of the worker check:
 
@@ -33,8 +34,9 @@ from typing import Final, TypeVar
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, DescribeTaskQueueRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client.errors import NoWorkerError
 
@@ -194,3 +196,16 @@ def connect_failure(address: str, namespace: str, err: BaseException) -> str:
     else:
         reason = raw if len(raw) <= 300 else raw[:299] + "…"
     return f"cannot connect to Temporal at {address} (namespace {namespace!r}): {reason}"
+
+
+async def namespace_exists(client: Client) -> bool:
+    """Whether the client's namespace exists (``DescribeNamespace``); True when the server
+    does not say (a refusal other than NOT_FOUND, such as missing permission)."""
+    try:
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=client.namespace),
+            timeout=timedelta(seconds=PROBE_EVERY_S),
+        )
+    except RPCError as err:
+        return err.status != RPCStatusCode.NOT_FOUND
+    return True
