@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -315,7 +316,12 @@ def run(
         )
     except WorkerStartError as err:
         typer.echo(f"tnx-worker: {err}", err=True)
-        raise typer.Exit(1) from None
+        # Exit without interpreter finalization: a thread of the SDK's Rust core (the failed
+        # client's) can abort it with SIGABRT (temporalio/sdk-python#300; see
+        # toolnexus_temporal.cli.ops.hard_exit).
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(1)
 
 
 def main() -> None:
