@@ -211,3 +211,18 @@ def test_worker_without_a_server_says_so_in_one_line(tmp_path: Path) -> None:
     assert f"127.0.0.1:{port}" in lines[0] and "ns-x" in lines[0], lines
     assert "connection refused" in lines[0].lower(), lines
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+async def test_tnx_without_a_server_says_so_in_one_line() -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(ENV_KEYS)}
+    env["TEMPORAL_ADDRESS"] = f"127.0.0.1:{port}"
+    for args in (("ls",), ("pending",), ("answer", "root/a.1", "--approve", "--request", "x#1")):
+        result, _ = await tnx(env, *args)
+        assert result.exit_code == 2, (args, result.output)
+        line = result.stderr.strip()
+        assert "\n" not in line and f"127.0.0.1:{port}: connection refused" in line, line
