@@ -53,10 +53,9 @@ from toolnexus_temporal.cli.hostcmd import (
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.server import server_app
 from toolnexus_temporal.cli.watch import watch_tree
-from toolnexus_temporal.cli.workercheck import signal_answer
+from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
 from toolnexus_temporal.client.errors import NoWorkerError, SpawnError
 from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.client.reachability import workflow_pollers
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
 from toolnexus_temporal.workflows.models import Answer, InboxItem, Message, TaskResult
@@ -293,11 +292,10 @@ def pending_command(opts: Options) -> None:
     worker running: then only the ids (visibility), with a hint."""
 
     async def verb(rt: AgentRuntime) -> tuple[list[Handle], list[str], NoWorkerError | None]:
-        seen = await workflow_pollers(rt.client, rt.task_queue)
-        if seen.live:
-            return await rt.pending(), [], None
-        missing = NoWorkerError(rt.task_queue, rt.client.namespace, seen.last_seen_s)
-        return [], await rt.suspended_ids(), missing
+        found = await worker_read(rt, rt.pending)
+        if isinstance(found, NoWorkerError):
+            return [], await rt.suspended_ids(), found
+        return found, [], None
 
     handles, bare_ids, missing = ops.run(opts, verb, worker="optional")
     if opts.json:
@@ -367,18 +365,16 @@ def answer_command(
         )
 
     async def deliver(rt: AgentRuntime) -> AnswerResult | NoWorkerError:
-        seen = await workflow_pollers(rt.client, rt.task_queue)
-        if not seen.live:
-            missing = NoWorkerError(rt.task_queue, rt.client.namespace, seen.last_seen_s)
+        h = await worker_read(rt, lambda: rt.inspect(target))
+        if isinstance(h, NoWorkerError):
             if request is None:
                 raise ops.CliError(
-                    f"{ops.no_worker_note(missing, opts)}; the pending request's id needs one "
+                    f"{ops.no_worker_note(h, opts)}; the pending request's id needs one "
                     "to be read: pass --request REQUEST to answer without a worker",
                     ops.EXIT_ENV,
                 )
             await signal_answer(rt, target, answer_to(request))
-            return missing
-        h = await rt.inspect(target)
+            return h
         if h.pending_req is None:
             raise ops.CliError(f"{h.id} has no pending request (state {h.state})")
         return await rt.answer(target, answer_to(request or h.pending_req.id))

@@ -9,13 +9,25 @@ Used by :func:`toolnexus_temporal.cli.ops.run`; the checks themselves are
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
+
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client.errors import NoWorkerError, VerbRejectedError
+from toolnexus_temporal.client.reachability import workflow_pollers
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.models import Answer
 from toolnexus_temporal.workflows.names import ROOT_ID, SIGNAL_ANSWER, workflow_id_for
+
+T = TypeVar("T")
+
+READ_GRACE_S: Final = 3.0
+"""How long :func:`worker_read` lets a worker take to answer a query (s). A worker stopped a
+moment ago is still listed by the server (``reachability.LIVE_POLLER_S``): past this, the
+verbs that work without a worker go on without one."""
 
 
 async def root_task_queue(client: Client, scope: str | None) -> str | None:
@@ -78,4 +90,26 @@ async def signal_answer(rt: AgentRuntime, handle_id: str, answer: Answer) -> Non
                 raise err from None
             if desc is not None:
                 raise VerbRejectedError(handle_id, SIGNAL_ANSWER, "handle closed") from err
+        raise
+
+
+async def worker_read(rt: AgentRuntime, read: Callable[[], Awaitable[T]]) -> T | NoWorkerError:
+    """``read()`` (queries) when a worker polls the runtime's task queue and answers within
+    :data:`READ_GRACE_S`; else, returned rather than raised, the :class:`NoWorkerError` that
+    says so (for ``pending`` and ``answer``, which then go on without a worker).
+
+    Raises:
+        RPCError: the check, or the read, failed for another reason.
+    """
+    seen = await workflow_pollers(rt.client, rt.task_queue)
+    missing = NoWorkerError(rt.task_queue, rt.client.namespace, seen.last_seen_s)
+    if not seen.live:
+        return missing
+    try:
+        return await asyncio.wait_for(read(), READ_GRACE_S)
+    except TimeoutError:
+        return missing
+    except RPCError as err:
+        if "poller" in err.message:  # the server's own "no poller seen recently"
+            return missing
         raise

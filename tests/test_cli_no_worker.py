@@ -133,10 +133,6 @@ async def worker_on(
 async def test_answer_without_a_worker_runs_when_one_starts(
     client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A stopped worker stays in the server's poller list for minutes; the CLI takes one
-    # whose last poll began more than LIVE_POLLER_S ago as gone (unit-tested in
-    # tests/unit/test_cli_time.py). Lowered here so the test need not wait 90 s.
-    monkeypatch.setattr(reachability, "LIVE_POLLER_S", 0.0)
     scope = f"t-{uuid.uuid4().hex[:10]}"
     task_queue = f"tq-{scope}"
     llm = ScriptedLLM({"stub-model": [tool_calls(("check_secret", {})), text("asker done")]})
@@ -148,8 +144,14 @@ async def test_answer_without_a_worker_runs_when_one_starts(
         parked = await rt.run_turn(asker, "go")
         assert parked.status == "pending" and parked.pending is not None
         request = parked.pending.id
-    # No worker now.
+    # No worker now. The server still lists the stopped one (for minutes): `pending` waits
+    # READ_GRACE_S for a view, then lists the ids from visibility.
     env = cli_env(client, scope, task_queue)
+    listed, _ = await tnx(env, "pending")
+    assert listed.exit_code == 0 and "no worker polls" in listed.stderr, listed.output
+    # The CLI takes a worker whose last poll began more than LIVE_POLLER_S ago as gone
+    # (unit-tested in tests/unit/test_cli_time.py): lowered so the test need not wait 90 s.
+    monkeypatch.setattr(reachability, "LIVE_POLLER_S", 0.0)
     for _ in range(50):  # visibility is eventually consistent
         listed, took = await tnx(env, "pending")
         assert listed.exit_code == 0, listed.output
