@@ -36,6 +36,7 @@ PUBLIC = {
     "HandleNotFoundError",
     "InboxItem",
     "LlmConfig",
+    "NoWorkerError",
     "PostResult",
     "Registry",
     "RegistryError",
