@@ -6,15 +6,20 @@ Commands::
              [--data-dir PATH] [--keep-server]
     tnx server start|stop|status [--data-dir PATH]
 
-    tnx ls [ID]                          the tree under ID (default: the root)
+    tnx ls [ID] [--watch [--interval S]] the tree under ID (default: the root)
     tnx inspect ID [--transcript]        every field of a handle (and its transcript)
-    tnx trace [ID]                       the subtree's trace lines, merged, with times
+    tnx trace [ID]                       the subtree's trace lines, merged, with dates
     tnx spawn PARENT NAME [--budget JSON]
     tnx post ID TEXT [--from X] [--channel Y]
     tnx wake ID [PROMPT]
     tnx wait ID [--timeout-ms N]
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
+    tnx pending                          the approval queue (no worker needed)
+    tnx answer ID --approve|--decline [--data JSON] [--request REQUEST]
+
+A verb that needs a worker checks first that one polls the root's task queue and fails at
+once with a hint when none does (:mod:`~toolnexus_temporal.cli.workercheck`).
 
 Every host verb also takes the common options of :data:`COMMON_OPTIONS` (``--address``,
 ``--namespace``, ``--task-queue``, ``--scope``, ``--store``, ``--json``); ``--json`` prints one
