@@ -7,9 +7,9 @@ Commands::
     tnx server start|stop|status [--data-dir PATH]
     tnx codec-server [--port N] [--keys ID:B64,...] [--cors-origin URL]   (README "Production")
 
-    tnx ls [ID]                          the tree under ID (default: the root)
+    tnx ls [ID] [--watch [--interval S]] the tree under ID (default: the root)
     tnx inspect ID [--transcript]        every field of a handle (and its transcript)
-    tnx trace [ID]                       the subtree's trace lines, merged, with times
+    tnx trace [ID]                       the subtree's trace lines, merged, with dates
     tnx spawn PARENT NAME [--budget JSON]
     tnx post ID TEXT [--from X] [--channel Y]
     tnx wake ID [PROMPT]
@@ -17,6 +17,11 @@ Commands::
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
     tnx replay-check [--query Q] [--limit N] [--sandbox]   replay running agents on this code
+    tnx pending                          the approval queue (no worker needed)
+    tnx answer ID --approve|--decline [--data JSON] [--request REQUEST]
+
+A verb that needs a worker checks first that one polls the root's task queue and fails at
+once with a hint when none does (:mod:`~toolnexus_temporal.cli.workercheck`).
 
 Every host verb also takes the common options of :data:`COMMON_OPTIONS`: the connection flags
 (``--address``, ``--namespace``, ``--profile``, ``--api-key``, ``--tls-*``, ...; over the
@@ -58,7 +63,9 @@ from toolnexus_temporal.cli.hostcmd import (
 )
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.server import server_app
-from toolnexus_temporal.client.errors import SpawnError
+from toolnexus_temporal.cli.watch import watch_tree
+from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
+from toolnexus_temporal.client.errors import NoWorkerError, SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
@@ -86,9 +93,22 @@ host_command = host_commands(app)
 
 
 @host_command("ls")
-def ls_command(opts: Options, handle_id: TreeIdArg = None) -> None:
-    """List the tree under ID (default: the root): state, turns, tokens, pools, inbox."""
+def ls_command(
+    opts: Options,
+    handle_id: TreeIdArg = None,
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Refresh every --interval seconds until Ctrl-C.")
+    ] = False,
+    interval: Annotated[
+        float, typer.Option("--interval", min=0.1, help="Seconds between refreshes (--watch).")
+    ] = 2.0,
+) -> None:
+    """List the tree under ID (default: the root): state, how long a pending request has
+    waited, turns, tokens, pools, inbox."""
     target = ops.tree_ref(opts, handle_id)
+    if watch:
+        watch_tree(opts, target, interval)
+        return
     handles = ops.run(opts, lambda rt: rt.list(target))
     if opts.json:
         emit(ops.dump(handles))
@@ -280,14 +300,37 @@ def close_command(
 @host_command("pending")
 def pending_command(opts: Options) -> None:
     """The approval queue: every suspended agent with its pending request (found through the
-    AgentState search attribute; the web UI's search box takes the same query)."""
-    handles = ops.run(opts, lambda rt: rt.pending())
+    AgentState search attribute; the web UI's search box takes the same query). Works with no
+    worker running: then only the ids (visibility), with a hint."""
+
+    async def verb(rt: AgentRuntime) -> tuple[list[Handle], list[str], NoWorkerError | None]:
+        found = await worker_read(rt, rt.pending)
+        if isinstance(found, NoWorkerError):
+            return [], await rt.suspended_ids(), found
+        return found, [], None
+
+    handles, bare_ids, missing = ops.run(opts, verb, worker="optional")
     if opts.json:
         emit(
             [
-                {"id": h.id, "request": ops.dump(h.pending_req) if h.pending_req else None}
+                {
+                    "id": h.id,
+                    "request": ops.dump(h.pending_req) if h.pending_req else None,
+                    "since_ms": h.pending_since_ms,
+                }
                 for h in handles
             ]
+            + [{"id": hid, "request": None, "since_ms": None} for hid in bare_ids]
+        )
+        return
+    if missing is not None:
+        out.print(render.bare_pending_table(bare_ids) if bare_ids else "no suspended agents")
+        err_console.print(
+            "[yellow]note[/yellow]: "
+            + escape(ops.no_worker_note(missing, opts))
+            + "; the requests' details need one (answer without one: tnx answer ID "
+            "--request REQUEST --approve)",
+            style="dim",
         )
         return
     if not handles:
@@ -311,33 +354,61 @@ def answer_command(
     data: Annotated[
         str | None, typer.Option("--data", help="JSON object for the tool, e.g. '{\"otp\": 1}'")
     ] = None,
+    request: Annotated[
+        str | None,
+        typer.Option(
+            "--request",
+            metavar="REQUEST",
+            help="The Request id (default: read from the agent, which needs a worker).",
+        ),
+    ] = None,
 ) -> None:
     """Answer the pending request of ID (or of the deepest agent below it waiting on the same
-    request); the parked turn continues where it stopped."""
+    request); the parked turn continues where it stopped. With no worker running, give
+    --request: the answer is sent as a signal and runs when a worker polls."""
     if approve == decline:
         raise fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
     payload = ops.parse_json_object(data, "--data")
     target = ops.ref(opts, handle_id)
 
-    async def deliver(rt: AgentRuntime) -> AnswerResult:
-        h = await rt.inspect(target)
+    def answer_to(request_id: str) -> Answer:
+        return Answer(
+            id=request_id, ok=approve, data=payload, reason=None if approve else "declined"
+        )
+
+    async def deliver(rt: AgentRuntime) -> AnswerResult | NoWorkerError:
+        h = await worker_read(rt, lambda: rt.inspect(target))
+        if isinstance(h, NoWorkerError):
+            if request is None:
+                raise ops.CliError(
+                    f"{ops.no_worker_note(h, opts)}; the pending request's id needs one "
+                    "to be read: pass --request REQUEST to answer without a worker",
+                    ops.EXIT_ENV,
+                )
+            await signal_answer(rt, target, answer_to(request))
+            return h
         if h.pending_req is None:
             raise ops.CliError(f"{h.id} has no pending request (state {h.state})")
-        answer = Answer(
-            id=h.pending_req.id,
-            ok=approve,
-            data=payload,
-            reason=None if approve else "declined",
-        )
-        return await rt.answer(target, answer)
+        return await rt.answer(target, answer_to(request or h.pending_req.id))
 
-    result = ops.run(opts, deliver)
+    result = ops.run(opts, deliver, worker="optional")
+    verdict = "approved" if approve else "declined"
+    if isinstance(result, NoWorkerError):
+        if opts.json:
+            emit({"ok": True, "delivered": "signal", "answered": None, "request": request})
+        else:
+            out.print(
+                f"answer {escape(request or '?')} ({verdict}) delivered to {escape(target)} as a "
+                f"signal: it runs when a worker polls task queue {escape(result.task_queue)} "
+                "(none does now)",
+                soft_wrap=True,
+            )
+        return
     if opts.json:
         emit(ops.dump(result))
     else:
         out.print(
-            f"answered → delivered to {escape(result.answered or '?')} "
-            f"({'approved' if approve else 'declined'})",
+            f"answered → delivered to {escape(result.answered or '?')} ({verdict})",
             soft_wrap=True,
         )
 

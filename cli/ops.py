@@ -23,7 +23,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
@@ -37,15 +37,18 @@ from toolnexus_temporal.activities.store import (
 )
 from toolnexus_temporal.activities.stores import open_store as open_store_url
 from toolnexus_temporal.cli.render import one_line, truncate
+from toolnexus_temporal.cli.workercheck import no_worker_line, root_task_queue
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.codec import CodecError, codec_from_env
 from toolnexus_temporal.client.errors import (
     ClusterConfigError,
     ClusterConnectError,
     HandleNotFoundError,
+    NoWorkerError,
     TnxError,
     VerbRejectedError,
 )
+from toolnexus_temporal.client.reachability import require_worker
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -73,6 +76,9 @@ CONNECT_TIMEOUT_S: Final = 10.0
 VERB_TIMEOUT_S: Final = 60.0
 """Seconds a verb may take before the CLI gives up (no worker serves the task queue, most
 likely). ``wait`` adds its own ``--timeout-ms`` and has no limit without one."""
+
+WorkerNeed = Literal["required", "optional"]
+"""Whether a verb needs a worker polling the task queue (see :func:`run`)."""
 
 EXIT_NO: Final = 1
 """Exit code of a verb that answered "no" (see the module docstring)."""
@@ -155,6 +161,7 @@ def run(
     create: bool = False,
     store: TranscriptReader | None = None,
     timeout_s: float | None = VERB_TIMEOUT_S,
+    worker: WorkerNeed = "required",
 ) -> T:
     """Connect, attach the runtime, run ``verb`` on it and return its result.
 
@@ -165,6 +172,10 @@ def run(
             attach (``AgentRuntime.start(create=False)``) and fail when there is no root.
         store: the conversation store to give the runtime (``inspect --transcript``).
         timeout_s: give up after this many seconds (None: never).
+        worker: ``"required"``: first check that a worker polls the root's task queue and
+            fail at once with a hint when none does (:mod:`.workercheck`), then attach;
+            ``"optional"``: neither check nor attach (``pending``, ``answer``: the verb asks
+            :func:`~toolnexus_temporal.client.reachability.workflow_pollers` itself).
 
     Raises:
         CliError: every expected failure, as one readable line and an exit code.
@@ -173,7 +184,9 @@ def run(
     before = logger.level
     logger.setLevel(logging.ERROR)  # the SDK's warnings are not for CLI users
     try:
-        return asyncio.run(_run(opts, verb, create=create, store=store, timeout_s=timeout_s))
+        return asyncio.run(
+            _run(opts, verb, create=create, store=store, timeout_s=timeout_s, worker=worker)
+        )
     finally:
         logger.setLevel(before)
 
@@ -185,6 +198,7 @@ async def _run(
     create: bool,
     store: TranscriptReader | None,
     timeout_s: float | None,
+    worker: WorkerNeed,
 ) -> T:
     client = await connect_client(opts)
     try:
@@ -192,15 +206,28 @@ async def _run(
     except ValueError as err:
         raise CliError(f"invalid --scope: {err}", EXIT_ENV) from err
 
+    def no_root() -> CliError:
+        return CliError(
+            f"no runtime to attach to: no {ROOT_ID!r} handle in {opts.where()} "
+            f"(`tnx spawn {ROOT_ID} NAME` creates it)"
+        )
+
     async def attach_and_run() -> T:
+        nonlocal rt
+        queue = await root_task_queue(client, opts.scope)
+        if queue is None and not create:
+            await _check_namespace(rt, opts)
+            raise no_root()
+        if queue is not None and queue != rt.task_queue:  # the tree runs where its root does
+            rt = AgentRuntime(client, task_queue=queue, scope=opts.scope, store=store)
+        if worker == "optional":
+            return await verb(rt)
+        await require_worker(client, rt.task_queue)
         try:
             await rt.start(create=create)
         except HandleNotFoundError as err:
             await _check_namespace(rt, opts)
-            raise CliError(
-                f"no runtime to attach to: no {ROOT_ID!r} handle in {opts.where()} "
-                f"(`tnx spawn {ROOT_ID} NAME` creates it)"
-            ) from err
+            raise no_root() from err
         return await verb(rt)
 
     try:
@@ -220,12 +247,14 @@ async def _run(
     except TimeoutError as err:
         raise CliError(
             f"no answer in {timeout_s:g}s from the agent workflows in {opts.where()}: "
-            f"is a worker serving task queue {opts.task_queue!r}?",
+            f"is a worker serving task queue {rt.task_queue!r}?",
             EXIT_ENV,
         ) from err
     except HandleNotFoundError as err:
         await _check_namespace(rt, opts)
         raise CliError(f"{err} ({opts.where()})") from err
+    except NoWorkerError as err:
+        raise CliError(no_worker_note(err, opts), EXIT_ENV) from err
     except VerbRejectedError as err:
         raise CliError(str(err)) from err
     except TnxError as err:
@@ -233,13 +262,13 @@ async def _run(
     except WorkflowUpdateRPCTimeoutOrCancelledError as err:
         raise CliError(
             f"no answer from the agent workflow: {err} "
-            f"(is a worker serving task queue {opts.task_queue!r}?)",
+            f"(is a worker serving task queue {rt.task_queue!r}?)",
             EXIT_ENV,
         ) from err
     except RPCError as err:
         hint = ""
         if "poller" in err.message:
-            hint = f" (is a worker serving task queue {opts.task_queue!r}? see tnx-worker)"
+            hint = f" (is a worker serving task queue {rt.task_queue!r}? see tnx-worker)"
         raise CliError(
             f"Temporal at {opts.address} answered {err.status.name}: {one_line(err.message)}{hint}",
             EXIT_ENV,
@@ -301,6 +330,22 @@ def run_client(opts: Options, work: Callable[[Client], Awaitable[T]]) -> T:
         return asyncio.run(go())
     finally:
         logger.setLevel(before)
+
+
+def no_worker_note(err: NoWorkerError, opts: Options) -> str:
+    """:func:`~.workercheck.no_worker_line` for ``opts``."""
+    return no_worker_line(err, opts.where(), worker_flags(opts))
+
+
+def worker_flags(opts: Options) -> str:
+    """The ``tnx-worker`` options that reach the server ``opts`` names (none for the
+    defaults), for hints."""
+    flags = []
+    if opts.address != DEFAULT_ADDRESS:
+        flags.append(f"--address {opts.address}")
+    if opts.namespace != DEFAULT_NAMESPACE:
+        flags.append(f"--namespace {opts.namespace}")
+    return " ".join(flags)
 
 
 def _connect_message(address: str, raw: str) -> str:

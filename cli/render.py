@@ -1,6 +1,6 @@
 """How the ``tnx`` commands look: the rich tables of ``ls``, ``inspect``, ``trace`` and
 ``pending``, and the small text helpers behind them (one line per cell, ``∞`` for an unlimited
-pool, local clock times).
+pool, dates and times in local time with the UTC offset named, ages such as ``2d 3h``).
 
 Every table keeps each cell on one line and cuts it with ``…``, so output fits the terminal
 width (``COLUMNS``) instead of wrapping.
@@ -9,6 +9,7 @@ width (``COLUMNS``) instead of wrapping.
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta, tzinfo
 from typing import Final
 
 from rich import box
@@ -60,6 +61,48 @@ def clock(at_ms: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(at_ms / 1000)) + f".{at_ms % 1000:03d}"
 
 
+def stamp(at_ms: int, tz: tzinfo | None = None) -> str:
+    """``YYYY-MM-DD HH:MM:SS.mmm`` (ISO 8601 date and time) in ``tz`` (default: local
+    time; :func:`zone` names it)."""
+    at = datetime.fromtimestamp(at_ms / 1000, tz)
+    return at.strftime("%Y-%m-%d %H:%M:%S") + f".{at_ms % 1000:03d}"
+
+
+def zone(at_ms: int | None = None, tz: tzinfo | None = None) -> str:
+    """The zone :func:`stamp` uses at ``at_ms`` (default: now; the offset changes with
+    daylight saving): ``UTC+01:00`` or ``UTC`` for ``tz``, ``local time (UTC+01:00)`` for
+    local time."""
+    at_s = time.time() if at_ms is None else at_ms / 1000
+    at = datetime.fromtimestamp(at_s, tz) if tz is not None else datetime.fromtimestamp(at_s)
+    offset = (at.astimezone() if tz is None else at).utcoffset() or timedelta(0)
+    minutes = int(offset.total_seconds() // 60)
+    sign = "-" if minutes < 0 else "+"
+    name = f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}" if minutes else "UTC"
+    return name if tz is not None else f"local time ({name})"
+
+
+def age(ms: int) -> str:
+    """A duration as its two largest units: ``45s``, ``12m 3s``, ``3h 12m``, ``2d 3h``
+    (a negative one, from clock skew, as ``0s``)."""
+    s = max(0, ms) // 1000
+    d, rest = divmod(s, 86_400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    if d:
+        return f"{d}d {h}h"
+    if h:
+        return f"{h}h {m}m"
+    return f"{m}m {s}s" if m else f"{s}s"
+
+
+def waiting(since_ms: int | None, now_ms: int | None = None) -> str:
+    """``waiting 2d 3h`` since ``since_ms`` (``—`` when unknown)."""
+    if since_ms is None:
+        return NONE
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    return f"waiting {age(now_ms - since_ms)}"
+
+
 def deadline(at_ms: int | None, now_ms: int | None = None) -> str:
     """A wall deadline as local time with what remains (``—`` for none)."""
     if at_ms is None:
@@ -92,8 +135,9 @@ def _state(state: str) -> Text:
 # ---------------------------------------------------------------------------- tables
 
 
-def tree_table(handles: list[Handle]) -> Table:
-    """``tnx ls``: one row per handle, ids indented by depth below the first one."""
+def tree_table(handles: list[Handle], now_ms: int | None = None) -> Table:
+    """``tnx ls``: one row per handle, ids indented by depth below the first one; a
+    suspended handle shows how long its Request has waited (at ``now_ms``, default now)."""
     table = Table(
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -104,6 +148,7 @@ def tree_table(handles: list[Handle]) -> Table:
     )
     table.add_column("ID", overflow="ellipsis")  # shrinks first; cells never wrap
     table.add_column("STATE", no_wrap=True)
+    table.add_column("WAITING", no_wrap=True)
     table.add_column("TURNS", justify="right", no_wrap=True)
     table.add_column("TOKENS", justify="right", no_wrap=True)
     table.add_column("POOLS", justify="right", no_wrap=True)
@@ -118,6 +163,7 @@ def tree_table(handles: list[Handle]) -> Table:
                 overflow="ellipsis",
             ),
             _state(h.state),
+            _cell(waiting(h.pending_since_ms, now_ms) if h.pending_req else ""),
             str(h.turns_total),
             str(h.usage_total),
             f"{pool(h.pool_tokens)}/{pool(h.pool_tool_calls)}",
@@ -126,10 +172,12 @@ def tree_table(handles: list[Handle]) -> Table:
     return table
 
 
-def pending_table(handles: list[Handle]) -> Table:
-    """``tnx pending``: one row per suspended handle and its request."""
+def pending_table(handles: list[Handle], now_ms: int | None = None) -> Table:
+    """``tnx pending``: one row per suspended handle and its request, with how long it has
+    waited (at ``now_ms``, default now)."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
     table.add_column("ID", overflow="ellipsis", no_wrap=True)
+    table.add_column("WAITING", no_wrap=True)
     table.add_column("KIND", no_wrap=True)
     table.add_column("PROMPT", overflow="ellipsis", no_wrap=True, min_width=24)
     table.add_column("URL", overflow="ellipsis", no_wrap=True)
@@ -142,12 +190,23 @@ def pending_table(handles: list[Handle]) -> Table:
         path = (req.data or {}).get("path")
         table.add_row(
             one_line(h.id),
+            waiting(h.pending_since_ms, now_ms),
             one_line(req.kind),
             one_line(req.prompt),
             one_line(req.url or "—"),
             "/".join(str(p) for p in path) if isinstance(path, list) else "—",
             one_line(req.id),
         )
+    return table
+
+
+def bare_pending_table(ids: list[str]) -> Table:
+    """``tnx pending`` with no worker: the suspended handles' ids (visibility alone)."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    table.add_column("ID", overflow="ellipsis", no_wrap=True)
+    table.add_column("REQUEST", no_wrap=True)
+    for hid in ids:
+        table.add_row(one_line(hid), Text("(needs a worker to read)", style="dim"))
     return table
 
 
@@ -204,15 +263,23 @@ def result_summary(result: TaskResult) -> Text:
     return line
 
 
-def handle_table(h: Handle) -> Table:
-    """``tnx inspect``: every Handle field, one line each (long texts cut with ``…``)."""
+def handle_table(h: Handle, now_ms: int | None = None) -> Table:
+    """``tnx inspect``: every Handle field, one line each (long texts cut with ``…``); the
+    pending Request with its date and how long it has waited (at ``now_ms``, default now),
+    and the date and zone the view was read at."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
     children = f"{len(h.children)}: {', '.join(h.children)}" if h.children else "0"
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     pending = (
         f"{h.pending_req.id} ({h.pending_req.kind}): {h.pending_req.prompt}"
         if h.pending_req is not None
+        else NONE
+    )
+    since = (
+        f"{stamp(h.pending_since_ms)} ({waiting(h.pending_since_ms, now_ms)})"
+        if h.pending_req is not None and h.pending_since_ms is not None
         else NONE
     )
     rows: list[tuple[str, RenderableType]] = [
@@ -233,9 +300,11 @@ def handle_table(h: Handle) -> Table:
         ),
         ("wall deadline", _cell(deadline(h.wall_deadline_ms))),
         ("pending request", _cell(pending)),
+        ("  since", _cell(since)),
         *_result_rows(h.last_result),
         ("last error", _cell(h.last_error or NONE, "red" if h.last_error else "")),
         ("conversation", _cell(f"{h.conv_id or NONE} · {h.transcript_len} message(s)")),
+        ("read at", _cell(f"{stamp(now_ms)} {zone(now_ms)}", "dim")),
     ]
     for label, value in rows:
         grid.add_row(label, value)
@@ -259,12 +328,17 @@ def transcript_table(messages: list[Message]) -> Table:
     return table
 
 
-def trace_table(lines: list[TraceLine]) -> Table:
-    """``tnx trace``: a ``HH:MM:SS.mmm`` column and the line."""
+def trace_table(lines: list[TraceLine], tz: tzinfo | None = None) -> Table:
+    """``tnx trace``: a ``YYYY-MM-DD HH:MM:SS.mmm`` column (in ``tz``, default local time,
+    named in the caption) and the line."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
     for line in lines:
         style = "red" if "REJECTED" in line.line else ""
-        grid.add_row(clock(line.at_ms), _cell(line.line, style))
+        grid.add_row(stamp(line.at_ms, tz), _cell(line.line, style))
+    if lines:
+        grid.caption = f"times: {zone(lines[-1].at_ms, tz)}"
+        grid.caption_justify = "left"
+        grid.caption_style = "dim"
     return grid

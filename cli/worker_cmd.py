@@ -16,6 +16,7 @@ import functools
 import inspect
 import os
 import signal
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
@@ -33,6 +34,7 @@ from toolnexus_temporal.activities.store import (
 )
 from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
+from toolnexus_temporal.cli.ops import hard_exit
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.codec import (
     ENV_KEY_FILE,
@@ -41,7 +43,8 @@ from toolnexus_temporal.client.codec import (
     CodecError,
     codec_from_keys,
 )
-from toolnexus_temporal.client.errors import ClusterConfigError
+from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
+from toolnexus_temporal.client.reachability import namespace_exists
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.worker import (
     DEFAULT_STORE_PATH,
@@ -49,6 +52,11 @@ from toolnexus_temporal.worker import (
     create_worker,
     parse_deployment,
 )
+
+
+class WorkerStartError(Exception):
+    """The worker could not start (no server at the address, an unknown namespace): one line
+    for the operator, exit code 1 (:func:`run`)."""
 
 
 async def serve(
@@ -74,6 +82,8 @@ async def serve(
     Raises:
         StoreConfigError: ``store`` is not a usable URL.
         StoreUnavailableError: the store's server cannot be reached.
+        WorkerStartError: Temporal cannot be reached, or the namespace does not exist (one
+            line: where, why).
     """
     conv_store = open_store(store)
     await open_checked(conv_store)  # an unreachable store fails first, once
@@ -96,7 +106,18 @@ async def _serve(
     deployment: WorkerDeploymentVersion | None,
 ) -> None:
     registry = Registry.load(registry_spec)
-    client = await connect(config=cluster, codec=codec)
+    try:
+        client = await connect(config=cluster, codec=codec)
+    except ClusterConnectError as err:
+        reason = err.reason
+        if "Connection refused" in reason or "ConnectionRefused" in reason:
+            reason = "connection refused (is the server running? `tnx server start`, or --address)"
+        raise WorkerStartError(f"cannot connect to Temporal at {err.target}: {reason}") from err
+    if not await namespace_exists(client):
+        raise WorkerStartError(
+            f"cannot start a worker at {cluster.describe()}: "
+            f"namespace {client.namespace!r} does not exist there"
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -264,11 +285,23 @@ def run(
                 deployment=deployment,
             )
         )
-    except (StoreUnavailableError, StoreError) as err:
+    except (StoreUnavailableError, StoreError, WorkerStartError) as err:
         typer.echo(f"tnx-worker: {err}", err=True)
         raise typer.Exit(1) from None
 
 
 def main() -> None:
-    """Console entry point ``tnx-worker``."""
-    app()
+    """Console entry point ``tnx-worker``.
+
+    The process ends without interpreter finalization: a thread of the SDK's Rust core (a
+    failed client's, say) can abort it with SIGABRT (temporalio/sdk-python#300; see
+    :func:`~toolnexus_temporal.cli.ops.hard_exit`). The worker and its store are closed by
+    then.
+    """
+    try:
+        app()
+    except SystemExit as done:
+        code = done.code
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+        hard_exit(1 if code is not None and not isinstance(code, int) else (code or 0))

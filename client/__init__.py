@@ -31,6 +31,7 @@ pending    visibility list, ``view``    the suspended handles (``AgentState`` at
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
+    NoWorkerError,
     OrphanedHandlesError,
     SpawnError,
     TnxError,
@@ -58,6 +59,7 @@ __all__ = [
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
+    "NoWorkerError",
     "OrphanedHandlesError",
     "Request",
     "RuntimeOptions",

@@ -53,6 +53,32 @@ class AnswerRejectedError(TnxError):
         self.reason = reason
 
 
+class NoWorkerError(TnxError):
+    """No worker polls the task queue the handle workflows run on, so a query (or a verb
+    that needs the workflow to act) would wait until a deadline instead of answering
+    (:mod:`toolnexus_temporal.client.reachability`). Nothing was changed.
+
+    Attributes:
+        task_queue: the workflow task queue checked.
+        namespace: its namespace.
+        last_seen_s: seconds since a worker last polled it (None: none is known to have).
+    """
+
+    def __init__(self, task_queue: str, namespace: str, last_seen_s: float | None) -> None:
+        seen = (
+            "no worker has polled it"
+            if last_seen_s is None
+            else f"last poll {last_seen_s:.0f}s ago"
+        )
+        super().__init__(
+            f"no worker polls task queue {task_queue!r} in namespace {namespace!r} ({seen}); "
+            f"start one: tnx-worker --task-queue {task_queue} --registry MODULE:REGISTRY"
+        )
+        self.task_queue = task_queue
+        self.namespace = namespace
+        self.last_seen_s = last_seen_s
+
+
 class SpawnError(BaseModel):
     """A refused spawn: returned by ``AgentRuntime.spawn``, never raised (CONTRACT §3).
 

@@ -51,6 +51,8 @@ class Handle(BaseModel):
             (CONTRACT §6), as the handle's workflow says.
         slot_parent: the parent limits ``max_concurrent``: a wake of this handle needs one of
             the parent's slots (a lease it may already hold).
+        pending_since_ms: when ``pending_req`` was made, ms since the epoch (workflow time;
+            None without one, or for a Request made before the field existed).
     """
 
     model_config = ConfigDict(validate_assignment=True)
@@ -77,6 +79,7 @@ class Handle(BaseModel):
     defn: AgentDef | None = None
     queued: bool = False
     slot_parent: bool | None = None
+    pending_since_ms: int | None = None
 
     @classmethod
     def from_view(cls, view: HandleView) -> Handle:
@@ -106,6 +109,8 @@ class Handle(BaseModel):
         for key in HandleStatus.model_fields:
             if key in type(self).model_fields:
                 setattr(self, key, getattr(status, key))
+        if self.pending_req is None:
+            self.pending_since_ms = None
         if result is not None and result.status != "timeout":
             self.last_result = result
 

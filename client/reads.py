@@ -102,6 +102,12 @@ class HandleReads:
         found.sort(key=lambda h: h.id)
         return found
 
+    async def suspended_ids(self) -> Strings:
+        """The ids of this runtime's suspended handles, sorted, from the ``AgentState``
+        search attribute alone: no query, so no worker is needed (visibility may lag a
+        moment)."""
+        return sorted([hid async for hid in suspended(self._rpc)])
+
     async def inspect(self, h: HandleRef) -> Handle:
         """Read a handle's current view (CONTRACT §3 inspect); refreshes ``h`` in place.
 

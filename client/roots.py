@@ -67,9 +67,9 @@ async def start_root(
     for attempt in range(ROOT_START_ATTEMPTS):
         await check_no_orphans(rpc)
         wf = await _start(rpc, state, task_queue)
-        carried = await riding_outage(partial(wf.query, AgentWorkflow.state))
+        carried = await rpc.guarded(partial(riding_outage, partial(wf.query, AgentWorkflow.state)))
         if attempt == ROOT_START_ATTEMPTS - 1 or not (carried.closing or carried.state == "closed"):
-            return await riding_outage(partial(wf.query, AgentWorkflow.view))
+            return await rpc.guarded(partial(riding_outage, partial(wf.query, AgentWorkflow.view)))
         # The running root is closing (a close or a cancellation request just reached it):
         # attaching would give a runtime whose every spawn is refused. Wait for that run to
         # end, then start a new one.

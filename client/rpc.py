@@ -46,6 +46,7 @@ from toolnexus_temporal.client.errors import (
     UpdateLimitError,
     VerbRejectedError,
 )
+from toolnexus_temporal.client.reachability import WorkerProbe, guarded
 from toolnexus_temporal.client.retry import (
     OUTAGE_DELAY_MAX_S,
     OUTAGE_RETRY_S,
@@ -153,6 +154,8 @@ class HandleRpc:
         self.scope = scope
         self._gates: dict[str, _Gate] = {}
         """Per workflow id: this runtime's short updates in flight (SHORT_UPDATES_IN_FLIGHT)."""
+        self.probe: WorkerProbe | None = None
+        """Checks for a worker once a query waits (:func:`.reachability.guarded`); None: never."""
 
     def workflow_id(self, handle_id: str) -> str:
         """The workflow id of a handle id (``{scope}/{handle_id}`` when scoped)."""
@@ -282,14 +285,23 @@ class HandleRpc:
 
         Raises:
             HandleNotFoundError: no such workflow.
+            NoWorkerError: the query waited :data:`.reachability.PROBE_AFTER_S` and no worker
+                polls the task queue (only with a :attr:`probe`).
         """
         wf = self.handle(handle_id)
         try:
-            return await riding_busy_queries(lambda: riding_outage(lambda: wf.query(query)))
+            return await self.guarded(
+                lambda: riding_busy_queries(lambda: riding_outage(lambda: wf.query(query)))
+            )
         except RPCError as err:
             raise rpc_error(handle_id, err) from err
         except WorkflowQueryFailedError as err:  # with a codec, the message is encrypted
             raise await readable_query_failure(self.client, err) from err
+
+    async def guarded(self, call: Callable[[], Awaitable[_R]]) -> _R:
+        """``call()`` (a query), given up with NoWorkerError once it waits and no worker
+        polls (:func:`.reachability.guarded` with :attr:`probe`)."""
+        return await guarded(call, self.probe)
 
     async def signal(self, handle_id: str, name: str, arg: Any) -> None:
         """Send a public signal (``wake``, ``post``, ``interrupt``, ``close``, ``answer``):

@@ -29,6 +29,7 @@ from toolnexus_temporal.client.errors import (
 )
 from toolnexus_temporal.client.fallback import Fallbacks, status_of_view
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
+from toolnexus_temporal.client.reachability import WorkerProbe
 from toolnexus_temporal.client.reads import HandleReads, TranscriptReader
 from toolnexus_temporal.client.roots import start_root
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
@@ -68,6 +69,12 @@ class AgentRuntime(HandleReads):
     starts the root workflow if it is not running yet. A worker (see
     ``toolnexus_temporal.create_worker`` and ``tnx-worker``) must serve ``task_queue`` with the
     agent registry.
+
+    A read (``inspect``, ``list``, ``trace``, ``pending``, ``start``) that goes unanswered for
+    5 s while no worker polls ``task_queue`` raises
+    :class:`~toolnexus_temporal.client.errors.NoWorkerError` instead of waiting for the
+    server's deadline (:mod:`~toolnexus_temporal.client.reachability`); updates (``run_turn``,
+    ``wait``, ...) are not checked: they wait for a worker, as long as a turn may take.
 
     Every verb that takes a Handle refreshes it in place; given a handle id, it returns a new
     Handle. The runtime keeps what it has in flight per handle id (the ``turn`` update of a
@@ -110,6 +117,7 @@ class AgentRuntime(HandleReads):
         self.store = store
         self._root: Handle | None = None
         self._rpc = HandleRpc(client, scope)
+        self._rpc.probe = WorkerProbe(client, task_queue)
         self._fallbacks = Fallbacks(self._rpc)
         self._turns = Turns(self._rpc, self._fallbacks)
 

@@ -172,7 +172,10 @@ async def test_post_wake_wait_inspect_trace(make_runtime, env, store) -> None:
         assert any("post REJECTED (inbox full" in line for line in lines)
         trace = (await tnx.ok("trace", h.id)).out
         assert re.search(
-            rf"^\d\d:\d\d:\d\d\.\d{{3}}\s+{re.escape(h.id)}: idle→running \(wake\)\s*$", trace, re.M
+            rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{{3}}\s+"
+            rf"{re.escape(h.id)}: idle→running \(wake\)\s*$",
+            trace,
+            re.M,
         ), trace
 
         # A failed turn: wait prints the error result and exits 1.

@@ -39,6 +39,7 @@ PUBLIC = {
     "HandleNotFoundError",
     "InboxItem",
     "LlmConfig",
+    "NoWorkerError",
     "PostResult",
     "PostgresConversationStore",
     "Registry",

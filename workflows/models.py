@@ -346,6 +346,9 @@ class HandleView(WireModel):
     """Tool calls of this handle and all its descendants."""
     report_seq: int = 0
     """Reports sent to the parent (a ``task`` child's last one is its workflow result)."""
+    pending_since_ms: int | None = None
+    """When ``pending_req`` was made, ms since the epoch (workflow time); None without one
+    (and for a Request made before the field existed)."""
 
 
 class HandleStatus(WireModel):

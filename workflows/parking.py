@@ -9,6 +9,7 @@ them.
   surfaced; the others are answered in turn"), stamped with its own ``data.path``. It is
   recomputed on every child report and every Answer, so it never depends on which child's
   coroutine happened to run first.
+* :func:`stamp_pending_since`: when the pending Request was made (for its age in ``tnx``).
 * :func:`answer_hop`: an Answer is routed by its id's handle part (``{handle id}#{n}``): this
   handle's own Request, or the child on the path down to the handle that owns the id. Each
   level forwards to the next; the owner checks the id against its pending Request.
@@ -32,6 +33,18 @@ def stamped(s: HandleState, fields: dict[str, Any]) -> Request:
     data = dict(fields.get("data") or {})
     data["path"] = s.id.split("/")
     return Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
+
+
+def stamp_pending_since(s: HandleState, now_ms: int) -> None:
+    """Keep ``pending_since_ms`` on the current ``pending_req``: set to ``now_ms`` when a new
+    Request is pending, None when none is; unchanged while the same one waits. State only
+    (no command): :meth:`Visibility.publish` calls it on every change it publishes."""
+    req = s.pending_req
+    if req is None:
+        s.pending_since_ms = s.pending_since_id = None
+    elif s.pending_since_id != req.id or s.pending_since_ms is None:
+        s.pending_since_id = req.id
+        s.pending_since_ms = now_ms
 
 
 def verdict_of(answer: Answer) -> str:

@@ -247,6 +247,9 @@ class HandleState(WireModel):
             is admitted once the handle is idle, with ``held_prompt``.
         parked: the parked turn a continue-as-new carried over (protocol 3); the new run
             resumes it and clears the field.
+        pending_since_ms: workflow time, ms since the epoch, when ``pending_req`` was first
+            published (None while there is none; set by ``Visibility.publish``, no command).
+        pending_since_id: the Request id ``pending_since_ms`` belongs to.
     """
 
     id: str
@@ -320,6 +323,8 @@ class HandleState(WireModel):
     answer_error: str | None = None
     held_wake: bool = False
     held_prompt: str | None = None
+    pending_since_ms: int | None = None
+    pending_since_id: str | None = None
 
 
 class AgentInput(WireModel):

@@ -13,6 +13,7 @@ from typing import Any, Final, Protocol, TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
+from toolnexus_temporal.workflows.parking import stamp_pending_since
 from toolnexus_temporal.workflows.roster import all_children, children_count
 
 with workflow.unsafe.imports_passed_through():
@@ -71,6 +72,7 @@ _VIEW_FIELDS = (
     "slot_parent",
     "subtree_tool_calls",
     "report_seq",
+    "pending_since_ms",
 )
 """Fields a HandleView copies from the state as they are."""
 
@@ -269,6 +271,7 @@ class Visibility:
         elif self.published_state != s.state:
             workflow.upsert_search_attributes([AGENT_STATE.value_set(s.state)])
             self.published_state = s.state
+        stamp_pending_since(s, int(workflow.now().timestamp() * 1000))
         workflow.set_current_details(current_details(s))
 
     # ---- signal input: one model per signal, rejected loudly (never a failed task)

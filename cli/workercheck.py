@@ -1,0 +1,115 @@
+"""Before a ``tnx`` verb talks to the agent workflows: which task queue they run on, and does a
+worker poll it? A verb that needs a worker (a query, an update) fails at once with a one-line
+hint instead of waiting for a deadline; ``pending`` and ``answer`` do without one (visibility,
+and the ``answer`` signal, which the server keeps until a worker runs the workflow).
+
+Used by :func:`toolnexus_temporal.cli.ops.run`; the checks themselves are
+:mod:`toolnexus_temporal.client.reachability`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
+
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from toolnexus_temporal.client.errors import NoWorkerError, VerbRejectedError
+from toolnexus_temporal.client.reachability import workflow_pollers
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.workflows.models import Answer
+from toolnexus_temporal.workflows.names import ROOT_ID, SIGNAL_ANSWER, workflow_id_for
+
+T = TypeVar("T")
+
+READ_GRACE_S: Final = 3.0
+"""How long :func:`worker_read` lets a worker take to answer a query (s). A worker stopped a
+moment ago is still listed by the server (``reachability.LIVE_POLLER_S``): past this, the
+verbs that work without a worker go on without one."""
+
+
+async def root_task_queue(client: Client, scope: str | None) -> str | None:
+    """The task queue the runtime's root workflow runs on (every handle of its tree runs on
+    it), read with ``DescribeWorkflowExecution`` (no worker needed); None when there is no
+    root workflow.
+
+    Raises:
+        RPCError: any other failure of the call.
+    """
+    wf = client.get_workflow_handle(workflow_id_for(scope, ROOT_ID))
+    try:
+        desc = await wf.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return desc.task_queue
+
+
+def no_worker_line(err: NoWorkerError, where: str, connection_flags: str) -> str:
+    """The one-line hint for a verb that found no worker.
+
+    Args:
+        err: the check's error (task queue, namespace, when a worker last polled).
+        where: the lookup's context (``namespace 'x' at host:port, scope 'y'``).
+        connection_flags: options the worker needs to reach the same server
+            (``--address ... --namespace ...``), or ``""`` for the defaults.
+    """
+    seen = (
+        "no worker has polled it"
+        if err.last_seen_s is None
+        else f"its last worker polled {err.last_seen_s:.0f}s ago"
+    )
+    flags = f" {connection_flags}" if connection_flags else ""
+    return (
+        f"no worker polls task queue {err.task_queue!r} ({where}; {seen}): start one with "
+        f"`tnx-worker --task-queue {err.task_queue} --registry MODULE:REGISTRY{flags}`"
+    )
+
+
+async def signal_answer(rt: AgentRuntime, handle_id: str, answer: Answer) -> None:
+    """Send ``answer`` as the ``answer`` signal to ``handle_id`` (it routes it down to the
+    Request's owner): the server records it at once, with or without a worker; the workflow
+    takes it, or rejects it loudly (trace and ``last_error``), when a worker runs it.
+
+    Raises:
+        VerbRejectedError: the handle's workflow has completed (closed).
+        RPCError: no such workflow (NOT_FOUND), or another failure.
+    """
+    wf = rt.client.get_workflow_handle(rt.workflow_id(handle_id))
+    try:
+        await wf.signal(SIGNAL_ANSWER, answer)
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            desc = None
+            try:
+                desc = await wf.describe()
+            except RPCError:
+                raise err from None
+            if desc is not None:
+                raise VerbRejectedError(handle_id, SIGNAL_ANSWER, "handle closed") from err
+        raise
+
+
+async def worker_read(rt: AgentRuntime, read: Callable[[], Awaitable[T]]) -> T | NoWorkerError:
+    """``read()`` (queries) when a worker polls the runtime's task queue and answers within
+    :data:`READ_GRACE_S`; else, returned rather than raised, the :class:`NoWorkerError` that
+    says so (for ``pending`` and ``answer``, which then go on without a worker).
+
+    Raises:
+        RPCError: the check, or the read, failed for another reason.
+    """
+    seen = await workflow_pollers(rt.client, rt.task_queue)
+    missing = NoWorkerError(rt.task_queue, rt.client.namespace, seen.last_seen_s)
+    if not seen.live:
+        return missing
+    try:
+        return await asyncio.wait_for(read(), READ_GRACE_S)
+    except TimeoutError:
+        return missing
+    except RPCError as err:
+        if "poller" in err.message:  # the server's own "no poller seen recently"
+            return missing
+        raise

@@ -1,0 +1,231 @@
+"""A ``tnx`` verb with no worker serving the task queue fails at once with a hint (issue 14
+item 3); ``pending`` and ``answer`` work without one; ``AgentRuntime`` reads raise
+``NoWorkerError``; ``tnx-worker`` with no server says so in one line.
+
+The CLI runs in process (typer's ``CliRunner``, in a thread: ``ops.run`` has its own event
+loop) so that the time measured is the verb's, not an interpreter start-up's. The issue asks
+for these errors to take under 2 s "in a test": the one timing bound of the suite, generous.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+from typer.testing import CliRunner
+
+from tests.registries import APPROVALS
+from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
+from toolnexus_temporal.cli.app import app
+from toolnexus_temporal.client import AgentRuntime, Handle, NoWorkerError, reachability
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.worker import create_worker
+
+NO_WORKER_BOUND_S = 2.0
+"""Issue 14: "the CLI's no-worker errors take under 2 s in a test"."""
+
+ENV_KEYS = ("TEMPORAL_", "TNX_")
+
+
+def cli_env(client: Client, scope: str, task_queue: str) -> dict[str, str | None]:
+    """The environment a ``tnx`` run reads: this test's server, scope and task queue (and
+    nothing of the caller's)."""
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(ENV_KEYS)}
+    env.update(
+        {
+            "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+            "TNX_SCOPE": scope,
+            "TNX_TASK_QUEUE": task_queue,
+            "COLUMNS": "200",
+        }
+    )
+    return env
+
+
+async def tnx(env: dict[str, str | None], *args: str) -> tuple[Any, float]:
+    """Run ``tnx ARGS`` in process (in a thread); the result and the seconds it took."""
+
+    def call() -> tuple[Any, float]:
+        started = time.monotonic()
+        result = CliRunner().invoke(app, list(args), env=env)
+        return result, time.monotonic() - started
+
+    return await asyncio.to_thread(call)
+
+
+async def test_every_verb_fails_at_once_without_a_worker(client: Client) -> None:
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    task_queue = f"tq-{scope}"
+    rt = AgentRuntime(client, task_queue=task_queue, scope=scope)
+    # The root's workflow starts (the server needs no worker for that); reading it cannot
+    # answer: the runtime says so instead of waiting for the server's deadline.
+    with pytest.raises(NoWorkerError) as caught:
+        await rt.start()
+    assert caught.value.task_queue == task_queue and caught.value.last_seen_s is None
+    assert f"tnx-worker --task-queue {task_queue}" in str(caught.value)
+    with pytest.raises(NoWorkerError):
+        await rt.inspect("root")
+
+    env = cli_env(client, scope, task_queue)
+    verbs = [
+        ("ls",),
+        ("ls", "--watch"),
+        ("inspect", "root"),
+        ("trace",),
+        ("spawn", "root", "asker"),
+        ("post", "root/asker.1", "hello"),
+        ("wake", "root/asker.1", "go"),
+        ("wait", "root/asker.1"),
+        ("interrupt", "root/asker.1"),
+        ("close", "root/asker.1"),
+    ]
+    for args in verbs:
+        result, took = await tnx(env, *args)
+        assert result.exit_code == 2, (args, result.output)
+        line = result.stderr.strip()
+        assert "\n" not in line, (args, line)
+        assert f"no worker polls task queue '{task_queue}'" in line, (args, line)
+        assert f"scope '{scope}'" in line and "no worker has polled it" in line, (args, line)
+        assert f"tnx-worker --task-queue {task_queue} --registry" in line, (args, line)
+        assert took < NO_WORKER_BOUND_S, (args, took)
+
+    # `spawn` that would create the root of a new scope checks the queue it would use.
+    other = f"t-{uuid.uuid4().hex[:10]}"
+    result, took = await tnx(cli_env(client, other, f"tq-{other}"), "spawn", "root", "asker")
+    assert result.exit_code == 2 and f"task queue 'tq-{other}'" in result.stderr, result.output
+    assert took < NO_WORKER_BOUND_S, took
+
+    # `pending` reads visibility: no worker needed (nothing is suspended here).
+    result, took = await tnx(env, "pending")
+    assert result.exit_code == 0, result.output
+    assert "no suspended agents" in result.stdout and "no worker polls" in result.stderr
+    assert took < NO_WORKER_BOUND_S, took
+
+
+@asynccontextmanager
+async def worker_on(
+    client: Client, task_queue: str, llm: ScriptedLLM, store: Path
+) -> AsyncIterator[None]:
+    """An in-process worker serving ``task_queue`` with the APPROVALS registry."""
+    async with (
+        create_worker(
+            client,
+            registry=APPROVALS,
+            llm=LlmConfig(base_url="http://mock.local/v1", model="stub-model"),
+            task_queue=task_queue,
+            store=SqliteConversationStore(store),
+            transport=llm.transport(),
+        ) as worker,
+        worker,
+    ):
+        yield
+
+
+async def test_answer_without_a_worker_runs_when_one_starts(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    task_queue = f"tq-{scope}"
+    llm = ScriptedLLM({"stub-model": [tool_calls(("check_secret", {})), text("asker done")]})
+    store = tmp_path / "conversations.sqlite"
+    async with worker_on(client, task_queue, llm, store):
+        rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
+        asker = await rt.spawn(rt.root, "asker")
+        assert isinstance(asker, Handle)
+        parked = await rt.run_turn(asker, "go")
+        assert parked.status == "pending" and parked.pending is not None
+        request = parked.pending.id
+    # No worker now. The server still lists the stopped one (for minutes): `pending` waits
+    # READ_GRACE_S for a view, then lists the ids from visibility.
+    env = cli_env(client, scope, task_queue)
+    listed, _ = await tnx(env, "pending")
+    assert listed.exit_code == 0 and "no worker polls" in listed.stderr, listed.output
+    # The CLI takes a worker whose last poll began more than LIVE_POLLER_S ago as gone
+    # (unit-tested in tests/unit/test_cli_time.py): lowered so the test need not wait 90 s.
+    monkeypatch.setattr(reachability, "LIVE_POLLER_S", 0.0)
+    for _ in range(50):  # visibility is eventually consistent
+        listed, took = await tnx(env, "pending")
+        assert listed.exit_code == 0, listed.output
+        assert took < NO_WORKER_BOUND_S, took
+        if asker.id in listed.stdout:
+            break
+        await asyncio.sleep(0.2)
+    assert asker.id in listed.stdout and "needs a worker" in listed.stdout, listed.output
+    assert "--request REQUEST" in listed.stderr
+
+    without_id, _ = await tnx(env, "answer", asker.id, "--approve")
+    assert without_id.exit_code == 2 and "pass --request" in without_id.stderr
+
+    delivered, took = await tnx(env, "answer", asker.id, "--approve", "--request", request)
+    assert delivered.exit_code == 0, delivered.output
+    assert f"answer {request} (approved) delivered to {asker.id}" in delivered.stdout
+    assert f"runs when a worker polls task queue {task_queue}" in delivered.stdout
+    assert took < NO_WORKER_BOUND_S, took
+
+    async with worker_on(client, task_queue, llm, store):
+        result = await rt.wait(asker)
+        assert (result.status, result.text) == ("done", "asker done")
+
+
+def test_worker_without_a_server_says_so_in_one_line(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_KEYS)}
+    worker = Path(sys.executable).parent / "tnx-worker"
+    done = subprocess.run(
+        [
+            str(worker),
+            "--registry",
+            "tests.registries:APPROVALS",
+            "--address",
+            f"127.0.0.1:{port}",
+            "--namespace",
+            "ns-x",
+            "--llm-base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "--store",
+            str(tmp_path / "c.sqlite"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).parent.parent,
+    )
+    assert done.returncode == 1, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "ns-x" in lines[0], lines
+    assert "connection refused" in lines[0].lower(), lines
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+async def test_tnx_without_a_server_says_so_in_one_line() -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(ENV_KEYS)}
+    env["TEMPORAL_ADDRESS"] = f"127.0.0.1:{port}"
+    for args in (("ls",), ("pending",), ("answer", "root/a.1", "--approve", "--request", "x#1")):
+        result, _ = await tnx(env, *args)
+        assert result.exit_code == 2, (args, result.output)
+        line = result.stderr.strip()
+        assert "\n" not in line and f"127.0.0.1:{port}" in line, line
+        assert "connection refused" in line, line

@@ -1,0 +1,159 @@
+"""Pure rules behind issue 14 items 3 and 5: dates and ages as ``tnx`` shows them, when a
+poller counts as a live worker, the no-worker hint, and when a pending Request was made."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, datetime, timedelta, timezone
+
+from rich.console import Console
+
+from toolnexus_temporal.cli import render
+from toolnexus_temporal.cli.workercheck import no_worker_line
+from toolnexus_temporal.client.errors import NoWorkerError
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.reachability import LIVE_POLLER_S, connect_failure, pollers_of
+from toolnexus_temporal.workflows.models import Request, TraceLine
+from toolnexus_temporal.workflows.parking import stamp_pending_since
+from toolnexus_temporal.workflows.state import HandleState
+
+AT_MS = 1_764_583_200_123
+"""2025-12-01 10:00:00.123 UTC."""
+
+MINUTE = 60_000
+HOUR = 60 * MINUTE
+DAY = 24 * HOUR
+
+
+def test_stamp_is_an_iso_date_and_time_in_the_zone_given() -> None:
+    assert render.stamp(AT_MS, UTC) == "2025-12-01 10:00:00.123"
+    assert render.stamp(AT_MS, timezone(timedelta(hours=-3, minutes=-30))) == (
+        "2025-12-01 06:30:00.123"
+    )
+    assert render.stamp(AT_MS + 14 * HOUR, UTC) == "2025-12-02 00:00:00.123"
+
+
+def test_zone_names_utc_an_offset_or_local_time() -> None:
+    assert render.zone(AT_MS, UTC) == "UTC"
+    assert render.zone(AT_MS, timezone(timedelta(hours=5, minutes=45))) == "UTC+05:45"
+    assert render.zone(AT_MS, timezone(timedelta(hours=-3, minutes=-30))) == "UTC-03:30"
+    local = render.zone(AT_MS)
+    assert local.startswith("local time (UTC") and local.endswith(")")
+
+
+def test_age_shows_its_two_largest_units() -> None:
+    assert render.age(0) == "0s"
+    assert render.age(999) == "0s"
+    assert render.age(45_000) == "45s"
+    assert render.age(12 * MINUTE + 3_000) == "12m 3s"
+    assert render.age(3 * HOUR + 12 * MINUTE + 59_000) == "3h 12m"
+    assert render.age(2 * DAY + 3 * HOUR + 59 * MINUTE) == "2d 3h"
+    assert render.age(400 * DAY) == "400d 0h"
+    assert render.age(-5_000) == "0s"  # clock skew: never a negative age
+
+
+def test_waiting_counts_from_the_request() -> None:
+    assert render.waiting(AT_MS, AT_MS + 2 * DAY + 3 * HOUR) == "waiting 2d 3h"
+    assert render.waiting(None, AT_MS) == render.NONE
+
+
+def handle(**fields: object) -> Handle:
+    return Handle.model_validate({"id": "root/asker.1", "name": "asker", **fields})
+
+
+def request(n: int = 1) -> Request:
+    return Request(id=f"root/asker.1#{n}", kind="approval", prompt="approve secret access?")
+
+
+def text_of(table: object, width: int = 200) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(table)
+    return console.export_text()
+
+
+def test_tables_show_how_long_a_request_has_waited() -> None:
+    parked = handle(state="suspended", pending_req=request(), pending_since_ms=AT_MS)
+    idle = handle(id="root/other.2", name="other")
+    now = AT_MS + 2 * DAY + 3 * HOUR + 5 * MINUTE
+    ls = text_of(render.tree_table([parked, idle], now))
+    assert "WAITING" in ls
+    row = next(line for line in ls.splitlines() if "root/asker.1" in line)
+    assert "suspended" in row and "waiting 2d 3h" in row
+    assert "waiting" not in next(line for line in ls.splitlines() if "root/other.2" in line)
+    queue = text_of(render.pending_table([parked], now))
+    assert "waiting 2d 3h" in queue and "root/asker.1#1" in queue
+    shown = text_of(render.handle_table(parked, now))
+    assert f"{render.stamp(AT_MS)} (waiting 2d 3h)" in shown
+    assert "read at" in shown and render.zone(now) in shown
+
+
+def test_trace_lines_carry_dates_and_name_the_zone() -> None:
+    lines = [
+        TraceLine(seq=1, at_ms=AT_MS, line="root/asker.1: idle→running (wake)"),
+        TraceLine(seq=2, at_ms=AT_MS + 3 * DAY, line="root/asker.1: running→idle (done)"),
+    ]
+    shown = text_of(render.trace_table(lines, UTC))
+    assert "2025-12-01 10:00:00.123  root/asker.1: idle→running" in shown
+    assert "2025-12-04 10:00:00.123  root/asker.1: running→idle" in shown
+    assert "times: UTC" in shown
+
+
+def test_a_poller_is_live_while_it_polled_within_the_window() -> None:
+    now = datetime(2025, 12, 1, 10, 0, tzinfo=UTC)
+    assert not pollers_of("q", [], now).live  # a fresh queue: no worker ever
+    assert pollers_of("q", [], now).last_seen_s is None
+    fresh = pollers_of("q", [now - timedelta(seconds=59)], now)
+    assert fresh.live and fresh.count == 1
+    stopped = pollers_of(
+        "q", [now - timedelta(seconds=LIVE_POLLER_S + 1), now - timedelta(seconds=200)], now
+    )
+    assert not stopped.live and stopped.last_seen_s == LIVE_POLLER_S + 1
+    assert stopped.count == 2
+    ahead = pollers_of("q", [now + timedelta(seconds=3)], now)  # a server clock ahead
+    assert ahead.live and ahead.last_seen_s == 0.0
+
+
+def test_the_no_worker_hint_names_queue_scope_and_how_to_start_one() -> None:
+    err = NoWorkerError("tq-1", "default", None)
+    assert "tnx-worker --task-queue tq-1 --registry MODULE:REGISTRY" in str(err)
+    line = no_worker_line(
+        err, "namespace 'default' at h:1, scope 's1'", "--address h:1 --namespace n"
+    )
+    assert line.startswith("no worker polls task queue 'tq-1' (namespace 'default' at h:1, ")
+    assert "scope 's1'; no worker has polled it)" in line
+    assert line.endswith(
+        "`tnx-worker --task-queue tq-1 --registry MODULE:REGISTRY --address h:1 --namespace n`"
+    )
+    stale = no_worker_line(NoWorkerError("tq-1", "default", 312.4), "here", "")
+    assert "its last worker polled 312s ago" in stale and "REGISTRY`" in stale
+
+
+def test_a_connection_failure_is_one_line_with_address_namespace_and_reason() -> None:
+    refused = RuntimeError(
+        "Failed client connect: Server connection error: tonic::transport::Error(Transport,\n"
+        ' ConnectError("tcp connect error", 127.0.0.1:1, Os { code: 111, kind: '
+        'ConnectionRefused, message: "Connection refused" }))'
+    )
+    line = connect_failure("127.0.0.1:1", "ns-x", refused)
+    assert line == (
+        "cannot connect to Temporal at 127.0.0.1:1 (namespace 'ns-x'): connection refused "
+        "(is the server running? `tnx server start`, or --address)"
+    )
+    other = connect_failure("h:2", "default", RuntimeError("x\n" * 400))
+    assert "\n" not in other and len(other) < 400 and other.endswith("…")
+
+
+def test_pending_since_follows_the_pending_request() -> None:
+    s = HandleState(id="root/asker.1", task_queue="q")
+    stamp_pending_since(s, AT_MS)
+    assert s.pending_since_ms is None
+    s.pending_req = request(1)
+    stamp_pending_since(s, AT_MS)
+    stamp_pending_since(s, AT_MS + HOUR)  # the same Request still waits: unchanged
+    assert s.pending_since_ms == AT_MS
+    s.pending_req = request(2)  # another Request surfaced while suspended
+    stamp_pending_since(s, AT_MS + 2 * HOUR)
+    assert (s.pending_since_ms, s.pending_since_id) == (AT_MS + 2 * HOUR, "root/asker.1#2")
+    s.pending_req = None
+    stamp_pending_since(s, AT_MS + 3 * HOUR)
+    assert s.pending_since_ms is None and s.pending_since_id is None
