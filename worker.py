@@ -7,8 +7,10 @@ As a program (``tnx-worker`` or ``python worker.py``)::
 
 The LLM endpoint comes from the options or the environment (``OPENAI_BASE_URL``,
 ``OPENAI_API_KEY``, ``TNX_MODEL``); the Temporal address from ``--address`` or
-``TEMPORAL_ADDRESS``. SIGINT/SIGTERM shut the worker down cleanly (in-flight activities get
-their cancellation, workflow state is already durable).
+``TEMPORAL_ADDRESS``. SIGINT/SIGTERM shut the worker down gracefully: it stops taking tasks
+and lets the activities in flight (LLM calls, tools) finish for up to
+``--graceful-shutdown-s`` seconds (default 30) before they get their cancellation; workflow
+state is already durable. A second signal stops it at once.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ DEFAULT_MAX_CONCURRENT_TURNS = 100
 
 DEFAULT_ACTIVITY_SLOTS = 100
 """Activity slots of the worker beyond the LLM cap (tools, interpreters, hooks, look-ups)."""
+
+DEFAULT_GRACEFUL_SHUTDOWN_S = 30.0
+"""Seconds ``tnx-worker`` lets activities in flight finish after SIGTERM/SIGINT before it
+cancels them (``--graceful-shutdown-s``)."""
 
 SANDBOX_PASSTHROUGH = (
     # pydantic: deterministic, and re-importing it per workflow run is slow.
@@ -196,14 +202,26 @@ async def serve(
     store_path: Path,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
+    graceful_shutdown_s: float = DEFAULT_GRACEFUL_SHUTDOWN_S,
 ) -> None:
-    """Run a worker until SIGINT or SIGTERM, then shut it down cleanly."""
+    """Run a worker until SIGINT or SIGTERM, then shut it down gracefully: it stops taking
+    tasks and lets the activities in flight finish for up to ``graceful_shutdown_s`` seconds
+    before cancelling them. An LLM call cancelled there is asked again by another worker
+    (the provider answers twice), so a restart waits for it; a second signal stops at once
+    (the process dies with the signal's default action: like a crash, which the runtime
+    survives)."""
     registry = Registry.load(registry_spec)
     client = await connect(address, namespace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        stop.set()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     async with create_worker(
         client,
         registry=registry,
@@ -212,6 +230,7 @@ async def serve(
         store=SqliteConversationStore(store_path),
         max_concurrent_turns=max_concurrent_turns,
         sandboxed=sandboxed,
+        graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
     ) as worker:
         run = asyncio.create_task(worker.run())
         typer.echo(
@@ -222,7 +241,10 @@ async def serve(
             [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
         )
         if run not in done:
-            typer.echo("shutting down...")
+            typer.echo(
+                f"shutting down: activities in flight get up to {graceful_shutdown_s:g} s "
+                "to finish (signal again to stop now)..."
+            )
             await worker.shutdown()
         await run
 
@@ -267,6 +289,15 @@ def run(
             help="Run workflows in Temporal's sandbox (slower; see worker.workflow_runner)",
         ),
     ] = False,
+    graceful_shutdown_s: Annotated[
+        float,
+        typer.Option(
+            envvar="TNX_GRACEFUL_SHUTDOWN_S",
+            min=0,
+            help="Seconds activities in flight (LLM calls, tools) get to finish after "
+            "SIGTERM/SIGINT before they are cancelled",
+        ),
+    ] = DEFAULT_GRACEFUL_SHUTDOWN_S,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM."""
     try:
@@ -293,6 +324,7 @@ def run(
             store_path=store,
             max_concurrent_turns=max_concurrent_turns,
             sandboxed=sandbox,
+            graceful_shutdown_s=graceful_shutdown_s,
         )
     )
 
