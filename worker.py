@@ -32,7 +32,13 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
 from toolnexus_temporal.activities.registry import Registry, RegistryActivities, RegistryError
-from toolnexus_temporal.activities.store import ConversationStore, SqliteConversationStore
+from toolnexus_temporal.activities.store import (
+    ConversationStore,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailableError,
+)
+from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
 from toolnexus_temporal.client.rpc import connect
@@ -118,7 +124,7 @@ async def create_worker(
     registry: Registry | Any,
     llm: LlmConfig,
     task_queue: str = DEFAULT_TASK_QUEUE,
-    store: ConversationStore | None = None,
+    store: ConversationStore | str | Path | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
@@ -142,7 +148,12 @@ async def create_worker(
         registry: a Registry, a dict of AgentDef or a list of AgentDef.
         llm: the LLM endpoint and default model.
         task_queue: the task queue all handles of the runtime use.
-        store: the conversation store (default: SQLite at ``.tnx/conversations.sqlite``).
+        store: the conversation store: a store object, or a URL or path for
+            :func:`~toolnexus_temporal.activities.stores.open_store`
+            (``postgresql://...``, ``sqlite:///path``, a file path; default: SQLite at
+            ``.tnx/conversations.sqlite``). It is opened here, before the worker exists (a
+            PostgreSQL server that cannot be reached fails now, once); a store given as a URL
+            or path is closed when the context exits, a store object is left to its owner.
         transport: an httpx transport for the LLM client (tests: ``httpx.MockTransport``).
         max_concurrent_turns: LLM HTTP calls in flight at once in this process (None: 100).
         sandboxed: run the workflow inside Temporal's sandbox (see :func:`workflow_runner`;
@@ -153,16 +164,49 @@ async def create_worker(
     Raises:
         RegistryError: the registry is not usable.
         ValueError: ``max_concurrent_turns`` below 1.
+        StoreConfigError: ``store`` is a URL of an unknown scheme (or its driver is missing).
+        StoreUnavailableError: the store's server cannot be reached.
+        StoreError: the store refuses to open (a schema newer than this code).
     """
     if max_concurrent_turns is not None and max_concurrent_turns < 1:
         raise ValueError(f"max_concurrent_turns must be at least 1, got {max_concurrent_turns}")
     reg = Registry.coerce(registry)
+    owned = store is None or isinstance(store, str | Path)
+    conv_store: ConversationStore = (
+        open_store(DEFAULT_STORE_PATH if store is None else store)
+        if store is None or isinstance(store, str | Path)
+        else store
+    )
+    await open_checked(conv_store)
+    try:
+        async with _worker(
+            client, reg, llm, task_queue, conv_store, transport, max_concurrent_turns, sandboxed,
+            worker_options,
+        ) as worker:  # fmt: skip
+            yield worker
+    finally:
+        if owned:
+            await close_store(conv_store)
+
+
+@contextlib.asynccontextmanager
+async def _worker(
+    client: Client,
+    reg: Registry,
+    llm: LlmConfig,
+    task_queue: str,
+    conv_store: ConversationStore,
+    transport: httpx.AsyncBaseTransport | None,
+    max_concurrent_turns: int | None,
+    sandboxed: bool,
+    worker_options: dict[str, Any],
+) -> AsyncIterator[Worker]:
     registry_activities = RegistryActivities(reg)
     tool_activities = ToolActivities(reg.tools, reg.interpreters, secrets=llm.secrets)
     cap = max_concurrent_turns or DEFAULT_MAX_CONCURRENT_TURNS
     llm_activities = LlmActivities(
         llm,
-        store or SqliteConversationStore(DEFAULT_STORE_PATH),
+        conv_store,
         transport=transport,
         tool_schemas=registry_activities.tool_schemas,
         max_concurrent=cap,
@@ -199,17 +243,45 @@ async def serve(
     task_queue: str,
     registry_spec: str,
     llm: LlmConfig,
-    store_path: Path,
+    store: str | Path,
     max_concurrent_turns: int | None = None,
     sandboxed: bool = False,
     graceful_shutdown_s: float = DEFAULT_GRACEFUL_SHUTDOWN_S,
 ) -> None:
-    """Run a worker until SIGINT or SIGTERM, then shut it down gracefully: it stops taking
-    tasks and lets the activities in flight finish for up to ``graceful_shutdown_s`` seconds
-    before cancelling them. An LLM call cancelled there is asked again by another worker
-    (the provider answers twice), so a restart waits for it; a second signal stops at once
-    (the process dies with the signal's default action: like a crash, which the runtime
-    survives)."""
+    """Run a worker until SIGINT or SIGTERM, then shut it down gracefully (its store closed):
+    it stops taking tasks and lets the activities in flight finish for up to
+    ``graceful_shutdown_s`` seconds before cancelling them. An LLM call cancelled there is
+    asked again by another worker (the provider answers twice), so a restart waits for it; a
+    second signal stops at once (the process dies with the signal's default action: like a
+    crash, which the runtime survives).
+
+    Args:
+        store: the conversation store's URL or SQLite path (see ``open_store``).
+
+    Raises:
+        StoreConfigError: ``store`` is not a usable URL.
+        StoreUnavailableError: the store's server cannot be reached.
+    """
+    conv_store = open_store(store)
+    await open_checked(conv_store)  # an unreachable store fails first, once
+    try:
+        await _serve(address, namespace, task_queue, registry_spec, llm, conv_store,
+                     max_concurrent_turns, sandboxed, graceful_shutdown_s)  # fmt: skip
+    finally:
+        await close_store(conv_store)
+
+
+async def _serve(
+    address: str,
+    namespace: str,
+    task_queue: str,
+    registry_spec: str,
+    llm: LlmConfig,
+    conv_store: ConversationStore,
+    max_concurrent_turns: int | None,
+    sandboxed: bool,
+    graceful_shutdown_s: float,
+) -> None:
     registry = Registry.load(registry_spec)
     client = await connect(address, namespace)
     stop = asyncio.Event()
@@ -227,7 +299,7 @@ async def serve(
         registry=registry,
         llm=llm,
         task_queue=task_queue,
-        store=SqliteConversationStore(store_path),
+        store=conv_store,
         max_concurrent_turns=max_concurrent_turns,
         sandboxed=sandboxed,
         graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
@@ -235,7 +307,8 @@ async def serve(
         run = asyncio.create_task(worker.run())
         typer.echo(
             f"worker on {address} namespace={namespace} task_queue={task_queue} "
-            f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model}"
+            f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
+            f"store={conv_store!r}"
         )
         done, _ = await asyncio.wait(
             [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -279,8 +352,13 @@ def run(
         typer.Option(envvar="TNX_MAX_CONCURRENT_TURNS", help="LLM calls in flight at once"),
     ] = None,
     store: Annotated[
-        Path, typer.Option(envvar="TNX_STORE", help="SQLite conversation store file")
-    ] = DEFAULT_STORE_PATH,
+        str,
+        typer.Option(
+            envvar=["TNX_STORE_URL", "TNX_STORE"],
+            help="Conversation store: postgresql://user:pw@host:5432/db (many hosts), "
+            "sqlite:///abs/path or a SQLite file path (one host)",
+        ),
+    ] = str(DEFAULT_STORE_PATH),
     sandbox: Annotated[
         bool,
         typer.Option(
@@ -314,19 +392,27 @@ def run(
     if style not in ("openai", "anthropic"):
         raise typer.BadParameter("style must be openai or anthropic", param_hint="style")
     llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
-    asyncio.run(
-        serve(
-            address=address,
-            namespace=namespace,
-            task_queue=task_queue,
-            registry_spec=registry,
-            llm=llm,
-            store_path=store,
-            max_concurrent_turns=max_concurrent_turns,
-            sandboxed=sandbox,
-            graceful_shutdown_s=graceful_shutdown_s,
+    try:
+        open_store(store)  # only checks the URL: nothing connects yet
+    except StoreConfigError as err:
+        raise typer.BadParameter(str(err), param_hint="--store") from None
+    try:
+        asyncio.run(
+            serve(
+                address=address,
+                namespace=namespace,
+                task_queue=task_queue,
+                registry_spec=registry,
+                llm=llm,
+                store=store,
+                max_concurrent_turns=max_concurrent_turns,
+                sandboxed=sandbox,
+                graceful_shutdown_s=graceful_shutdown_s,
+            )
         )
-    )
+    except (StoreUnavailableError, StoreError) as err:
+        typer.echo(f"tnx-worker: {err}", err=True)
+        raise typer.Exit(1) from None
 
 
 def main() -> None:

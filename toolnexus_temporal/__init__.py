@@ -27,12 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolnexus_temporal.activities.llm import LlmConfig
+    from toolnexus_temporal.activities.pgstore import PostgresConversationStore
     from toolnexus_temporal.activities.registry import Registry, RegistryError
     from toolnexus_temporal.activities.store import (
         ConversationStore,
         SqliteConversationStore,
+        StoreConfigError,
         StoreError,
+        StoreUnavailableError,
     )
+    from toolnexus_temporal.activities.stores import open_store
     from toolnexus_temporal.activities.tools import Tool, ToolContext, define_tool, pending
     from toolnexus_temporal.client.errors import (
         AnswerRejectedError,
@@ -69,13 +73,16 @@ _WHERE = {
     "InboxItem": "workflows.models",
     "LlmConfig": "activities.llm",
     "PostResult": "workflows.messages",
+    "PostgresConversationStore": "activities.pgstore",
     "Registry": "activities.registry",
     "RegistryError": "activities.registry",
     "Request": "workflows.models",
     "RuntimeOptions": "workflows.models",
     "SpawnError": "client.errors",
     "SqliteConversationStore": "activities.store",
+    "StoreConfigError": "activities.store",
     "StoreError": "activities.store",
+    "StoreUnavailableError": "activities.store",
     "TaskResult": "workflows.models",
     "TnxError": "client.errors",
     "Tool": "activities.tools",
@@ -84,6 +91,7 @@ _WHERE = {
     "connect": "client.rpc",
     "create_worker": "worker",
     "define_tool": "activities.tools",
+    "open_store": "activities.stores",
     "pending": "activities.tools",
 }
 """Public name -> the module (under this package) that defines it."""
@@ -101,13 +109,16 @@ __all__ = [
     "InboxItem",
     "LlmConfig",
     "PostResult",
+    "PostgresConversationStore",
     "Registry",
     "RegistryError",
     "Request",
     "RuntimeOptions",
     "SpawnError",
     "SqliteConversationStore",
+    "StoreConfigError",
     "StoreError",
+    "StoreUnavailableError",
     "TaskResult",
     "TnxError",
     "Tool",
@@ -116,6 +127,7 @@ __all__ = [
     "connect",
     "create_worker",
     "define_tool",
+    "open_store",
     "pending",
 ]
 

@@ -1,0 +1,297 @@
+"""The PostgreSQL conversation store: one database shared by workers on many hosts.
+
+Same contract as :class:`~toolnexus_temporal.activities.store.SqliteConversationStore` (see
+``store.py``): the workflow sends new messages plus the committed length, writes are fenced by
+the LLM call's sequence number, the completion of the newest call is kept for retries, and a
+store holding fewer messages than the workflow committed raises :class:`StoreError`.
+
+Tables (all prefixed ``tnx_``, in the connection's default schema):
+
+* ``tnx_store_schema(id, version)``: one row, the schema version this database is at;
+* ``tnx_conversations(conv_id, fence)``: one row per conversation, the newest fence seen; every
+  write locks it (``SELECT ... FOR UPDATE``) so writers of one conversation, on any host, run
+  one after another and the fence check and the write are one atomic step;
+* ``tnx_messages(conv_id, seq, body)``: the transcript, ``body`` a message as JSON text;
+* ``tnx_completions(conv_id, fence, body)``: the newest LLM call's completion.
+
+Every write is one transaction: a worker killed (or a task cancelled) mid-write leaves the
+conversation as it was. The schema is created and upgraded under a transaction-level advisory
+lock, so workers starting at once never race on ``CREATE TABLE``.
+
+Needs the ``postgres`` extra: ``pip install 'toolnexus-temporal[postgres]'`` (psycopg 3 and
+psycopg_pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import AsyncConnectionPool
+
+from toolnexus_temporal.activities.store import (
+    StaleWriteError,
+    StoreConfigError,
+    StoreError,
+    StoreUnavailableError,
+)
+from toolnexus_temporal.workflows.models import Message
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes; a database at a newer version is refused."""
+
+SCHEMA_LOCK_KEY = 0x746E785F73746F72  # "tnx_stor"
+"""The advisory lock key taken while the schema is created or upgraded."""
+
+MIGRATIONS: dict[int, tuple[LiteralString, ...]] = {
+    1: (
+        "CREATE TABLE IF NOT EXISTS tnx_conversations ("
+        " conv_id TEXT PRIMARY KEY, fence BIGINT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS tnx_messages ("
+        " conv_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,"
+        " PRIMARY KEY (conv_id, seq))",
+        "CREATE TABLE IF NOT EXISTS tnx_completions ("
+        " conv_id TEXT NOT NULL, fence BIGINT NOT NULL, body TEXT NOT NULL,"
+        " PRIMARY KEY (conv_id, fence))",
+    ),
+}
+"""Statements that bring the schema from version ``n - 1`` to ``n`` (each idempotent)."""
+
+APP_NAME = {"application_name": "tnx-store"}
+"""The ``application_name`` of the pool's sessions (``pg_stat_activity``) unless the URL
+sets one."""
+
+CONNECT_TIMEOUT_S = 10
+"""Seconds allowed for the first connection when the store opens."""
+
+POOL_TIMEOUT_S = 30.0
+"""Seconds an operation waits for a pooled connection before failing (retryably)."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password, for messages: ``postgresql://user@host:port/db``."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://<unparsable URL>"
+    host = params.get("host") or "localhost"
+    port = f":{params['port']}" if params.get("port") else ""
+    user = f"{params['user']}@" if params.get("user") else ""
+    if str(host).startswith("/"):
+        return f"postgresql://{user}/{params.get('dbname', '')}?host={host}{port}"
+    return f"postgresql://{user}{host}{port}/{params.get('dbname', '')}"
+
+
+class PostgresConversationStore:
+    """A :class:`~toolnexus_temporal.activities.store.ConversationStore` in PostgreSQL, for
+    workers on many hosts (module docstring: tables, locking, schema upgrades).
+
+    Open it before use (``await store.open()``, or ``async with store:``; the first operation
+    opens it too): that connects once, creates or upgrades the schema and starts the pool.
+    ``create_worker`` opens it at worker start so an unreachable server is one clear error.
+
+    Args:
+        url: a libpq connection URL or conninfo string, e.g.
+            ``postgresql://user:password@db.example:5432/tnx`` or
+            ``postgresql:///tnx?host=/run/postgresql`` (unix socket).
+        min_size: pooled connections kept open.
+        max_size: pooled connections at most (concurrent store operations of this process).
+
+    Raises:
+        StoreConfigError: ``url`` is not a libpq URL or conninfo string.
+        StoreUnavailableError: (from :meth:`open`) the server cannot be reached or refuses the
+            login; the message names the URL without its password.
+        StoreError: (from :meth:`open`) the database's schema is newer than this code.
+    """
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 20) -> None:
+        try:
+            params = conninfo_to_dict(url)
+        except psycopg.ProgrammingError as err:
+            raise StoreConfigError(
+                f"conversation store URL {redact_url(url)!r} is not a PostgreSQL URL: "
+                f"{_one_line(err)}"
+            ) from None
+        self.url = url
+        self._pool = AsyncConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True, **({} if "application_name" in params else APP_NAME)},
+            timeout=POOL_TIMEOUT_S,
+            open=False,
+            name="tnx-store",
+        )
+        self._opened = False
+        self._lock = asyncio.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresConversationStore({redact_url(self.url)!r})"
+
+    async def open(self) -> None:
+        """Connect, create or upgrade the schema, start the pool (idempotent).
+
+        Raises:
+            StoreUnavailableError: the server cannot be reached or refuses the login.
+            StoreError: the database's schema version is newer than this code's.
+        """
+        async with self._lock:
+            if self._opened:
+                return
+            try:
+                conn = await psycopg.AsyncConnection.connect(
+                    self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S
+                )
+            except psycopg.Error as err:
+                raise StoreUnavailableError(
+                    f"cannot reach the PostgreSQL conversation store {redact_url(self.url)}: "
+                    f"{_one_line(err)}"
+                ) from None
+            async with conn:
+                await ensure_schema(conn)
+            await self._pool.open(wait=False)
+            self._opened = True
+
+    async def aclose(self) -> None:
+        """Close the pool (in-flight operations finish first)."""
+        async with self._lock:
+            if self._opened:
+                await self._pool.close()
+                self._opened = False
+
+    async def __aenter__(self) -> PostgresConversationStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def write(
+        self,
+        conv_id: str,
+        base_len: int,
+        messages: list[Message],
+        *,
+        fence: int = 0,
+        completion: str | None = None,
+    ) -> int:
+        """See :meth:`ConversationStore.write`; one transaction, the conversation row locked."""
+        if not self._opened:
+            await self.open()
+        bodies = [m.model_dump_json(exclude_none=True) for m in messages]
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO tnx_conversations (conv_id, fence) VALUES (%s, %s)"
+                " ON CONFLICT (conv_id) DO NOTHING",
+                (conv_id, fence),
+            )
+            cur = await conn.execute(
+                "SELECT fence FROM tnx_conversations WHERE conv_id = %s FOR UPDATE", (conv_id,)
+            )
+            row = await cur.fetchone()
+            seen = fence if row is None else int(row[0])
+            if seen > fence:
+                raise StaleWriteError(
+                    f"conversation {conv_id!r}: write with fence {fence} refused, the store has "
+                    f"seen fence {seen} (this LLM call was abandoned by its workflow)"
+                )
+            if seen != fence:
+                await conn.execute(
+                    "UPDATE tnx_conversations SET fence = %s WHERE conv_id = %s", (fence, conv_id)
+                )
+            cur = await conn.execute(
+                "SELECT COUNT(*) FROM tnx_messages WHERE conv_id = %s AND seq < %s",
+                (conv_id, base_len),
+            )
+            count_row = await cur.fetchone()
+            count = 0 if count_row is None else int(count_row[0])
+            if count != base_len:
+                raise StoreError(
+                    f"conversation {conv_id!r}: the workflow committed {base_len} message(s) "
+                    f"but the store at {redact_url(self.url)} holds {count}: wrong store for "
+                    "this worker, or it lost data"
+                )
+            await conn.execute(
+                "DELETE FROM tnx_messages WHERE conv_id = %s AND seq >= %s", (conv_id, base_len)
+            )
+            if bodies:
+                await conn.execute(
+                    "INSERT INTO tnx_messages (conv_id, seq, body)"
+                    " SELECT %s, %s + s.i - 1, s.body"
+                    " FROM unnest(%s::text[]) WITH ORDINALITY AS s(body, i)",
+                    (conv_id, base_len, bodies),
+                )
+            if completion is not None:
+                await conn.execute("DELETE FROM tnx_completions WHERE conv_id = %s", (conv_id,))
+                await conn.execute(
+                    "INSERT INTO tnx_completions (conv_id, fence, body) VALUES (%s, %s, %s)",
+                    (conv_id, fence, completion),
+                )
+        return base_len + len(messages)
+
+    async def read(self, conv_id: str, limit: int | None = None) -> list[Message]:
+        """See :meth:`ConversationStore.read`."""
+        if not self._opened:
+            await self.open()
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT body FROM tnx_messages WHERE conv_id = %s AND seq < %s ORDER BY seq",
+                (conv_id, limit if limit is not None else 2**31 - 1),
+            )
+            rows = await cur.fetchall()
+        return [Message.model_validate_json(body) for (body,) in rows]
+
+    async def completion(self, conv_id: str, fence: int) -> str | None:
+        """See :meth:`ConversationStore.completion`."""
+        if not self._opened:
+            await self.open()
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT body FROM tnx_completions WHERE conv_id = %s AND fence = %s",
+                (conv_id, fence),
+            )
+            row = await cur.fetchone()
+        return None if row is None else str(row[0])
+
+
+async def ensure_schema(conn: psycopg.AsyncConnection[Any]) -> int:
+    """Create or upgrade the store's tables on ``conn`` to :data:`SCHEMA_VERSION`, under an
+    advisory lock so concurrent callers (workers starting at once) run one after another.
+
+    Returns:
+        The schema version the database was at before (0: new).
+
+    Raises:
+        StoreError: the database is at a newer version than this code supports.
+    """
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK_KEY,))
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS tnx_store_schema ("
+            " id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
+        )
+        cur = await conn.execute("SELECT version FROM tnx_store_schema WHERE id = 1")
+        row = await cur.fetchone()
+        before = 0 if row is None else int(row[0])
+        if before > SCHEMA_VERSION:
+            raise StoreError(
+                f"the conversation store's schema is at version {before}, newer than this "
+                f"toolnexus-temporal supports ({SCHEMA_VERSION}): upgrade the package"
+            )
+        for version in range(before + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                await conn.execute(statement)
+        if before != SCHEMA_VERSION:
+            await conn.execute(
+                "INSERT INTO tnx_store_schema (id, version) VALUES (1, %s)"
+                " ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+                (SCHEMA_VERSION,),
+            )
+    return before
+
+
+def _one_line(err: BaseException) -> str:
+    text = str(err).strip() or type(err).__name__
+    return " ".join(line.strip() for line in text.splitlines() if line.strip())
