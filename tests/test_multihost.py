@@ -1,7 +1,8 @@
 """Many hosts, proven (issue 13, item 2): three ``tnx-worker`` processes, each in its own
-folder, on one task queue and one conversation store; 50 agents run turns with tools and a
-parked approval while one worker is killed (SIGKILL) in the middle of an LLM call and another
-is stopped gracefully (SIGTERM) with an LLM call in flight, then started again.
+folder (no shared file), on one task queue and one PostgreSQL conversation store; 50 agents
+run turns with tools and a parked approval while one worker is killed (SIGKILL) in the
+middle of an LLM call and another is stopped gracefully (SIGTERM) with an LLM call in
+flight, then started again.
 
 Checked: every turn completes; every transcript, read back from the store, is complete and
 in order; each handle's usage equals what the scripted model served, each call counted once;
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from tests.helpers import spawn
+from tests.helpers import replay_every_run, spawn
 from tests.multihost import (
     MODEL,
     CountingLLM,
@@ -31,34 +32,67 @@ from tests.multihost import (
     reply_for,
     until,
 )
-from toolnexus_temporal.activities import SqliteConversationStore
+from toolnexus_temporal.activities.pgstore import PostgresConversationStore
 from toolnexus_temporal.client import AgentRuntime, Answer, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLMServer
 from toolnexus_temporal.workflows.models import HandleView
 from toolnexus_temporal.workflows.names import QUERY_VIEW
 
-pytestmark = pytest.mark.multihost
+pytestmark = [pytest.mark.multihost, pytest.mark.postgres]
 
 AGENTS = 50
 TURNS = 2
 WORKERS = ("w1", "w2", "w3")
 
 
-async def drive(rt: AgentRuntime, agent: int, handles: dict[int, Handle]) -> int:
+async def drive(
+    rt: AgentRuntime, agent: int, handles: dict[int, Handle], stage: dict[int, str]
+) -> int:
     """Spawn agent ``agent`` and run its turns (answering its approval); returns the turns
-    that completed with the expected text."""
+    that completed with the expected text. ``stage`` says where each driver is."""
+    stage[agent] = "spawn"
     h = await spawn(rt, rt.root, "clerk")
     handles[agent] = h
     done = 0
     for turn in range(1, TURNS + 1):
+        stage[agent] = f"run_turn {turn}"
         result = await rt.run_turn(h, prompt(agent, turn))
         if turn == 1:
             assert result.status == "pending" and result.pending is not None, result
+            stage[agent] = "resume"
             await rt.resume(Answer(id=result.pending.id, ok=True))
+            stage[agent] = "wait after resume"
             result = await rt.wait(h)
         assert (result.status, result.text) == ("done", final_text(agent, turn)), result
         done += 1
+    stage[agent] = "done"
     return done
+
+
+async def stuck_report(
+    client: Client, rt: AgentRuntime, handles: dict[int, Handle], stage: dict[int, str], dump: Path
+) -> str:
+    """Where each unfinished driver is, its handle's state and last trace lines; each stuck
+    workflow's history is saved in ``dump`` (JSON, for ``Replayer``)."""
+    out = []
+    for agent, where in sorted(stage.items()):
+        if where == "done":
+            continue
+        out.append(f"agent {agent}: driver at {where!r}")
+        if agent not in handles:
+            continue
+        wf = client.get_workflow_handle(rt.workflow_id(handles[agent].id))
+        history = await wf.fetch_history()
+        path = dump / f"agent{agent}.json"
+        path.write_text(history.to_json())
+        out.append(f"  history: {path}")
+        try:
+            view = await rt.inspect(handles[agent])
+            out.append(f"  {view.id} state={view.state} turns={view.turns_total}")
+            out += [f"  | {line}" for line in (await rt.trace_lines(handles[agent]))[-12:]]
+        except Exception as err:
+            out.append(f"  not readable: {err}")
+    return "\n".join(out)
 
 
 def shape(messages: list[Any]) -> list[tuple[Any, ...]]:
@@ -75,14 +109,14 @@ def shape(messages: list[Any]) -> list[tuple[Any, ...]]:
 
 
 async def test_fifty_agents_on_three_worker_processes_survive_a_kill_and_a_restart(
-    env: Any, tmp_path: Path
+    env: Any, tmp_path: Path, postgres_db: str
 ) -> None:
     client = env.client
     address = client.service_client.config.target_host
     scope = f"mh-{uuid.uuid4().hex[:8]}"
     queue = f"tq-{scope}"
-    store_path = tmp_path / "shared" / "conversations.sqlite"
-    store = SqliteConversationStore(store_path)
+    store = PostgresConversationStore(postgres_db)
+    await store.open()
     llm = CountingLLM({MODEL: [reply_for]}, repeat_last=True)
     with ScriptedLLMServer(llm) as server:
         llm_root = server.base_url.removesuffix("/v1")
@@ -96,7 +130,7 @@ async def test_fifty_agents_on_three_worker_processes_survive_a_kill_and_a_resta
             "--model",
             MODEL,
             "--store",
-            str(store_path),
+            postgres_db,
         ]
         workers = {n: WorkerProcess(n, tmp_path / n, args, llm_root) for n in WORKERS}
         try:
@@ -112,7 +146,8 @@ async def test_fifty_agents_on_three_worker_processes_survive_a_kill_and_a_resta
                 client, task_queue=queue, scope=scope, options=options, store=store
             ).start()
             handles: dict[int, Handle] = {}
-            drivers = [asyncio.create_task(drive(rt, k, handles)) for k in range(AGENTS)]
+            stage: dict[int, str] = {}
+            drivers = [asyncio.create_task(drive(rt, k, handles, stage)) for k in range(AGENTS)]
             w1, w2 = workers["w1"], workers["w2"]
 
             async def replies_stored(worker: str) -> bool:
@@ -148,7 +183,11 @@ async def test_fifty_agents_on_three_worker_processes_survive_a_kill_and_a_resta
             await w2.restart()
             phase("w2 restarted")
 
-            completed = sum(await asyncio.wait_for(asyncio.gather(*drivers), 180))
+            finished, _ = await asyncio.wait(drivers, timeout=180)
+            if len(finished) < AGENTS:
+                report = await stuck_report(client, rt, handles, stage, tmp_path)
+                raise AssertionError(f"turns never completed:\n{report}")
+            completed = sum(await asyncio.gather(*drivers))
             phase("turns over")
             repeated = llm.repeated()
             print(
@@ -168,6 +207,8 @@ async def test_fifty_agents_on_three_worker_processes_survive_a_kill_and_a_resta
                 assert view.usage_total == served[agent], (agent, view.usage_total)
                 transcript = await rt.transcript(h)
                 assert shape(transcript) == expected_transcript(agent, TURNS), agent
+            # Every agent's history replays on fresh code (no worker took a different path).
+            await replay_every_run(client, rt, *(h.id for h in handles.values()))
             root = rt.root
             total = sum(served.values())
 
@@ -182,6 +223,7 @@ async def test_fifty_agents_on_three_worker_processes_survive_a_kill_and_a_resta
         finally:
             for w in workers.values():
                 await w.close()
+            await store.aclose()
 
 
 async def conv_id(client: Client, rt: AgentRuntime, h: Handle) -> str:
