@@ -115,17 +115,25 @@ class PostgresConversationStore:
                 f"{_one_line(err)}"
             ) from None
         self.url = url
-        self._pool = AsyncConnectionPool(
-            url,
-            min_size=min_size,
-            max_size=max_size,
-            kwargs={"autocommit": True, **({} if "application_name" in params else APP_NAME)},
-            timeout=POOL_TIMEOUT_S,
-            open=False,
-            name="tnx-store",
-        )
-        self._opened = False
+        self._pool_args: dict[str, Any] = {
+            "min_size": min_size,
+            "max_size": max_size,
+            "kwargs": {"autocommit": True, **({} if "application_name" in params else APP_NAME)},
+            "timeout": POOL_TIMEOUT_S,
+            "name": "tnx-store",
+        }
+        self._pool_or_none: AsyncConnectionPool | None = None
         self._lock = asyncio.Lock()
+
+    @property
+    def _opened(self) -> bool:
+        return self._pool_or_none is not None
+
+    @property
+    def _pool(self) -> AsyncConnectionPool:
+        if self._pool_or_none is None:
+            raise StoreUnavailableError(f"{self!r} is closed")
+        return self._pool_or_none
 
     def __repr__(self) -> str:
         return f"PostgresConversationStore({redact_url(self.url)!r})"
@@ -150,16 +158,23 @@ class PostgresConversationStore:
                     f"{_one_line(err)}"
                 ) from None
             async with conn:
-                await ensure_schema(conn)
-            await self._pool.open(wait=False)
-            self._opened = True
+                try:
+                    await ensure_schema(conn)
+                except psycopg.Error as err:
+                    raise StoreError(
+                        f"cannot set up the conversation store's tables in "
+                        f"{redact_url(self.url)}: {_one_line(err)}"
+                    ) from None
+            pool = AsyncConnectionPool(self.url, open=False, **self._pool_args)
+            await pool.open(wait=False)
+            self._pool_or_none = pool
 
     async def aclose(self) -> None:
-        """Close the pool (in-flight operations finish first)."""
+        """Close the pool (in-flight operations finish first); :meth:`open` opens it again."""
         async with self._lock:
-            if self._opened:
-                await self._pool.close()
-                self._opened = False
+            pool, self._pool_or_none = self._pool_or_none, None
+            if pool is not None:
+                await pool.close()
 
     async def __aenter__(self) -> PostgresConversationStore:
         await self.open()

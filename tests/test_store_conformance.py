@@ -336,3 +336,78 @@ async def test_an_unreachable_server_is_one_clear_error(postgres_server: PgServe
     assert "s3cret" not in text
     with pytest.raises(StoreUnavailableError, match="does not exist"):
         await PostgresConversationStore(postgres_server.url("no_such_db")).open()
+
+
+@pytest.mark.postgres
+async def test_closed_then_opened_again(pg_store: Any) -> None:
+    await pg_store.write(CONV, 0, [msg("a")], fence=1)
+    await pg_store.aclose()
+    await pg_store.aclose()  # twice: harmless
+    assert texts(await pg_store.read(CONV)) == ["a"]  # the first operation opens it again
+    await pg_store.aclose()
+    await pg_store.open()
+    assert await pg_store.write(CONV, 1, [msg("b")], fence=2) == 2
+
+
+@pytest.mark.postgres
+async def test_no_right_to_create_the_tables_is_a_clear_error(postgres_server: PgServer) -> None:
+    """PostgreSQL 15+ lets only the owner create tables in ``public``: a worker whose user
+    cannot gets one StoreError naming the database, not a driver traceback per activity."""
+    import psycopg
+
+    from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+
+    url = postgres_server.create_database()
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        await conn.execute("DROP ROLE IF EXISTS tnx_reader")
+        await conn.execute("CREATE ROLE tnx_reader LOGIN")
+    reader_url = url.replace("postgresql://postgres@", "postgresql://tnx_reader@")
+    with pytest.raises(StoreError, match="cannot set up the conversation store's tables"):
+        await PostgresConversationStore(reader_url).open()
+
+
+# ---------------------------------------------------------------------------- SQLite only
+
+KILLED_WRITER = """
+import asyncio, sqlite3, sys, time
+from toolnexus_temporal.activities.store import SqliteConversationStore
+from toolnexus_temporal.workflows.models import Message
+
+class Traced(SqliteConversationStore):
+    def _connect(self):
+        db = super()._connect()
+        def trace(statement):
+            if statement.startswith("INSERT INTO completions"):
+                print("in transaction", flush=True)  # messages replaced, fence moved
+                time.sleep(600)  # killed here
+        db.set_trace_callback(trace)
+        return db
+
+store = Traced(sys.argv[1])
+msgs = [Message(role="assistant", content=f"a{i}") for i in range(2)]
+asyncio.run(store.write(sys.argv[2], 1, msgs, fence=2, completion="c2"))
+"""
+
+
+@pytest.mark.parametrize("i", range(3))
+async def test_sqlite_writer_killed_mid_transaction_leaves_nothing(tmp_path: Path, i: int) -> None:
+    """A worker process killed (SIGKILL) inside a SQLite write, after it replaced the tail and
+    moved the fence: the next reader sees the conversation as it was."""
+    import sys
+
+    path = tmp_path / "conversations.sqlite"
+    store = SqliteConversationStore(path)
+    await store.write(CONV, 0, [msg("q"), msg("tail")], fence=1, completion="c1")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", KILLED_WRITER, str(path), CONV, stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line == b"in transaction\n"
+    finally:
+        proc.kill()
+        await proc.wait()
+    assert texts(await store.read(CONV)) == ["q", "tail"]
+    assert await store.completion(CONV, 1) == "c1"
+    assert await store.write(CONV, 1, [msg("b")], fence=1) == 2  # fence 2 never landed
