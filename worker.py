@@ -7,8 +7,10 @@ As a program it is ``tnx-worker`` (:mod:`toolnexus_temporal.cli.worker_cmd`)::
     tnx-worker --registry toolnexus_temporal.cli.demo:REGISTRY --task-queue tnx \\
         --llm-base-url http://127.0.0.1:8080/v1 --model my-model
 
-SIGINT/SIGTERM shut the worker down cleanly (in-flight activities get their cancellation,
-workflow state is already durable).
+SIGINT/SIGTERM shut it down gracefully: it stops taking tasks and lets the activities in
+flight (LLM calls, tools) finish for up to ``--graceful-shutdown-s`` seconds (default 30)
+before they get their cancellation; workflow state is already durable. A second signal stops
+it at once.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ DEFAULT_MAX_CONCURRENT_TURNS = 100
 
 DEFAULT_ACTIVITY_SLOTS = 100
 """Activity slots of the worker beyond the LLM cap (tools, interpreters, hooks, look-ups)."""
+
+DEFAULT_GRACEFUL_SHUTDOWN_S = 30.0
+"""Seconds ``tnx-worker`` lets activities in flight finish after SIGTERM/SIGINT before it
+cancels them (``--graceful-shutdown-s``)."""
 
 SANDBOX_PASSTHROUGH = (
     # pydantic: deterministic, and re-importing it per workflow run is slow.

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.workflows.messages import ChildEnd, WatchChildrenInput, WatchChildrenResult
@@ -78,17 +80,28 @@ class WatchActivities:
 
         Raises:
             RPCError: the server failed other than with NOT_FOUND (the activity is retried).
+            ApplicationError: ``WorkerShutdown`` (retryable) when this worker shuts down.
         """
         tasks = [asyncio.create_task(self._end_of(inp.scope, h)) for h in inp.handle_ids]
+        shutdown = asyncio.create_task(activity.wait_for_worker_shutdown())
         try:
             while True:
                 done, _ = await asyncio.wait(
-                    tasks, timeout=HEARTBEAT_S, return_when=asyncio.FIRST_COMPLETED
+                    [*tasks, shutdown], timeout=HEARTBEAT_S, return_when=asyncio.FIRST_COMPLETED
                 )
-                if done:
+                if any(t.done() for t in tasks):
                     return WatchChildrenResult(ended=[t.result() for t in tasks if t.done()])
+                if shutdown in done:
+                    # A watch never ends by itself: it must not hold a graceful worker
+                    # shutdown for its whole timeout. Retried at once on another worker.
+                    raise ApplicationError(
+                        "the worker is shutting down: the watch moves to another worker",
+                        type="WorkerShutdown",
+                        next_retry_delay=timedelta(milliseconds=100),
+                    )
                 activity.heartbeat()
         finally:
+            shutdown.cancel()
             for task in tasks:
                 task.cancel()
             for task in tasks:

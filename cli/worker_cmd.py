@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -47,6 +48,7 @@ from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectE
 from toolnexus_temporal.client.reachability import namespace_exists
 from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.worker import (
+    DEFAULT_GRACEFUL_SHUTDOWN_S,
     DEFAULT_STORE_PATH,
     DEFAULT_TASK_QUEUE,
     create_worker,
@@ -70,8 +72,14 @@ async def serve(
     sandboxed: bool = False,
     codec: AesGcmCodec | None = None,
     deployment: WorkerDeploymentVersion | None = None,
+    graceful_shutdown_s: float = DEFAULT_GRACEFUL_SHUTDOWN_S,
 ) -> None:
-    """Run a worker until SIGINT or SIGTERM, then shut it down cleanly (its store closed).
+    """Run a worker until SIGINT or SIGTERM, then shut it down gracefully (its store closed):
+    it stops taking tasks and lets the activities in flight finish for up to
+    ``graceful_shutdown_s`` seconds before cancelling them. An LLM call cancelled there is
+    asked again by another worker (the provider answers twice), so a restart waits for it; a
+    second signal stops at once (the process dies with the signal's default action: like a
+    crash, which the runtime survives).
 
     Args:
         cluster: the Temporal connection (address, namespace, TLS, API key).
@@ -89,7 +97,8 @@ async def serve(
     await open_checked(conv_store)  # an unreachable store fails first, once
     try:
         await _serve(cluster, task_queue, registry_spec, llm, conv_store,
-                     max_concurrent_turns, sandboxed, codec, deployment)  # fmt: skip
+                     max_concurrent_turns, sandboxed, codec, deployment,
+                     graceful_shutdown_s)  # fmt: skip
     finally:
         await close_store(conv_store)
 
@@ -104,6 +113,7 @@ async def _serve(
     sandboxed: bool,
     codec: AesGcmCodec | None,
     deployment: WorkerDeploymentVersion | None,
+    graceful_shutdown_s: float,
 ) -> None:
     registry = Registry.load(registry_spec)
     try:
@@ -120,8 +130,14 @@ async def _serve(
         )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        stop.set()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)  # a second signal: its default action, at once
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     async with create_worker(
         client,
         registry=registry,
@@ -131,6 +147,7 @@ async def _serve(
         max_concurrent_turns=max_concurrent_turns,
         sandboxed=sandboxed,
         deployment=deployment,
+        graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
     ) as worker:
         run = asyncio.create_task(worker.run())
         typer.echo(
@@ -144,7 +161,10 @@ async def _serve(
             [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
         )
         if run not in done:
-            typer.echo("shutting down...")
+            typer.echo(
+                f"shutting down: activities in flight get up to {graceful_shutdown_s:g} s "
+                "to finish (signal again to stop now)..."
+            )
             await worker.shutdown()
         await run
 
@@ -239,6 +259,15 @@ def run(
             help="Worker Versioning: this code's build id, e.g. a git sha (with --deployment-name)",
         ),
     ] = None,
+    graceful_shutdown_s: Annotated[
+        float,
+        typer.Option(
+            envvar="TNX_GRACEFUL_SHUTDOWN_S",
+            min=0,
+            help="Seconds activities in flight (LLM calls, tools) get to finish after "
+            "SIGTERM/SIGINT before they are cancelled",
+        ),
+    ] = DEFAULT_GRACEFUL_SHUTDOWN_S,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
     the TEMPORAL_* variables and the config file's profile, as for ``tnx`` (README
@@ -283,6 +312,7 @@ def run(
                 sandboxed=sandbox,
                 codec=codec,
                 deployment=deployment,
+                graceful_shutdown_s=graceful_shutdown_s,
             )
         )
     except (StoreUnavailableError, StoreError, WorkerStartError) as err:

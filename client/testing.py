@@ -193,13 +193,18 @@ class ScriptedLLMServer:
                 else:
                     response = outer.llm.respond(self.path, body)
                 data = response.content
-                self.send_response(response.status_code)
-                for key, value in response.headers.items():
-                    if key.lower() not in ("content-length", "transfer-encoding", "connection"):
-                        self.send_header(key, value)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(response.status_code)
+                    for key, value in response.headers.items():
+                        if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                            self.send_header(key, value)
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The caller left (a worker killed or its call cancelled): nobody to
+                    # answer, and not an error of the server.
+                    self.close_connection = True
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None

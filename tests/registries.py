@@ -3,6 +3,7 @@ tests.registries:APPROVALS``) in tests that stop and restart workers."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
@@ -39,3 +40,34 @@ def lookup_tool() -> Any:
 def check_secret_tool() -> Any:
     """A fresh ``check_secret`` tool (needs an approval)."""
     return define_tool(check_secret, input_schema={"type": "object", "properties": {}})
+
+
+async def fetch(q: str) -> str:
+    """Fetches a record (idempotent: safe to run again)."""
+    await asyncio.sleep(0.05)
+    return f"record {q}"
+
+
+MULTIHOST = Registry(
+    [
+        AgentDef(
+            name="clerk",
+            description="fetches records; a secret needs an approval",
+            tools=["fetch", "check_secret"],
+        )
+    ],
+    tools=[
+        # Idempotent tools with a short attempt timeout: a call that was running on a
+        # killed worker runs again elsewhere after ``timeout_ms`` (tests/test_multihost.py).
+        define_tool(fetch, timeout_ms=5_000, max_attempts=3, initial_retry_ms=200),
+        define_tool(
+            check_secret,
+            input_schema={"type": "object", "properties": {}},
+            timeout_ms=5_000,
+            max_attempts=3,
+            initial_retry_ms=200,
+        ),
+    ],
+)
+"""One agent with an idempotent tool and a tool that needs an approval, for the many-hosts
+test (three ``tnx-worker`` processes)."""

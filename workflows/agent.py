@@ -93,6 +93,11 @@ class AgentWorkflow:
         s = inp.state
         self.s: HandleState = s
         """The whole handle state, shared by every component (``state`` query)."""
+        # What handlers read is set here, before any handler or ``run`` (tests/
+        # test_cold_start.py: on a cold worker an update handler may run before ``run``).
+        if s.store_key is None:
+            info = workflow.info()
+            s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
         self._vis = Visibility(s)
         self._trust = Trust(s, self._vis)
         self._outbox = Outbox(s, self._vis)

@@ -67,8 +67,6 @@ class RunLoop:
         s = self.s
         life = self._lifecycle
         info = workflow.info()
-        if s.store_key is None:
-            s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
         self._vis.publish(initial=True)
         first_run = info.continued_run_id is None
         try:

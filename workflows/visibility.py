@@ -186,7 +186,13 @@ class Visibility:
 
     def __init__(self, s: HandleState) -> None:
         self.s = s
-        self.published_state: HandleStateName | None = None
+        # Protocol 2: the creator set the search attributes at start, as ``idle``. Set here,
+        # not when ``run`` starts: on a worker with a cold cache the SDK may run an update
+        # handler before ``run`` (temporalio/sdk-python#1591), and a later replay runs ``run``
+        # first; both orders must issue the same commands (tests/test_cold_start.py).
+        self.published_state: HandleStateName | None = (
+            "idle" if s.protocol >= PROTOCOL_LEASES else None
+        )
         self.signals = 0
         """Signals received in this run, rejected ones included (every signal handler
         parses its input here): Temporal refuses signals past a per-run limit, so the run
@@ -255,8 +261,8 @@ class Visibility:
         s = self.s
         if initial and s.protocol >= PROTOCOL_LEASES:
             # Protocol 2: the creator set the search attributes at start (the client for the
-            # root, the parent for a child, continue-as-new carries them), as ``idle``.
-            self.published_state = "idle"
+            # root, the parent for a child, continue-as-new carries them), as ``idle``:
+            # ``published_state`` starts so (``__init__``), a handler may have moved it on.
             initial = False
         if initial:
             workflow.upsert_search_attributes(
