@@ -26,6 +26,7 @@ from temporalio.client import Client
 from toolnexus_temporal.cli import worker_cmd as worker
 from toolnexus_temporal.cli.app import app as tnx_app
 from toolnexus_temporal.client import cluster_sources
+from toolnexus_temporal.worker import DEFAULT_GRACEFUL_SHUTDOWN_S
 from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -261,6 +262,9 @@ def test_the_worker_command_and_environment_match_tnx_worker() -> None:
     schema = svcs["temporal-schema"]
     assert url.path == "/" + schema["environment"]["TNX_STORE_DB"]
     assert 'sql --db "$TNX_STORE_DB" create' in command_text(schema)
+    # SIGTERM's graceful shutdown (default 30 s) fits in the grace period before SIGKILL
+    grace = w["stop_grace_period"]
+    assert grace.endswith("s") and float(grace[:-1]) > DEFAULT_GRACEFUL_SHUTDOWN_S
     assert "Dockerfile" in w["build"]["dockerfile"]
     assert (COMPOSE.parent / w["build"]["context"] / w["build"]["dockerfile"]).is_file()
 
