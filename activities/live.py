@@ -11,58 +11,15 @@ announced tool calls). The host side (``client/stream.py``) rebuilds the deltas 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from toolnexus_temporal.activities import wire
 from toolnexus_temporal.activities.heartbeat import Beat
+from toolnexus_temporal.workflows.messages import LIVE_TAIL_MAX_CHARS, LiveCall, LiveOutput
 
-TAIL_MAX_CHARS = 2048
-"""Most characters of the reply's text one heartbeat carries (the end of the text so far).
-At the worker's 1 s heartbeat throttle a host keeps up with a model writing up to ~2,000
-characters (~500 tokens) a second; past that it reports the characters it skipped."""
+TAIL_MAX_CHARS = LIVE_TAIL_MAX_CHARS
+"""Most characters of the reply's text one heartbeat carries (``LiveOutput.tail``)."""
 
 CALLS_MAX = 64
 """Most announced tool calls one heartbeat carries (the first ones)."""
-
-
-class LiveCall(BaseModel):
-    """A tool call the model has announced in its stream so far (the name is complete; the
-    arguments may still be streaming).
-
-    Attributes:
-        id: the model's tool call id.
-        name: the tool's name.
-    """
-
-    model_config = ConfigDict(extra="ignore")
-
-    id: str
-    name: str
-
-
-class LiveOutput(BaseModel):
-    """The heartbeat details of a running ``tnx.llm_call``: the reply streamed so far.
-
-    Attributes:
-        attempt: the activity attempt that streams it (a retry starts the text again).
-        offset: characters of the reply's text before ``tail``.
-        tail: the last characters of the text so far (at most ``TAIL_MAX_CHARS``).
-        calls: tool calls announced so far, in stream order (at most ``CALLS_MAX``).
-        chunks: stream events received so far (about one token each for most providers).
-    """
-
-    model_config = ConfigDict(extra="ignore")
-
-    attempt: int = 1
-    offset: int = Field(default=0, ge=0)
-    tail: str = ""
-    calls: list[LiveCall] = Field(default_factory=list)
-    chunks: int = 0
-
-    @property
-    def length(self) -> int:
-        """Characters of text streamed so far."""
-        return self.offset + len(self.tail)
 
 
 class LiveFeed:

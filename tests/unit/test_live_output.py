@@ -12,10 +12,10 @@ from temporalio.testing import ActivityEnvironment
 
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore, wire
 from toolnexus_temporal.activities.heartbeat import Beat
-from toolnexus_temporal.activities.live import TAIL_MAX_CHARS, LiveFeed, LiveOutput
+from toolnexus_temporal.activities.live import TAIL_MAX_CHARS, LiveFeed
 from toolnexus_temporal.activities.llm import LlmActivities
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.workflows.messages import LlmCallInput
+from toolnexus_temporal.workflows.messages import LiveOutput, LlmCallInput
 from toolnexus_temporal.workflows.models import Message
 
 
