@@ -27,8 +27,10 @@ class LiveFeed:
     its progress through a :class:`~toolnexus_temporal.activities.heartbeat.Beat`.
 
     Call :meth:`update` after each fed event: it takes the new text pieces and named tool
-    calls and pokes the beat when something changed; the heartbeat loop builds the
-    :class:`LiveOutput` (:meth:`snapshot`) only when a heartbeat goes out.
+    calls and pokes the beat when there is new text or a new call (an event without either
+    would spend the SDK's heartbeat throttle window that the first text then waits out);
+    the heartbeat loop builds the :class:`LiveOutput` (:meth:`snapshot`) only when a
+    heartbeat goes out.
 
     Args:
         beat: the activity's heartbeat.
@@ -47,7 +49,7 @@ class LiveFeed:
 
     def update(self, assembler: wire.StreamAssembler) -> None:
         """Take what ``assembler`` received since the last update; poke the beat on news."""
-        changed = assembler.events != self._chunks
+        changed = False
         self._chunks = assembler.events
         if len(assembler.text) > self._pieces:
             new = "".join(assembler.text[self._pieces :])
@@ -55,10 +57,12 @@ class LiveFeed:
             if new:
                 self._length += len(new)
                 self._tail = (self._tail + new)[-TAIL_MAX_CHARS:]
+                changed = True
         for index, slot in assembler.calls.items():
             if index not in self._calls and slot["name"] and len(self._calls) < CALLS_MAX:
                 self._calls[index] = LiveCall(id=slot["id"] or f"call_{index}", name=slot["name"])
-        if changed:
+                changed = True
+        if changed:  # not for events without text (a role, usage): the first text goes at once
             self._beat.poke()
 
     def snapshot(self) -> LiveOutput:

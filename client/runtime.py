@@ -302,7 +302,8 @@ class AgentRuntime(HandleReads):
         token counts, and last a ``TurnEnd`` with :meth:`wait`'s result (``stream.py``).
 
         Not running (idle, suspended, closed): ends at once with the last result. Use as
-        ``async for event in rt.stream(h)``; leaving the loop early stops following.
+        ``async for event in rt.stream(h)``; to leave early, close it (``async with
+        contextlib.aclosing(rt.stream(h)) as events``): its polls stop at once.
 
         Raises:
             HandleNotFoundError: no such handle.

@@ -17,6 +17,9 @@ streamed (its whole tail). A stream on a handle that is not running (idle, suspe
 ends at once with its last result (``wait`` would wait for the next one); it never waits for
 a next wake.
 
+The stream follows the run the handle had when it began: a turn that continues as new while
+parked (protocol 3) still ends the stream with its result, without the new run's text.
+
 The text of one LLM call, concatenated over its :class:`TextDelta` events, is the call's
 whole reply: the host catches up from the answered call's result when it missed the last
 heartbeats. It differs only when the call was retried (``attempt`` > 1: the text starts
@@ -319,9 +322,7 @@ async def follow_turn(
     finally:
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _next(

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import pty
+import time
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
@@ -139,6 +140,17 @@ def _count(events: Any) -> int:
     return sum(1 for e in events if e.event_type not in WORKFLOW_TASK_EVENTS)
 
 
+def _after(seconds: float, reply: dict[str, Any]) -> Any:
+    """A script entry answering ``reply`` whole after ``seconds`` (as long as the streamed
+    one takes: a turn's usage-report timers depend on its length, not on streaming)."""
+
+    def answer(_request: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(seconds)
+        return reply
+
+    return answer
+
+
 async def _turn_history(
     make_runtime: Any, client: Client, llm_config: LlmConfig
 ) -> tuple[int, int, str]:
@@ -155,10 +167,10 @@ async def _turn_history(
 
 async def test_history_per_turn_is_no_larger_with_streaming(make_runtime, client) -> None:
     """Same reply, one turn streamed live over ~4 s (heartbeats with text), one not streamed
-    at all: the same events (workflow-task bookkeeping aside), their bytes equal within a few
-    bytes of varint-encoded timestamps."""
+    at all (sent whole after as long): the same events (workflow-task bookkeeping aside),
+    their bytes equal within a few bytes of varint-encoded timestamps."""
     streamed_llm = ScriptedLLM({MODEL: [text(REPLY)]}, chunk_delay_s=DELAY_S)
-    plain_llm = ScriptedLLM({MODEL: [text(REPLY)]})
+    plain_llm = ScriptedLLM({MODEL: [_after(DELAY_S * 14, text(REPLY))]})
     with ScriptedLLMServer(streamed_llm) as a, ScriptedLLMServer(plain_llm) as b:
         streamed = await _turn_history(make_runtime, client, _config(a))
         plain = await _turn_history(make_runtime, client, _config(b, stream=False))

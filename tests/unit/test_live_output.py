@@ -1,6 +1,7 @@
 """Live output of the LLM activity (issue 14, item 4): the streamed reply rides on the
 heartbeat details as a bounded tail plus an offset, and tool calls are announced as they
-stream. No server: the feed alone, and the activity in an ``ActivityEnvironment``."""
+stream. No server: the feed alone, the activity in an ``ActivityEnvironment``, and the host's
+bookkeeping of ``client/stream.py``."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore, wi
 from toolnexus_temporal.activities.heartbeat import Beat
 from toolnexus_temporal.activities.live import TAIL_MAX_CHARS, LiveFeed
 from toolnexus_temporal.activities.llm import LlmActivities
+from toolnexus_temporal.client.stream import TextDelta, TokenCount, ToolCallStart, _Follow
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.workflows.messages import LiveOutput, LlmCallInput
-from toolnexus_temporal.workflows.models import Message
+from toolnexus_temporal.workflows.messages import LiveCall, LiveOutput, LlmCallInput, LlmCallResult
+from toolnexus_temporal.workflows.models import Message, ToolCall, Usage
 
 
 def _chunk(delta: dict[str, Any]) -> str:
@@ -94,3 +96,37 @@ async def test_the_activity_announces_tool_calls_while_their_arguments_stream(
     assert result.message.tool_calls and result.message.tool_calls[0].name == "lookup"
     outs = [LiveOutput.model_validate(d[0]) for d in beats if d]
     assert any([(c.id, c.name) for c in o.calls] == [("c1", "lookup")] for o in outs), beats
+
+
+def test_the_host_rebuilds_deltas_from_tails_and_catches_up_from_the_answer() -> None:
+    """``client/stream.py``'s bookkeeping: new text only, skipped characters counted, a retry
+    streams again, tool calls announced once, the answered reply completes the text."""
+    follow = _Follow(start_len=0)
+
+    def texts(events: list[Any]) -> list[tuple[str, int, int]]:
+        return [(e.text, e.skipped, e.attempt) for e in events if isinstance(e, TextDelta)]
+
+    assert texts(follow.live("7", LiveOutput(tail="abc"))) == [("abc", 0, 1)]
+    assert texts(follow.live("7", LiveOutput(tail="abcdef"))) == [("def", 0, 1)]
+    assert follow.live("7", LiveOutput(tail="abcdef")) == []  # nothing new: no event
+    far = LiveOutput(offset=3000, tail="xyz", calls=[LiveCall(id="c1", name="lookup")])
+    events = follow.live("7", far)
+    assert texts(events) == [("xyz", 2994, 1)]
+    assert [e.call_id for e in events if isinstance(e, ToolCallStart)] == ["c1"]
+    content = "a" * 3003 + "tail!"
+    answer = LlmCallResult(
+        message=Message(
+            role="assistant",
+            content=content,
+            tool_calls=[ToolCall(id="c1", name="lookup", arguments="{}")],
+        ),
+        usage=Usage(prompt_tokens=5, completion_tokens=7, total_tokens=12),
+        stored_len=2,
+    )
+    done = follow.answered("7", answer)
+    assert texts(done) == [("tail!", 0, 1)]
+    assert not any(isinstance(e, ToolCallStart) for e in done)  # announced already
+    assert [e.tokens for e in done if isinstance(e, TokenCount)] == [12]
+    assert follow.live("7", LiveOutput(tail="late")) == []  # the call is answered
+    assert texts(follow.live("9", LiveOutput(tail="one"))) == [("one", 0, 1)]
+    assert texts(follow.live("9", LiveOutput(attempt=2, tail="on"))) == [("on", 0, 2)]
