@@ -150,6 +150,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                             pieces.extend(lat)
                         results["first_text_s"] = _stats(firsts)
                         results["piece_s"] = _stats(pieces)
+                    else:  # as many turns before, so both handles' counters are as long
+                        for _ in range(args.turns):
+                            await rt.run_turn(h, "talk")
                     hist = [await _history(client, rt, h) for _ in range(args.turns)]
                     results[f"history_{label}"] = {
                         "bytes_per_turn": statistics.median(b for b, _, _ in hist),
@@ -178,7 +181,7 @@ def main() -> None:
     parser.add_argument("--pieces", type=int, default=20)
     parser.add_argument("--delay-s", type=float, default=0.3)
     parser.add_argument("--prefill-s", type=float, default=1.0)
-    parser.add_argument("--throttle-ms", type=int, default=1000)
+    parser.add_argument("--throttle-ms", type=int, default=500)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--stamp", default=datetime.now(UTC).strftime("%Y-%m-%d") + "-live")
     args = parser.parse_args()
