@@ -5,7 +5,9 @@ One activity execution is one model round trip. It reads the transcript from the
 committed length), calls the model in the worker's wire style (``openai`` or ``anthropic``,
 overridable per AgentDef; see ``wire.py``), streaming the response (SSE) while it
 heartbeats, so a long completion can be cancelled within a second, then stores the assembled
-reply and returns it with its usage.
+reply and returns it with its usage. The text streamed so far rides on the heartbeats
+(``live.py``: a bounded tail, never in workflow history) for hosts to follow
+(``client/stream.py``).
 
 Retries belong to Temporal alone: the httpx client never retries; errors map to
 ``ApplicationError`` types the workflow's retry policy understands:
@@ -49,6 +51,7 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.activities import wire
 from toolnexus_temporal.activities.heartbeat import heartbeating
+from toolnexus_temporal.activities.live import LiveFeed
 from toolnexus_temporal.activities.redact import redacted_error
 from toolnexus_temporal.activities.store import ConversationStore, StoreError
 from toolnexus_temporal.workflows.messages import LlmCallInput, LlmCallResult
@@ -191,12 +194,12 @@ class LlmActivities:
         timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else None
         every = min(HEARTBEAT_EVERY_S, timeout / 4) if timeout else HEARTBEAT_EVERY_S
         try:
-            async with heartbeating(every):
-                return await self._llm_call(inp)
+            async with heartbeating(every) as beat:
+                return await self._llm_call(inp, LiveFeed(beat, info.attempt))
         except Exception as err:
             raise redacted_error(err, self.config.secrets()) from None
 
-    async def _llm_call(self, inp: LlmCallInput) -> LlmCallResult:
+    async def _llm_call(self, inp: LlmCallInput, live: LiveFeed) -> LlmCallResult:
         style: WireStyle = inp.style or self.config.style
         try:
             recorded = await self.store.completion(inp.conv_id, inp.fence)
@@ -228,7 +231,7 @@ class LlmActivities:
             async with asyncio.timeout(left_s):
                 async with self._slots or contextlib.nullcontext():
                     _check_deadline(inp.deadline_ms)
-                    message, usage = await self._call(style, body)
+                    message, usage = await self._call(style, body, live)
         except TimeoutError:
             _check_deadline(inp.deadline_ms, aborted=True)
             raise
@@ -245,8 +248,11 @@ class LlmActivities:
             raise ApplicationError(str(err), type="StoreError", non_retryable=True) from err
         return _fit(result)
 
-    async def _call(self, style: WireStyle, body: dict[str, Any]) -> tuple[Message, Usage]:
-        """POST the request; read an SSE stream or a plain JSON body."""
+    async def _call(
+        self, style: WireStyle, body: dict[str, Any], live: LiveFeed
+    ) -> tuple[Message, Usage]:
+        """POST the request; read an SSE stream (published live through ``live``) or a
+        plain JSON body."""
         url = wire.endpoint(style, self.config.base_url)
         request = self._http.build_request(
             "POST",
@@ -264,7 +270,7 @@ class LlmActivities:
         try:
             await self._check_status(url, response)
             if response.headers.get("content-type", "").startswith("text/event-stream"):
-                return await self._read_stream(style, url, response)
+                return await self._read_stream(style, url, response, live)
             await response.aread()
             try:
                 return wire.parse_response(style, response.json())
@@ -297,7 +303,7 @@ class LlmActivities:
         )
 
     async def _read_stream(
-        self, style: WireStyle, url: str, response: httpx.Response
+        self, style: WireStyle, url: str, response: httpx.Response, live: LiveFeed
     ) -> tuple[Message, Usage]:
         assembler = wire.StreamAssembler(style)
         data: list[str] = []
@@ -308,6 +314,7 @@ class LlmActivities:
                     data.append(line[5:].removeprefix(" "))
                 elif not line and data:
                     assembler.feed("\n".join(data))
+                    live.update(assembler)
                     data = []
                     events += 1
                     if events % YIELD_EVERY_EVENTS == 0:

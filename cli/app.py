@@ -13,7 +13,7 @@ Commands::
     tnx spawn PARENT NAME [--budget JSON]
     tnx post ID TEXT [--from X] [--channel Y]
     tnx wake ID [PROMPT]
-    tnx wait ID [--timeout-ms N]
+    tnx wait ID [--timeout-ms N] [--follow]
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
     tnx replay-check [--query Q] [--limit N] [--sandbox]   replay running agents on this code
@@ -48,7 +48,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.cli import ops, render, replaycheck
+from toolnexus_temporal.cli import live, ops, render, replaycheck
 from toolnexus_temporal.cli.codec_server import codec_server_command
 from toolnexus_temporal.cli.demo_cmd import demo
 from toolnexus_temporal.cli.hostcmd import (
@@ -69,7 +69,7 @@ from toolnexus_temporal.client.errors import NoWorkerError, SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
-from toolnexus_temporal.workflows.models import Answer, InboxItem, Message, TaskResult
+from toolnexus_temporal.workflows.models import Answer, InboxItem, Message
 
 app = typer.Typer(
     name="tnx",
@@ -246,21 +246,43 @@ def wait_command(
         int | None,
         typer.Option("--timeout-ms", min=0, help="Give up after N ms (status timeout)."),
     ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="Print the model's text and tool calls as they stream (--json: JSON lines).",
+        ),
+    ] = False,
 ) -> None:
     """Wait for a handle's result: the next one while it runs, else at once its last one; exit 0
-    when done or pending, 1 otherwise."""
+    when done or pending, 1 otherwise. On a terminal a live status line shows the running turn."""
     target = ops.ref(opts, handle_id)
     limit = None if timeout_ms is None else timeout_ms / 1000 + ops.VERB_TIMEOUT_S
-    result: TaskResult = ops.run(
-        opts, lambda rt: rt.wait(target, timeout_ms=timeout_ms), timeout_s=limit
-    )
+    streamed = False
+    if follow or (out.is_terminal and not opts.json):
+        result, streamed = ops.run(
+            opts,
+            lambda rt: live.follow(
+                rt, target, timeout_ms, console=out, show_text=follow, json_lines=opts.json
+            ),
+            timeout_s=limit,
+        )
+    else:
+        result = ops.run(opts, lambda rt: rt.wait(target, timeout_ms=timeout_ms), timeout_s=limit)
     if opts.json:
-        emit(ops.dump(result))
+        if not follow:
+            emit(ops.dump(result))
     else:
         out.print(render.result_summary(result))
         if result.pending is not None:
             out.print(Text(f"request: {result.pending.prompt}"))
-        if result.text and (result.pending is None or result.text != result.pending.prompt):
+        shown = streamed and not result.is_error
+        if (
+            result.text
+            and not shown
+            and (result.pending is None or result.text != result.pending.prompt)
+        ):
             out.print(Text(result.text, style="red" if result.is_error else ""))
     if result.status not in render.OK_STATUSES:
         raise typer.Exit(ops.EXIT_NO)

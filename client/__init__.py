@@ -25,6 +25,8 @@ inspect    query ``view``               the Handle, refreshed
 list       query ``view`` per handle    the tree, pre-order, children in spawn order
 trace      query ``trace`` per handle   the subtree's lines merged in order of occurrence
 pending    visibility list, ``view``    the suspended handles (``AgentState`` attribute)
+stream     ``view``, describe, history  live events of the running turn (``stream.py``):
+                                        text deltas, tool calls, then ``wait``'s result
 =========  ==========================  =====================================================
 """
 

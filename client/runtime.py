@@ -14,6 +14,7 @@ returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``inte
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Self
 
@@ -33,6 +34,7 @@ from toolnexus_temporal.client.reachability import WorkerProbe
 from toolnexus_temporal.client.reads import HandleReads, TranscriptReader
 from toolnexus_temporal.client.roots import start_root
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
+from toolnexus_temporal.client.stream import LiveEvent, follow_turn
 from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import (
@@ -302,6 +304,26 @@ class AgentRuntime(HandleReads):
         resp = await self._turns.fresh(hid, resp, timeout_ms)
         await self._apply(h, resp.status, resp.result)
         return resp.result
+
+    def stream(self, h: HandleRef, timeout_ms: int | None = None) -> AsyncIterator[LiveEvent]:
+        """Follow the running turn of ``h`` live: text deltas, tool-call starts and ends,
+        token counts, and last a ``TurnEnd`` with :meth:`wait`'s result (``stream.py``).
+
+        Not running (idle, suspended, closed): ends at once with the last result. Use as
+        ``async for event in rt.stream(h)``; to leave early, close it (``async with
+        contextlib.aclosing(rt.stream(h)) as events``): its polls stop at once.
+
+        Raises:
+            HandleNotFoundError: no such handle.
+        """
+        hid = handle_id(h)
+        return follow_turn(
+            self.client,
+            hid,
+            self.workflow_id(hid),
+            lambda: self.wait(h, timeout_ms),
+            lambda: self.inspect(hid),
+        )
 
     async def interrupt(self, h: HandleRef) -> Handle:
         """Abort a running turn (CONTRACT §3 interrupt); returns once the handle is idle.

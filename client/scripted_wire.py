@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -84,7 +85,7 @@ def render(
 ) -> httpx.Response:
     """Render an OpenAI-shaped scripted reply in ``style``, as JSON or as an SSE stream.
 
-    ``chunk_delay_s`` spaces stream events out (behind ``httpx.MockTransport`` only)."""
+    ``chunk_delay_s`` spaces stream events out (:class:`SlowFrames`)."""
     message = reply["choices"][0]["message"]
     usage_raw = reply.get("usage") or {}
     content = message.get("content") or ""
@@ -249,14 +250,43 @@ def _pieces(text: str, size: int = 8) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+class SlowFrames(httpx.SyncByteStream, httpx.AsyncByteStream):
+    """SSE frames sent ``delay_s`` apart (each after its delay), read either way: through
+    ``httpx.MockTransport`` (async) or by :class:`~toolnexus_temporal.client.testing.
+    ScriptedLLMServer`'s handler thread (sync), which writes each frame as it comes.
+
+    Attributes:
+        frames: the encoded frames, in order.
+        delay_s: seconds before each frame.
+        log: where each frame is recorded with its wall-clock time (``time.time()``) as it
+            is handed over, when set.
+    """
+
+    def __init__(self, frames: list[bytes], delay_s: float) -> None:
+        self.frames = frames
+        self.delay_s = delay_s
+        self.log: list[tuple[float, bytes]] | None = None
+
+    def _sent(self, frame: bytes) -> bytes:
+        if self.log is not None:
+            self.log.append((time.time(), frame))
+        return frame
+
+    def __iter__(self) -> Iterator[bytes]:
+        for frame in self.frames:
+            time.sleep(self.delay_s)
+            yield self._sent(frame)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for frame in self.frames:
+            await asyncio.sleep(self.delay_s)
+            yield self._sent(frame)
+
+
 def _sse(frames: list[str], delay_s: float) -> httpx.Response:
     sse_headers = {"content-type": "text/event-stream"}
     if delay_s <= 0:
         return httpx.Response(200, headers=sse_headers, content="".join(frames).encode())
-
-    async def slowly() -> AsyncIterator[bytes]:
-        for frame in frames:
-            await asyncio.sleep(delay_s)
-            yield frame.encode()
-
-    return httpx.Response(200, headers=sse_headers, content=slowly())
+    return httpx.Response(
+        200, headers=sse_headers, stream=SlowFrames([f.encode() for f in frames], delay_s)
+    )

@@ -30,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from toolnexus_temporal.client.scripted_wire import SlowFrames
 from toolnexus_temporal.client.scripted_wire import openai_view as openai_view
 from toolnexus_temporal.client.scripted_wire import render as render
 from toolnexus_temporal.client.scripted_wire import style_of as style_of
@@ -100,11 +101,15 @@ class ScriptedLLM:
         scripts: model name -> list of script entries, consumed in order; a callable entry
             gets the request in the OpenAI shape (see :func:`openai_view`).
         repeat_last: keep answering with a model's last entry once its script is used up.
-        chunk_delay_s: seconds between stream events (``httpx.MockTransport`` only).
+        chunk_delay_s: seconds before each stream event of a streamed reply (text comes in
+            pieces of 8 characters), behind ``httpx.MockTransport`` and over
+            :class:`ScriptedLLMServer` alike (there each event is written as it comes).
 
     Attributes:
         requests: every request, in the OpenAI shape (see :func:`openai_view`), in order.
         raw_requests: every request body as received, with its wire style.
+        frames_sent: every frame of a delayed stream (``chunk_delay_s``) with the wall-clock
+            time it was handed to the transport or written to the socket.
     """
 
     scripts: dict[str, list[ScriptEntry]]
@@ -112,6 +117,7 @@ class ScriptedLLM:
     chunk_delay_s: float = 0.0
     requests: list[dict[str, Any]] = field(default_factory=list)
     raw_requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    frames_sent: list[tuple[float, bytes]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
@@ -149,9 +155,12 @@ class ScriptedLLM:
         reply = entry(view) if callable(entry) else entry
         if isinstance(reply, httpx.Response):
             return reply
-        return render(
+        response = render(
             reply, style, stream=bool(body.get("stream")), chunk_delay_s=self.chunk_delay_s
         )
+        if isinstance(response.stream, SlowFrames):
+            response.stream.log = self.frames_sent
+        return response
 
     async def handle(self, request: httpx.Request) -> httpx.Response:
         """An ``httpx.MockTransport`` handler."""
@@ -192,19 +201,30 @@ class ScriptedLLMServer:
                     response = httpx.Response(400, json={"error": "body is not JSON"})
                 else:
                     response = outer.llm.respond(self.path, body)
-                data = response.content
                 try:
-                    self.send_response(response.status_code)
-                    for key, value in response.headers.items():
-                        if key.lower() not in ("content-length", "transfer-encoding", "connection"):
-                            self.send_header(key, value)
-                    self.send_header("content-length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self._answer(response)
                 except (BrokenPipeError, ConnectionResetError):
                     # The caller left (a worker killed or its call cancelled): nobody to
                     # answer, and not an error of the server.
                     self.close_connection = True
+
+            def _answer(self, response: httpx.Response) -> None:
+                self.send_response(response.status_code)
+                for key, value in response.headers.items():
+                    if key.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(key, value)
+                if isinstance(response.stream, SlowFrames):  # real streaming: chunked
+                    self.send_header("transfer-encoding", "chunked")
+                    self.end_headers()
+                    for frame in response.stream:
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                    return
+                data = response.content
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def log_message(self, format: str, *args: Any) -> None:
                 return None

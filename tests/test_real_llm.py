@@ -13,6 +13,7 @@ import pytest
 from toolnexus_temporal.activities import LlmConfig
 from toolnexus_temporal.cli.localmodel import LocalModelServer, find_llama_server, find_model
 from toolnexus_temporal.client import AgentDef, Handle
+from toolnexus_temporal.client.stream import TextDelta, TurnEnd
 
 pytestmark = pytest.mark.real_llm
 
@@ -47,3 +48,23 @@ async def test_real_model_turns(make_runtime, model_server, style: str, stream: 
         h = await rt.inspect(h)
         assert h.turns_total == 2 and h.transcript_len == 5  # system, 2 × (user, assistant)
         assert h.usage_total == first.total_tokens + second.total_tokens
+
+
+@pytest.mark.parametrize("style", ["openai", "anthropic"])
+async def test_real_model_output_streams_live(make_runtime, model_server, style: str) -> None:
+    """``rt.stream`` follows a real model's streamed reply: the deltas, in order, make the
+    turn's text; the stream ends with the turn."""
+    base = model_server.base_url if style == "openai" else model_server.root_url
+    config = LlmConfig(base_url=base, model="smollm2", style=style, stream=True, max_tokens=64)
+    reg = {"chat": AgentDef(name="chat", system_prompt="Answer in a few sentences.")}
+    async with make_runtime(reg, None, llm=config) as rt:
+        h = await rt.spawn(rt.root, "chat")
+        assert isinstance(h, Handle)
+        await rt.wake(h, "Describe the sea.")
+        events = [ev async for ev in rt.stream(h)]
+    end = events[-1]
+    assert isinstance(end, TurnEnd) and end.result is not None
+    assert end.result.status == "done" and end.result.text.strip()
+    deltas = [ev for ev in events if isinstance(ev, TextDelta)]
+    assert deltas and "".join(d.text for d in deltas) == end.result.text
+    assert all(d.skipped == 0 for d in deltas)

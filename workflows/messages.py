@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from toolnexus_temporal.workflows.models import (
     MAX_PROMPT,
@@ -339,3 +339,52 @@ class WatchChildrenResult(WireModel):
     one)."""
 
     ended: list[ChildEnd]
+
+
+LIVE_TAIL_MAX_CHARS = 2048
+"""Most characters of a reply's text one ``LiveOutput`` carries (the end of the text so far).
+At the worker's 1 s heartbeat throttle a host keeps up with a model writing up to ~2,000
+characters (~500 tokens) a second; past that it reports the characters it skipped."""
+
+
+class LiveCall(BaseModel):
+    """A tool call the model has announced in its stream so far (the name is complete; the
+    arguments may still be streaming).
+
+    Attributes:
+        id: the model's tool call id.
+        name: the tool's name.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    name: str
+
+
+class LiveOutput(BaseModel):
+    """The heartbeat details of a running ``tnx.llm_call``: the reply streamed so far
+    (``activities/live.py`` writes it, ``client/stream.py`` reads it). Never in workflow
+    history, except the last one in the failure of a call that timed out; unknown keys are
+    ignored, so hosts and workers of different versions read each other's.
+
+    Attributes:
+        attempt: the activity attempt that streams it (a retry starts the text again).
+        offset: characters of the reply's text before ``tail``.
+        tail: the last characters of the text so far (at most ``LIVE_TAIL_MAX_CHARS``).
+        calls: tool calls announced so far, in stream order (at most 64).
+        chunks: stream events received so far (about one token each for most providers).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    attempt: int = 1
+    offset: int = Field(default=0, ge=0)
+    tail: str = ""
+    calls: list[LiveCall] = Field(default_factory=list)
+    chunks: int = 0
+
+    @property
+    def length(self) -> int:
+        """Characters of text streamed so far."""
+        return self.offset + len(self.tail)

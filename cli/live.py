@@ -1,0 +1,142 @@
+"""``tnx wait`` while the turn runs (issue 14, item 4), over ``AgentRuntime.stream``:
+
+* ``--follow``: the model's text printed as it streams, a line per tool call started and
+  ended (``--json``: one JSON object per event, the last of kind ``end``);
+* without it, on a terminal: a live status line (state, elapsed seconds, tokens so far,
+  current tool), gone when the turn ends; not on a terminal: nothing extra (plain ``wait``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+from rich.markup import escape
+from rich.text import Text
+
+from toolnexus_temporal.client.handle import HandleRef
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.client.stream import (
+    LiveEvent,
+    TextDelta,
+    TokenCount,
+    ToolCallEnd,
+    ToolCallStart,
+    TurnEnd,
+)
+from toolnexus_temporal.workflows.models import TaskResult
+
+
+@dataclass
+class StatusLine:
+    """The live status line's state; rendered on every refresh (elapsed keeps ticking).
+
+    Attributes:
+        handle_id: the handle followed.
+        started: ``time.monotonic()`` when following began.
+        tokens: tokens of the turn so far (``TokenCount``).
+        tools: tool calls started and not ended, by call id (their names).
+        writing: the model's text is streaming.
+    """
+
+    handle_id: str
+    started: float = field(default_factory=time.monotonic)
+    tokens: int = 0
+    tools: dict[str, str] = field(default_factory=dict)
+    writing: bool = False
+
+    def take(self, event: LiveEvent) -> None:
+        """Update from one stream event."""
+        if isinstance(event, TextDelta):
+            self.writing, self.tools = True, {}
+        elif isinstance(event, TokenCount):
+            self.tokens = event.tokens
+        elif isinstance(event, ToolCallStart):
+            self.writing = False
+            self.tools[event.call_id] = event.name
+        elif isinstance(event, ToolCallEnd):
+            self.tools.pop(event.call_id, None)
+
+    def __rich__(self) -> RenderableType:
+        elapsed = time.monotonic() - self.started
+        state = "running · writing" if self.writing and not self.tools else "running"
+        line = Text.assemble(
+            ("⟳ ", "green"), (self.handle_id, "bold"), f" {state} · {elapsed:.0f}s"
+        )
+        line.append(f" · tokens {self.tokens}")
+        if self.tools:
+            line.append(f" · tool {', '.join(sorted(set(self.tools.values())))}", style="cyan")
+        return line
+
+
+async def follow(
+    rt: AgentRuntime,
+    target: HandleRef,
+    timeout_ms: int | None,
+    *,
+    console: Console,
+    show_text: bool,
+    json_lines: bool,
+) -> tuple[TaskResult, bool]:
+    """Follow the handle's turn to its end; print as the module docstring says.
+
+    Returns:
+        The turn's result (``wait``'s when the handle never ran a turn: the next result) and
+        whether any text was printed.
+
+    Raises:
+        HandleNotFoundError: no such handle.
+    """
+    status = StatusLine(str(target if isinstance(target, str) else target.id))
+    printed = False
+    result: TaskResult | None = None
+    live = None if show_text or json_lines else Live(status, console=console, transient=True)
+    if live is not None:
+        live.start()
+    try:
+        async for event in rt.stream(target, timeout_ms):
+            status.take(event)
+            if json_lines and not (isinstance(event, TurnEnd) and event.result is None):
+                _write(json.dumps(event.model_dump(mode="json"), ensure_ascii=False) + "\n")
+            elif show_text:
+                printed = _show(event, console, printed)
+            if isinstance(event, TurnEnd):
+                result = event.result
+    finally:
+        if live is not None:
+            live.stop()
+    if printed and show_text:
+        _write("\n")
+    if result is None:  # never ran a turn: wait for its next result, as plain `wait` does
+        result = await rt.wait(target, timeout_ms)
+        if json_lines:
+            _write(json.dumps(TurnEnd(result=result).model_dump(mode="json")) + "\n")
+    return result, printed
+
+
+def _show(event: LiveEvent, console: Console, printed: bool) -> bool:
+    """Print one event of ``--follow``; True once text was printed."""
+    if isinstance(event, TextDelta):
+        if event.skipped:
+            _write(f"[… {event.skipped} characters]")
+        _write(event.text)
+        return True
+    if isinstance(event, ToolCallStart | ToolCallEnd):
+        if printed:
+            _write("\n")
+        arrow = "→" if isinstance(event, ToolCallStart) else "←"
+        end = ""
+        if isinstance(event, ToolCallEnd):
+            end = " error" if event.is_error else " ok"
+        console.print(f"[dim]{arrow} tool {escape(event.name)} ({escape(event.call_id)}){end}[/]")
+        return False
+    return printed
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
