@@ -30,7 +30,7 @@ from toolnexus_temporal.workflows.names import (
     AGENT_DEPTH,
     AGENT_NAME,
     AGENT_STATE,
-    PROTOCOL_HARDENED,
+    PROTOCOL_OPERATOR,
     ROOT_ID,
 )
 from toolnexus_temporal.workflows.state import AgentInput, HandleState
@@ -62,7 +62,7 @@ async def start_root(
         pool_tokens=budget.max_tokens,
         pool_tool_calls=budget.max_tool_calls,
         options=options,
-        protocol=PROTOCOL_HARDENED,
+        protocol=PROTOCOL_OPERATOR,
     )
     for attempt in range(ROOT_START_ATTEMPTS):
         await check_no_orphans(rpc)
@@ -101,8 +101,19 @@ async def _start(rpc: HandleRpc, state: HandleState, task_queue: str) -> Workflo
                 ]
             ),
             static_summary="toolnexus root handle",
+            static_details=ROOT_DETAILS,
         )
     )
+
+
+ROOT_DETAILS = (
+    "The root handle of a toolnexus runtime: it holds the runtime-wide pools and is the"
+    " parent of the top-level agents; it never runs a model.\n\n"
+    'Approval queue: list `AgentState="suspended"` (add the columns `AgentRequestKind`,'
+    " `AgentRequestPrompt`, `AgentWaitingSince`); an agent's Current Details give the answer"
+    " to send (Signal `answer`)."
+)
+"""The static details of the root's workflow (shown by the web UI, also with no worker)."""
 
 
 async def check_no_orphans(rpc: HandleRpc) -> None:
