@@ -9,13 +9,19 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
+from tests.conftest import temporal_binary
 from tests.test_approvals import registry, spawn
-from toolnexus_temporal.client import AgentDef
+from toolnexus_temporal.client import AgentDef, AgentRuntime
+from toolnexus_temporal.client.errors import SearchAttributesMissingError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.handler_docs import INTERNAL
+from toolnexus_temporal.workflows.names import AGENT_DEPTH, AGENT_NAME, AGENT_PARENT, AGENT_STATE
 
 T = TypeVar("T")
 
@@ -159,3 +165,27 @@ async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client
             lambda: metadata(client, wf_id), lambda m: not m.current_details.startswith("**⚠")
         )
         assert meta.current_details.startswith(f"**{h.id}** — `idle`")
+
+
+async def test_a_namespace_without_the_queue_attributes_is_refused_at_start() -> None:
+    """A namespace set up before protocol 4 lacks ``AgentRequest*``: a parked agent's upsert
+    would fail its workflow task forever, so a runtime refuses to start, naming the fix."""
+    old = (AGENT_STATE, AGENT_NAME, AGENT_PARENT, AGENT_DEPTH)
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=old,
+        dev_server_log_level="error",
+    ) as env:
+        rt = AgentRuntime(env.client, task_queue="tq-none", scope="old-namespace")
+        with pytest.raises(SearchAttributesMissingError) as info:
+            await rt.start()
+        assert info.value.missing == [
+            "AgentRequestId",
+            "AgentRequestKind",
+            "AgentRequestPrompt",
+            "AgentWaitingSince",
+        ]
+        assert "temporal operator search-attribute create" in str(info.value)
+        assert "AgentWaitingSince --type Datetime" in str(info.value)
+        assert [wf async for wf in env.client.list_workflows()] == []  # nothing started
