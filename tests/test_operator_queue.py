@@ -189,3 +189,39 @@ async def test_a_namespace_without_the_queue_attributes_is_refused_at_start() ->
         assert "temporal operator search-attribute create" in str(info.value)
         assert "AgentWaitingSince --type Datetime" in str(info.value)
         assert [wf async for wf in env.client.list_workflows()] == []  # nothing started
+
+
+async def test_a_parked_handle_keeps_its_queue_entry_across_continue_as_new(
+    make_runtime, client
+) -> None:
+    """The attributes travel with continue-as-new; the new run neither re-stamps
+    ``AgentWaitingSince`` nor loses the Request, and unsets them once answered."""
+    from tests.test_parked_history import REGISTRY, continue_as_new_by_rejections, park, script
+    from toolnexus_temporal.client import RuntimeOptions
+
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(REGISTRY, script().transport(), options=options) as rt:
+        h = await park(rt)
+        wf_id = rt.workflow_id(h.id)
+        before = await attributes(client, wf_id)
+        assert before["AgentState"] == "suspended" and before["AgentRequestId"] == f"{h.id}#1"
+        wf = client.get_workflow_handle(wf_id)
+        await continue_as_new_by_rejections(wf)
+        after = await eventually(
+            lambda: attributes(client, wf_id), lambda a: a.get("AgentState") == "suspended"
+        )
+        for name in ("AgentRequestId", "AgentRequestKind", "AgentRequestPrompt"):
+            assert after[name] == before[name], name
+        assert after["AgentWaitingSince"] == before["AgentWaitingSince"]
+        meta = await metadata(client, wf_id)
+        assert f"Request id: `{h.id}#1`" in meta.current_details
+        await wf.signal("answer", {"id": f"{h.id}#1", "ok": True})
+        second = await eventually(
+            lambda: attributes(client, wf_id), lambda a: a.get("AgentRequestId") == f"{h.id}#2"
+        )
+        assert second["AgentRequestId"] == f"{h.id}#2"
+        await wf.signal("answer", {"id": f"{h.id}#2", "ok": True})
+        done = await eventually(
+            lambda: attributes(client, wf_id), lambda a: a.get("AgentState") == "idle"
+        )
+        assert "AgentRequestId" not in done and "AgentWaitingSince" not in done
