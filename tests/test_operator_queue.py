@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -20,8 +21,16 @@ from tests.test_approvals import registry, spawn
 from toolnexus_temporal.client import AgentDef, AgentRuntime
 from toolnexus_temporal.client.errors import SearchAttributesMissingError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.handler_docs import INTERNAL
-from toolnexus_temporal.workflows.names import AGENT_DEPTH, AGENT_NAME, AGENT_PARENT, AGENT_STATE
+from toolnexus_temporal.workflows.names import (
+    AGENT_DEPTH,
+    AGENT_NAME,
+    AGENT_PARENT,
+    AGENT_STATE,
+    ROOT_ID,
+)
+from toolnexus_temporal.workflows.state import AgentInput, HandleState
 
 T = TypeVar("T")
 
@@ -150,7 +159,7 @@ async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, cli
 
 
 async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client) -> None:
-    llm = ScriptedLLM({"stub-model": [text("one"), text("two")]})
+    llm = ScriptedLLM({"stub-model": [text("one")]})
     async with make_runtime(registry(WORKER), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         wf_id = rt.workflow_id(h.id)
@@ -165,6 +174,31 @@ async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client
             lambda: metadata(client, wf_id), lambda m: not m.current_details.startswith("**⚠")
         )
         assert meta.current_details.startswith(f"**{h.id}** — `idle`")
+
+
+async def test_a_rejection_in_the_first_workflow_task_is_shown(make_runtime, client) -> None:
+    """A wrong answer that lands in a run's first workflow task (seen under load right after
+    a spawn; forced here by signal-with-start): the run's first publish is no state change
+    and keeps it on the page."""
+    async with make_runtime(registry(WORKER), ScriptedLLM({}).transport()) as rt:
+        scope = f"{rt.scope}-first"
+        state = HandleState(id=ROOT_ID, scope=scope, task_queue=rt.task_queue, protocol=4)
+        wf_id = f"{scope}/{ROOT_ID}"
+        await client.start_workflow(
+            AgentWorkflow.run,
+            AgentInput(state=state),
+            id=wf_id,
+            task_queue=rt.task_queue,
+            search_attributes=TypedSearchAttributes([SearchAttributePair(AGENT_STATE, "idle")]),
+            start_signal="answer",
+            start_signal_args=[{"id": "root#5", "ok": True}],
+        )
+        shown = await eventually(
+            lambda: metadata(client, wf_id),
+            lambda m: m.current_details.startswith("**⚠ answer rejected:"),
+        )
+        assert shown.current_details.startswith("**⚠ answer rejected:"), shown.current_details
+        await client.get_workflow_handle(wf_id).signal("close", None)
 
 
 async def test_a_namespace_without_the_queue_attributes_is_refused_at_start() -> None:

@@ -247,8 +247,8 @@ class Visibility:
         from protocol 4 also the pending Request's (``operator.request_attributes``), in the
         same upsert; refresh the UI's current details (CONTRACT §8)."""
         s = self.s
-        if self.published_state != s.state:
-            self.rejection = None  # shown until the next state change
+        if self.published_state is not None and self.published_state != s.state:
+            self.rejection = None  # shown until the next state change (a run's start is none)
         if initial and s.protocol >= PROTOCOL_LEASES:
             # Protocol 2: the creator set the search attributes at start (the client for the
             # root, the parent for a child, continue-as-new carries them), as ``idle``.
