@@ -134,7 +134,8 @@ async def check_search_attributes(rpc: HandleRpc) -> None:
     """Before a runtime starts: the namespace knows every search attribute the workflows
     upsert (``names.ALL_SEARCH_ATTRIBUTES``). An unknown one would fail the workflow task of
     every agent that parks (protocol 4), over and over. A server that does not let this
-    client list them (permission denied, unimplemented) is not checked.
+    client list them (permission denied, unimplemented, any other refusal after the outage
+    retries) is not checked.
 
     Raises:
         SearchAttributesMissingError: some are missing (the message has the commands).
@@ -145,10 +146,8 @@ async def check_search_attributes(rpc: HandleRpc) -> None:
         listed = await riding_outage(
             lambda: rpc.client.operator_service.list_search_attributes(request)
         )
-    except RPCError as err:
-        if err.status in (RPCStatusCode.PERMISSION_DENIED, RPCStatusCode.UNIMPLEMENTED):
-            return
-        raise
+    except RPCError:
+        return  # cannot tell (no permission, not implemented, ...): the start goes on
     known = listed.custom_attributes
     missing = sorted(key.name for key in ALL_SEARCH_ATTRIBUTES if key.name not in known)
     if missing:
