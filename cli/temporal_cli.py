@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 _CLI_TYPE_NAMES: Final[dict[int, str]] = {
     IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
     IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int",
+    IndexedValueType.INDEXED_VALUE_TYPE_TEXT: "Text",
+    IndexedValueType.INDEXED_VALUE_TYPE_DATETIME: "Datetime",
 }
 
 SEARCH_ATTRIBUTES: Final[dict[str, str]] = {

@@ -221,3 +221,28 @@ def connect_reason(raw: str, *, tls: bool = False, client_cert: bool = False) ->
             text = f"{hint} ({text})"
             break
     return text if len(text) <= 400 else text[:399] + "…"
+
+
+class SearchAttributesMissingError(TnxError):
+    """The namespace lacks custom search attributes the agent workflows upsert (a namespace
+    set up before protocol 4 has no ``AgentRequest*``): a parked agent's upsert would fail
+    its workflow task over and over, so the runtime does not start. Nothing was started.
+
+    Attributes:
+        namespace: the namespace.
+        missing: the missing attribute names, sorted.
+    """
+
+    def __init__(self, namespace: str, missing: list[str], types: dict[str, str]) -> None:
+        lines = " && ".join(
+            f"temporal operator search-attribute create --namespace {namespace}"
+            f" --name {name} --type {types[name]}"
+            for name in missing
+        )
+        super().__init__(
+            f"namespace {namespace!r} lacks the search attributes {', '.join(missing)}; "
+            f"register them (`tnx server start` does it for its dev server; elsewhere: "
+            f"{lines})"
+        )
+        self.namespace = namespace
+        self.missing = missing

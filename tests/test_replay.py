@@ -24,7 +24,7 @@ from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import workflow_runner
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import ResolveAgentInput, ResolveAgentResult
-from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED, RESOLVE_AGENT_ACTIVITY
+from toolnexus_temporal.workflows.names import PROTOCOL_OPERATOR, RESOLVE_AGENT_ACTIVITY
 
 HISTORIES = Path(__file__).parent / "histories"
 RECORDED = (
@@ -72,6 +72,18 @@ RECORDED = (
     "hardened_cancel_root_run1.json",
     "hardened_cancel_parent_run1.json",
     "hardened_cancel_asker_run1.json",
+    # protocol 4 (issue 14), recorded 2026-12-01 by the protocol scenario: the pending
+    # Request's search attributes upserted and unset, static details on child starts
+    "protocol4_root.json",
+    "protocol4_lead.json",
+    "protocol4_lead_child.json",
+    "protocol4_slow.json",
+    "protocol4_asker.json",
+    "protocol4_eager.json",
+    # protocol 4, by test_record_operator_histories: a task child parking (its parent
+    # surfaces the Request), a wrong answer rejected, the Answer routed down from the parent
+    "operator_parent.json",
+    "operator_child.json",
 )
 SUFFIX = "_v2"
 """Suffix of the histories the recorders write now."""
@@ -202,8 +214,9 @@ async def test_concurrent_spawns_replay(make_runtime, client, monkeypatch) -> No
 async def test_record_protocol_histories(make_runtime, client) -> None:
     """Finite pools (budget_ask, pool_floor), root slots queued and handed over, a wake
     signal asking for a slot, an interrupt, post and answer as signals, a spawn with its first
-    wake, and a close cascade. Writes ``protocol3_*.json`` (the current protocol; the
-    ``protocol2_*.json`` files were recorded by it on a5f0ad8); the
+    wake, and a close cascade. Writes ``protocol4_*.json`` (the current protocol; the
+    ``protocol2_*.json`` files were recorded by it on a5f0ad8, ``protocol3_*.json`` on
+    6e9eec9); the
     ``protocol_*_v3.json`` files were recorded by this scenario on bd6cb24 (protocol 1),
     before the restructure (issue 10)."""
     from tests.registries import check_secret_tool, lookup_tool
@@ -279,7 +292,41 @@ async def test_record_protocol_histories(make_runtime, client) -> None:
         }
         for name, handle_id in names.items():
             history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
-            (HISTORIES / f"protocol{PROTOCOL_HARDENED}_{name}.json").write_text(history.to_json())
+            (HISTORIES / f"protocol{PROTOCOL_OPERATOR}_{name}.json").write_text(history.to_json())
+
+
+@pytest.mark.skipif(not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in")
+async def test_record_operator_histories(make_runtime, client) -> None:
+    """Protocol 4's approval queue: a ``task`` child parks (both it and its parent upsert
+    the Request's search attributes), a wrong answer is rejected, the Answer sent to the
+    parent is routed down, both unset the attributes. Writes ``operator_*.json``."""
+    from tests.test_approvals import registry
+    from tests.test_operator_queue import WORKER
+
+    boss = AgentDef(name="boss", description="delegates", team=["worker"])
+    llm = ScriptedLLM(
+        {
+            "stub-model": [
+                tool_calls(("task", {"agent": "worker", "prompt": "deploy"})),
+                tool_calls(("ask_approval", {})),
+                text("deployed"),
+                text("boss done"),
+            ]
+        }
+    )
+    async with make_runtime(registry(boss, WORKER), llm.transport()) as rt:
+        b = await rt.spawn(rt.root, "boss")
+        assert isinstance(b, Handle)
+        r = await rt.run_turn(b, "go")
+        assert r.status == "pending" and r.pending is not None
+        parent_wf = client.get_workflow_handle(rt.workflow_id(b.id))
+        await parent_wf.signal("answer", {"id": f"{b.id}/worker.1#9", "ok": True})
+        await parent_wf.signal("answer", {"id": r.pending.id, "ok": True})
+        assert (await rt.wait(b)).text == "boss done"
+        await rt.close(b)
+        for name, handle_id in (("parent", b.id), ("child", f"{b.id}/worker.1")):
+            history = await client.get_workflow_handle(rt.workflow_id(handle_id)).fetch_history()
+            (HISTORIES / f"operator_{name}.json").write_text(history.to_json())
 
 
 async def _record_every_run(client: Client, workflow_id: str, name: str) -> None:

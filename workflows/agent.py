@@ -23,6 +23,7 @@ Messages: every name is a durable contract in ``names.py``; README "Verbs on the
 ``interrupt``, ``close``, ``answer``) work from ``temporal workflow signal``; a rejected signal
 leaves a trace line and ``last_error``, never a silent drop. Updates are the client's
 synchronous path, one message per verb; queries are ``view``, ``state``, ``trace``, ``inbox``.
+Each handler's ``description`` (``handler_docs.py``) is what the web UI's dialogs show.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from toolnexus_temporal.workflows.turn import Turn
 from toolnexus_temporal.workflows.visibility import INVALID, Visibility, status_of, view_of
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows import handler_docs as docs
     from toolnexus_temporal.workflows import names
     from toolnexus_temporal.workflows.messages import (
         AnswerResult,
@@ -154,29 +156,29 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------ queries
 
-    @workflow.query(name=names.QUERY_VIEW)
+    @workflow.query(name=names.QUERY_VIEW, description=docs.VIEW)
     def view(self) -> HandleView:
         """The handle's public view (CONTRACT §2 fields)."""
         return view_of(self.s)
 
-    @workflow.query(name=names.QUERY_STATE)
+    @workflow.query(name=names.QUERY_STATE, description=docs.STATE)
     def state(self) -> HandleState:
         """The whole handle state model (without its nonces: ``trust.py``)."""
         return masked(self.s)
 
-    @workflow.query(name=names.QUERY_TRACE)
+    @workflow.query(name=names.QUERY_TRACE, description=docs.TRACE)
     def trace(self) -> list[TraceLine]:
         """This handle's trace lines, oldest first (CONTRACT §7)."""
         return list(self.s.trace)
 
-    @workflow.query(name=names.QUERY_INBOX)
+    @workflow.query(name=names.QUERY_INBOX, description=docs.INBOX)
     def inbox(self) -> list[InboxItem]:
         """Items waiting for the next wake, oldest first."""
         return list(self.s.inbox)
 
     # ------------------------------------------------------------------ spawn and slots
 
-    @workflow.update(name=names.UPDATE_SPAWN)
+    @workflow.update(name=names.UPDATE_SPAWN, description=docs.SPAWN)
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """Spawn a child handle as a child workflow (CONTRACT §3 spawn).
 
@@ -186,7 +188,7 @@ class AgentWorkflow:
         self._lifecycle.updates += 1
         return await self._children.spawn(req)
 
-    @workflow.update(name=names.UPDATE_WAKE_CHILD)
+    @workflow.update(name=names.UPDATE_WAKE_CHILD, description=docs.WAKE_CHILD)
     def wake_child(self, req: WakeChildRequest) -> WakeChildResult:
         """Protocol 1's slot relay for a child's wake (``slots.py``); under protocol 2 a
         check that answers ``noop`` (the child takes its own lease: ``leases.py``).
@@ -199,7 +201,7 @@ class AgentWorkflow:
             return self._leases.wake_child(req)
         return self._slots.wake_child(req)
 
-    @workflow.signal(name=names.SIGNAL_SLOT_REQUEST)
+    @workflow.signal(name=names.SIGNAL_SLOT_REQUEST, description=docs.SLOT_REQUEST)
     def slot_request(self, *args: Any) -> None:
         """A child asks for a slot for a wake it received (internal)."""
         req = self._vis.parse(names.SIGNAL_SLOT_REQUEST, WakeChildRequest, args)
@@ -207,14 +209,14 @@ class AgentWorkflow:
         if req is not None and self._trust.from_child("slot_request", req.child, req.nonce):
             (self._leases.on_request if lean else self._slots.slot_request)(req)
 
-    @workflow.signal(name=names.SIGNAL_SLOT_RELEASE)
+    @workflow.signal(name=names.SIGNAL_SLOT_RELEASE, description=docs.SLOT_RELEASE)
     def slot_release(self, *args: Any) -> None:
         """A child gives its lease back (internal; protocol 2)."""
         rel = self._vis.parse(names.SIGNAL_SLOT_RELEASE, SlotRelease, args)
         if rel is not None and self._trust.from_child("slot_release", rel.child, rel.nonce):
             self._leases.on_release(rel)
 
-    @workflow.signal(name=names.SIGNAL_SLOT_RECALL)
+    @workflow.signal(name=names.SIGNAL_SLOT_RECALL, description=docs.SLOT_RECALL)
     def slot_recall(self, *args: Any) -> None:
         """The parent recalls this handle's lease: other wakes wait (internal; protocol 2)."""
         rec = self._vis.parse(names.SIGNAL_SLOT_RECALL, SlotRecall, args)
@@ -225,7 +227,7 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------ wake
 
-    @workflow.signal(name=names.SIGNAL_WAKE)
+    @workflow.signal(name=names.SIGNAL_WAKE, description=docs.WAKE)
     def wake_signal(self, *args: Any) -> None:
         """``wake`` as a signal: a prompt string, ``null``, or ``{"prompt": ...}`` (a parent's
         slot grant too: ``granted``)."""
@@ -233,7 +235,7 @@ class AgentWorkflow:
         if req is not None and (not req.granted or self._trust.grant(req)):
             self._inbox.wake_signal(req)
 
-    @workflow.update(name=names.UPDATE_TURN)
+    @workflow.update(name=names.UPDATE_TURN, description=docs.TURN)
     async def turn(self, req: TurnRequest) -> WaitResponse:
         """``wake`` then ``wait`` for that wake's result, as one update: the host's turn costs
         one client round trip and one update (CONTRACT §3 wake, wait).
@@ -264,7 +266,7 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------ post
 
-    @workflow.update(name=names.UPDATE_POST)
+    @workflow.update(name=names.UPDATE_POST, description=docs.ADMIT_POST)
     def admit_post(self, item: InboxItem) -> PostResult:
         """Append an item to the inbox; never changes state (CONTRACT §3 post).
 
@@ -276,7 +278,7 @@ class AgentWorkflow:
         error = self._inbox.post(item)
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
 
-    @workflow.signal(name=names.SIGNAL_POST)
+    @workflow.signal(name=names.SIGNAL_POST, description=docs.POST)
     def post_signal(self, *args: Any) -> None:
         """``post`` as a signal: an InboxItem as JSON (``{"from": ..., "channel": ...,
         "text": ...}``) or a bare string (an external item)."""
@@ -286,7 +288,7 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------ wait
 
-    @workflow.update(name=names.UPDATE_WAIT)
+    @workflow.update(name=names.UPDATE_WAIT, description=docs.WAIT)
     async def wait(self, req: WaitRequest) -> WaitResponse:
         """The next result, or at once the last one when the handle is settled (CONTRACT §3).
 
@@ -303,7 +305,7 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------ interrupt
 
-    @workflow.update(name=names.UPDATE_INTERRUPT)
+    @workflow.update(name=names.UPDATE_INTERRUPT, description=docs.ADMIT_INTERRUPT)
     async def admit_interrupt(self, req: InterruptRequest) -> HandleStatus:
         """Abort the running turn (CONTRACT §3 interrupt) and return once the handle is idle.
 
@@ -314,7 +316,7 @@ class AgentWorkflow:
         await self._lifecycle.interrupt("interrupt")
         return status_of(self.s)
 
-    @workflow.signal(name=names.SIGNAL_INTERRUPT)
+    @workflow.signal(name=names.SIGNAL_INTERRUPT, description=docs.INTERRUPT)
     async def interrupt_signal(self, *args: Any) -> None:
         """``interrupt`` as a signal (no input, or ``null``)."""
         if self._vis.one(names.SIGNAL_INTERRUPT, args) is not INVALID:
@@ -322,14 +324,14 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------ close
 
-    @workflow.update(name=names.UPDATE_CLOSE)
+    @workflow.update(name=names.UPDATE_CLOSE, description=docs.ADMIT_CLOSE)
     async def admit_close(self, req: CloseRequest) -> HandleStatus:
         """Close this handle and its subtree (CONTRACT §3 close); returns once closed."""
         self._lifecycle.updates += 1
         await self._lifecycle.close(req)
         return status_of(self.s)
 
-    @workflow.signal(name=names.SIGNAL_CLOSE)
+    @workflow.signal(name=names.SIGNAL_CLOSE, description=docs.CLOSE)
     async def close_signal(self, *args: Any) -> None:
         """``close`` as a signal: ``null`` or ``{"force": bool, "reason": str}``."""
         req = self._vis.parse_close(args)
@@ -338,7 +340,7 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------ answer
 
-    @workflow.update(name=names.UPDATE_ANSWER)
+    @workflow.update(name=names.UPDATE_ANSWER, description=docs.ADMIT_ANSWER)
     async def admit_answer(self, answer: Answer) -> AnswerResult:
         """Deliver an Answer (CONTRACT §3 resume, §5): to this handle's parked Request, or
         routed down to the child whose parked Request has this id (protocol 3: to the child
@@ -354,7 +356,7 @@ class AgentWorkflow:
             ok=error is None, error=error, answered=answered, status=status_of(self.s)
         )
 
-    @workflow.signal(name=names.SIGNAL_ANSWER)
+    @workflow.signal(name=names.SIGNAL_ANSWER, description=docs.ANSWER)
     def answer_signal(self, *args: Any) -> None:
         """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``)."""
         answer = self._vis.parse(names.SIGNAL_ANSWER, Answer, args)
@@ -363,21 +365,21 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------------ between handles
 
-    @workflow.signal(name=names.SIGNAL_CHILD_REPORT)
+    @workflow.signal(name=names.SIGNAL_CHILD_REPORT, description=docs.CHILD_REPORT)
     def child_report(self, *args: Any) -> None:
         """A child's snapshot (internal: sent by child workflows, not by hosts)."""
         report = self._vis.parse(names.SIGNAL_CHILD_REPORT, ChildReport, args)
         if report is not None and self._trust.from_child("child_report", report.id, report.nonce):
             self._children.on_report(report)
 
-    @workflow.signal(name=names.SIGNAL_BUDGET_ASK)
+    @workflow.signal(name=names.SIGNAL_BUDGET_ASK, description=docs.BUDGET_ASK)
     async def budget_ask(self, *args: Any) -> None:
         """A child asks for the live remainder before spending (internal; CONTRACT §6)."""
         ask = self._vis.parse(names.SIGNAL_BUDGET_ASK, BudgetAsk, args)
         if ask is not None and self._trust.from_child("budget_ask", ask.child, ask.nonce):
             await self._budgets.on_ask(ask)
 
-    @workflow.signal(name=names.SIGNAL_BUDGET_REPLY)
+    @workflow.signal(name=names.SIGNAL_BUDGET_REPLY, description=docs.BUDGET_REPLY)
     def budget_reply(self, *args: Any) -> None:
         """The parent's answer to a ``budget_ask`` (internal)."""
         reply = self._vis.parse(names.SIGNAL_BUDGET_REPLY, BudgetReply, args)
@@ -386,7 +388,7 @@ class AgentWorkflow:
             if error is not None:
                 self._vis.reject("budget_reply", error)
 
-    @workflow.signal(name=names.SIGNAL_POOL_FLOOR)
+    @workflow.signal(name=names.SIGNAL_POOL_FLOOR, description=docs.POOL_FLOOR)
     def pool_floor(self, *args: Any) -> None:
         """The parent's live remainder (internal; see :class:`PoolFloor`)."""
         floor = self._vis.parse(names.SIGNAL_POOL_FLOOR, PoolFloor, args)

@@ -24,6 +24,7 @@ from toolnexus_temporal.workflows.child_watch import ChildWatch
 from toolnexus_temporal.workflows.definitions import Definitions
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.operator import static_details, static_summary
 from toolnexus_temporal.workflows.roster import children_count, record_spawn, was_child
 from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility, view_of
@@ -44,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         AGENT_STATE,
         PROTOCOL_HARDENED,
         PROTOCOL_LEASES,
+        PROTOCOL_OPERATOR,
         SIGNAL_CLOSE,
         WORKFLOW_TYPE,
         workflow_id_for,
@@ -261,6 +263,7 @@ class Children:
             if lean
             else None
         )
+        told = s.protocol >= PROTOCOL_OPERATOR  # the UI's page of a child, with no worker
         start = workflow.start_child_workflow(
             WORKFLOW_TYPE,
             AgentInput(state=child),
@@ -270,7 +273,8 @@ class Children:
             # Closing a parent closes its subtree through our own graceful cascade, never
             # by Temporal termination; children also outlive a parent's continue-as-new.
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-            static_summary=f"agent {defn.name} (child of {s.id})",
+            static_summary=static_summary(child) if told else f"agent {name} (child of {s.id})",
+            static_details=static_details(child) if told else None,
             search_attributes=attributes,
         )
         child_handle: workflow.ChildWorkflowHandle[Any, HandleView] = await start

@@ -125,7 +125,42 @@ AGENT_PARENT = SearchAttributeKey.for_keyword("AgentParent")
 AGENT_DEPTH = SearchAttributeKey.for_int("AgentDepth")
 """0 for the root, +1 per spawn level."""
 
-ALL_SEARCH_ATTRIBUTES = (AGENT_STATE, AGENT_NAME, AGENT_PARENT, AGENT_DEPTH)
+# The pending Request of a suspended handle (protocol 4): set when it parks (or surfaces
+# another Request), unset when it resumes, goes idle or closes. The approval queue of the web
+# UI: ``AgentState="suspended"``, with these as columns ("waits for what, since when").
+
+AGENT_REQUEST_ID = SearchAttributeKey.for_keyword("AgentRequestId")
+"""The pending Request's id (``{owner handle id}#{n}``): the ``id`` of the Answer."""
+
+AGENT_REQUEST_KIND = SearchAttributeKey.for_keyword("AgentRequestKind")
+"""The pending Request's kind (``approval``, ``input``, ...)."""
+
+AGENT_REQUEST_PROMPT = SearchAttributeKey.for_text("AgentRequestPrompt")
+"""The pending Request's prompt, cut to :data:`REQUEST_PROMPT_CHARS` characters."""
+
+AGENT_WAITING_SINCE = SearchAttributeKey.for_datetime("AgentWaitingSince")
+"""When the handle parked on its pending Request (workflow time, UTC); kept while it surfaces
+another Request without resuming."""
+
+REQUEST_PROMPT_CHARS: Final = 160
+"""How much of a pending prompt ``AgentRequestPrompt`` keeps (the full prompt: the ``view``
+query, the current details)."""
+
+REQUEST_SEARCH_ATTRIBUTES = (
+    AGENT_REQUEST_ID,
+    AGENT_REQUEST_KIND,
+    AGENT_REQUEST_PROMPT,
+    AGENT_WAITING_SINCE,
+)
+"""The search attributes of the pending Request (protocol 4)."""
+
+ALL_SEARCH_ATTRIBUTES = (
+    AGENT_STATE,
+    AGENT_NAME,
+    AGENT_PARENT,
+    AGENT_DEPTH,
+    *REQUEST_SEARCH_ATTRIBUTES,
+)
 """Every custom search attribute, for registration."""
 
 # ---- protocol versions ----
@@ -149,6 +184,13 @@ PROTOCOL_HARDENED: Final = 3
 (internal messages checked against what the receiver issued, parked runs that continue as new,
 idempotent LLM calls, ...). Every change of workflow commands made for issue 12 is gated on
 ``s.protocol >= PROTOCOL_HARDENED``, so protocol-1 and protocol-2 histories replay unchanged."""
+
+PROTOCOL_OPERATOR: Final = 4
+"""From 2026-12-01 (issue 14): protocol 3 plus what an operator sees in the web UI: the
+pending Request's search attributes (``AgentRequestId``, ``AgentRequestKind``,
+``AgentRequestPrompt``, ``AgentWaitingSince``) upserted when a handle parks and unset when it
+resumes, and a static summary and details on every child workflow (``start_child_workflow``
+user metadata). Both change workflow commands, hence the new version."""
 
 # ---- workflow.patched ids ----
 # Each marks a behaviour change under running workflows: histories recorded before it replay

@@ -1,8 +1,9 @@
 """What the outside sees of a handle: the trace, search attributes, the web UI's current
 details, the read models, and loud rejection of bad signal input (CONTRACT §7, §8).
 
-The rules are plain functions over ``HandleState`` (``append_trace``, ``current_details``,
-``view_of``, ``status_of``); :class:`Visibility` applies them from workflow code, passing
+The rules are plain functions over ``HandleState`` (``append_trace``, ``view_of``,
+``status_of``; the web UI's current details and the pending Request's search attributes are in
+``operator.py``); :class:`Visibility` applies them from workflow code, passing
 ``workflow.now()`` in. Deterministic; no I/O.
 """
 
@@ -13,6 +14,7 @@ from typing import Any, Final, Protocol, TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
+from toolnexus_temporal.workflows.operator import current_details, request_attributes
 from toolnexus_temporal.workflows.parking import stamp_pending_since
 from toolnexus_temporal.workflows.roster import all_children, children_count
 
@@ -31,8 +33,11 @@ with workflow.unsafe.imports_passed_through():
         AGENT_DEPTH,
         AGENT_NAME,
         AGENT_PARENT,
+        AGENT_REQUEST_ID,
         AGENT_STATE,
+        AGENT_WAITING_SINCE,
         PROTOCOL_LEASES,
+        PROTOCOL_OPERATOR,
         PUBLIC_SIGNALS,
         ROOT_ID,
     )
@@ -119,25 +124,6 @@ def append_trace(s: HandleState, line: str, at_ms: int) -> None:
         del s.trace[: len(s.trace) - s.options.trace_cap]
 
 
-def current_details(s: HandleState) -> str:
-    """The markdown the web UI shows as the workflow's current details."""
-    last = s.last_result
-    pending = (
-        f"pending: {s.pending_req.kind} — {s.pending_req.prompt[:200]}" if (s.pending_req) else None
-    )
-    return "\n".join(
-        line
-        for line in (
-            f"**{s.id}** — `{s.state}`",
-            f"turns {s.turns_total} · tokens {s.usage_total} · inbox {len(s.inbox)}"
-            f" · children {children_count(s)}",
-            pending,
-            f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
-        )
-        if line
-    )
-
-
 def error_cause(err: BaseException) -> str:
     """The innermost readable message of a Temporal failure chain (at most 300 characters)."""
     cause: BaseException | None = err
@@ -177,8 +163,10 @@ REJECT_LOG_EVERY = 1_000
 class Visibility:
     """Trace, search attributes, current details and loud rejection for one handle.
 
-    Owns ``HandleState.trace``/``trace_seq`` and ``last_error`` for rejections, and the
-    per-run ``published_state`` (the ``AgentState`` search attribute last upserted).
+    Owns ``HandleState.trace``/``trace_seq`` and ``last_error`` for rejections, and per run
+    ``published_state`` (the ``AgentState`` search attribute last upserted), ``published_req``
+    (the ``AgentRequestId`` shown, protocol 4) and ``rejection`` (the last rejection, shown in
+    the current details until the next state change).
 
     Args:
         s: the handle's state model (shared by every component of the workflow).
@@ -193,6 +181,16 @@ class Visibility:
         self.published_state: HandleStateName | None = (
             "idle" if s.protocol >= PROTOCOL_LEASES else None
         )
+        self.published_req: str | None = (
+            workflow.info().typed_search_attributes.get(AGENT_REQUEST_ID)
+            if s.protocol >= PROTOCOL_OPERATOR
+            else None
+        )
+        """(protocol 4) The Request id the ``AgentRequest*`` search attributes show: a
+        continued run carries them (set here for the same reason as ``published_state``)."""
+        self.rejection: str | None = None
+        """The last rejected input (``{verb} rejected: {reason}``) since the state last
+        changed: the current details show it first."""
         self.signals = 0
         """Signals received in this run, rejected ones included (every signal handler
         parses its input here): Temporal refuses signals past a per-run limit, so the run
@@ -221,6 +219,8 @@ class Visibility:
         (``" ×N"``) instead of adding a line, and only the first ``REJECT_LOG_CAP``
         rejections of a run are logged (then a summary every ``REJECT_LOG_EVERY``)."""
         self.s.last_error = f"{verb} rejected: {error}"[:500]
+        self.rejection = f"{verb} rejected: {error[:REJECT_TRACE_CHARS]}"
+        workflow.set_current_details(current_details(self.s, self.rejection))
         self.rejections += 1
         line = f"{self.s.id}: {verb} REJECTED ({error[:REJECT_TRACE_CHARS]})"
         if not self._coalesce(line):
@@ -257,12 +257,16 @@ class Visibility:
 
     def publish(self, *, initial: bool = False) -> None:
         """Upsert search attributes when the state changed (all of them when ``initial``);
-        refresh the UI's current details (CONTRACT §8)."""
+        from protocol 4 also the pending Request's (``operator.request_attributes``), in the
+        same upsert; refresh the UI's current details (CONTRACT §8)."""
         s = self.s
+        if self.published_state is not None and self.published_state != s.state:
+            self.rejection = None  # shown until the next state change (a run's start is none)
         if initial and s.protocol >= PROTOCOL_LEASES:
             # Protocol 2: the creator set the search attributes at start (the client for the
             # root, the parent for a child, continue-as-new carries them), as ``idle``:
-            # ``published_state`` starts so (``__init__``), a handler may have moved it on.
+            # ``published_state`` and ``published_req`` start so (``__init__``), a handler
+            # may have moved them on.
             initial = False
         if initial:
             workflow.upsert_search_attributes(
@@ -274,11 +278,30 @@ class Visibility:
                 ]
             )
             self.published_state = s.state
+        elif s.protocol >= PROTOCOL_OPERATOR:
+            self._publish_operator()
         elif self.published_state != s.state:
             workflow.upsert_search_attributes([AGENT_STATE.value_set(s.state)])
             self.published_state = s.state
         stamp_pending_since(s, int(workflow.now().timestamp() * 1000))
-        workflow.set_current_details(current_details(s))
+        workflow.set_current_details(current_details(s, self.rejection))
+
+    def _publish_operator(self) -> None:
+        """Protocol 4's upsert: ``AgentState`` and the pending Request's attributes, in one
+        command when either changed; a new Request clears the shown rejection too."""
+        s = self.s
+        req = s.pending_req if s.state == "suspended" else None
+        updates = request_attributes(req, self.published_req)
+        if req is not None and self.published_req is None:  # starts waiting
+            updates.append(AGENT_WAITING_SINCE.value_set(workflow.now()))
+        if self.published_state != s.state:
+            updates.insert(0, AGENT_STATE.value_set(s.state))
+        if not updates:
+            return
+        workflow.upsert_search_attributes(updates)
+        self.published_state = s.state
+        self.published_req = req.id if req else None
+        self.rejection = None
 
     # ---- signal input: one model per signal, rejected loudly (never a failed task)
 

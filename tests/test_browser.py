@@ -1,0 +1,247 @@
+"""The operator's path in a real browser (issue 14 item 2): the Temporal web UI of a dev server,
+driven by headless Chromium through playwright.
+
+An agent parks on an approval; the test finds it in the UI with ``AgentState="suspended"``
+(with the ``AgentRequest*`` columns), reads the prompt and the Answer JSON on its page (User
+Metadata → Current Details), sends a wrong answer through "Send an Update" (``admit_answer``)
+and sees the rejection on the page, sends the right one through "Send a Signal" (``answer``),
+and sees the agent finish (client side and on the page). A screenshot of each step goes to
+``$TNX_SCREENSHOTS`` (``docs/operator/``: the README's operator's path shows them).
+
+Marked ``browser``; skipped with the reason when Chromium (Debian's ``chromium`` package) or
+the ``playwright`` package is missing: ``scripts/browser-tests.sh`` installs both and runs
+``pytest -m browser``. No browser download: playwright drives the system Chromium.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import urllib.parse
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from tests.conftest import MODEL, temporal_binary
+from toolnexus_temporal.activities import (
+    LlmConfig,
+    Registry,
+    SqliteConversationStore,
+    ToolContext,
+    define_tool,
+    pending,
+)
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.worker import create_worker
+from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        shutil.which("chromium") is None,
+        reason="no Chromium on PATH (scripts/browser-tests.sh installs Debian's chromium)",
+    ),
+]
+
+SHOTS_ENV = "TNX_SCREENSHOTS"
+"""A directory for the screenshots (``TNX_SCREENSHOTS=docs/operator`` refreshes the README's:
+they are committed); by default they go to the test's temporary directory."""
+
+PROMPT = "Deploy build 42 to production?"
+TIMEOUT_MS = 30_000
+"""How long a step waits for the UI (ms): the UI polls and renders in its own time."""
+
+
+async def release(ctx: ToolContext) -> Any:
+    """Release a build: needs an operator's approval first."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt=PROMPT, data={"build": 42})
+    return f"released (approved by {json.dumps(ctx.answer.data or {})})"
+
+
+REGISTRY = Registry(
+    [AgentDef(name="deployer", description="Releases builds to production", tools=["release"])],
+    tools=[define_tool(release, input_schema={"type": "object", "properties": {}})],
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+async def ui_env() -> AsyncIterator[tuple[WorkflowEnvironment, str]]:
+    """A dev server of its own with the web UI on (the session server runs without it)."""
+    port = free_port()
+    async with await WorkflowEnvironment.start_local(
+        dev_server_existing_path=temporal_binary(),
+        data_converter=pydantic_data_converter,
+        search_attributes=ALL_SEARCH_ATTRIBUTES,
+        dev_server_log_level="error",
+        ui=True,
+        ui_port=port,
+    ) as env:
+        yield env, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where this run's screenshots go (see :data:`SHOTS_ENV`)."""
+    where = Path(os.environ.get(SHOTS_ENV) or tmp_path)
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+async def test_an_operator_answers_in_the_web_ui(ui_env, tmp_path: Path, shots: Path) -> None:
+    playwright = pytest.importorskip(
+        "playwright.async_api", reason="pip install playwright (the `browser` extra)"
+    )
+    env, ui = ui_env
+    scope = f"ui-{uuid.uuid4().hex[:6]}"
+    llm = ScriptedLLM({MODEL: [tool_calls(("release", {})), text("Build 42 is live.")]})
+    async with (
+        create_worker(
+            env.client,
+            registry=REGISTRY,
+            llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
+            task_queue=f"tq-{scope}",
+            store=SqliteConversationStore(tmp_path / "conversations.sqlite"),
+            transport=llm.transport(),
+        ) as worker,
+        worker,
+    ):
+        rt = await AgentRuntime(env.client, task_queue=f"tq-{scope}", scope=scope).start()
+        h = await rt.spawn(rt.root, "deployer")
+        assert isinstance(h, Handle)
+        await rt.wake(h, "ship build 42")
+        parked = await rt.wait(h)
+        assert parked.status == "pending" and parked.pending is not None
+        wf_id = rt.workflow_id(h.id)
+        async with playwright.async_playwright() as pw:
+            browser = await pw.chromium.launch(
+                executable_path=shutil.which("chromium"),
+                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+            )
+            try:
+                page = await browser.new_page(viewport={"width": 1360, "height": 820})
+                page.set_default_timeout(TIMEOUT_MS)
+                try:
+                    await operate(page, ui, wf_id, parked.pending.id, shots)
+                except Exception:
+                    await page.screenshot(path=str(tmp_path / "failed.png"))
+                    print("screenshot of the failure:", tmp_path / "failed.png")
+                    raise
+                done = await rt.wait(h)
+                assert done.status == "done" and done.text == "Build 42 is live.", done
+                await agent_page(page, wf_id, reload=True)
+                last = (await current_details(page)).locator("p").filter(has_text="last result:")
+                await last.filter(has_text="Build 42 is live.").wait_for()
+                await page.screenshot(path=str(shots / "5-answered.png"))
+            finally:
+                await browser.close()
+        trace = await rt.trace_lines(h)
+        assert any("answer REJECTED" in line for line in trace)
+        assert any(f"answer {parked.pending.id} (ok)" in line for line in trace)
+
+
+async def operate(page: Any, ui: str, wf_id: str, request_id: str, shots: Path) -> None:
+    """The operator's steps in the UI, one screenshot each."""
+    # 1. The approval queue: AgentState="suspended", with the pending Request's columns.
+    query = urllib.parse.quote('AgentState="suspended"')  # this server runs this test only
+    await page.goto(f"{ui}/namespaces/default/workflows?query={query}")
+    await page.get_by_role("link", name=wf_id).first.wait_for()
+    await page.get_by_test_id("workflows-summary-table-configuration-button").click()
+    for column in ("AgentRequestKind", "AgentRequestPrompt", "AgentWaitingSince"):
+        await page.get_by_test_id(f"orderable-list-item-{column}-add-button").click()
+    for column in ("Run ID", "Type", "Start", "End"):
+        remove = page.get_by_test_id(f"orderable-list-item-{column}-remove-button")
+        if await remove.count():
+            await remove.click()
+    drawer_close = page.get_by_role("button", name=re.compile(r"^close", re.I))
+    await drawer_close.locator("visible=true").first.click()
+    await page.get_by_text("Configure Workflows Table").wait_for(state="hidden")
+    await page_text_has(page, PROMPT)
+    await page.screenshot(path=str(shots / "1-queue.png"))
+
+    # 2. Its page: User Metadata → Current Details start with the prompt and the answer JSON.
+    await page.get_by_role("link", name=wf_id).first.click()
+    await agent_page(page, wf_id)
+    details = await current_details(page)
+    await details.get_by_text(f"Waiting for approval: {PROMPT}").wait_for()
+    answer_line = details.locator("p").filter(has_text="Answer: Signal").first
+    to_paste = json.loads(await answer_line.locator("code").nth(1).inner_text())
+    assert to_paste == {"id": request_id, "ok": True}
+    await page.screenshot(path=str(shots / "2-details.png"))
+
+    # 3. A wrong id through "Send an Update" (admit_answer): the page shows the rejection.
+    wrong = {"id": f"{request_id.rpartition('#')[0]}#99", "ok": True}
+    await send(page, "Send an Update", "update-select-button", "admit_answer", wrong)
+    await agent_page(page, wf_id, reload=True)
+    await (await current_details(page)).get_by_text("answer rejected:").wait_for()
+    await page.screenshot(path=str(shots / "3-rejected.png"))
+
+    # 4. The JSON from Current Details through "Send a Signal" (answer).
+    await send(
+        page, "Send a Signal", "signal-select-button", "answer", to_paste, shots / "4-signal.png"
+    )
+
+
+async def agent_page(page: Any, wf_id: str, *, reload: bool = False) -> None:
+    """Show the agent page's User Metadata tab (Summary, Details, Current Details)."""
+    if reload:
+        await page.reload()
+    await page.get_by_text(wf_id).first.wait_for()
+    await (
+        page.get_by_role("link", name="User Metadata")
+        .or_(page.get_by_role("tab", name="User Metadata"))
+        .or_(page.get_by_text("User Metadata", exact=True))
+        .first.click()
+    )
+    await page.get_by_text("Current Details", exact=True).locator("visible=true").first.wait_for()
+
+
+async def current_details(page: Any) -> Any:
+    """The Current Details panel: the UI renders markdown in a frame of its own (named
+    ``user-metadata-current-details``; a new one after each reload)."""
+    for _ in range(TIMEOUT_MS // 100):
+        frame = page.frame(name="user-metadata-current-details")
+        if frame is not None:
+            return frame
+        await page.wait_for_timeout(100)
+    raise AssertionError("the page shows no Current Details")
+
+
+async def send(
+    page: Any, action: str, select: str, name: str, payload: Any, shot: Path | None = None
+) -> None:
+    """More Actions → ``action`` → pick handler ``name`` → paste ``payload`` → Submit."""
+    await page.get_by_role("button", name="More Actions").locator("visible=true").first.click()
+    await page.get_by_text(action).locator("visible=true").first.click()
+    dialog = page.locator("dialog[open]").locator("visible=true").first
+    await dialog.get_by_test_id(select).click()
+    option = page.get_by_role("option").filter(has_text=re.compile(rf"^\s*{name}\b"))
+    await option.locator("visible=true").first.click()
+    await dialog.locator(".cm-content").fill(json.dumps(payload))
+    await dialog.get_by_text("Single JSON payload").click()  # the editor formats on blur
+    if shot:
+        await page.screenshot(path=str(shot))
+    await dialog.get_by_role("button", name="Submit").click()
+    toast = "Workflow signaled" if action == "Send a Signal" else "Update successful"
+    await page.get_by_text(toast).first.wait_for()
+
+
+async def page_text_has(page: Any, text: str) -> None:
+    """Wait until ``text`` is visible on the page."""
+    await page.get_by_text(text, exact=False).locator("visible=true").first.wait_for()

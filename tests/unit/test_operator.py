@@ -1,0 +1,126 @@
+"""What an operator sees in the web UI (issue 14 item 1): current details that start with the
+pending Request and the Answer to paste, the pending Request's search attributes, handler
+descriptions that mark the internal ones. Pure rules, no server."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from temporalio.workflow import _Definition
+
+from tests.unit.fakes import handle
+from toolnexus_temporal.workflows import handler_docs
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.models import AgentDef, Request
+from toolnexus_temporal.workflows.names import PUBLIC_SIGNALS, UPDATE_ANSWER
+from toolnexus_temporal.workflows.operator import (
+    answer_json,
+    current_details,
+    request_attributes,
+    static_details,
+    static_summary,
+)
+
+REQ = Request(id="root/a.1#2", kind="approval", prompt="deploy to prod?")
+
+
+def test_suspended_details_start_with_the_prompt_the_id_and_the_answer() -> None:
+    s = handle(state="suspended", pending_req=REQ, scope="team")
+    lines = current_details(s).split("\n\n")
+    assert lines[0] == "**Waiting for approval:** deploy to prod?"
+    assert lines[1] == "Request id: `root/a.1#2`"
+    assert lines[2] == 'Answer: Signal `answer` with input `{"id": "root/a.1#2", "ok": true}`'
+    assert json.loads(lines[3].split("`")[1]) == {
+        "id": "root/a.1#2",
+        "ok": False,
+        "reason": "declined",
+    }
+    shell = shlex.split(lines[4].removeprefix("Shell: `").removesuffix("`"))
+    assert shell[:3] == ["temporal", "workflow", "signal"]
+    assert shell[shell.index("--workflow-id") + 1] == "team/root/a.1"  # the scoped workflow id
+    assert shell[shell.index("--name") + 1] == "answer"
+    assert json.loads(shell[shell.index("--input") + 1]) == {"id": "root/a.1#2", "ok": True}
+    assert "**root/a.1** — `suspended`" in lines[5]
+
+
+def test_a_prompt_with_quotes_gives_a_shell_line_that_parses() -> None:
+    req = Request(id="root/o'k.1#1", kind="input", prompt='say "it\'s fine"')
+    s = handle(id="root/o'k.1", state="suspended", pending_req=req)
+    shell_line = current_details(s).split("\n\n")[4]
+    shell = shlex.split(shell_line.removeprefix("Shell: `").removesuffix("`"))
+    assert json.loads(shell[-1]) == {"id": "root/o'k.1#1", "ok": True}
+
+
+def test_details_of_a_handle_that_waits_for_nothing_keep_their_old_head() -> None:
+    s = handle(state="idle")
+    assert current_details(s).startswith("**root/a.1** — `idle`\nturns 0")
+
+
+def test_a_rejection_comes_first() -> None:
+    s = handle(state="suspended", pending_req=REQ)
+    text = current_details(s, "answer rejected: answer 'x' matches no pending request")
+    first, second = text.split("\n\n")[:2]
+    assert first == "**⚠ answer rejected: answer 'x' matches no pending request**"
+    assert second.startswith("**Waiting for approval:**")
+
+
+def test_answer_json_is_an_answer() -> None:
+    assert json.loads(answer_json(REQ)) == {"id": REQ.id, "ok": True}
+
+
+def test_request_attributes_set_and_unset() -> None:
+    new = request_attributes(REQ, None)
+    assert {u.key.name: u.value for u in new} == {
+        "AgentRequestId": "root/a.1#2",
+        "AgentRequestKind": "approval",
+        "AgentRequestPrompt": "deploy to prod?",
+    }
+    assert request_attributes(REQ, REQ.id) == []  # nothing changed: no command
+    other = Request(id="root/a.1/b.1#1", kind="input", prompt="x" * 500)
+    swapped = {u.key.name: u.value for u in request_attributes(other, REQ.id)}
+    assert swapped["AgentRequestPrompt"] == "x" * 160
+    cleared = request_attributes(None, REQ.id)
+    assert sorted(u.key.name for u in cleared) == [
+        "AgentRequestId",
+        "AgentRequestKind",
+        "AgentRequestPrompt",
+        "AgentWaitingSince",
+    ]
+    assert all(u.value is None for u in cleared)
+    assert request_attributes(None, None) == []
+
+
+def test_static_summary_and_details_name_the_agent_parent_and_purpose() -> None:
+    s = handle(defn=AgentDef(name="a", description="Reviews deploys."))
+    assert static_summary(s) == "agent a (child of root): Reviews deploys."
+    details = static_details(s)
+    assert "**root/a.1** — agent `a`, child of `root`" in details
+    assert "Purpose: Reviews deploys." in details
+
+
+def test_handler_descriptions_mark_internal_ones_and_explain_public_ones() -> None:
+    defn = _Definition.from_class(AgentWorkflow)
+    assert defn is not None
+    described = {
+        **{n: d.description for n, d in defn.signals.items() if n},
+        **{n: d.description for n, d in defn.updates.items() if n},
+        **{n: d.description for n, d in defn.queries.items() if n},
+    }
+    assert all(described.values()), [n for n, d in described.items() if not d]
+    internal = {n for n, d in described.items() if d and d.startswith(handler_docs.INTERNAL)}
+    assert internal == {
+        "child_report",
+        "slot_request",
+        "slot_release",
+        "slot_recall",
+        "budget_ask",
+        "budget_reply",
+        "pool_floor",
+        "wake_child",
+        "spawn",
+        "turn",
+    }
+    assert not internal & set(PUBLIC_SIGNALS)
+    assert '{"id": "<request id>", "ok": true}' in (described["answer"] or "")
+    assert '{"id": "<request id>", "ok": true}' in (described[UPDATE_ANSWER] or "")

@@ -1,0 +1,82 @@
+"""The descriptions of ``AgentWorkflow``'s signals, updates and queries (issue 14).
+
+Temporal serves them with the workflow's metadata (``__temporal_workflow_metadata``): the web
+UI's Signal dialog and ``temporal workflow metadata`` show them next to each name. The public
+ones say what input they take (the exact JSON shape); the runtime-internal ones (messages
+between handle workflows and the host library's update path) start with :data:`INTERNAL`.
+
+Descriptions are not part of history: changing them changes no workflow command.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+INTERNAL: Final = "INTERNAL: runtime use only, do not send."
+"""The first words of every runtime-internal handler's description."""
+
+_HOST = f"{INTERNAL} The host library's synchronous path (AgentRuntime); operators use the"
+
+# ---- public signals (operators: ``temporal workflow signal`` or the web UI)
+
+ANSWER: Final = (
+    "Answer this agent's pending Request (CONTRACT §5). Input: "
+    '{"id": "<request id>", "ok": true} to approve (optional "data": {...}), or '
+    '{"id": "<request id>", "ok": false, "reason": "declined"} (reason: declined | cancelled'
+    " | expired). The id and the exact JSON are at the top of Current Details. A wrong id is"
+    " rejected: Current Details and the trace then say 'answer rejected: <reason>'."
+)
+WAKE: Final = (
+    'Wake the agent for one turn. Input: a prompt string, null, or {"prompt": "..."}.'
+    " Ignored while it runs or waits; refused (trace line) when closed or on the root."
+)
+POST: Final = (
+    "Append an item to the agent's inbox (read at its next wake; never wakes it). Input: a"
+    ' string, or {"from": "external", "channel": "external", "text": "..."}.'
+)
+INTERRUPT: Final = (
+    "Abort the running turn (or cancel the pending Request); the agent becomes idle. No input."
+)
+CLOSE: Final = (
+    'Close the agent and its subtree. Input: null or {"force": false, "reason": "..."}'
+    " (force: abort a running turn first)."
+)
+
+# ---- public updates (return a result to the sender)
+
+ADMIT_ANSWER: Final = (
+    "Answer the pending Request and get the verdict back (the Signal `answer` returns"
+    ' nothing). Input: {"id": "<request id>", "ok": true}. Returns {"ok": false, "error":'
+    ' "<reason>"} when the id matches no pending Request; nothing changes then.'
+)
+ADMIT_POST: Final = (
+    'Like the signal `post`, with the verdict. Input: {"from": "external", "channel":'
+    ' "external", "text": "..."}; returns {"ok": false, "error": ...} on a full or closed inbox.'
+)
+ADMIT_INTERRUPT: Final = "Like the signal `interrupt`, returning once idle. Input: {}."
+ADMIT_CLOSE: Final = (
+    'Like the signal `close`, returning once closed. Input: {"force": false, "reason": "..."}.'
+)
+TURN: Final = f"{_HOST} signal `wake`."
+WAIT: Final = (
+    'Wait for the next result (or the last one when settled). Input: {"timeout_ms": 30000}.'
+)
+SPAWN: Final = f"{_HOST} host verb spawn (tnx spawn)."
+
+# ---- runtime-internal (between handle workflows)
+
+WAKE_CHILD: Final = f"{INTERNAL} A child's wake through its parent (slots)."
+SLOT_REQUEST: Final = f"{INTERNAL} A child asks its parent for a slot."
+SLOT_RELEASE: Final = f"{INTERNAL} A child gives its slot back."
+SLOT_RECALL: Final = f"{INTERNAL} The parent recalls a child's slot."
+CHILD_REPORT: Final = f"{INTERNAL} A child's state snapshot to its parent."
+BUDGET_ASK: Final = f"{INTERNAL} A child asks its parent for the live pool remainder."
+BUDGET_REPLY: Final = f"{INTERNAL} The parent's reply to budget_ask."
+POOL_FLOOR: Final = f"{INTERNAL} The parent's live pool remainder."
+
+# ---- queries
+
+VIEW: Final = "The agent's public view (state, pending request, last result, counters)."
+STATE: Final = "The whole handle state (debugging; its secrets masked)."
+TRACE: Final = "The agent's trace lines, oldest first (state changes, rejections)."
+INBOX: Final = "Items waiting for the next wake, oldest first."

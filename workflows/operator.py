@@ -1,0 +1,161 @@
+"""What an operator sees of a handle in the Temporal web UI (issue 14): the current details,
+a child's static details, and the pending Request's search attributes (the approval queue).
+
+* :func:`current_details`: the markdown the web UI shows as the workflow's "Current Details"
+  (served by a worker through the ``__temporal_workflow_metadata`` query). A suspended handle's
+  details START with the pending prompt, its Request id, the exact Answer JSON to paste into
+  the UI's Signal dialog (name ``answer``) and the ``temporal workflow signal`` line; the last
+  rejected input (``answer rejected: ...``) comes first until the next state change.
+* :func:`static_summary`, :func:`static_details`: the line and the markdown stored with a
+  child's start (protocol 4): shown by the UI with no worker, so an agent's page is never blank.
+* :func:`request_attributes`: the ``AgentRequest*`` / ``AgentWaitingSince`` upserts that make
+  ``AgentState="suspended"`` a queue with "what waits, since when" columns (protocol 4).
+
+Pure functions over ``HandleState``; deterministic, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
+
+from toolnexus_temporal.workflows.roster import children_count
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.models import Request
+    from toolnexus_temporal.workflows.names import (
+        AGENT_REQUEST_ID,
+        AGENT_REQUEST_KIND,
+        AGENT_REQUEST_PROMPT,
+        REQUEST_PROMPT_CHARS,
+        REQUEST_SEARCH_ATTRIBUTES,
+        SIGNAL_ANSWER,
+        workflow_id_for,
+    )
+    from toolnexus_temporal.workflows.state import HandleState
+
+DETAILS_PROMPT_CHARS = 1_000
+"""How much of a pending prompt the current details show."""
+
+
+def answer_json(req: Request, *, ok: bool = True) -> str:
+    """The exact input of the ``answer`` signal for ``req``: ``{"id": "<id>", "ok": true}``,
+    or with ``ok`` False ``{"id": "<id>", "ok": false, "reason": "declined"}`` (an Answer as
+    JSON, CONTRACT §1)."""
+    body: dict[str, object] = {"id": req.id, "ok": ok}
+    if not ok:
+        body["reason"] = "declined"
+    return json.dumps(body)
+
+
+def shell_quote(text: str) -> str:
+    """``text`` as one POSIX shell word (single quotes; ``'`` written as ``'"'"'``)."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def signal_command(s: HandleState, req: Request) -> str:
+    """The shell line that answers ``req`` ok at this handle (``temporal workflow signal``;
+    add ``--address``/``--namespace`` for another server)."""
+    wf_id = workflow_id_for(s.scope, s.id)
+    return (
+        f"temporal workflow signal --workflow-id {shell_quote(wf_id)} --name {SIGNAL_ANSWER}"
+        f" --input {shell_quote(answer_json(req))}"
+    )
+
+
+def pending_lines(s: HandleState, req: Request) -> list[str]:
+    """The head of a suspended handle's current details: the prompt, the Request id, the
+    Answer JSON (ok and declined) and the shell line."""
+    prompt = req.prompt[:DETAILS_PROMPT_CHARS]
+    lines = [
+        f"**Waiting for {req.kind}:** {prompt}",
+        f"Request id: `{req.id}`",
+        f"Answer: Signal `{SIGNAL_ANSWER}` with input `{answer_json(req)}`",
+        f"Decline: `{answer_json(req, ok=False)}`",
+        f"Shell: `{signal_command(s, req)}`",
+    ]
+    if req.url:
+        lines.insert(2, f"Link: {req.url}")
+    if req.expires_at:
+        lines.insert(2, f"Expires at: {req.expires_at}")
+    return lines
+
+
+def current_details(s: HandleState, rejection: str | None = None) -> str:
+    """The markdown the web UI shows as the workflow's current details.
+
+    Args:
+        s: the handle's state.
+        rejection: the last rejected input of this state (``answer rejected: <reason>``), or
+            None; shown first.
+
+    Returns:
+        Lines: the rejection (if any); for a suspended handle its pending Request (see
+        :func:`pending_lines`); then ``**{id}** — `{state}```, the counters and the last
+        result.
+    """
+    last = s.last_result
+    head = [f"**⚠ {rejection}**"] if rejection else []
+    if s.state == "suspended" and s.pending_req is not None:
+        head += pending_lines(s, s.pending_req)
+    body = [
+        f"**{s.id}** — `{s.state}`",
+        f"turns {s.turns_total} · tokens {s.usage_total} · inbox {len(s.inbox)}"
+        f" · children {children_count(s)}",
+        f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
+    ]
+    return "\n\n".join(head + body) if head else "\n".join(body)
+
+
+def static_summary(s: HandleState) -> str:
+    """The one-line static summary of a child's workflow (protocol 4; before it, without
+    the purpose): ``agent {name} (child of {parent}): {description}``."""
+    name = s.defn.name if s.defn else "root"
+    purpose = s.defn.description if s.defn else ""
+    head = f"agent {name} (child of {s.parent})"
+    return f"{head}: {purpose[:120]}" if purpose else head
+
+
+def static_details(s: HandleState) -> str:
+    """The static details of a child's workflow (protocol 4; stored with its start, shown by
+    the web UI without a worker): name, id, parent, purpose, and where its live state is."""
+    defn = s.defn
+    purpose = (defn.description if defn else "") or "(no description)"
+    return "\n".join(
+        [
+            f"**{s.id}** — agent `{defn.name if defn else 'root'}`, child of `{s.parent}`",
+            f"Purpose: {purpose[:500]}",
+            "Live state, the pending request and the answer to paste: Current Details"
+            " (served by a running tnx worker).",
+            'Approval queue: `AgentState="suspended"` (columns `AgentRequestKind`,'
+            " `AgentRequestPrompt`, `AgentWaitingSince`).",
+        ]
+    )
+
+
+def request_attributes(
+    req: Request | None, published: str | None
+) -> list[SearchAttributeUpdate[Any]]:
+    """The upserts that make the pending-Request search attributes show ``req`` (protocol 4;
+    the caller adds ``AgentWaitingSince`` = workflow time when ``published`` is None, i.e.
+    when the handle starts waiting: one that surfaces another Request keeps its time).
+
+    Args:
+        req: the Request the handle is parked on (None: it waits for nothing).
+        published: the Request id the attributes show now (None: unset).
+
+    Returns:
+        No update when they already show it; else the set (or unset: all four) updates.
+    """
+    if (req.id if req else None) == published:
+        return []
+    if req is None:
+        return [key.value_unset() for key in REQUEST_SEARCH_ATTRIBUTES]
+    return [
+        AGENT_REQUEST_ID.value_set(req.id),
+        AGENT_REQUEST_KIND.value_set(req.kind),
+        AGENT_REQUEST_PROMPT.value_set(req.prompt[:REQUEST_PROMPT_CHARS]),
+    ]
