@@ -48,7 +48,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.cli import live, ops, render, replaycheck
+from toolnexus_temporal.cli import args, live, ops, queue_cmd, render, replaycheck
 from toolnexus_temporal.cli.codec_server import codec_server_command
 from toolnexus_temporal.cli.demo_cmd import demo
 from toolnexus_temporal.cli.hostcmd import (
@@ -56,7 +56,6 @@ from toolnexus_temporal.cli.hostcmd import (
     TreeIdArg,
     emit,
     err_console,
-    fail_line,
     host_commands,
     out,
     said,
@@ -64,12 +63,11 @@ from toolnexus_temporal.cli.hostcmd import (
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.server import server_app
 from toolnexus_temporal.cli.watch import watch_tree
-from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
-from toolnexus_temporal.client.errors import NoWorkerError, SpawnError
+from toolnexus_temporal.client.errors import SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
-from toolnexus_temporal.workflows.models import Answer, InboxItem, Message
+from toolnexus_temporal.workflows.messages import PostResult
+from toolnexus_temporal.workflows.models import InboxItem, Message
 
 app = typer.Typer(
     name="tnx",
@@ -105,13 +103,13 @@ def ls_command(
 ) -> None:
     """List the tree under ID (default: the root): state, how long a pending request has
     waited, turns, tokens, pools, inbox."""
-    target = ops.tree_ref(opts, handle_id)
+    target = args.tree_ref(opts, handle_id)
     if watch:
         watch_tree(opts, target, interval)
         return
     handles = ops.run(opts, lambda rt: rt.list(target))
     if opts.json:
-        emit(ops.dump(handles))
+        emit(args.dump(handles))
     else:
         out.print(render.tree_table(handles))
 
@@ -126,8 +124,8 @@ def inspect_command(
     ] = False,
 ) -> None:
     """Show every field of a handle (and its transcript with --transcript)."""
-    target = ops.ref(opts, handle_id)
-    store = ops.open_store(opts.store) if transcript else None
+    target = args.ref(opts, handle_id)
+    store = args.open_store(opts.store) if transcript else None
 
     async def verb(rt: AgentRuntime) -> tuple[Handle, list[Message] | None]:
         h = await rt.inspect(target)
@@ -135,9 +133,9 @@ def inspect_command(
 
     h, messages = ops.run(opts, verb, store=store)
     if opts.json:
-        doc = ops.dump(h)
+        doc = args.dump(h)
         if messages is not None:
-            doc["transcript"] = ops.dump(messages)
+            doc["transcript"] = args.dump(messages)
         emit(doc)
         return
     out.print(render.handle_table(h))
@@ -150,10 +148,10 @@ def inspect_command(
 @host_command("trace")
 def trace_command(opts: Options, handle_id: TreeIdArg = None) -> None:
     """Show the merged trace lines of ID's subtree (default: the whole tree)."""
-    target = ops.tree_ref(opts, handle_id)
+    target = args.tree_ref(opts, handle_id)
     lines = ops.run(opts, lambda rt: rt.trace(target))
     if opts.json:
-        emit(ops.dump(lines))
+        emit(args.dump(lines))
     else:
         out.print(render.trace_table(lines))
 
@@ -181,15 +179,15 @@ def spawn_command(
     ] = None,
 ) -> None:
     """Spawn agent NAME under PARENT (the root is created if missing); print the new id."""
-    override = ops.parse_budget(budget)
-    target = ops.ref(opts, parent)
+    override = args.parse_budget(budget)
+    target = args.ref(opts, parent)
     spawned = ops.run(opts, lambda rt: rt.spawn(target, name, override, prompt=prompt), create=True)
     if isinstance(spawned, SpawnError):
         if opts.json:
-            emit(ops.dump(spawned))
+            emit(args.dump(spawned))
         raise CliError(str(spawned))
     if opts.json:
-        emit(ops.dump(spawned))
+        emit(args.dump(spawned))
     else:
         out.print(escape(spawned.id), soft_wrap=True)
 
@@ -203,14 +201,14 @@ def post_command(
     channel: Annotated[str, typer.Option("--channel", help="Channel of the item.")] = "external",
 ) -> None:
     """Append an item to a handle's inbox; exit 1 when rejected (inbox full or closed)."""
-    target = ops.ref(opts, handle_id)
+    target = args.ref(opts, handle_id)
     try:
         item = InboxItem(from_=sender, channel=channel, text=text)
     except ValueError as err:
         raise CliError(f"invalid item: {render.one_line(err)}", ops.EXIT_ENV) from err
     result: PostResult = ops.run(opts, lambda rt: rt.post(target, item))
     if opts.json:
-        emit(ops.dump(result))
+        emit(args.dump(result))
     if not result.ok:
         raise CliError(f"post to {target!r} rejected: {result.error}")
     if not opts.json:
@@ -230,10 +228,10 @@ def wake_command(
     ] = None,
 ) -> None:
     """Wake a handle with its inbox and PROMPT; returns once it is running."""
-    target = ops.ref(opts, handle_id)
+    target = args.ref(opts, handle_id)
     h = ops.run(opts, lambda rt: rt.wake(target, prompt))
     if opts.json:
-        emit(ops.dump(h))
+        emit(args.dump(h))
     else:
         said("wake", h)
 
@@ -257,7 +255,7 @@ def wait_command(
 ) -> None:
     """Wait for a handle's result: the next one while it runs, else at once its last one; exit 0
     when done or pending, 1 otherwise. On a terminal a live status line shows the running turn."""
-    target = ops.ref(opts, handle_id)
+    target = args.ref(opts, handle_id)
     limit = None if timeout_ms is None else timeout_ms / 1000 + ops.VERB_TIMEOUT_S
     streamed = False
     if follow or (out.is_terminal and not opts.json):
@@ -272,7 +270,7 @@ def wait_command(
         result = ops.run(opts, lambda rt: rt.wait(target, timeout_ms=timeout_ms), timeout_s=limit)
     if opts.json:
         if not follow:
-            emit(ops.dump(result))
+            emit(args.dump(result))
     else:
         out.print(render.result_summary(result))
         if result.pending is not None:
@@ -291,10 +289,10 @@ def wait_command(
 @host_command("interrupt")
 def interrupt_command(opts: Options, handle_id: IdArg) -> None:
     """Abort a handle's running turn; returns once it is idle (no-op when not running)."""
-    target = ops.ref(opts, handle_id)
+    target = args.ref(opts, handle_id)
     h = ops.run(opts, lambda rt: rt.interrupt(target))
     if opts.json:
-        emit(ops.dump(h))
+        emit(args.dump(h))
     else:
         said("interrupt", h)
 
@@ -311,130 +309,16 @@ def close_command(
     ] = None,
 ) -> None:
     """Close a handle and its subtree; returns once all are closed (all stays readable)."""
-    target = ops.ref(opts, handle_id)
+    target = args.ref(opts, handle_id)
     h = ops.run(opts, lambda rt: rt.close(target, force=force, reason=reason))
     if opts.json:
-        emit(ops.dump(h))
+        emit(args.dump(h))
     else:
         said("close", h)
 
 
-@host_command("pending")
-def pending_command(opts: Options) -> None:
-    """The approval queue: every suspended agent with its pending request (found through the
-    AgentState search attribute; the web UI's search box takes the same query). Works with no
-    worker running: then only the ids (visibility), with a hint."""
-
-    async def verb(rt: AgentRuntime) -> tuple[list[Handle], list[str], NoWorkerError | None]:
-        found = await worker_read(rt, rt.pending)
-        if isinstance(found, NoWorkerError):
-            return [], await rt.suspended_ids(), found
-        return found, [], None
-
-    handles, bare_ids, missing = ops.run(opts, verb, worker="optional")
-    if opts.json:
-        emit(
-            [
-                {
-                    "id": h.id,
-                    "request": ops.dump(h.pending_req) if h.pending_req else None,
-                    "since_ms": h.pending_since_ms,
-                }
-                for h in handles
-            ]
-            + [{"id": hid, "request": None, "since_ms": None} for hid in bare_ids]
-        )
-        return
-    if missing is not None:
-        out.print(render.bare_pending_table(bare_ids) if bare_ids else "no suspended agents")
-        err_console.print(
-            "[yellow]note[/yellow]: "
-            + escape(ops.no_worker_note(missing, opts))
-            + "; the requests' details need one (answer without one: tnx answer ID "
-            "--request REQUEST --approve)",
-            style="dim",
-        )
-        return
-    if not handles:
-        out.print("no suspended agents", soft_wrap=True)
-        return
-    out.print(render.pending_table(handles))
-    out.print(
-        "answer with: tnx answer ID --approve | --decline [--data JSON]   "
-        '(web UI / temporal CLI: signal \'answer\' with {"id": REQUEST, "ok": true})',
-        soft_wrap=True,
-        style="dim",
-    )
-
-
-@host_command("answer")
-def answer_command(
-    opts: Options,
-    handle_id: IdArg,
-    approve: Annotated[bool, typer.Option("--approve", help="Answer ok.")] = False,
-    decline: Annotated[bool, typer.Option("--decline", help="Answer not ok (declined).")] = False,
-    data: Annotated[
-        str | None, typer.Option("--data", help="JSON object for the tool, e.g. '{\"otp\": 1}'")
-    ] = None,
-    request: Annotated[
-        str | None,
-        typer.Option(
-            "--request",
-            metavar="REQUEST",
-            help="The Request id (default: read from the agent, which needs a worker).",
-        ),
-    ] = None,
-) -> None:
-    """Answer the pending request of ID (or of the deepest agent below it waiting on the same
-    request); the parked turn continues where it stopped. With no worker running, give
-    --request: the answer is sent as a signal and runs when a worker polls."""
-    if approve == decline:
-        raise fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
-    payload = ops.parse_json_object(data, "--data")
-    target = ops.ref(opts, handle_id)
-
-    def answer_to(request_id: str) -> Answer:
-        return Answer(
-            id=request_id, ok=approve, data=payload, reason=None if approve else "declined"
-        )
-
-    async def deliver(rt: AgentRuntime) -> AnswerResult | NoWorkerError:
-        h = await worker_read(rt, lambda: rt.inspect(target))
-        if isinstance(h, NoWorkerError):
-            if request is None:
-                raise ops.CliError(
-                    f"{ops.no_worker_note(h, opts)}; the pending request's id needs one "
-                    "to be read: pass --request REQUEST to answer without a worker",
-                    ops.EXIT_ENV,
-                )
-            await signal_answer(rt, target, answer_to(request))
-            return h
-        if h.pending_req is None:
-            raise ops.CliError(f"{h.id} has no pending request (state {h.state})")
-        return await rt.answer(target, answer_to(request or h.pending_req.id))
-
-    result = ops.run(opts, deliver, worker="optional")
-    verdict = "approved" if approve else "declined"
-    if isinstance(result, NoWorkerError):
-        if opts.json:
-            emit({"ok": True, "delivered": "signal", "answered": None, "request": request})
-        else:
-            out.print(
-                f"answer {escape(request or '?')} ({verdict}) delivered to {escape(target)} as a "
-                f"signal: it runs when a worker polls task queue {escape(result.task_queue)} "
-                "(none does now)",
-                soft_wrap=True,
-            )
-        return
-    if opts.json:
-        emit(ops.dump(result))
-    else:
-        out.print(
-            f"answered → delivered to {escape(result.answered or '?')} ({verdict})",
-            soft_wrap=True,
-        )
-
-
+host_command("pending")(queue_cmd.pending_command)
+host_command("answer")(queue_cmd.answer_command)
 host_command("replay-check")(replaycheck.replay_check_command)
 
 

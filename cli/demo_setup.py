@@ -22,9 +22,8 @@ from toolnexus_temporal.cli.localmodel import (
     find_llama_server,
     find_model,
 )
-from toolnexus_temporal.client.cluster import ClusterConfig
+from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.errors import ClusterConnectError
-from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.testing import ScriptedLLM, text
 
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"

@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from toolnexus_temporal.cli import ops, render
+from toolnexus_temporal.cli import args, ops, render
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.client.errors import ClusterConfigError
@@ -118,8 +118,8 @@ def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], Host
                     address=cluster.address.value,
                     namespace=cluster.namespace.value,
                     task_queue=kwargs.pop("task_queue"),
-                    scope=ops.env_scope(kwargs.pop("scope")),
-                    store=ops.store_path_from_env(kwargs.pop("store")),
+                    scope=args.env_scope(kwargs.pop("scope")),
+                    store=args.store_path_from_env(kwargs.pop("store")),
                     json=kwargs.pop("json_output"),
                     cluster=cluster,
                 )
@@ -132,7 +132,7 @@ def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], Host
                 except (typer.Exit, typer.Abort):
                     raise
                 except Exception as err:
-                    if ops.debug():
+                    if args.debug():
                         raise
                     raise fail_line(
                         f"unexpected {type(err).__name__}: {render.one_line(err)} "

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.text import Text
 from temporalio.service import RPCError
 
-from toolnexus_temporal.cli import ops, render
+from toolnexus_temporal.cli import args, ops, render
 from toolnexus_temporal.cli.hostcmd import out
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.client.errors import TnxError
@@ -62,7 +62,7 @@ async def _watch(rt: AgentRuntime, opts: Options, target: str | None, interval_s
             try:
                 handles = await rt.list(target)
                 body: RenderableType = render.tree_table(handles, now_ms)
-                doc: object = {"at_ms": now_ms, "handles": ops.dump(handles)}
+                doc: object = {"at_ms": now_ms, "handles": args.dump(handles)}
             except (TnxError, RPCError) as err:
                 body = Text(f"error: {render.one_line(err)}", style="red")
                 doc = {"at_ms": now_ms, "error": render.one_line(err)}

@@ -36,7 +36,7 @@ from toolnexus_temporal.activities.store import (
 from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import hard_exit
-from toolnexus_temporal.client.cluster import ClusterConfig
+from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.codec import (
     ENV_KEY_FILE,
     ENV_KEYS,
@@ -46,7 +46,6 @@ from toolnexus_temporal.client.codec import (
 )
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
 from toolnexus_temporal.client.reachability import namespace_exists
-from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.worker import (
     DEFAULT_GRACEFUL_SHUTDOWN_S,
     DEFAULT_STORE_PATH,

@@ -1,11 +1,12 @@
 """The host library: ``AgentRuntime`` drives agent handles that live in Temporal workflows.
 
 Modules: ``runtime`` (the verbs), ``handle`` (``Handle``, a read model of one agent),
-``errors``, ``rpc`` (``connect`` and the typed updates and queries), ``turns`` (the client side
-of a wake: slots from the parent, ``turn`` updates in flight), ``codec`` (encryption at rest:
-the AES-256-GCM payload codec and the data converter) and ``testing`` (a scripted LLM for
-tests). The host library imports the workflow definitions and models, never the worker or
-an activity; the ``tnx`` command line is :mod:`toolnexus_temporal.cli`.
+``errors``, ``cluster`` (``connect``: profiles, ``TEMPORAL_*`` variables, TLS, API key),
+``rpc`` (the typed updates and queries), ``turns`` (the client side of a wake: slots from the
+parent, ``turn`` updates in flight), ``stream`` (live output of a running turn), ``codec``
+(encryption at rest: the AES-256-GCM payload codec and the data converter) and ``testing``
+(a scripted LLM for tests). The host library imports the workflow definitions and models,
+never the worker or an activity; the ``tnx`` command line is :mod:`toolnexus_temporal.cli`.
 
 Each verb and the Temporal message it sends to the handle's workflow:
 

@@ -5,7 +5,7 @@ Every setting comes from the first of these that gives it (README "Connecting to
 
 1. a flag of ``tnx``/``tnx-worker`` (``--address``, ``--namespace``, ``--api-key``, ``--tls``,
    ``--tls-ca-path``, ``--tls-cert-path``, ``--tls-key-path``, ``--tls-server-name``,
-   ``--grpc-meta``), or an argument of :meth:`ClusterConfig.load` / ``rpc.connect``;
+   ``--grpc-meta``), or an argument of :meth:`ClusterConfig.load` / :func:`connect`;
 2. an environment variable (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, ``TEMPORAL_API_KEY``,
    ``TEMPORAL_TLS``, ``TEMPORAL_TLS_SERVER_CA_CERT_PATH``/``_DATA``,
    ``TEMPORAL_TLS_CLIENT_CERT_PATH``/``_DATA``, ``TEMPORAL_TLS_CLIENT_KEY_PATH``/``_DATA``,
@@ -313,3 +313,34 @@ class ClusterConfig:
     def replace(self, **changes: Any) -> ClusterConfig:
         """A copy with ``changes`` (fields of this class, as :class:`Setting` values)."""
         return dataclasses.replace(self, **changes)
+
+
+async def connect(
+    address: str | None = None,
+    namespace: str | None = None,
+    *,
+    config: ClusterConfig | None = None,
+    profile: str | None = None,
+    codec: PayloadCodec | None = None,
+) -> Client:
+    """Connect a client with the pydantic data converter every part of the runtime uses, to
+    the cluster of Temporal's standard client configuration (:mod:`.cluster`: the arguments
+    over the ``TEMPORAL_*`` variables over the TOML profile over ``127.0.0.1:7233``).
+
+    Args:
+        address: the frontend's ``host:port``, e.g. ``localhost:7233`` (None: from the
+            environment or the profile).
+        namespace: the Temporal namespace (None: likewise, else ``default``).
+        config: a resolved :class:`ClusterConfig` (TLS, API key, ...); the other arguments
+            are then ignored.
+        profile: the profile of the config file to read (None: ``TEMPORAL_PROFILE`` or
+            ``default``).
+        codec: a payload codec (encryption at rest: :mod:`.codec`), None for plain JSON.
+
+    Raises:
+        ClusterConfigError: a setting is invalid (names the setting and its source).
+        ClusterConnectError: the server cannot be reached (a ``RuntimeError``).
+    """
+    if config is None:
+        config = ClusterConfig.load(address=address, namespace=namespace, profile=profile)
+    return await config.connect(codec=codec)

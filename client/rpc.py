@@ -34,12 +34,10 @@ from temporalio.client import (
     WorkflowUpdateRPCTimeoutOrCancelledError,
     WorkflowUpdateStage,
 )
-from temporalio.converter import PayloadCodec
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.workflow import UpdateMethodMultiParam
 
-from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.codec import readable_query_failure
 from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
@@ -102,37 +100,6 @@ SHORT_UPDATES_IN_FLIGHT: Final = 6
 updates in flight per workflow (long ones such as ``turn`` and ``wait`` count too); past that
 it refuses, and a workflow flooded with updates loses workflow tasks ("workflow update was
 aborted"). Queuing in the client is cheaper than both."""
-
-
-async def connect(
-    address: str | None = None,
-    namespace: str | None = None,
-    *,
-    config: ClusterConfig | None = None,
-    profile: str | None = None,
-    codec: PayloadCodec | None = None,
-) -> Client:
-    """Connect a client with the pydantic data converter every part of the runtime uses, to
-    the cluster of Temporal's standard client configuration (:mod:`.cluster`: the arguments
-    over the ``TEMPORAL_*`` variables over the TOML profile over ``127.0.0.1:7233``).
-
-    Args:
-        address: the frontend's ``host:port``, e.g. ``localhost:7233`` (None: from the
-            environment or the profile).
-        namespace: the Temporal namespace (None: likewise, else ``default``).
-        config: a resolved :class:`ClusterConfig` (TLS, API key, ...); the other arguments
-            are then ignored.
-        profile: the profile of the config file to read (None: ``TEMPORAL_PROFILE`` or
-            ``default``).
-        codec: a payload codec (encryption at rest: :mod:`.codec`), None for plain JSON.
-
-    Raises:
-        ClusterConfigError: a setting is invalid (names the setting and its source).
-        ClusterConnectError: the server cannot be reached (a ``RuntimeError``).
-    """
-    if config is None:
-        config = ClusterConfig.load(address=address, namespace=namespace, profile=profile)
-    return await config.connect(codec=codec)
 
 
 def update_name(update: Update[Any, Any]) -> str:

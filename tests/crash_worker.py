@@ -18,7 +18,7 @@ from typing import Any
 
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef
-from toolnexus_temporal.client.rpc import connect
+from toolnexus_temporal.client.cluster import connect
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.models import Message
 

@@ -23,9 +23,8 @@ from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.cli.demo import DEMO_AGENT
 from toolnexus_temporal.cli.demo_setup import SCRIPTED_MODEL, demo_script
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
-from toolnexus_temporal.client.cluster import ClusterConfig
+from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.errors import ClusterConnectError
-from toolnexus_temporal.client.rpc import connect
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer
 
 BIN = Path(sys.executable).parent

@@ -19,7 +19,7 @@ from tests.conftest import MODEL, temporal_binary
 from tests.helpers import spawn
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef, AgentRuntime
-from toolnexus_temporal.client.rpc import connect
+from toolnexus_temporal.client.cluster import connect
 from toolnexus_temporal.client.testing import text
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     )
     from toolnexus_temporal.activities.stores import open_store
     from toolnexus_temporal.activities.tools import Tool, ToolContext, define_tool, pending
-    from toolnexus_temporal.client.cluster import ClusterConfig
+    from toolnexus_temporal.client.cluster import ClusterConfig, connect
     from toolnexus_temporal.client.errors import (
         AnswerRejectedError,
         ClusterConfigError,
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
         VerbRejectedError,
     )
     from toolnexus_temporal.client.handle import Handle
-    from toolnexus_temporal.client.rpc import connect
     from toolnexus_temporal.client.runtime import AgentRuntime
     from toolnexus_temporal.worker import create_worker
     from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
@@ -96,7 +95,7 @@ _WHERE = {
     "Tool": "activities.tools",
     "ToolContext": "activities.tools",
     "VerbRejectedError": "client.errors",
-    "connect": "client.rpc",
+    "connect": "client.cluster",
     "create_worker": "worker",
     "define_tool": "activities.tools",
     "open_store": "activities.stores",

@@ -14,7 +14,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import TLSConfig
 
-from toolnexus_temporal.client import rpc
+from toolnexus_temporal.client import cluster
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
 
@@ -315,7 +315,7 @@ async def test_connect_passes_the_settings_and_the_pydantic_converter(
     for key, value in env_of(files, TEMPORAL_PROFILE="prod").items():
         monkeypatch.setenv(key, value)
     with pytest.raises(ClusterConnectError) as info:
-        await rpc.connect(namespace="override-ns")
+        await cluster.connect(namespace="override-ns")
     (call,) = recorder.calls
     assert call["target_host"] == "prod.tmprl.example:7233"
     assert call["namespace"] == "override-ns"
