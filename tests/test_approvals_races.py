@@ -23,6 +23,10 @@ from toolnexus_temporal.client import (
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
+WAIT_BOUND_MS = 60_000
+"""How long a ``wait`` may take before the test calls it stuck: an upper bound, not a timing
+assertion (a loop takes about 1.5 s alone; CI run C once saw 15 s pass on a loaded run)."""
+
 
 async def spawn(rt: Any, parent: Any, name: str) -> Handle:
     h = await rt.spawn(parent, name)
@@ -254,7 +258,7 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
             await until(surfaced(rt, mid_id, "a"), "mid surfaces a")
             await until(child_shows(rt, top.id, mid_id, "a"), "top has mid's report")
             for hid in (mid_id, top.id):
-                r = await rt.wait(hid, timeout_ms=15_000)
+                r = await rt.wait(hid, timeout_ms=WAIT_BOUND_MS)
                 assert r.status == "pending", (order, hid, r)
                 assert prompt_of(r.pending) == "approve a", (order, hid)
                 st = await state_of(rt, hid)
@@ -263,12 +267,12 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
             # answer `a` through top: the next wait returns `b` at once
             assert r.pending is not None
             await rt.answer(top, Answer(id=r.pending.id, ok=True))
-            r = await rt.wait(top, timeout_ms=15_000)
+            r = await rt.wait(top, timeout_ms=WAIT_BOUND_MS)
             assert r.status == "pending", (order, r)
             assert prompt_of(r.pending) == "approve b", (order, r)
             assert top.pending_req == r.pending
             await rt.answer(top, Answer(id=r.pending.id, ok=True))
-            r = await rt.wait(top, timeout_ms=15_000)
+            r = await rt.wait(top, timeout_ms=WAIT_BOUND_MS)
             assert (r.status, r.text) == ("done", "top done"), (order, r)
             await rt.close(top)
 
@@ -310,7 +314,7 @@ async def test_wait_right_after_an_answer_signal_returns_the_continued_turn(
             r = await rt.run_turn(w, f"x{i}")
             assert r.status == "pending" and r.pending is not None
             await signal_answer(rt, env, w.id, Answer(id=r.pending.id, ok=True), cli=i % 4 == 0)
-            r = await rt.wait(w, timeout_ms=15_000)
+            r = await rt.wait(w, timeout_ms=WAIT_BOUND_MS)
             assert (r.status, r.text) == ("done", "worker done"), (i, r)
 
 
@@ -323,11 +327,11 @@ async def test_wait_right_after_an_answer_to_a_delegating_parent(make_runtime, e
             assert r.status == "pending" and r.pending is not None
             seen = r.pending
             await signal_answer(rt, env, top.id, Answer(id=seen.id, ok=True), cli=False)
-            r = await rt.wait(top, timeout_ms=15_000)
+            r = await rt.wait(top, timeout_ms=WAIT_BOUND_MS)
             assert r.status == "pending" and r.pending is not None, (i, r)
             assert r.pending.id != seen.id, (i, "the answered Request came back")
             await signal_answer(rt, env, top.id, Answer(id=r.pending.id, ok=True), cli=False)
-            r = await rt.wait(top, timeout_ms=15_000)
+            r = await rt.wait(top, timeout_ms=WAIT_BOUND_MS)
             assert (r.status, r.text) == ("done", "top done"), (i, r)
             await rt.close(top)
 
@@ -349,12 +353,12 @@ async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
             seen = r.pending
             to = seen.id.split("#")[0] if target == "owner" else rt.root.id
             await signal_answer(rt, env, to, Answer(id=seen.id, ok=True), cli=False)
-            r = await rt.wait(top, timeout_ms=15_000)
+            r = await rt.wait(top, timeout_ms=WAIT_BOUND_MS)
             assert r.status == "pending" and r.pending is not None, (i, r)
             assert r.pending.id != seen.id, (i, "the answered Request came back")
             to = r.pending.id.split("#")[0] if target == "owner" else rt.root.id
             await signal_answer(rt, env, to, Answer(id=r.pending.id, ok=True), cli=False)
-            r = await rt.wait(top, timeout_ms=15_000)
+            r = await rt.wait(top, timeout_ms=WAIT_BOUND_MS)
             assert (r.status, r.text) == ("done", "top done"), (i, r)
             await rt.close(top)
 
@@ -400,7 +404,7 @@ async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(make_runtime, env
             else:
                 result = await rt.answer(rt.root, Answer(id=r.pending.id, ok=True))
                 assert result.ok and result.answered == w.id, result
-            r = await rt.wait(w, timeout_ms=15_000)
+            r = await rt.wait(w, timeout_ms=WAIT_BOUND_MS)
             assert (r.status, r.text) == ("done", "worker done"), (i, r)
 
             # three levels: `b` (not surfaced: `a` is) answered at the root, `a` at the root too
@@ -424,11 +428,11 @@ async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(make_runtime, env
                 assert result.ok and result.answered == top.id, result
 
             await until(left_suspended(rt, b.id.rpartition("#")[0]), "b resumed")
-            r = await rt.wait(top, timeout_ms=15_000)
+            r = await rt.wait(top, timeout_ms=WAIT_BOUND_MS)
             assert r.status == "pending" and prompt_of(r.pending) == "approve a", (i, r)
             assert r.pending is not None
             await rt.answer(rt.root, Answer(id=r.pending.id, ok=True))
-            r = await rt.wait(top, timeout_ms=15_000)
+            r = await rt.wait(top, timeout_ms=WAIT_BOUND_MS)
             assert (r.status, r.text) == ("done", "top done"), (i, r)
 
         # unknown ids stay rejected, loudly: at the root when no live handle on its path
