@@ -95,8 +95,7 @@ class AgentWorkflow:
         s = inp.state
         self.s: HandleState = s
         """The whole handle state, shared by every component (``state`` query)."""
-        # What handlers read is set here, before any handler or ``run`` (tests/
-        # test_cold_start.py: on a cold worker an update handler may run before ``run``).
+        # Set before any handler: a cold worker may run an update before ``run`` (#1591).
         if s.store_key is None:
             info = workflow.info()
             s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
