@@ -285,14 +285,14 @@ async def connect_client(opts: Options) -> Client:
     except (CodecError, ClusterConfigError) as err:
         raise CliError(str(err), EXIT_ENV) from err
     except ClusterConnectError as err:
-        raise CliError(_connect_message(cluster.describe(), err.reason), EXIT_ENV) from err
+        raise CliError(connect_message(cluster.describe(), err.reason), EXIT_ENV) from err
     except TimeoutError as err:
         raise CliError(
             f"cannot connect to Temporal at {opts.address}: no answer in {CONNECT_TIMEOUT_S:g}s",
             EXIT_ENV,
         ) from err
     except RuntimeError as err:
-        raise CliError(_connect_message(opts.address, str(err)), EXIT_ENV) from err
+        raise CliError(connect_message(opts.address, str(err)), EXIT_ENV) from err
 
 
 def run_client(opts: Options, work: Callable[[Client], Awaitable[T]]) -> T:
@@ -338,7 +338,10 @@ def worker_flags(opts: Options) -> str:
     return " ".join(flags)
 
 
-def _connect_message(address: str, raw: str) -> str:
+def connect_message(address: str, raw: str) -> str:
+    """A failed connection to Temporal at ``address`` as one line (``tnx`` and
+    ``tnx-worker``): a refused connection says what to do, anything else is cut to 300
+    characters."""
     if "Connection refused" in raw or "ConnectionRefused" in raw:
         return (
             f"cannot connect to Temporal at {address}: connection refused "

@@ -35,7 +35,7 @@ from toolnexus_temporal.activities.store import (
 )
 from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
-from toolnexus_temporal.cli.ops import hard_exit
+from toolnexus_temporal.cli.ops import connect_message, hard_exit
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.codec import (
     ENV_KEY_FILE,
@@ -118,10 +118,7 @@ async def _serve(
     try:
         client = await connect(config=cluster, codec=codec)
     except ClusterConnectError as err:
-        reason = err.reason
-        if "Connection refused" in reason or "ConnectionRefused" in reason:
-            reason = "connection refused (is the server running? `tnx server start`, or --address)"
-        raise WorkerStartError(f"cannot connect to Temporal at {err.target}: {reason}") from err
+        raise WorkerStartError(connect_message(err.target, err.reason)) from err
     if not await namespace_exists(client):
         raise WorkerStartError(
             f"cannot start a worker at {cluster.describe()}: "
