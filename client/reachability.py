@@ -7,8 +7,7 @@ long poll open on its workflow task queue at all times (each lasts up to a minut
 next begins), so a poller whose last poll began more than :data:`LIVE_POLLER_S` ago has
 stopped; the server lists a stopped worker's poller for five minutes after its last poll.
 
-Also :func:`connect_failure` (a failed connection as one line) and :func:`namespace_exists`,
-for ``tnx-worker``.
+Also :func:`namespace_exists`, for ``tnx-worker``.
 
 Two uses of the worker check:
 
@@ -182,20 +181,6 @@ async def guarded(call: Callable[[], Awaitable[_R]], probe: WorkerProbe | None) 
         return task.result()
     finally:
         task.cancel()  # no-op when done
-
-
-def connect_failure(address: str, namespace: str, err: BaseException) -> str:
-    """A failed connection to Temporal as one line: the address, the namespace and the
-    underlying reason (``connection refused`` with what to do, else the error's text cut to
-    300 characters)."""
-    raw = " ".join(str(err).split())
-    if "Connection refused" in raw or "ConnectionRefused" in raw:
-        reason = "connection refused (is the server running? `tnx server start`, or --address)"
-    elif "not found" in raw.lower() and "amespace" in raw:
-        reason = f"namespace {namespace!r} not found"
-    else:
-        reason = raw if len(raw) <= 300 else raw[:299] + "…"
-    return f"cannot connect to Temporal at {address} (namespace {namespace!r}): {reason}"
 
 
 async def namespace_exists(client: Client) -> bool:

@@ -9,10 +9,11 @@ from datetime import UTC, datetime, timedelta, timezone
 from rich.console import Console
 
 from toolnexus_temporal.cli import render
+from toolnexus_temporal.cli.ops import connect_message
 from toolnexus_temporal.cli.workercheck import no_worker_line
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.client.reachability import LIVE_POLLER_S, connect_failure, pollers_of
+from toolnexus_temporal.client.reachability import LIVE_POLLER_S, pollers_of
 from toolnexus_temporal.workflows.models import Request, TraceLine
 from toolnexus_temporal.workflows.parking import stamp_pending_since
 from toolnexus_temporal.workflows.state import HandleState
@@ -128,19 +129,19 @@ def test_the_no_worker_hint_names_queue_scope_and_how_to_start_one() -> None:
     assert "its last worker polled 312s ago" in stale and "REGISTRY`" in stale
 
 
-def test_a_connection_failure_is_one_line_with_address_namespace_and_reason() -> None:
-    refused = RuntimeError(
+def test_a_connection_failure_is_one_line_with_the_address_and_what_to_do() -> None:
+    refused = (
         "Failed client connect: Server connection error: tonic::transport::Error(Transport,\n"
         ' ConnectError("tcp connect error", 127.0.0.1:1, Os { code: 111, kind: '
         'ConnectionRefused, message: "Connection refused" }))'
     )
-    line = connect_failure("127.0.0.1:1", "ns-x", refused)
-    assert line == (
-        "cannot connect to Temporal at 127.0.0.1:1 (namespace 'ns-x'): connection refused "
-        "(is the server running? `tnx server start`, or --address)"
+    assert connect_message("127.0.0.1:1", refused) == (
+        "cannot connect to Temporal at 127.0.0.1:1: connection refused "
+        "(is the server running? `tnx server start`, or pass --address)"
     )
-    other = connect_failure("h:2", "default", RuntimeError("x\n" * 400))
-    assert "\n" not in other and len(other) < 400 and other.endswith("…")
+    other = connect_message("h:2", "x\n" * 400)
+    assert "\n" not in other and len(other) < 400
+    assert other.startswith("cannot connect") and other.endswith("…")
 
 
 def test_pending_since_follows_the_pending_request() -> None:
