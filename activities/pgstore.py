@@ -29,7 +29,7 @@ from typing import Any, LiteralString
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from toolnexus_temporal.activities.store import (
     StaleWriteError,
@@ -139,7 +139,8 @@ class PostgresConversationStore:
         return f"PostgresConversationStore({redact_url(self.url)!r})"
 
     async def open(self) -> None:
-        """Connect, create or upgrade the schema, start the pool (idempotent).
+        """Connect, create or upgrade the schema, start the pool and wait for its first
+        ``min_size`` connections (idempotent).
 
         Raises:
             StoreUnavailableError: the server cannot be reached or refuses the login.
@@ -166,7 +167,14 @@ class PostgresConversationStore:
                         f"{redact_url(self.url)}: {_one_line(err)}"
                     ) from None
             pool = AsyncConnectionPool(self.url, open=False, **self._pool_args)
-            await pool.open(wait=False)
+            try:  # ready when open returns: its first connection is made (min_size)
+                await pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+            except PoolTimeout:
+                await pool.close()
+                raise StoreUnavailableError(
+                    f"the PostgreSQL conversation store {redact_url(self.url)} accepted one "
+                    f"connection but its pool got none in {CONNECT_TIMEOUT_S} s"
+                ) from None
             self._pool_or_none = pool
 
     async def aclose(self) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import sys
 import time
 from typing import Any
 
@@ -17,6 +18,17 @@ from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
 DATED = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}  ")
 """A trace line as ``tnx trace`` prints it: ISO date and time, then the line."""
+
+
+CTRL_C_ABLE = (
+    sys.executable,
+    "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])",
+)
+"""Run a program with Ctrl-C (SIGINT) at its default, as in a terminal: a test runner started
+in the background by a non-interactive shell (``cmd &``) ignores SIGINT and its children
+inherit that, and Python then installs no KeyboardInterrupt handler."""
 
 
 def asker_llm() -> ScriptedLLM:
@@ -82,6 +94,7 @@ async def test_ls_watch_refreshes_until_ctrl_c(make_runtime, env) -> None:
     async with make_runtime(APPROVALS, asker_llm().transport()) as rt:
         cli = Cli(env, rt)
         proc = await asyncio.create_subprocess_exec(
+            *CTRL_C_ABLE,
             str(TNX),
             "ls",
             "--watch",
