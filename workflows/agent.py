@@ -102,7 +102,7 @@ class AgentWorkflow:
         self._vis = Visibility(s)
         self._trust = Trust(s, self._vis)
         self._outbox = Outbox(s, self._vis)
-        self._leases = LeaseBook(s, self._vis, self._outbox)
+        self._leases = LeaseBook(s, self._vis, self._outbox, workflow.patched)
         self._machine = Machine(s, self._vis, self._outbox, self._leases)
         self._scratch = TurnScratch()
         self._budgets = BudgetLedger(s, self._outbox)

@@ -19,6 +19,12 @@ no message to the parent at all. Leases only move when wakes compete:
 4. **Hand over.** A returned lease goes to the first queued wake whose child is not closed
    (``DEQUEUED wake``), sticky only when no other wake waits.
 
+Signals between two workflows are not ordered, so a lease given back is never taken again:
+the child remembers the highest lease it returned (``returned_lease``) and ignores a later
+grant of it, and tells the parent in its next ``slot_request``, so a parent whose books still
+show that lease (the ``slot_release`` is behind the request) takes it as returned instead of
+sending its grant again (``names.LEASE_RETURNED``).
+
 Exact: a child runs only while it holds a lease (a parked child resumed by its Answer runs
 again even without one, as in protocol 1), the parent never has more than ``max_concurrent``
 leases out, and a lease in flight (granted or given back) counts on the parent's side.
@@ -29,6 +35,8 @@ are passed in, so a unit test runs it with fakes. Deterministic; no I/O.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
@@ -46,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         WakeRequest,
     )
     from toolnexus_temporal.workflows.names import (
+        LEASE_RETURNED,
         SIGNAL_SLOT_RECALL,
         SIGNAL_SLOT_RELEASE,
         SIGNAL_SLOT_REQUEST,
@@ -65,12 +74,25 @@ class LeaseBook:
         log: trace lines and rejections.
         outbox: sends ``wake`` (a grant), ``slot_recall``, ``slot_request`` and
             ``slot_release``.
+        patched: ``workflow.patched`` in a workflow; None (unit tests) applies every rule.
     """
 
-    def __init__(self, s: HandleState, log: Log, outbox: Signals) -> None:
+    def __init__(
+        self,
+        s: HandleState,
+        log: Log,
+        outbox: Signals,
+        patched: Callable[[str], bool] | None = None,
+    ) -> None:
         self.s = s
         self.log = log
         self.outbox = outbox
+        self.patched = patched
+
+    def _returned_rule(self) -> bool:
+        """Whether ``names.LEASE_RETURNED`` applies (asked only where it changes an outcome,
+        so histories recorded before it replay unchanged)."""
+        return self.patched is None or self.patched(LEASE_RETURNED)
 
     # ------------------------------------------------------------------ parent side
 
@@ -96,6 +118,12 @@ class LeaseBook:
             self.log.reject("wake", f"{child}: no slot for a closed or unknown child")
             return
         held = s.leases.get(child)
+        if held is not None and req.returned >= held.id and self._returned_rule():
+            # The child gave this lease back and asks again: its release is behind this
+            # request. Take the lease as returned (the late release is then stale).
+            self.log.trace(f"{s.id}: {child} returned lease {held.id} (release on its way)")
+            self.release(child)
+            held = None
         if held is not None:
             # The child asks although the books say it holds a lease: the grant is still on
             # its way, or was lost with a run of the child. Send it again (idempotent).
@@ -213,7 +241,9 @@ class LeaseBook:
         self.outbox.signal_later(
             s.parent,
             SIGNAL_SLOT_REQUEST,
-            WakeChildRequest(child=s.id, seen_result_seq=s.result_seq, nonce=s.nonce),
+            WakeChildRequest(
+                child=s.id, seen_result_seq=s.result_seq, returned=s.returned_lease, nonce=s.nonce
+            ),
         )
 
     def take_grant(self, req: WakeRequest) -> tuple[bool, str | None]:
@@ -227,6 +257,10 @@ class LeaseBook:
         s = self.s
         if req.lease is None or s.lease == req.lease:
             return False, None  # a repeated grant
+        if req.lease <= s.returned_lease and self._returned_rule():
+            # given back already: the parent re-sent it before our release reached it
+            self.log.trace(f"{s.id}: late grant of lease {req.lease} ignored (given back)")
+            return False, None
         s.lease = req.lease
         # A recall can overtake the grant it recalls (two signals): it was kept aside.
         s.lease_sticky = req.sticky and req.lease > s.recalled_lease
@@ -267,6 +301,8 @@ class LeaseBook:
         """Return the held lease to the parent (signal ``slot_release``)."""
         s = self.s
         lease, s.lease, s.lease_sticky = s.lease, None, False
+        if lease is not None:
+            s.returned_lease = max(s.returned_lease, lease)
         if lease is not None and s.parent is not None:
             self.outbox.signal_later(
                 s.parent, SIGNAL_SLOT_RELEASE, SlotRelease(child=s.id, lease=lease, nonce=s.nonce)

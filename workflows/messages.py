@@ -124,11 +124,17 @@ class WakeChildRequest(WireModel):
 
     ``settled``: siblings' result counts the caller has seen settle since its last
     ``wake_child`` (child id → result_seq): their slots are freed at once, before their own
-    reports arrive, so a wake right after a sibling's result is never queued behind it."""
+    reports arrive, so a wake right after a sibling's result is never queued behind it.
+
+    ``returned`` (``slot_request``, protocol 2): the highest lease id the child has given
+    back. Its ``slot_release`` may arrive after this request (Temporal does not order signals
+    between two workflows), so a parent whose books still show that lease takes it as
+    returned instead of sending its grant again."""
 
     child: str
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     seen_result_seq: int = Field(default=0, ge=0)
+    returned: int = Field(default=0, ge=0)
     relay: StrictBool = False
     settled: dict[str, int] = Field(default_factory=dict, max_length=256)
     nonce: str | None = Field(default=None, max_length=64)

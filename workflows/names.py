@@ -211,6 +211,13 @@ SETTLE_REPORTS_ONLY: Final = "settle-reports-only"
 ``live_usage_ms`` inside a turn, and when the turn settles or suspends; before, after each
 LLM call."""
 
+LEASE_RETURNED: Final = "lease-returned"
+"""2026-12-01: a lease a child gave back is never taken again, whatever order the signals
+arrive in: the child ignores a late grant of it, and a parent that gets the child's next
+``slot_request`` before its ``slot_release`` takes the lease as returned (before: the parent
+sent the grant again and the child ran on it while the parent handed the slot on, one child
+over ``max_concurrent``). Checked only where the rule changes an outcome."""
+
 LLM_QUEUE_SUFFIX: Final = "-llm"
 """Suffix of the LLM task queue used before ``LLM_ON_OWN_QUEUE``."""
 

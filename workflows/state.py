@@ -223,6 +223,8 @@ class HandleState(WireModel):
         lease_sticky: the held lease outlives the turn (until the parent recalls it).
         recalled_lease: the highest lease id recalled before its grant arrived (signals may
             overtake each other): that grant arrives not sticky.
+        returned_lease: (child) the highest lease id this handle gave back. A grant of it that
+            arrives later is stale: the parent re-sent it while the release was on its way.
         slot_waiting: a wake waits for a slot from the parent (the handle shows ``queued``).
         queued_prompt: the prompt of the wake waiting for a slot.
         report_owed: a change the parent has not been told yet (sent coalesced).
@@ -307,6 +309,7 @@ class HandleState(WireModel):
     lease: int | None = None
     lease_sticky: bool = False
     recalled_lease: int = 0
+    returned_lease: int = 0
     slot_waiting: bool = False
     queued_prompt: str | None = None
     report_owed: bool = False
