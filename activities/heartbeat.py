@@ -64,26 +64,33 @@ async def heartbeating(every_s: float = 1.0) -> AsyncIterator[Beat]:
     """
     beat = Beat()
     start = time.monotonic()
+    ended = False
 
     async def beats() -> None:
         last_sent = start
-        while True:
+        while not ended:
             due = last_sent + every_s - time.monotonic()
             try:
-                await asyncio.wait_for(beat._poked.wait(), timeout=max(due, 0.0))
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that
+                # meets the completion of what it waits for (a publish just before the body
+                # ended), and this loop then never ended (nor did the activity).
+                async with asyncio.timeout(max(due, 0.0)):
+                    await beat._poked.wait()
                 earliest = max(start + QUIET_START_S, last_sent + PUBLISH_EVERY_S)
                 hold = earliest - time.monotonic()
                 if hold > 0:
                     await asyncio.sleep(hold)
             except TimeoutError:
                 pass
-            beat.send()
+            if not ended:
+                beat.send()
             last_sent = time.monotonic()
 
     task = asyncio.create_task(beats())
     try:
         yield beat
     finally:
+        ended = True
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
