@@ -38,6 +38,7 @@ _CONNECTION_TEXT: Final = (
     "connection reset",
     "broken pipe",
     "error trying to connect",
+    "h2 protocol error",  # the HTTP/2 connection failed under the call (seen under load)
 )
 
 
