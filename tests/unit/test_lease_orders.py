@@ -9,6 +9,14 @@ outside arrive and turns settle at random moments, and checks after every step:
 * once everything in flight is delivered and every turn has settled, every accepted wake has
   run exactly one turn and no child still waits for a slot (no wake lost).
 
+The second test adds children that park on a Request (some answered, some left parked, as
+for an approval that takes days) and children that close (idle, parked, or when a running
+turn ends; a closed child's workflow has ended, so signals to it are dropped). It checks the
+cap for every child running on a lease, that no wake is lost to a parked or closed sibling,
+and that the parent's books match the leases its open children hold. It fails when a parked
+child keeps a lease it was lent for one turn, or when a closed report does not free the
+closed child's lease.
+
 It failed on the code before the fix (a child that gave its lease back and asked again
 received the parent's re-sent grant of that same lease: three running under a cap of two,
 as CI saw once in ``test_slot_sources[rounds]``).
@@ -42,6 +50,8 @@ class Kid:
     book: LeaseBook
     accepted: int = 0
     turns: int = 0
+    dropped: int = 0  # accepted wakes still queued for a slot when the child closed
+    resumed: bool = False  # running again after its Answer, without a lease of its own
 
 
 @dataclass
@@ -85,8 +95,8 @@ def start(kid: Kid) -> None:
 def wake(kid: Kid) -> None:
     """A wake from outside (``Inbox.wake_from_outside`` under protocol 2)."""
     s = kid.s
-    if s.state != "idle" or s.slot_waiting:
-        return  # a no-op: running, or already queued
+    if s.state != "idle" or s.slot_waiting or s.closing:
+        return  # a no-op: running, parked or already queued; rejected when closing
     kid.accepted += 1
     if kid.book.needs_slot():
         kid.book.ask(None)
@@ -94,9 +104,46 @@ def wake(kid: Kid) -> None:
         start(kid)
 
 
-def settle(kid: Kid) -> None:
+def settle(net: Net, kid: Kid) -> None:
     kid.s.state = "idle"
+    kid.resumed = False
     kid.book.after_transition("idle", parked=False)
+    if kid.s.closing:
+        finish_close(net, kid)
+
+
+def park(kid: Kid) -> None:
+    """The turn parks on a Request (``Machine.transition`` to suspended, settled)."""
+    kid.s.state = "suspended"
+    kid.book.after_transition("suspended", parked=True)
+
+
+def answer(kid: Kid) -> None:
+    """The Answer resumes the parked turn, with or without a lease (module docstring)."""
+    kid.s.state = "running"
+    kid.resumed = kid.s.lease is None
+
+
+def close(net: Net, kid: Kid) -> None:
+    """``Lifecycle.close``: stop accepting; a parked turn is interrupted (to idle); a running
+    turn finishes first (its settle ends the close); then closed, and the closed report goes
+    to the parent."""
+    s = kid.s
+    s.closing = True
+    if s.state == "suspended":
+        settle(net, kid)  # the interrupt: suspended→idle, then the close finishes
+    elif s.state == "idle":
+        finish_close(net, kid)
+
+
+def finish_close(net: Net, kid: Kid) -> None:
+    s = kid.s
+    if s.slot_waiting:
+        kid.dropped += 1
+    s.slot_waiting, s.queued_prompt = False, None
+    s.state = "closed"
+    kid.book.after_transition("closed", parked=False)
+    net.in_flight.append((PARENT, "report_closed", s.id))
 
 
 def deliver(net: Net, msg: tuple[str, str, object]) -> None:
@@ -108,10 +155,16 @@ def deliver(net: Net, msg: tuple[str, str, object]) -> None:
         elif name == "slot_release":
             assert isinstance(arg, SlotRelease)
             net.pbook.on_release(arg)
+        elif name == "report_closed":
+            assert isinstance(arg, str)
+            net.parent.children_info[arg].state = "closed"
+            net.pbook.child_closed(arg)
         else:
             raise AssertionError(name)
         return
     kid = net.kids[to]
+    if kid.s.state == "closed":
+        return  # its workflow has ended: the signal fails and is dropped
     if name == "wake":
         assert isinstance(arg, WakeRequest)
         admit, _ = kid.book.take_grant(arg)
@@ -119,40 +172,87 @@ def deliver(net: Net, msg: tuple[str, str, object]) -> None:
             start(kid)
     elif name == "slot_recall":
         assert isinstance(arg, SlotRecall)
-        kid.book.on_recall(arg, busy=kid.s.state == "running")
+        kid.book.on_recall(arg, busy=kid.s.state == "running")  # parked is settled
     else:
         raise AssertionError(name)
 
 
-def run(seed: int, *, n: int = 5, limit: int = 2, wakes: int = 40) -> None:
+def run(
+    seed: int,
+    *,
+    n: int = 5,
+    limit: int = 2,
+    wakes: int = 40,
+    parks: int = 0,
+    answers: int = 0,
+    closes: int = 0,
+) -> None:
     rng = random.Random(seed)
     net = build(n, limit)
     ids = list(net.kids)
-    left = wakes
+    left, parks_left, answers_left, closes_left = wakes, parks, answers, closes
     for step in range(100_000):
         net.collect()
-        running = [k for k in net.kids.values() if k.s.state == "running"]
+        every = list(net.kids.values())
+        running = [k for k in every if k.s.state == "running"]
+        parked = [k for k in every if k.s.state == "suspended"]
+        open_ = [k for k in every if not k.s.closing]
         choices = ["deliver"] * bool(net.in_flight) + ["settle"] * bool(running)
         choices += ["wake"] * bool(left)
+        choices += ["park"] * bool(parks_left and running) + ["answer"] * bool(
+            answers_left and parked
+        )
+        choices += ["close"] * bool(closes_left and open_)
         if not choices:
             break
         what = rng.choice(choices)
         if what == "deliver":
             deliver(net, net.in_flight.pop(rng.randrange(len(net.in_flight))))
         elif what == "settle":
-            settle(rng.choice(running))
+            settle(net, rng.choice(running))
+        elif what == "park":
+            parks_left -= 1
+            park(rng.choice(running))
+        elif what == "answer":
+            answers_left -= 1
+            answer(rng.choice(parked))
+        elif what == "close":
+            closes_left -= 1
+            close(net, rng.choice(open_))
         else:
             left -= 1
             wake(net.kids[rng.choice(ids)])
         net.collect()
-        assert net.running() <= limit, (seed, step, net.parent.leases)
-    waiting = [cid for cid, k in net.kids.items() if k.s.slot_waiting]
+        on_lease = [k for k in net.kids.values() if k.s.state == "running" and not k.resumed]
+        assert len(on_lease) <= limit, (seed, step, net.parent.leases)
+        assert all(k.s.lease is not None for k in on_lease), (seed, step, "ran without a lease")
+    kids = net.kids
+    waiting = [cid for cid, k in kids.items() if k.s.slot_waiting]
     assert waiting == [], (seed, "wakes lost", waiting, net.parent.wake_queue)
-    assert [k.turns for k in net.kids.values()] == [k.accepted for k in net.kids.values()]
+    assert net.parent.wake_queue == [], (seed, net.parent.wake_queue)
+    assert [k.turns for k in kids.values()] == [k.accepted - k.dropped for k in kids.values()]
     assert len(net.parent.leases) <= limit
+    # The books agree: the parent counts a lease exactly when an open child holds it (a
+    # closed child's lease is freed by its closed report; the child never runs again).
+    held = {cid: k.s.lease for cid, k in kids.items() if k.s.lease is not None and not k.s.closing}
+    assert {c: lease.id for c, lease in net.parent.leases.items()} == held, (seed, held)
 
 
 @pytest.mark.parametrize("block", range(10))
 def test_the_cap_holds_and_no_wake_is_lost_in_any_delivery_order(block: int) -> None:
     for seed in range(block * 300, (block + 1) * 300):
         run(seed)
+
+
+@pytest.mark.parametrize("limit", [1, 2])
+@pytest.mark.parametrize("block", range(3))
+def test_parked_and_closing_children_keep_the_books_in_any_delivery_order(
+    block: int, limit: int
+) -> None:
+    """Children also park on a Request (some resume by their Answer, lease or not; the others
+    stay parked, as for an approval that takes days) and close (idle, parked, or at the end of
+    a running turn, a queued wake dropped): the cap holds for every child running on a lease,
+    and once all is delivered no wake waits (a parked child keeps no slot from its siblings)
+    and the parent's books match the leases its open children hold."""
+    for seed in range(block * 300, (block + 1) * 300):
+        run(seed, limit=limit, parks=15, answers=10, closes=3)
