@@ -95,8 +95,7 @@ class OursAgent(Agent):
         if gate is None:
             result = await retry_rejected(self.owner, lambda: self.rt.run_turn(self.handle, prompt))
         else:
-            # (protocol 1: rt.run_turn was wake_child, an update on the parent, then turn on
-            # the agent); the workaround bounds only the wakes in flight on the shared parent.
+            # the workaround bounds only the wakes in flight on the shared parent.
             async with gate:
                 await retry_rejected(self.owner, lambda: self.rt.wake(self.handle, prompt))
             result = await self.rt.wait(self.handle)

@@ -9,9 +9,16 @@ downloads their histories a few at a time and feeds them, as an async iterator, 
 ``temporalio.worker.Replayer`` built like the worker (:func:`toolnexus_temporal.worker.
 replayer`: the same workflow classes, the client's data converter, the worker's runner).
 
+It also reads, from each history, the protocol generation the agent runs (its start input's
+``state.protocol``) and the ``workflow.patched`` ids its markers name, and reports them per
+namespace: the retirement rule of ``workflows/versions.py`` (a generation or patch id goes
+only when no running agent uses it) is checked here. An agent whose generation this build no
+longer has (``names.RETIRED_PROTOCOLS``, or one it never had) is ``UNSUPPORTED PROTOCOL``.
+
 Exit codes of the command: 0 every listed workflow replays; 1 at least one would break
-(non-deterministic, or its replay failed otherwise); 2 nothing would break as far as it could
-see, but some histories could not be fetched (or Temporal could not be reached).
+(non-deterministic, its replay failed otherwise, or its protocol generation is not this
+build's); 2 nothing would break as far as it could see, but some histories could not be
+fetched (or Temporal could not be reached).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Annotated, Final, Literal
 
 import typer
 from rich.markup import escape
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.workflow import NondeterminismError
@@ -33,7 +41,8 @@ from toolnexus_temporal.cli import ops
 from toolnexus_temporal.cli.hostcmd import emit, out
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.render import one_line, truncate
-from toolnexus_temporal.workflows.names import WORKFLOW_TYPE
+from toolnexus_temporal.workflows.names import PROTOCOLS, WORKFLOW_TYPE
+from toolnexus_temporal.workflows.versions import protocol_error
 
 BASE_QUERY: Final = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Running"'
 """The visibility query of every check: the running agent workflows."""
@@ -41,15 +50,17 @@ BASE_QUERY: Final = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Runnin
 FETCH_AHEAD: Final = 8
 """Histories downloaded at once while the replayer works through the earlier ones."""
 
-Status = Literal["ok", "nondeterministic", "failed", "fetch_failed"]
+Status = Literal["ok", "nondeterministic", "failed", "unsupported", "fetch_failed"]
 """``ok`` replays; ``nondeterministic`` the new code emits other commands than the history
 recorded; ``failed`` the replay failed otherwise (e.g. the code raised in a workflow task);
+``unsupported`` the agent runs a protocol generation this build does not have;
 ``fetch_failed`` its history could not be downloaded (not checked)."""
 
 LABELS: Final[dict[Status, str]] = {
     "ok": "OK",
     "nondeterministic": "NONDETERMINISTIC",
     "failed": "REPLAY FAILED",
+    "unsupported": "UNSUPPORTED PROTOCOL",
     "fetch_failed": "FETCH FAILED",
 }
 """How each status is printed."""
@@ -65,12 +76,16 @@ class ReplayOutcome:
             are closed and never replay again).
         status: see :data:`Status`.
         detail: the first line of the error (empty when ``ok``).
+        protocol: the protocol generation of the agent (None: its input was unreadable).
+        patches: the ``workflow.patched`` ids its history's markers name, sorted.
     """
 
     workflow_id: str
     run_id: str
     status: Status
     detail: str = ""
+    protocol: int | None = None
+    patches: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -99,7 +114,35 @@ class ReplayReport:
     @property
     def breaking(self) -> list[ReplayOutcome]:
         """The workflows the local code would break (non-deterministic or failed)."""
-        return [o for o in self.outcomes if o.status in ("nondeterministic", "failed")]
+        return [
+            o for o in self.outcomes if o.status in ("nondeterministic", "failed", "unsupported")
+        ]
+
+    def protocols(self) -> dict[int | None, int]:
+        """Agents per protocol generation (None: unreadable), lowest first."""
+        found: dict[int | None, int] = {}
+        for o in self.outcomes:
+            if o.status != "fetch_failed":
+                found[o.protocol] = found.get(o.protocol, 0) + 1
+        return dict(sorted(found.items(), key=lambda kv: -1 if kv[0] is None else kv[0]))
+
+    def patches(self) -> dict[str, int]:
+        """Agents per ``workflow.patched`` id their histories name, by id."""
+        found: dict[str, int] = {}
+        for o in self.outcomes:
+            for patch in o.patches:
+                found[patch] = found.get(patch, 0) + 1
+        return dict(sorted(found.items()))
+
+    def versions_line(self, namespace: str) -> str:
+        """``namespace default: protocol 4: 12 agent(s); patch ids: none``."""
+        gens = ", ".join(
+            f"protocol {'?' if p is None else p}: {n} agent(s)"
+            + ("" if p in PROTOCOLS else " (not this build's)")
+            for p, n in self.protocols().items()
+        )
+        patches = ", ".join(f"{p}: {n}" for p, n in self.patches().items()) or "none"
+        return f"namespace {namespace}: {gens or 'no agents'}; patch ids: {patches}"
 
     @property
     def exit_code(self) -> int:
@@ -250,13 +293,54 @@ async def replay_check(
     async with replayer.workflow_replay_iterator(histories) as results:
         async for result in results:
             h, err = result.history, result.replay_failure
+            protocol, patches = await versions_of(client, h)
             status: Status = "ok"
-            if err is not None:
+            detail = ""
+            unsupported = None if protocol is None else protocol_error(protocol)
+            if unsupported is not None:
+                status, detail = "unsupported", unsupported
+            elif err is not None:
                 status = "nondeterministic" if isinstance(err, NondeterminismError) else "failed"
-            detail = "" if err is None else _first_line(err)
-            report.outcomes.append(ReplayOutcome(h.workflow_id, h.run_id, status, detail))
+                detail = _first_line(err)
+            report.outcomes.append(
+                ReplayOutcome(h.workflow_id, h.run_id, status, detail, protocol, patches)
+            )
     report.outcomes.extend(fetch_failed)
     return report
+
+
+async def versions_of(
+    client: Client, history: WorkflowHistory
+) -> tuple[int | None, tuple[str, ...]]:
+    """The protocol generation an agent's history runs (its start input's ``state.protocol``,
+    read from the decoded JSON so that an input of an older shape still tells it; 1 when the
+    field is absent, as before it existed; None when the input cannot be decoded) and the
+    ``workflow.patched`` ids its markers name (Temporal's core records each as a
+    ``core_patch`` marker whose ``patch-data`` is ``{"id": ..., "deprecated": ...}``)."""
+    converter = client.data_converter
+    protocol: int | None = None
+    patches: set[str] = set()
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            try:
+                (inp,) = await converter.decode(list(payloads[:1]))
+                found_protocol = inp["state"].get("protocol", 1)
+                protocol = found_protocol if isinstance(found_protocol, int) else None
+            except Exception:
+                protocol = None  # not an agent's input (a mismatched codec key, a bad start)
+        elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+            attrs = event.marker_recorded_event_attributes
+            data = attrs.details.get("patch-data")
+            if attrs.marker_name != "core_patch" or data is None or not data.payloads:
+                continue
+            try:
+                (found,) = await converter.decode(list(data.payloads[:1]))
+            except Exception:
+                continue
+            if isinstance(found, dict) and isinstance(found.get("id"), str):
+                patches.add(found["id"])
+    return protocol, tuple(sorted(patches))
 
 
 # ---------------------------------------------------------------------------- the command
@@ -277,7 +361,9 @@ def replay_check_command(
 ) -> None:
     """Replay every running agent workflow (in --scope, if given) against the workflow code
     installed here: run it before deploying new code. Exit code 0: all replay; 1: some would
-    break (NONDETERMINISTIC or REPLAY FAILED); 2: some histories could not be fetched."""
+    break (NONDETERMINISTIC, REPLAY FAILED, or UNSUPPORTED PROTOCOL: an agent of a protocol
+    generation this build no longer has); 2: some histories could not be fetched. Also prints
+    the protocol generations and patch ids the running agents use."""
 
     report = ops.run_client(
         opts,
@@ -292,8 +378,17 @@ def replay_check_command(
                 "total": report.total,
                 "summary": report.summary(),
                 "exit_code": report.exit_code,
+                "namespace": opts.namespace,
+                "protocols": {str(p): n for p, n in report.protocols().items()},
+                "patches": report.patches(),
                 "workflows": [
-                    {"workflow_id": o.workflow_id, "run_id": o.run_id, "status": o.label}
+                    {
+                        "workflow_id": o.workflow_id,
+                        "run_id": o.run_id,
+                        "status": o.label,
+                        "protocol": o.protocol,
+                        "patches": list(o.patches),
+                    }
                     | ({"error": o.detail} if o.detail else {})
                     for o in report.outcomes
                 ],
@@ -302,7 +397,8 @@ def replay_check_command(
     else:
         for o in report.outcomes:
             detail = f": {o.detail}" if o.detail else ""
-            out.print(f"{o.label:<16} {escape(o.workflow_id)}{escape(detail)}", soft_wrap=True)
+            out.print(f"{o.label:<20} {escape(o.workflow_id)}{escape(detail)}", soft_wrap=True)
+        out.print(escape(report.versions_line(opts.namespace)), soft_wrap=True)
         out.print(report.summary(), soft_wrap=True)
     if report.exit_code:
         raise typer.Exit(report.exit_code)

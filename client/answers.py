@@ -1,4 +1,4 @@
-"""The owner's word on an Answer routed through its ancestors (protocol 3)."""
+"""The owner's word on an Answer routed through its ancestors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.messages import AnswerResult
 from toolnexus_temporal.workflows.models import Answer
-from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
 
 CONFIRM_S = 10.0
 """How long :func:`confirm_at_owner` waits for the owner of a routed Answer's id to take or
@@ -21,8 +20,8 @@ async def confirm_at_owner(rpc: HandleRpc, answer: Answer, result: AnswerResult)
 
     ``admit_answer`` returns once the next handle on the path took or forwarded it, so an id
     that the owner rejects (a wrong number under a live handle) is read back from the owner's
-    state (``answer_id`` / ``answer_error``, protocol 3), for up to :data:`CONFIRM_S`; past
-    that, or on older trees, the forwarding is all that is known.
+    state (``answer_id`` / ``answer_error``), for up to :data:`CONFIRM_S`; past that, the
+    forwarding is all that is known.
 
     Raises:
         AnswerRejectedError: the owner rejected it, or does not exist.
@@ -37,8 +36,6 @@ async def confirm_at_owner(rpc: HandleRpc, answer: Answer, result: AnswerResult)
             state = await rpc.query(owner, AgentWorkflow.state)
         except HandleNotFoundError as err:
             raise AnswerRejectedError(answer.id, f"{owner} does not exist") from err
-        if state.protocol < PROTOCOL_HARDENED:
-            return  # no answer_id before protocol 3
         if state.answer_id == answer.id:
             if state.answer_error is not None:
                 raise AnswerRejectedError(answer.id, state.answer_error)

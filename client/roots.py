@@ -33,7 +33,7 @@ from toolnexus_temporal.workflows.names import (
     AGENT_NAME,
     AGENT_STATE,
     ALL_SEARCH_ATTRIBUTES,
-    PROTOCOL_OPERATOR,
+    PROTOCOL,
     ROOT_ID,
 )
 from toolnexus_temporal.workflows.state import AgentInput, HandleState
@@ -67,7 +67,7 @@ async def start_root(
         pool_tokens=budget.max_tokens,
         pool_tool_calls=budget.max_tool_calls,
         options=options,
-        protocol=PROTOCOL_OPERATOR,
+        protocol=PROTOCOL,
     )
     await check_search_attributes(rpc)
     for attempt in range(ROOT_START_ATTEMPTS):

@@ -62,7 +62,6 @@ from toolnexus_temporal.workflows.names import (
     UPDATE_ANSWER,
     UPDATE_POST,
     UPDATE_SPAWN,
-    UPDATE_WAKE_CHILD,
     workflow_id_for,
 )
 
@@ -92,7 +91,7 @@ FALLBACK_AFTER_S: Final = 1.0
 """How long a verb with a signal form retries a refusal for an update limit before it uses
 the signal, s."""
 
-SHORT_UPDATES: Final = frozenset({UPDATE_SPAWN, UPDATE_WAKE_CHILD, UPDATE_POST, UPDATE_ANSWER})
+SHORT_UPDATES: Final = frozenset({UPDATE_SPAWN, UPDATE_POST, UPDATE_ANSWER})
 """Updates that complete within a workflow task or two."""
 
 SHORT_UPDATES_IN_FLIGHT: Final = 6

@@ -2,10 +2,9 @@
 
 Each verb is one Temporal message to the handle's workflow (workflow id == handle id, prefixed
 by ``{scope}/`` when the runtime is scoped); the table of verbs and messages is in
-:mod:`toolnexus_temporal.client`. Under a parent that limits ``max_concurrent``, ``wake`` and
-``run_turn`` first take a slot with the parent's ``wake_child`` update
-(:mod:`toolnexus_temporal.client.turns`). Every update and query is sent typed, by handler
-reference (:mod:`toolnexus_temporal.client.rpc`).
+:mod:`toolnexus_temporal.client`. Under a parent that limits ``max_concurrent``, a woken
+handle without a lease asks its parent for one itself (workflow side). Every update and
+query is sent typed, by handler reference (:mod:`toolnexus_temporal.client.rpc`).
 
 A closed handle's workflow has completed; verbs on it answer from its final state (``wait``
 returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``interrupt`` and

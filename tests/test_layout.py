@@ -49,7 +49,6 @@ def test_update_names_come_from_the_handlers() -> None:
         rpc.update_name(update)
         for update in (
             AgentWorkflow.spawn,
-            AgentWorkflow.wake_child,
             AgentWorkflow.turn,
             AgentWorkflow.admit_post,
             AgentWorkflow.admit_interrupt,

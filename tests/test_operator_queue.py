@@ -182,7 +182,7 @@ async def test_a_rejection_in_the_first_workflow_task_is_shown(make_runtime, cli
     and keeps it on the page."""
     async with make_runtime(registry(WORKER), ScriptedLLM({}).transport()) as rt:
         scope = f"{rt.scope}-first"
-        state = HandleState(id=ROOT_ID, scope=scope, task_queue=rt.task_queue, protocol=4)
+        state = HandleState(id=ROOT_ID, scope=scope, task_queue=rt.task_queue)
         wf_id = f"{scope}/{ROOT_ID}"
         await client.start_workflow(
             AgentWorkflow.run,

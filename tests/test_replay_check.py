@@ -17,6 +17,7 @@ from tests.replay_variants import RaisingAgentWorkflow, TimerFirstAgentWorkflow
 from toolnexus_temporal.cli.replaycheck import ReplayReport, replay_check, visibility_query
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.names import PROTOCOL, WORKFLOW_TYPE
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = {"worker": AgentDef(name="worker", system_prompt="be brief")}
@@ -107,6 +108,55 @@ async def test_query_limit_and_a_history_that_cannot_be_fetched(
         assert partial.exit_code == 2 and "incomplete" in partial.summary()
 
 
+RETIRED_INPUT = REPO / "tests" / "fixtures" / "retired" / "protocol2_lead_input.json"
+
+
+async def start_retired_agent(client: Client, rt: AgentRuntime) -> str:
+    """An agent of a retired generation: the start input recorded by a protocol-2 build,
+    started in ``rt``'s scope on a task queue no worker polls (as an agent of an older build
+    waits for its workers), so it stays running."""
+    import json
+
+    inp = json.loads(RETIRED_INPUT.read_text())["input"]
+    inp["state"]["scope"] = rt.scope
+    workflow_id = rt.workflow_id("root/lead.1")
+    await client.start_workflow(
+        WORKFLOW_TYPE, inp, id=workflow_id, task_queue=f"{rt.task_queue}-retired"
+    )
+    return workflow_id
+
+
+async def test_replay_check_names_the_generations_in_use_and_refuses_a_retired_one(
+    make_runtime, client: Client, env
+) -> None:
+    llm = ScriptedLLM({"stub-model": [text("ok")]}, repeat_last=True)
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        await start_agents(rt, 1)
+        report = await replay_check(client, scope=rt.scope)
+        assert report.protocols() == {PROTOCOL: 2} and report.patches() == {}
+        assert report.exit_code == 0
+        retired = await start_retired_agent(client, rt)
+
+        report = await replay_check(client, scope=rt.scope)
+        by_id = {o.workflow_id: o for o in report.outcomes}
+        assert by_id[retired].status == "unsupported" and by_id[retired].protocol == 2
+        assert "protocol 2 (pre-release" in by_id[retired].detail
+        assert "drain or terminate" in by_id[retired].detail
+        assert report.protocols() == {2: 1, PROTOCOL: 2}
+        assert report.exit_code == 1 and "1 UNSUPPORTED PROTOCOL" in report.summary()
+        assert report.versions_line("default") == (
+            f"namespace default: protocol 2: 1 agent(s) (not this build's), "
+            f"protocol {PROTOCOL}: 2 agent(s); patch ids: none"
+        )
+
+        code, out = await run_cli(env, rt)
+        assert code == 1, out
+        lines = [line for line in out.splitlines() if line.startswith("UNSUPPORTED PROTOCOL")]
+        assert len(lines) == 1 and retired in lines[0], out
+        assert "protocol 2: 1 agent(s) (not this build's)" in out
+        await client.get_workflow_handle(retired).terminate("test over")
+
+
 def test_visibility_query() -> None:
     base = 'WorkflowType="AgentWorkflow" AND ExecutionStatus="Running"'
     assert visibility_query() == base
@@ -150,8 +200,9 @@ async def test_the_cli_reports_each_workflow_and_exits_1_on_a_break(make_runtime
         code, out = await run_cli(env, rt)
         assert code == 0, out
         for h in handles:
-            assert f"OK               {rt.workflow_id(h.id)}" in out, out
+            assert f"{'OK':<20} {rt.workflow_id(h.id)}" in out, out
         assert "replay-check: 3 running workflow(s): 3 OK" in out
+        assert f"namespace default: protocol {PROTOCOL}: 3 agent(s); patch ids: none" in out
 
         code, out = await run_cli(env, rt, "--json")
         assert code == 0, out

@@ -7,10 +7,9 @@ class that owns one concept; imports only go down):
 
 * ``visibility``: trace, search attributes, views, loud rejection of signal input;
 * ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
-* ``budgets``: pools and the budget check; ``leases`` (protocol 2) and ``slots``
-  (protocol 1): ``max_concurrent``;
-* ``inbox``: post bounds, wake admission; ``approvals``: suspension, parking (with
-  ``answers``: Answer routing, parking on task children);
+* ``budgets``: pools and the budget check; ``leases``: ``max_concurrent``;
+* ``inbox``: post bounds, wake admission; ``approvals``: suspension, Answer routing,
+  parking on task children;
 * ``children``: spawn, child reports, closing a child (with ``child_watch``: children whose
   workflows end); ``delegation``: the ``task`` tool;
 * ``turn``: the LLM loop and tool calls; ``lifecycle``: wait, interrupt, close, hooks,
@@ -46,7 +45,6 @@ from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.runloop import RunLoop
-from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.trust import Trust, masked
 from toolnexus_temporal.workflows.turn import Turn
 from toolnexus_temporal.workflows.visibility import INVALID, Visibility, status_of, view_of
@@ -64,13 +62,12 @@ with workflow.unsafe.imports_passed_through():
         PostResult,
         SlotRecall,
         SlotRelease,
+        SlotRequest,
         SpawnRequest,
         SpawnResult,
         TurnRequest,
         WaitRequest,
         WaitResponse,
-        WakeChildRequest,
-        WakeChildResult,
     )
     from toolnexus_temporal.workflows.models import (
         Answer,
@@ -102,19 +99,16 @@ class AgentWorkflow:
         self._vis = Visibility(s)
         self._trust = Trust(s, self._vis)
         self._outbox = Outbox(s, self._vis)
-        self._leases = LeaseBook(s, self._vis, self._outbox, workflow.patched)
+        self._leases = LeaseBook(s, self._vis, self._outbox)
         self._machine = Machine(s, self._vis, self._outbox, self._leases)
         self._scratch = TurnScratch()
         self._budgets = BudgetLedger(s, self._outbox)
-        self._slots = SlotBook(s, self._vis, self._outbox)
-        self._inbox = Inbox(s, self._vis, self._machine, self._outbox, self._leases)
+        self._inbox = Inbox(s, self._vis, self._machine, self._leases)
         self._inbox.interrupting = lambda: self._scratch.interrupt_requested
-        self._children = Children(
-            s, self._vis, self._machine, self._budgets, self._slots, self._leases
-        )
+        self._children = Children(s, self._vis, self._machine, self._budgets, self._leases)
         self._approvals = Approvals(s, self._scratch, self._vis, self._machine, self._outbox)
         self._children.on_change = self._approvals.sync_parking
-        self._delegation = Delegation(s, self._vis, self._children, self._slots, self._approvals)
+        self._delegation = Delegation(s, self._vis, self._children, self._approvals)
         self._turn = Turn(
             s,
             self._scratch,
@@ -131,7 +125,6 @@ class AgentWorkflow:
             self._machine,
             self._outbox,
             self._inbox,
-            self._slots,
             self._children,
         )
         self._parking = Parking(
@@ -175,7 +168,7 @@ class AgentWorkflow:
         """Items waiting for the next wake, oldest first."""
         return list(self.s.inbox)
 
-    # ------------------------------------------------------------------ spawn and slots
+    # ------------------------------------------------------------------ spawn and leases
 
     @workflow.update(name=names.UPDATE_SPAWN, description=docs.SPAWN)
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
@@ -187,37 +180,23 @@ class AgentWorkflow:
         self._lifecycle.updates += 1
         return await self._children.spawn(req)
 
-    @workflow.update(name=names.UPDATE_WAKE_CHILD, description=docs.WAKE_CHILD)
-    def wake_child(self, req: WakeChildRequest) -> WakeChildResult:
-        """Protocol 1's slot relay for a child's wake (``slots.py``); under protocol 2 a
-        check that answers ``noop`` (the child takes its own lease: ``leases.py``).
-
-        Raises:
-            ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
-        """
-        self._lifecycle.updates += 1
-        if self.s.protocol >= names.PROTOCOL_LEASES:
-            return self._leases.wake_child(req)
-        return self._slots.wake_child(req)
-
     @workflow.signal(name=names.SIGNAL_SLOT_REQUEST, description=docs.SLOT_REQUEST)
     def slot_request(self, *args: Any) -> None:
         """A child asks for a slot for a wake it received (internal)."""
-        req = self._vis.parse(names.SIGNAL_SLOT_REQUEST, WakeChildRequest, args)
-        lean = self.s.protocol >= names.PROTOCOL_LEASES
+        req = self._vis.parse(names.SIGNAL_SLOT_REQUEST, SlotRequest, args)
         if req is not None and self._trust.from_child("slot_request", req.child, req.nonce):
-            (self._leases.on_request if lean else self._slots.slot_request)(req)
+            self._leases.on_request(req)
 
     @workflow.signal(name=names.SIGNAL_SLOT_RELEASE, description=docs.SLOT_RELEASE)
     def slot_release(self, *args: Any) -> None:
-        """A child gives its lease back (internal; protocol 2)."""
+        """A child gives its lease back (internal)."""
         rel = self._vis.parse(names.SIGNAL_SLOT_RELEASE, SlotRelease, args)
         if rel is not None and self._trust.from_child("slot_release", rel.child, rel.nonce):
             self._leases.on_release(rel)
 
     @workflow.signal(name=names.SIGNAL_SLOT_RECALL, description=docs.SLOT_RECALL)
     def slot_recall(self, *args: Any) -> None:
-        """The parent recalls this handle's lease: other wakes wait (internal; protocol 2)."""
+        """The parent recalls this handle's lease: other wakes wait (internal)."""
         rec = self._vis.parse(names.SIGNAL_SLOT_RECALL, SlotRecall, args)
         if rec is not None and self._trust.from_parent(
             "slot_recall", rec.nonce
@@ -239,8 +218,8 @@ class AgentWorkflow:
         """``wake`` then ``wait`` for that wake's result, as one update: the host's turn costs
         one client round trip and one update (CONTRACT §3 wake, wait).
 
-        On an idle handle the wake is admitted (with a fresh ``grant`` from the parent's
-        ``wake_child``, else after a ``slot_request``: see ``slots.py``) and the update
+        On an idle handle the wake is admitted (at once with a held lease, else after the
+        parent grants one: see ``leases.py``) and the update
         returns the result that turn settles (``pending`` when it parks on a Request). On a
         running or suspended handle the wake is a no-op and the update behaves as ``wait``.
 
@@ -342,8 +321,8 @@ class AgentWorkflow:
     @workflow.update(name=names.UPDATE_ANSWER, description=docs.ADMIT_ANSWER)
     async def admit_answer(self, answer: Answer) -> AnswerResult:
         """Deliver an Answer (CONTRACT §3 resume, §5): to this handle's parked Request, or
-        routed down to the child whose parked Request has this id (protocol 3: to the child
-        on the path to the id's handle, from any ancestor; ``answered`` names where it went).
+        routed down to the child on the path to the id's handle, from any ancestor
+        (``answered`` names where it went).
 
         Returns:
             ``ok`` False with the reason when the id matches no pending Request (nothing

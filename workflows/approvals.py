@@ -1,25 +1,24 @@
-"""Suspension and approvals (CONTRACT §5, §3 resume, §9.1, §9.2).
+"""Approvals: suspension, Answers and parking, for one handle (CONTRACT §5, §3 resume,
+§9.1, §9.2). The rules are pure functions in :mod:`~toolnexus_temporal.workflows.parking`;
+a parked turn carried across continue-as-new is in :mod:`~toolnexus_temporal.workflows.carry`.
 
-A tool that returns ``pending(...)`` suspends its turn. The nearest interpreter (the
-handle's own ``wait_for``, else its ancestors') answers inline through the ``tnx.interpret``
-activity; with none, the handle parks ``suspended`` until the Answer arrives (the
-``answer`` signal or the ``admit_answer`` update), and the same turn goes on. A handle whose
-delegated ``task`` child parks parks too, with the child's Request stamped with its own path;
-an Answer given to it is routed down to that child.
+* **Suspension** (:meth:`Approvals.suspend`): a tool that returns ``pending(...)`` suspends
+  its turn. The nearest interpreter (the handle's own ``wait_for``, else its ancestors')
+  answers inline through the ``tnx.interpret`` activity; with none, the handle parks
+  ``suspended`` until the Answer arrives (the ``answer`` signal or the ``admit_answer``
+  update), and the same turn goes on: the tool re-runs with the Answer
+  (:func:`rerun_result`), or a decline becomes the tool's error result.
+* **Answers** (:meth:`Approvals.answer`, :meth:`Approvals.admit`): an Answer goes to this
+  handle's parked Request, or is forwarded down to the child on the path to the handle that
+  owns its id (routed by the id's handle part, from any ancestor), and is reported to the
+  parent at once. An accepted Answer resumes the handle in its handler.
+* **Parking on delegated tasks** (:meth:`Approvals.sync_parking`): a handle whose ``task``
+  children park parks too, surfacing the first parked call's Request (call order) stamped
+  with its own path; recomputed on every child report, Answer and task call start and end.
 
-Protocol 3 (issue 12; rules in :mod:`~toolnexus_temporal.workflows.parking`): the surfaced
-Request of parked ``task`` children is recomputed on every report and Answer (the first
-parked call in call order; a change is a new ``pending`` result); an accepted Answer resumes
-the handle in its handler; an Answer sent to any ancestor is forwarded down by its id. The
-Answer routing and that parking are in :mod:`~toolnexus_temporal.workflows.answers` (the
-base class :class:`~toolnexus_temporal.workflows.answers.AnswerRouting`).
-
-This module holds :class:`Approvals` (suspension, inline interpreters, waiting parked for
-the Answer, protocol 1 and 2's parking on a delegated task's child), :class:`Answered` and
-:func:`rerun_result`.
-
-:meth:`Approvals.suspend` returns the Answer (the turn re-runs the tool with it, see
-:func:`rerun_result`) or a ready decline result. Deterministic; no I/O.
+Every pending result is published through :meth:`Machine.publish_result
+<toolnexus_temporal.workflows.machine.Machine.publish_result>`, the one path that settles or
+publishes a result. Deterministic; no I/O.
 """
 
 from __future__ import annotations
@@ -31,10 +30,15 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from toolnexus_temporal.workflows.answers import AnswerRouting
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Signals
-from toolnexus_temporal.workflows.parking import stamped, verdict_of, with_path
+from toolnexus_temporal.workflows.parking import (
+    answer_hop,
+    parked_on,
+    stamped,
+    surfaced_child_request,
+    verdict_of,
+)
 from toolnexus_temporal.workflows.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -43,6 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.names import (
         INTERPRET_ACTIVITY,
         INTERPRET_NON_RETRYABLE,
+        SIGNAL_ANSWER,
     )
     from toolnexus_temporal.workflows.state import HandleState
 
@@ -65,18 +70,19 @@ def rerun_result(request: Request, again: ToolResult) -> ToolResult:
     return again
 
 
-class Approvals(AnswerRouting):
+class Approvals:
     """Suspensions, Answers and parking of one handle.
 
-    Owns ``pending_req``, ``request_seq`` and ``interpreters``; per run, the delegated tasks
-    parked on a child's Request (by tool call index). Answers and protocol 3's parking on
-    task children come from :class:`~toolnexus_temporal.workflows.answers.AnswerRouting`.
+    Owns ``pending_req``, ``request_seq``, ``interpreters``, ``answer_id`` and
+    ``answer_error``; per run, the Answers not yet taken by the parked turn, the ids
+    forwarded to children, the Answers being delivered, the running ``task`` calls and this
+    handle's own parked Request.
 
     Args:
         s: the handle's state model.
         scratch: the turn's counters (results) and interrupt flag.
         vis: trace, publish and rejections.
-        machine: transitions and reports.
+        machine: transitions, reports and the published result.
         outbox: forwards an Answer to a child.
     """
 
@@ -88,8 +94,27 @@ class Approvals(AnswerRouting):
         machine: Machine,
         outbox: Signals,
     ) -> None:
-        super().__init__(s, scratch, vis, machine, outbox)
-        self.parked_tasks: dict[int, Request] = {}
+        self.s = s
+        self.scratch = scratch
+        self.vis = vis
+        self.machine = machine
+        self.outbox = outbox
+        self.answers: dict[str, Answer] = {}
+        self.forwarded: set[str] = set()
+        self.task_children: dict[int, str] = {}
+        """The running ``task`` calls of this turn: call index → child id."""
+        self.own_parked: str | None = None
+        """The id of this handle's own Request parked for an Answer from
+        outside (not while an interpreter answers inline)."""
+        self.delivering: dict[str, int] = {}
+        """Answers forwarded to a child parked on them, with the child's report
+        seq at that moment (the ``admit_answer`` update waits for a newer report)."""
+        self.seen_parked: set[str] = set()
+        """Task children seen parked in this run: they no longer hold back a
+        later call's parked Request (:func:`surfaced_child_request`)."""
+        self.own_suspension = False
+        """A tool of this handle's own suspended and is being resolved (inline or parked):
+        its suspension is not a parking on task children."""
 
     async def suspend(
         self, call: ToolCall, fields: dict[str, Any], carried: Request | None = None
@@ -131,13 +156,12 @@ class Approvals(AnswerRouting):
         else:
             # Park: waiters get `pending` now; the Answer continues this very turn.
             req = s.pending_req = stamped(s, fields)
-            s.last_result = self.scratch.result("pending", req.prompt, pending=req)
-            s.result_seq += 1
+            self.machine.publish_result(self.scratch.result("pending", req.prompt, pending=req))
             self.machine.transition(
                 "suspended", f"{call.name} needs {req.kind}; waiting for an answer"
             )
             answer = await self._await_answer(req)
-        if not self.hardened or s.state == "suspended":  # 3: the Answer's handler resumed it
+        if s.state == "suspended":  # else the Answer's handler resumed it
             s.pending_req = None
             self.machine.transition("running", f"answer {verdict_of(answer)}")
         if not answer.ok:
@@ -179,42 +203,149 @@ class Approvals(AnswerRouting):
             return Answer(id=req.id, ok=False, reason="cancelled")
         return answer
 
-    # ---- parking for a delegated task's child
+    def answer(self, answer: Answer) -> tuple[str | None, str | None]:
+        """Route an Answer (CONTRACT §3 resume; :meth:`routed`), then report it to the parent
+        at once (``answer_id`` and ``answer_error``: a parent's ``admit_answer`` update waits
+        for it), unless the id is outside this handle's subtree (no parent forwarded that: no
+        report is owed).
 
-    def is_parked(self, index: int) -> bool:
-        """Whether the ``task`` call ``index`` is parked on its child's Request."""
-        return index in self.parked_tasks
+        Returns:
+            (None, the handle it was delivered to), or (the error, None): no pending
+            Request, another id, already answered, or being cancelled. A rejection changes
+            nothing and is recorded loudly (CONTRACT §9.2).
+        """
+        error, answered = self.routed(answer)
+        if answer_hop(self.s, answer.id).to is not None:
+            self.s.answer_id, self.s.answer_error = answer.id, error
+            self.machine.report(now=True)
+        return error, answered
 
-    def park_for_child(self, index: int, child_req: Request) -> None:
-        """The child of ``task`` call ``index`` parked on ``child_req``: this handle parks too,
-        surfacing the first parked call's Request (in call order) with its own path."""
+    def routed(self, answer: Answer) -> tuple[str | None, str | None]:
+        """Route ``answer`` by its id's handle part (:func:`answer_hop`).
+
+        This handle's own parked Request takes it, and the handle is ``running`` again at
+        once (a ``wait`` right after it waits for the continued turn). A child on the path
+        gets it forwarded: when that child's report shows it parked on this very id, this
+        handle resumes or surfaces its next parked task at once (:meth:`sync_parking`);
+        otherwise the child routes it further down and the owner checks it.
+
+        Returns:
+            (None, the handle it was delivered to: this one or the child it was forwarded
+            to), or (the error, None), recorded loudly; a rejection changes nothing.
+        """
         s = self.s
-        req = with_path(s, child_req)
-        self.parked_tasks[index] = req
-        first = self.parked_tasks[min(self.parked_tasks)]
-        if s.state == "suspended":
-            s.pending_req = first
+        hop = answer_hop(s, answer.id)
+        error = hop.error
+        if hop.to == s.id:
+            pending = s.pending_req
+            if self.own_parked is None or pending is None:
+                error = f"answer {answer.id!r}: {s.id} has no pending request"
+            elif answer.id != self.own_parked:
+                error = f"answer {answer.id!r} matches no pending request (pending: {pending.id!r})"
+            elif answer.id in self.answers:
+                error = f"request {answer.id!r} is already answered"
+        elif hop.to is not None and answer.id in self.forwarded:
+            error = f"request {answer.id!r} is already answered"
+        if error is None and (self.scratch.interrupt_requested or s.closing):
+            error = f"request {answer.id!r} is being cancelled (interrupt or close)"
+        if error is not None or hop.to is None:
+            error = error or "rejected"
+            self.vis.reject("answer", error)
+            return error, None
+        verdict = verdict_of(answer)
+        if hop.to == s.id:
+            self.vis.trace(f"{s.id}: answer {answer.id} ({verdict})")
+            self.answers[answer.id] = answer
+            s.pending_req = None
+            self.machine.transition("running", f"answer {verdict}")
+            return None, s.id
+        info = s.children_info[hop.to]
+        self.outbox.signal_later(hop.to, SIGNAL_ANSWER, answer)
+        self.delivering[answer.id] = info.report_seq
+        if parked_on(info) == answer.id:
+            # The child is parked on it: it runs again (a child that refuses the Answer
+            # reports `suspended` again), and this handle resumes or surfaces the next one.
+            self.vis.trace(f"{s.id}: answer {answer.id} ({verdict}) → {hop.to}")
+            s.children_info[hop.to] = info.model_copy(
+                update={"state": "running", "pending_req": None, "parked": False}
+            )
+            self.forwarded.add(answer.id)
+            self.seen_parked.add(hop.to)
+            self.sync_parking()
+        else:
+            self.vis.trace(f"{s.id}: answer {answer.id} ({verdict}) forwarded to {hop.to}")
+        return None, hop.to
+
+    async def admit(self, answer: Answer) -> tuple[str | None, str | None]:
+        """The ``admit_answer`` update: :meth:`answer`; an Answer forwarded
+        to a child returns once that child has processed it (its report names it), with its
+        rejection if it rejected it: a ``wait`` on the child right after this update waits
+        for the continued turn, never for the answered Request."""
+        error, answered = self.answer(answer)
+        seen = self.delivering.pop(answer.id, None)
+        if error is None and answered is not None and seen is not None:
+            s = self.s
+            child = answered
+
+            def processed() -> bool:
+                info = s.children_info.get(child)
+                if info is None or info.state == "closed":
+                    return True
+                return info.report_seq > seen and info.answer_id == answer.id
+
+            await workflow.wait_condition(processed)
+            info = s.children_info.get(child)
+            if info is not None and info.state != "closed" and info.answer_error is not None:
+                return f"{child}: {info.answer_error}", None
+        return error, answered
+
+    def track_task(self, index: int, child_id: str) -> None:
+        """The ``task`` call ``index`` runs child ``child_id``."""
+        self.task_children[index] = child_id
+        self.sync_parking()
+
+    def untrack_task(self, index: int, *, sync: bool = True) -> None:
+        """The ``task`` call ``index`` is over: its result came (``sync``), or it
+        was aborted (no sync: the turn settles by itself)."""
+        if self.task_children.pop(index, None) is not None and sync:
+            self.sync_parking()
+
+    def sync_parking(self) -> None:
+        """Make this handle's parking match its task children's reports: park
+        on the first parked call's Request (call order) once no earlier call is still
+        running without having parked (it may park first), surface another one as a new
+        ``pending`` result when that changes, or resume when none is parked any more.
+
+        Called on every child report, every Answer and every task call's start and end;
+        idempotent. Does nothing during an interrupt, a wall-clock stop or a close (the
+        turn settles by itself), nor while this handle's own tool suspension is resolved.
+        """
+        s = self.s
+        if s.state not in ("running", "suspended"):
+            return
+        if self.scratch.interrupt_requested or self.scratch.wall_fired or s.closing:
+            return
+        if self.own_suspension:
+            return  # a tool of its own suspended (parked, or an interpreter answers inline)
+        for child in self.task_children.values():
+            info = s.children_info.get(child)
+            if info is not None and info.answer_error is not None:
+                self.forwarded.discard(info.answer_id or "")  # it refused it: still parked
+            if parked_on(info) is not None:
+                self.seen_parked.add(child)
+        req = surfaced_child_request(s, self.task_children, self.forwarded, self.seen_parked)
+        if req is None:
+            if s.state == "suspended":
+                s.pending_req = None
+                self.machine.transition("running", "delegated task answered")
+            return
+        if s.state == "suspended" and s.pending_req is not None and s.pending_req.id == req.id:
+            return  # already surfaced
+        s.pending_req = req
+        self.machine.publish_result(self.scratch.result("pending", req.prompt, pending=req))
+        if s.state == "running":
+            self.machine.transition("suspended", f"delegated task waits for {req.kind}")
+        else:
+            self.vis.trace(f"{s.id}: surfaces {req.id} (delegated task waits for {req.kind})")
             self.vis.publish()
             self.machine.report()
-            return
-        s.pending_req = first
-        s.last_result = self.scratch.result("pending", first.prompt, pending=first)
-        s.result_seq += 1
-        self.machine.transition("suspended", f"delegated task waits for {req.kind}")
-
-    def unpark_for_child(self, index: int) -> None:
-        """The child of ``task`` call ``index`` runs again: surface the next parked call's
-        Request, or resume (suspended→running) when none is left."""
-        s = self.s
-        self.parked_tasks.pop(index, None)
-        if self.parked_tasks:
-            s.pending_req = self.parked_tasks[min(self.parked_tasks)]
-            self.vis.publish()
-            self.machine.report()
-            return
-        s.pending_req = None
-        self.machine.transition("running", "delegated task answered")
-
-    def forget_task(self, index: int) -> None:
-        """The ``task`` call ``index`` was aborted: it is no longer parked."""
-        self.parked_tasks.pop(index, None)

@@ -26,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import BudgetAsk, BudgetReply
     from toolnexus_temporal.workflows.models import Budget, LimitName
     from toolnexus_temporal.workflows.names import (
-        PROTOCOL_HARDENED,
         SIGNAL_BUDGET_ASK,
         SIGNAL_BUDGET_REPLY,
         SIGNAL_POOL_FLOOR,
@@ -277,9 +276,9 @@ class BudgetLedger:
 
         Returns:
             None (kept), or why it is not an answer to an ask of this run still waiting
-            (protocol 3: nothing changes; a late answer to an abandoned ask is dropped).
+            (nothing changes; a late answer to an abandoned ask is dropped).
         """
-        if self.s.protocol >= PROTOCOL_HARDENED and reply.seq not in self.waiting:
+        if reply.seq not in self.waiting:
             if 1 <= reply.seq <= self.ask_seq:
                 return None  # the ask was abandoned (an interrupted turn): nothing waits
             return f"no budget_ask {reply.seq} was sent"

@@ -1,4 +1,4 @@
-"""A parked turn across continue-as-new (protocol 3; issue 12 item 8).
+"""A parked turn across continue-as-new (issue 12 item 8).
 
 A handle parked on a Request may stay parked for days while signals and updates keep
 arriving (rejected ones too: each is a history event, and Temporal refuses signals and
@@ -38,7 +38,6 @@ from toolnexus_temporal.workflows.roster import compact
 from toolnexus_temporal.workflows.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
     from toolnexus_temporal.workflows.parking import parked_on
     from toolnexus_temporal.workflows.state import AgentInput, HandleState, ParkedTurn
 
@@ -59,14 +58,12 @@ def carry_blocker(
         parked_children: the ``task`` jobs parked with their child, job index → child id.
 
     Returns:
-        ``protocol < 3``, ``not suspended``, ``closing``, ``interrupted``, ``another
+        ``not suspended``, ``closing``, ``interrupted``, ``another
         request``, ``tool jobs running`` (a job is neither finished nor parked on its
         child) or ``not parked`` (an interpreter answers inline); None when the turn is
         parked on its own tool's Request, or its unfinished jobs all wait on parked
         children.
     """
-    if s.protocol < PROTOCOL_HARDENED:
-        return "protocol < 3"
     if s.state != "suspended":
         return "not suspended"
     if s.closing:
@@ -196,15 +193,15 @@ class Parking:
         )
 
     async def run_turn(self, turn: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run the admitted (or carried) turn to its end. Under protocol 3, when the run
-        grows long while the turn is parked, continue as new carrying it instead.
+        """Run the admitted (or carried) turn to its end. When the run grows long while the
+        turn is parked, continue as new carrying it instead.
 
         Raises:
             ContinueAsNewError: the run continues as new with the parked turn.
         """
         task = asyncio.create_task(turn())
         self.scratch.task = task
-        while self.s.protocol >= PROTOCOL_HARDENED and not task.done():
+        while not task.done():
             await workflow.wait_condition(lambda: task.done() or self.may_carry())
             if task.done():
                 break

@@ -1,7 +1,7 @@
-"""Children whose workflows end (CONTRACT §8; protocol 3, issue 12 items 13 and 16): a
+"""Children whose workflows end (CONTRACT §8): a
 child's workflow that ends without a ``closed`` report (terminated, failed, timed out: for
-example from the web UI) is marked closed, so nothing waits on it forever and its slot or
-lease is freed; a task child's final view is its closed report.
+example from the web UI) is marked closed, so nothing waits on it forever and its lease is
+freed; a task child's final view is its closed report.
 
 * :meth:`ChildWatch.watch`: the children started in this run (their child workflow handle).
 * :meth:`ChildWatch.watch_earlier`: the live children of earlier runs, through
@@ -24,17 +24,12 @@ from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.child_ends import child_ends
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
-from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility, error_cause
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import ChildEnd, ChildReport, CloseRequest
     from toolnexus_temporal.workflows.models import HandleView
-    from toolnexus_temporal.workflows.names import (
-        PROTOCOL_HARDENED,
-        PROTOCOL_LEASES,
-        SIGNAL_CLOSE,
-    )
+    from toolnexus_temporal.workflows.names import SIGNAL_CLOSE
     from toolnexus_temporal.workflows.state import HandleState
 
 
@@ -45,9 +40,8 @@ class ChildWatch:
         s: the handle's state model.
         vis: trace lines, publish.
         machine: the report to this handle's own parent; the outbox (orphans' close).
-        budgets: the ledger and floors after a child closed (protocol 3).
-        slots: a child's slot when its workflow ended (protocol 1).
-        leases: a child's lease when its workflow ended (protocol 2).
+        budgets: the ledger and floors after a child closed.
+        leases: a child's lease when its workflow ended.
         on_report: a child's report (a task child's final view is one).
         on_change: called after a child's info changed (``Children.on_change``).
     """
@@ -58,7 +52,6 @@ class ChildWatch:
         vis: Visibility,
         machine: Machine,
         budgets: BudgetLedger,
-        slots: SlotBook,
         leases: LeaseBook,
         on_report: Callable[[ChildReport], None],
         on_change: Callable[[], None],
@@ -67,32 +60,27 @@ class ChildWatch:
         self.vis = vis
         self.machine = machine
         self.budgets = budgets
-        self.slots = slots
         self.leases = leases
         self.on_report = on_report
         self.on_change = on_change
 
     def mark_closed(self, child_id: str) -> None:
         """Record a child as closed whose workflow is gone (ended without a closed report, or
-        never started): nothing waits on it forever, and its slot is freed. From protocol 3
-        the change is handled like a closed report: usage and pools recounted, floors
-        pushed, the parent told, search attributes and details published."""
+        never started): nothing waits on it forever, and its lease is freed. The change is
+        handled like a closed report: usage and pools recounted, floors pushed, the parent
+        told, search attributes and details published."""
         info = self.s.children_info.get(child_id)
         if info is None or info.state == "closed":
             return
         self.s.children_info[child_id] = info.model_copy(
             update={"state": "closed", "parked": False, "pending_req": None}
         )
-        if self.s.protocol >= PROTOCOL_LEASES:
-            self.leases.child_closed(child_id)
-        else:
-            self.slots.child_ended(child_id)
+        self.leases.child_closed(child_id)
         self.on_change()
-        if self.s.protocol >= PROTOCOL_HARDENED:
-            self.budgets.recount()
-            self.budgets.push_floors()
-            self.vis.publish()
-            self.machine.report(now=True)
+        self.budgets.recount()
+        self.budgets.push_floors()
+        self.vis.publish()
+        self.machine.report(now=True)
 
     async def watch(
         self, child_id: str, handle: workflow.ChildWorkflowHandle[Any, HandleView]
@@ -107,18 +95,16 @@ class ChildWatch:
             why = "ended"
         except Exception as err:
             why = f"ended abnormally: {type(err).__name__}: {error_cause(err)}"
-            if self.s.protocol >= PROTOCOL_HARDENED:  # its last state: usage, open children
-                for end in (await child_ends(self.s.scope, [child_id])).ended:
-                    self.ended(end.model_copy(update={"why": why}))
-                return
+            # its last state: usage, open children
+            for end in (await child_ends(self.s.scope, [child_id])).ended:
+                self.ended(end.model_copy(update={"why": why}))
+            return
         self.ended(ChildEnd(id=child_id, view=final, why=why))
 
     def watch_earlier(self) -> None:
-        """At a run's start (protocol 3): watch the live children started by earlier runs
+        """At a run's start: watch the live children started by earlier runs
         (activity ``tnx.watch_children``, restarted for the rest each time one ends), so a
         child terminated after this handle continued as new is noticed like any other."""
-        if self.s.protocol < PROTOCOL_HARDENED:
-            return
         live = [c for c, info in self.s.children_info.items() if info.state != "closed"]
         if live:
             asyncio.create_task(self._watch_earlier(live))  # noqa: RUF006 (ends with the run)
@@ -149,8 +135,8 @@ class ChildWatch:
         if info is None or info.state == "closed":
             return
         if final is not None and final.state == "closed" and final.report_seq > info.report_seq:
-            # A task child (protocol 2) sends no closed report: its final view, the
-            # workflow's result, is that report.
+            # The closed report has not arrived (yet): the final view, the workflow's
+            # result, stands for it.
             self.on_report(
                 ChildReport(
                     id=child_id,

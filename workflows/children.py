@@ -26,7 +26,6 @@ from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
 from toolnexus_temporal.workflows.operator import static_details, static_summary
 from toolnexus_temporal.workflows.roster import children_count, record_spawn, was_child
-from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility, view_of
 
 with workflow.unsafe.imports_passed_through():
@@ -43,9 +42,6 @@ with workflow.unsafe.imports_passed_through():
         AGENT_NAME,
         AGENT_PARENT,
         AGENT_STATE,
-        PROTOCOL_HARDENED,
-        PROTOCOL_LEASES,
-        PROTOCOL_OPERATOR,
         SIGNAL_CLOSE,
         WORKFLOW_TYPE,
         workflow_id_for,
@@ -99,9 +95,9 @@ def child_state(
 ) -> HandleState:
     """The initial state of a new child of ``parent``: its pools as carved, the interpreter
     chain (its own ``wait_for`` first, then the parent's chain), the parent's options and
-    protocol; under protocol 2 also its lease granted ahead, its team's cached definitions,
-    whether it is a one-shot ``task`` child, and a first wake that travels with the spawn;
-    under protocol 3 its nonce (``trust.py``)."""
+    protocol, its lease granted ahead, its team's cached definitions, whether it is a
+    one-shot ``task`` child, a first wake that travels with the spawn, and its nonce
+    (``trust.py``)."""
     own_interpreter = [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
     return HandleState(
         id=child_id,
@@ -136,17 +132,15 @@ def child_state(
 class Children:
     """The children of one handle.
 
-    Owns ``children``, ``children_info`` and ``spawn_count``; per run, the resolved
-    definitions (cached ``DEF_CACHE_S``) and the lookups in flight.
+    Owns ``children``, ``children_info`` and ``spawn_count``; the agent definitions it spawns
+    from (``definitions.py``).
 
     Args:
         s: the handle's state model.
         vis: trace lines.
         machine: the report to this handle's own parent.
         budgets: carving pools, the ledger after a report.
-        slots: a child's slot after a report or when its workflow ended (protocol 1).
-        leases: a child's lease at spawn, after its close or when its workflow ended
-            (protocol 2).
+        leases: a child's lease at spawn, after its close or when its workflow ended.
     """
 
     def __init__(
@@ -155,25 +149,22 @@ class Children:
         vis: Visibility,
         machine: Machine,
         budgets: BudgetLedger,
-        slots: SlotBook,
         leases: LeaseBook,
     ) -> None:
         self.s = s
         self.vis = vis
         self.machine = machine
         self.budgets = budgets
-        self.slots = slots
         self.leases = leases
         self.definitions = Definitions(s)
         self.on_change: Callable[[], None] = lambda: None
         """Called after a child's info changed (a report, or its workflow ended): the
-        handle's parking follows its task children (protocol 3, ``Approvals.sync_parking``)."""
+        handle's parking follows its task children (``Approvals.sync_parking``)."""
         self.watcher = ChildWatch(
             s,
             vis,
             machine,
             budgets,
-            slots,
             leases,
             on_report=self.on_report,
             on_change=lambda: self.on_change(),
@@ -182,8 +173,8 @@ class Children:
 
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """The ``spawn`` update: the child's view, or the SpawnError text (never raises).
-        With ``req.wake`` (protocol 2) the child starts with that wake admitted."""
-        wake = req.wake and self.s.protocol >= PROTOCOL_LEASES
+        With ``req.wake`` the child starts with that wake admitted."""
+        wake = req.wake
         child, error = await self.start(
             req.name, budget=req.budget, wake=wake, prompt=req.prompt if wake else None
         )
@@ -199,11 +190,10 @@ class Children:
         self, name: str, prompt: str | None = None
     ) -> tuple[str | None, str | None]:
         """Spawn for the ``task`` tool (results reported): (child id, None) or (None, the
-        SpawnError text). Protocol 2: the child starts with its wake (``prompt``) and closes
-        itself once that turn settles."""
-        lean = self.s.protocol >= PROTOCOL_LEASES
+        SpawnError text). The child starts with its wake (``prompt``) and closes itself once
+        that turn settles."""
         child, error = await self.start(
-            name, report_results=True, wake=lean, prompt=prompt if lean else None, one_shot=lean
+            name, report_results=True, wake=True, prompt=prompt, one_shot=True
         )
         return (child.id if child else None), error
 
@@ -223,9 +213,7 @@ class Children:
             (the child's initial state, None), or (None, the SpawnError text).
         """
         s = self.s
-        lean = s.protocol >= PROTOCOL_LEASES
-        defs = self.definitions
-        resolved = await (defs.resolve_cached(name) if lean else defs.resolve(name))
+        resolved = await self.definitions.resolve_cached(name)
         error = spawn_check(s, name, resolved, workflow.now().timestamp() * 1000)
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
@@ -233,10 +221,10 @@ class Children:
             return None, error
         defn = resolved.defn
         pools = carve(s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
-        nonce = str(workflow.uuid4()) if s.protocol >= PROTOCOL_HARDENED else None
+        nonce = str(workflow.uuid4())
         child_id = record_spawn(s, defn.name, nonce)
-        lease = self.leases.at_spawn(child_id) if lean else None
-        team_defs = {m: s.agent_defs[m] for m in defn.team if m in s.agent_defs} if lean else {}
+        lease = self.leases.at_spawn(child_id)
+        team_defs = {m: s.agent_defs[m] for m in defn.team if m in s.agent_defs}
         child = child_state(
             s,
             child_id,
@@ -251,19 +239,14 @@ class Children:
             prompt=prompt,
             nonce=nonce,
         )
-        attributes = (
-            TypedSearchAttributes(
-                [
-                    SearchAttributePair(AGENT_STATE, "idle"),
-                    SearchAttributePair(AGENT_NAME, defn.name),
-                    SearchAttributePair(AGENT_DEPTH, child.depth),
-                    SearchAttributePair(AGENT_PARENT, s.id),
-                ]
-            )
-            if lean
-            else None
+        attributes = TypedSearchAttributes(
+            [
+                SearchAttributePair(AGENT_STATE, "idle"),
+                SearchAttributePair(AGENT_NAME, defn.name),
+                SearchAttributePair(AGENT_DEPTH, child.depth),
+                SearchAttributePair(AGENT_PARENT, s.id),
+            ]
         )
-        told = s.protocol >= PROTOCOL_OPERATOR  # the UI's page of a child, with no worker
         start = workflow.start_child_workflow(
             WORKFLOW_TYPE,
             AgentInput(state=child),
@@ -273,8 +256,9 @@ class Children:
             # Closing a parent closes its subtree through our own graceful cascade, never
             # by Temporal termination; children also outlive a parent's continue-as-new.
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-            static_summary=static_summary(child) if told else f"agent {name} (child of {s.id})",
-            static_details=static_details(child) if told else None,
+            # the UI's page of a child, with no worker
+            static_summary=static_summary(child),
+            static_details=static_details(child),
             search_attributes=attributes,
         )
         child_handle: workflow.ChildWorkflowHandle[Any, HandleView] = await start
@@ -303,11 +287,8 @@ class Children:
             answer_error=report.answer_error,
             nonce=info.nonce,
         )
-        if self.s.protocol >= PROTOCOL_LEASES:
-            if report.state == "closed":
-                self.leases.child_closed(report.id)
-        else:
-            self.slots.on_report(report, was_parked=info.parked)
+        if report.state == "closed":
+            self.leases.child_closed(report.id)
         self.budgets.recount()
         self.budgets.push_floors()
         self.machine.report()

@@ -13,15 +13,11 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import ResolveAgentInput, ResolveAgentResult
-    from toolnexus_temporal.workflows.names import RESOLVE_AGENT_ACTIVITY, RESOLVE_BY_ACTIVITY
+    from toolnexus_temporal.workflows.names import RESOLVE_AGENT_ACTIVITY
     from toolnexus_temporal.workflows.state import CachedDef, HandleState
 
-DEF_CACHE_S = 60.0
-"""Protocol 1: how long a parent reuses a resolved agent definition, in seconds of workflow
-time (per run)."""
-
 DEF_REFRESH_MS = 10 * 60 * 1000
-"""Protocol 2: the age (ms of workflow time) after which a cached agent definition is looked
+"""The age (ms of workflow time) after which a cached agent definition is looked
 up again at its next spawn. The refresh rule: a handle keeps each definition it looked up (or
 inherited from its parent for its ``team``) in its state, across continue-as-new; a spawn uses
 it with no activity while it is younger than this; an unknown name is looked up at every
@@ -32,8 +28,7 @@ running tree's spawns within ten minutes, or at once through a new runtime."""
 class Definitions:
     """The agent definitions one handle spawns from.
 
-    Owns ``HandleState.agent_defs`` (protocol 2) and, per run, protocol 1's cache and the
-    lookups in flight.
+    Owns ``HandleState.agent_defs`` and, per run, the lookups in flight.
 
     Args:
         s: the handle's state model.
@@ -41,41 +36,7 @@ class Definitions:
 
     def __init__(self, s: HandleState) -> None:
         self.s = s
-        self.defs: dict[str, tuple[float, ResolveAgentResult]] = {}
-        """Protocol 1: definitions resolved in this run by name: (workflow time in s, result)."""
         self.resolving: dict[str, asyncio.Future[ResolveAgentResult]] = {}
-
-    async def resolve(self, name: str) -> ResolveAgentResult:
-        """The registry's definition of ``name``, through the ``tnx.resolve_agent`` activity.
-
-        A known definition is reused for ``DEF_CACHE_S`` of workflow time, and concurrent
-        spawns of one name share one lookup (a fan-out of 50 costs one activity), so a
-        registry edit reaches a running parent's spawns within that time. An unknown name is
-        looked up again at each spawn.
-
-        Histories from before ``RESOLVE_BY_ACTIVITY`` used a local activity, which a core race
-        could record in one workflow task while resolving it in the next: non-deterministic
-        under concurrent spawn updates (bench/results/2026-11-30-evidence).
-
-        Raises:
-            ActivityError: the lookup failed (its sharers get the same error).
-        """
-        if not workflow.patched(RESOLVE_BY_ACTIVITY):  # exactly as those histories ran
-            old: ResolveAgentResult = await workflow.execute_local_activity(
-                RESOLVE_AGENT_ACTIVITY,
-                ResolveAgentInput(name=name),
-                result_type=ResolveAgentResult,
-                start_to_close_timeout=timedelta(seconds=10),
-            )
-            return old
-        now = workflow.now().timestamp()
-        cached = self.defs.get(name)
-        if cached is not None and now - cached[0] < DEF_CACHE_S:
-            return cached[1]
-        resolved = await self.lookup(name)
-        if resolved.defn is not None:
-            self.defs[name] = (workflow.now().timestamp(), resolved)
-        return resolved
 
     async def lookup(self, name: str) -> ResolveAgentResult:
         """One ``tnx.resolve_agent`` activity for ``name``; concurrent spawns of one name share
@@ -115,7 +76,7 @@ class Definitions:
         return resolved
 
     async def resolve_cached(self, name: str) -> ResolveAgentResult:
-        """Protocol 2: the definition of ``name`` from this handle's cache (no activity), or
+        """The definition of ``name`` from this handle's cache (no activity), or
         looked up (and its team's definitions with it) when missing or older than
         ``DEF_REFRESH_MS`` (see there for the refresh rule).
 

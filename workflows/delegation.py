@@ -17,13 +17,11 @@ from temporalio import workflow
 from toolnexus_temporal.workflows.approvals import Approvals
 from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.machine import require_defn
-from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import CloseRequest
     from toolnexus_temporal.workflows.models import TaskResult, ToolCall, ToolResult
-    from toolnexus_temporal.workflows.names import PROTOCOL_LEASES
     from toolnexus_temporal.workflows.state import ChildInfo, HandleState
 
 
@@ -34,7 +32,6 @@ class Delegation:
         s: the handle's state model.
         vis: trace lines.
         children: spawns and closes the child.
-        slots: the child's wake takes one of this handle's slots (or queues).
         approvals: parks and unparks this handle with the child.
     """
 
@@ -43,13 +40,11 @@ class Delegation:
         s: HandleState,
         vis: Visibility,
         children: Children,
-        slots: SlotBook,
         approvals: Approvals,
     ) -> None:
         self.s = s
         self.vis = vis
         self.children = children
-        self.slots = slots
         self.approvals = approvals
 
     async def task(self, index: int, call: ToolCall) -> ToolResult:
@@ -79,20 +74,17 @@ class Delegation:
                 output=f"error: agent {agent!r} is not in the team (team: {team})",
                 is_error=True,
             )
-        lean = s.protocol >= PROTOCOL_LEASES
         child_id, error = await self.children.spawn_for_task(agent, prompt)
         if child_id is None:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)
-        self.vis.trace(f"{s.id}: task → {child_id}")
-        if not lean:  # protocol 2: the wake travelled with the spawn (lease or queue)
-            self.slots.admit(child_id, prompt)  # takes a slot, or queues FIFO
+        self.vis.trace(f"{s.id}: task → {child_id}")  # the wake travelled with the spawn
         return await self.follow(index, child_id)
 
     async def follow(self, index: int, child_id: str) -> ToolResult:
         """Wait for the child of ``task`` call ``index`` (parking with it), close it and
         return its result for the model. Also the way back to a child started by an earlier
-        run, for a turn carried across continue-as-new while parked (protocol 3: the child
-        reports its close, so no watch of its workflow is needed).
+        run, for a turn carried across continue-as-new while parked (the child reports its
+        close, so no watch of its workflow is needed).
 
         Raises:
             asyncio.CancelledError: the parent's turn was interrupted (the child is closed
@@ -102,7 +94,6 @@ class Delegation:
             result = await self.await_child_result(index, child_id)
         except asyncio.CancelledError:
             # The parent's turn was interrupted: the delegated work is abandoned with it.
-            self.approvals.forget_task(index)  # (protocol 3: untracked already)
             await self.children.close(child_id, CloseRequest(force=True, reason="task aborted"))
             raise
         await self.children.close(child_id, CloseRequest(reason="task done"))
@@ -118,41 +109,20 @@ class Delegation:
         def info() -> ChildInfo:
             return s.children_info.get(child_id, ChildInfo())
 
-        if self.approvals.hardened:
-            # Protocol 3: parking follows the children's reports (Approvals.sync_parking, on
-            # every report and Answer); this call only waits for the child's result.
-            self.approvals.track_task(index, child_id)
-            try:
-                await workflow.wait_condition(
-                    lambda: (
-                        info().state == "closed"
-                        or (info().result_seq >= 1 and info().state == "idle")
-                    )
-                )
-            except BaseException:  # interrupted, or the coroutine is torn down (eviction)
-                self.approvals.untrack_task(index, sync=False)
-                raise
-            self.approvals.untrack_task(index)
-            current = info()
-            if current.last_result is not None and current.result_seq >= 1:
-                return current.last_result
-            return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")
-        while True:
+        # Parking follows the children's reports (Approvals.sync_parking, on every report
+        # and Answer); this call only waits for the child's result.
+        self.approvals.track_task(index, child_id)
+        try:
             await workflow.wait_condition(
                 lambda: (
-                    info().state == "closed"
-                    or (info().result_seq >= 1 and info().state == "idle")
-                    or info().parked != self.approvals.is_parked(index)
+                    info().state == "closed" or (info().result_seq >= 1 and info().state == "idle")
                 )
             )
-            current = info()
-            if current.parked and current.pending_req is not None:
-                self.approvals.park_for_child(index, current.pending_req)
-                continue
-            if self.approvals.is_parked(index):
-                self.approvals.unpark_for_child(index)
-                continue
-            if current.last_result is not None and current.result_seq >= 1:
-                return current.last_result
-            if current.state == "closed":
-                return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")
+        except BaseException:  # interrupted, or the coroutine is torn down (eviction)
+            self.approvals.untrack_task(index, sync=False)
+            raise
+        self.approvals.untrack_task(index)
+        current = info()
+        if current.last_result is not None and current.result_seq >= 1:
+            return current.last_result
+        return TaskResult(status="closed", is_error=True, text=f"{child_id} closed")

@@ -65,7 +65,6 @@ SPAWN: Final = f"{_HOST} host verb spawn (tnx spawn)."
 
 # ---- runtime-internal (between handle workflows)
 
-WAKE_CHILD: Final = f"{INTERNAL} A child's wake through its parent (slots)."
 SLOT_REQUEST: Final = f"{INTERNAL} A child asks its parent for a slot."
 SLOT_RELEASE: Final = f"{INTERNAL} A child gives its slot back."
 SLOT_RECALL: Final = f"{INTERNAL} The parent recalls a child's slot."

@@ -18,17 +18,11 @@ from temporalio import workflow
 
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
-from toolnexus_temporal.workflows.outbox import Signals
 from toolnexus_temporal.workflows.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import WakeChildRequest, WakeRequest
+    from toolnexus_temporal.workflows.messages import WakeRequest
     from toolnexus_temporal.workflows.models import InboxItem
-    from toolnexus_temporal.workflows.names import (
-        PROTOCOL_HARDENED,
-        PROTOCOL_LEASES,
-        SIGNAL_SLOT_REQUEST,
-    )
     from toolnexus_temporal.workflows.render import render_turn_input
     from toolnexus_temporal.workflows.state import HandleState
 
@@ -87,9 +81,7 @@ class Inbox:
         s: the handle's state model.
         vis: trace, publish and rejections.
         machine: the idle→running transition.
-        outbox: sends ``slot_request`` to a parent that limits ``max_concurrent``
-            (protocol 1).
-        leases: the slot this handle holds or asks for (protocol 2).
+        leases: the slot this handle holds or asks for.
     """
 
     def __init__(
@@ -97,13 +89,11 @@ class Inbox:
         s: HandleState,
         vis: Visibility,
         machine: Machine,
-        outbox: Signals,
         leases: LeaseBook,
     ):
         self.s = s
         self.vis = vis
         self.machine = machine
-        self.outbox = outbox
         self.leases = leases
         self.interrupting: Callable[[], bool] = lambda: False
         """Whether an interrupt is stopping the turn (set by the workflow: the turn's
@@ -130,7 +120,7 @@ class Inbox:
     def wake_signal(self, req: WakeRequest) -> None:
         """The ``wake`` signal: rejected loudly for the root or a closed handle, else a wake
         from outside (``granted`` when the parent sent it with a slot)."""
-        if self.s.protocol >= PROTOCOL_LEASES and req.granted and req.lease is not None:
+        if req.granted:  # a lease from the parent (``trust.grant`` checked it)
             admit, prompt = self.leases.take_grant(req)
             if admit:
                 self.admit_wake(prompt)
@@ -139,15 +129,14 @@ class Inbox:
         if error is not None:
             self.vis.reject("wake", error)
             return
-        self.wake_from_outside(req.prompt, granted=req.granted)
+        self.wake_from_outside(req.prompt)
 
-    def wake_from_outside(self, prompt: str | None, *, granted: bool = False) -> None:
+    def wake_from_outside(self, prompt: str | None) -> None:
         """Admit a wake at once, or (under a parent that limits ``max_concurrent``) get a slot
-        first: protocol 2 admits at once with a held lease, else asks the parent
-        (:mod:`~toolnexus_temporal.workflows.leases`); protocol 1 asks the parent, whose grant
-        comes back as a ``wake`` with ``granted``."""
+        first: admitted at once with a held lease, else the parent is asked
+        (:mod:`~toolnexus_temporal.workflows.leases`)."""
         s = self.s
-        if s.protocol >= PROTOCOL_HARDENED and s.state in ("running", "suspended"):
+        if s.state in ("running", "suspended"):
             if self.interrupting():
                 # The wake came after an interrupt that is still stopping the turn: it runs
                 # once the handle is idle (``admit_held_wake``), not a silent no-op.
@@ -156,26 +145,15 @@ class Inbox:
             else:
                 self.vis.trace(f"{s.id}: wake ignored ({s.state}: a no-op, posts buffer)")
             return
-        if s.protocol >= PROTOCOL_LEASES:
-            if granted or not self.leases.needs_slot():
-                self.admit_wake(prompt)
-            elif s.state == "idle":
-                self.leases.ask(prompt)
-                self.vis.publish()
-            return
-        if granted or s.parent is None or s.slot_parent is False:
+        if not self.leases.needs_slot():
             self.admit_wake(prompt)
         elif s.state == "idle":
-            self.vis.trace(f"{s.id}: wake asks {s.parent} for a slot")
-            self.outbox.signal_later(
-                s.parent,
-                SIGNAL_SLOT_REQUEST,
-                WakeChildRequest(child=s.id, prompt=prompt, seen_result_seq=s.result_seq),
-            )
+            self.leases.ask(prompt)
+            self.vis.publish()
 
     def admit_held_wake(self) -> None:
-        """After a turn ended: admit the wake held while an interrupt stopped it (protocol
-        3), unless the handle closed or is busy meanwhile."""
+        """After a turn ended: admit the wake held while an interrupt stopped it, unless the
+        handle closed or is busy meanwhile."""
         s = self.s
         if not s.held_wake or s.state != "idle":
             return

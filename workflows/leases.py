@@ -1,4 +1,4 @@
-"""``max_concurrent`` slots as leases (protocol 2; CONTRACT §3 wake, §6): a parent runs at most
+"""``max_concurrent`` slots as leases (CONTRACT §3 wake, §6): a parent runs at most
 ``max_concurrent`` children at once, further wakes queue FIFO, and a child that gives its slot
 back hands it to the first queued wake.
 
@@ -23,10 +23,10 @@ Signals between two workflows are not ordered, so a lease given back is never ta
 the child remembers the highest lease it returned (``returned_lease``) and ignores a later
 grant of it, and tells the parent in its next ``slot_request``, so a parent whose books still
 show that lease (the ``slot_release`` is behind the request) takes it as returned instead of
-sending its grant again (``names.LEASE_RETURNED``).
+sending its grant again.
 
 Exact: a child runs only while it holds a lease (a parked child resumed by its Answer runs
-again even without one, as in protocol 1), the parent never has more than ``max_concurrent``
+again even without one), the parent never has more than ``max_concurrent``
 leases out, and a lease in flight (granted or given back) counts on the parent's side.
 Crash-safe: leases live in both workflows' state and move only by durable signals.
 
@@ -36,25 +36,19 @@ are passed in, so a unit test runs it with fakes. Deterministic; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.outbox import Signals
-from toolnexus_temporal.workflows.roster import was_child
 from toolnexus_temporal.workflows.visibility import Log
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import (
         SlotRecall,
         SlotRelease,
-        WakeChildRequest,
-        WakeChildResult,
+        SlotRequest,
         WakeRequest,
     )
     from toolnexus_temporal.workflows.names import (
-        LEASE_RETURNED,
         SIGNAL_SLOT_RECALL,
         SIGNAL_SLOT_RELEASE,
         SIGNAL_SLOT_REQUEST,
@@ -74,25 +68,12 @@ class LeaseBook:
         log: trace lines and rejections.
         outbox: sends ``wake`` (a grant), ``slot_recall``, ``slot_request`` and
             ``slot_release``.
-        patched: ``workflow.patched`` in a workflow; None (unit tests) applies every rule.
     """
 
-    def __init__(
-        self,
-        s: HandleState,
-        log: Log,
-        outbox: Signals,
-        patched: Callable[[str], bool] | None = None,
-    ) -> None:
+    def __init__(self, s: HandleState, log: Log, outbox: Signals) -> None:
         self.s = s
         self.log = log
         self.outbox = outbox
-        self.patched = patched
-
-    def _returned_rule(self) -> bool:
-        """Whether ``names.LEASE_RETURNED`` applies (asked only where it changes an outcome,
-        so histories recorded before it replay unchanged)."""
-        return self.patched is None or self.patched(LEASE_RETURNED)
 
     # ------------------------------------------------------------------ parent side
 
@@ -108,7 +89,7 @@ class LeaseBook:
         s.leases[child] = lease
         return lease
 
-    def on_request(self, req: WakeChildRequest) -> None:
+    def on_request(self, req: SlotRequest) -> None:
         """The ``slot_request`` signal: grant a free slot, or queue the wake FIFO and recall
         the sticky leases (rejected loudly for a closed or unknown child)."""
         s = self.s
@@ -118,7 +99,7 @@ class LeaseBook:
             self.log.reject("wake", f"{child}: no slot for a closed or unknown child")
             return
         held = s.leases.get(child)
-        if held is not None and req.returned >= held.id and self._returned_rule():
+        if held is not None and req.returned >= held.id:
             # The child gave this lease back and asks again: its release is behind this
             # request. Take the lease as returned (the late release is then stale).
             self.log.trace(f"{s.id}: {child} returned lease {held.id} (release on its way)")
@@ -155,7 +136,7 @@ class LeaseBook:
         self.outbox.signal_later(child, SIGNAL_WAKE, grant)
 
     def _nonce(self, child: str) -> str | None:
-        """The nonce of ``child`` (protocol 3; None before)."""
+        """The nonce of ``child``."""
         return self.s.children_info.get(child, ChildInfo()).nonce
 
     def recall(self) -> int:
@@ -200,31 +181,12 @@ class LeaseBook:
         self.release(child)
         self.s.wake_queue = [q for q in self.s.wake_queue if q.child != child]
 
-    def wake_child(self, req: WakeChildRequest) -> WakeChildResult:
-        """The ``wake_child`` update under protocol 2 (kept for hosts that still send it): a
-        child takes its slot itself, so the parent only checks the child and answers
-        ``noop`` with no grant; the caller then sends the ``turn`` update to the child.
-
-        Raises:
-            ApplicationError: ``NoSuchChild`` or ``WakeRejected`` (closed child).
-        """
-        info = self.s.children_info.get(req.child)
-        if info is None and was_child(self.s, req.child):  # closed, dropped at continue-as-new
-            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
-        if info is None:
-            raise ApplicationError(
-                f"{req.child} is not a child of {self.s.id}", type="NoSuchChild", non_retryable=True
-            )
-        if info.state == "closed" or self.s.closing or self.s.state == "closed":
-            raise ApplicationError("handle closed", type="WakeRejected", non_retryable=True)
-        return WakeChildResult(outcome="noop", after_seq=info.result_seq, state=info.state)
-
     # ------------------------------------------------------------------ child side
 
     def needs_slot(self) -> bool:
         """A wake of this handle must first get a slot from its parent."""
         s = self.s
-        return s.parent is not None and s.slot_parent is not False and s.lease is None
+        return s.parent is not None and s.slot_parent and s.lease is None
 
     def ask(self, prompt: str | None) -> None:
         """Wait for a slot: signal ``slot_request`` (once; a further wake while queued is a
@@ -241,9 +203,7 @@ class LeaseBook:
         self.outbox.signal_later(
             s.parent,
             SIGNAL_SLOT_REQUEST,
-            WakeChildRequest(
-                child=s.id, seen_result_seq=s.result_seq, returned=s.returned_lease, nonce=s.nonce
-            ),
+            SlotRequest(child=s.id, returned=s.returned_lease, nonce=s.nonce),
         )
 
     def take_grant(self, req: WakeRequest) -> tuple[bool, str | None]:
@@ -257,7 +217,7 @@ class LeaseBook:
         s = self.s
         if req.lease is None or s.lease == req.lease:
             return False, None  # a repeated grant
-        if req.lease <= s.returned_lease and self._returned_rule():
+        if req.lease <= s.returned_lease:
             # given back already: the parent re-sent it before our release reached it
             self.log.trace(f"{s.id}: late grant of lease {req.lease} ignored (given back)")
             return False, None

@@ -6,11 +6,11 @@ own life: hooks, and continue-as-new when the run grows long.
 * ``interrupt``: abort the running or parked turn; the handle goes idle.
 * ``close``: stop accepting, close the children leaf-first in spawn order, give a running
   turn ``shutdown_ms`` (a forced close aborts it first), run ``on_close``, then ``closed``.
-* a cancellation request of the workflow (protocol 3): the same graceful close.
+* a cancellation request of the workflow: the same graceful close.
 * ``wait`` and ``turn`` are held at most ``WAITERS_MAX`` at once (their validators refuse
   more), so control updates always find one of Temporal's 10 update slots.
 * continue-as-new: an idle run past ``continue_as_new_updates`` updates or
-  ``continue_as_new_events`` events (or when Temporal suggests it; protocol 3: also past
+  ``continue_as_new_events`` events (or when Temporal suggests it), or past
   ``continue_as_new_signals`` signals or ``continue_as_new_bytes`` of history) carries the
   whole ``HandleState`` into a fresh run once nothing is in flight; a parked turn goes
   with it (``carry.py``).
@@ -32,7 +32,6 @@ from toolnexus_temporal.workflows.children import Children
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.slots import SlotBook
 from toolnexus_temporal.workflows.visibility import Visibility, error_text, status_of
 
 with workflow.unsafe.imports_passed_through():
@@ -45,8 +44,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus_temporal.workflows.models import TaskResult
     from toolnexus_temporal.workflows.names import (
-        PROTOCOL_HARDENED,
-        PROTOCOL_LEASES,
         RUN_HOOK_ACTIVITY,
     )
     from toolnexus_temporal.workflows.state import HandleState
@@ -62,7 +59,7 @@ waits by polling the ``view`` query instead (queries take no update slot)."""
 WAITERS_FULL = "WaitersFull"
 """The ``ApplicationError`` type of a ``wait`` or ``turn`` refused at :data:`WAITERS_MAX`."""
 MIN_RUN = timedelta(milliseconds=1_200)
-"""The shortest run that continues as new (protocol 3; Temporal's minimal interval between
+"""The shortest run that continues as new (Temporal's minimal interval between
 runs is 1 s): see :meth:`Lifecycle.young_for`. Measured from this run's first workflow task
 to the current one, it is never more than the server's measure."""
 
@@ -80,7 +77,6 @@ class Lifecycle:
         machine: the closed transition, settled results.
         outbox: signals in flight (a finite-pool wait and continue-as-new wait for them).
         inbox: admits a wake from outside.
-        slots: the child side of a relayed grant.
         children: the close cascade.
     """
 
@@ -92,7 +88,6 @@ class Lifecycle:
         machine: Machine,
         outbox: Outbox,
         inbox: Inbox,
-        slots: SlotBook,
         children: Children,
     ) -> None:
         self.s = s
@@ -101,7 +96,6 @@ class Lifecycle:
         self.machine = machine
         self.outbox = outbox
         self.inbox = inbox
-        self.slots = slots
         self.children = children
         self.updates = 0
         """Updates handled in this run (each handler counts itself)."""
@@ -154,11 +148,11 @@ class Lifecycle:
 
     async def turn(self, req: TurnRequest) -> WaitResponse:
         """Wake from outside and wait for that wake's result (the ``turn`` update); on a
-        running or suspended handle, only the wait. A fresh relayed ``grant`` admits the
-        wake at once; without one the handle asks its parent for a slot (see
-        :mod:`~toolnexus_temporal.workflows.slots`)."""
+        running or suspended handle, only the wait. A held lease admits the wake at once;
+        without one the handle asks its parent for a slot (see
+        :mod:`~toolnexus_temporal.workflows.leases`)."""
         s = self.s
-        if s.protocol >= PROTOCOL_HARDENED and self.scratch.interrupt_requested:
+        if self.scratch.interrupt_requested:
             # An interrupt is stopping the turn: this wake came after it, so it runs once the
             # handle is idle (never a silent no-op of a wake that raced the interrupt).
             await workflow.wait_condition(lambda: s.state not in ("running", "suspended"))
@@ -167,22 +161,14 @@ class Lifecycle:
         if s.state != "idle":
             return await self.wait(WaitRequest())
         seen = s.result_seq
-        if s.protocol >= PROTOCOL_LEASES:
-            # A held lease admits at once; else the handle asks its parent (leases.py).
-            self.inbox.wake_from_outside(req.prompt)
-        else:
-            # No grant, or the one this handle last used: the parent's books are behind (this
-            # handle's settle report is still on its way). Then it asks the parent for a slot
-            # with its own result count, which frees the old one first.
-            granted = self.slots.consume_grant(req.grant)
-            self.inbox.wake_from_outside(req.prompt, granted=granted)
+        self.inbox.wake_from_outside(req.prompt)
         return await self.wait(WaitRequest(after_seq=seen))
 
     # ---- run start and the one-shot close
 
     def resume_run(self) -> None:
         """At a run's start: send a report a continue-as-new carried over (``report_owed``),
-        and admit a wake that travelled with the spawn (``start_wake``, protocol 2)."""
+        and admit a wake that travelled with the spawn (``start_wake``)."""
         s = self.s
         if s.report_owed:
             self.machine.report()
@@ -193,7 +179,7 @@ class Lifecycle:
                 self.inbox.wake_from_outside(prompt)
 
     async def close_if_one_shot(self) -> None:
-        """A ``task`` child closes itself once its turn settled (protocol 2): its closed report
+        """A ``task`` child closes itself once its turn settled: its closed report
         (its workflow result) carries the result, and the parent sends no close."""
         s = self.s
         if s.one_shot and s.state == "idle" and not s.closing:
@@ -243,7 +229,7 @@ class Lifecycle:
     async def close_on_cancel(self) -> None:
         """A cancellation request of the workflow (web UI, ``temporal workflow cancel``) is a
         graceful close of the subtree: the same cascade, grace, hook and ``closed`` state as
-        the ``close`` verb (protocol 3)."""
+        the ``close`` verb."""
         self.vis.trace(f"{self.s.id}: cancellation requested: closing")
         await self.close(CloseRequest(reason="cancellation requested"))
 
@@ -293,33 +279,26 @@ class Lifecycle:
 
     def continue_as_new_due(self) -> bool:
         """This run is long: ``continue_as_new_updates`` updates, ``continue_as_new_events``
-        history events, or Temporal suggests it; under protocol 3 also
-        ``continue_as_new_signals`` signals received (rejected ones count: Temporal counts
-        them too) or ``continue_as_new_bytes`` of history. (Then wait for :meth:`old_enough`
-        before continuing as new.)"""
+        history events, ``continue_as_new_signals`` signals received (rejected ones count:
+        Temporal counts them too), ``continue_as_new_bytes`` of history, or Temporal suggests
+        it. (Then wait for :meth:`old_enough` before continuing as new.)"""
         info = workflow.info()
         opts = self.s.options
-        if self.s.protocol >= PROTOCOL_HARDENED:
-            if (
-                self.vis.signals >= opts.continue_as_new_signals
-                or info.get_current_history_size() >= opts.continue_as_new_bytes
-            ):
-                return True
         return (
-            self.updates >= opts.continue_as_new_updates
+            self.vis.signals >= opts.continue_as_new_signals
+            or info.get_current_history_size() >= opts.continue_as_new_bytes
+            or self.updates >= opts.continue_as_new_updates
             or info.get_current_history_length() >= opts.continue_as_new_events
             or info.is_continue_as_new_suggested()
         )
 
     def young_for(self) -> timedelta | None:
-        """How long this run has to live before it may continue as new (protocol 3; None:
-        old enough). Temporal delays the first workflow task of a run that follows a run
+        """How long this run has to live before it may continue as new (None: old
+        enough). Temporal delays the first workflow task of a run that follows a run
         shorter than its minimal interval (1 s); under a flood of signals that delay fills
         the new run with signals its first task must take in one go (and fails to, once
         more than 2 MB arrive meanwhile). So a run lives :data:`MIN_RUN` at least (the
         thresholds leave the margin)."""
-        if self.s.protocol < PROTOCOL_HARDENED:
-            return None
         left = MIN_RUN - (workflow.now() - workflow.info().start_time)
         return left if left > timedelta(0) else None
 

@@ -1,8 +1,7 @@
 """One LLM round trip of a turn (activity ``tnx.llm_call``), and how it ends when the turn
 is interrupted or hits its wall limit (issue 12, items 5-7).
 
-Deterministic, like all workflow code. Protocol 3 (``PROTOCOL_HARDENED``) changes how a
-call is awaited, not which commands it emits for a call that completes:
+Deterministic, like all workflow code. How a call is awaited:
 
 * the call is scheduled with ``WAIT_CANCELLATION_COMPLETED``: an interrupt (or the wall
   watchdog) cancels it and the turn waits until the activity acknowledged, so the handle's
@@ -34,10 +33,6 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.names import (
         LLM_CALL_ACTIVITY,
         LLM_NON_RETRYABLE,
-        LLM_ON_OWN_QUEUE,
-        PROTOCOL_HARDENED,
-        PROTOCOL_LEASES,
-        llm_task_queue,
         workflow_id_for,
     )
     from toolnexus_temporal.workflows.state import HandleState
@@ -64,15 +59,13 @@ async def llm_round_trip(
         The reply; its usage is not counted yet (the caller counts it).
 
     Raises:
-        Interrupted: (protocol 3) the call was cancelled or stopped by the wall deadline;
-            a reply that came in anyway was counted through ``count``.
-        ActivityError: the call failed after its retries (or, before protocol 3, was
-            cancelled).
+        Interrupted: the call was cancelled or stopped by the wall deadline; a reply that
+            came in anyway was counted through ``count``.
+        ActivityError: the call failed after its retries.
     """
     defn = require_defn(s)
     opts = s.options
     s.llm_seq += 1
-    hardened = s.protocol >= PROTOCOL_HARDENED
     inp = LlmCallInput(
         conv_id=s.store_key or workflow_id_for(s.scope, s.id),
         base_len=s.transcript_len,
@@ -82,15 +75,11 @@ async def llm_round_trip(
         style=defn.style,
         tools=defn.tools,
         team=defn.team,
-        deadline_ms=s.wall_deadline_ms if hardened else None,
+        deadline_ms=s.wall_deadline_ms,
     )
     options: dict[str, Any] = {
         "result_type": LlmCallResult,
-        "task_queue": (
-            s.task_queue
-            if s.protocol >= PROTOCOL_LEASES or workflow.patched(LLM_ON_OWN_QUEUE)
-            else llm_task_queue(s.task_queue)
-        ),
+        "task_queue": s.task_queue,
         "start_to_close_timeout": timedelta(milliseconds=opts.llm_timeout_ms),
         "heartbeat_timeout": timedelta(milliseconds=opts.llm_heartbeat_ms),
         "retry_policy": RetryPolicy(
@@ -101,9 +90,6 @@ async def llm_round_trip(
         ),
         "summary": f"LLM call for {s.id}",
     }
-    if not hardened:
-        result: LlmCallResult = await workflow.execute_activity(LLM_CALL_ACTIVITY, inp, **options)
-        return result
     handle = workflow.start_activity(
         LLM_CALL_ACTIVITY,
         inp,

@@ -39,8 +39,6 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
     )
     from toolnexus_temporal.workflows.names import (
-        PROTOCOL_HARDENED,
-        PROTOCOL_LEASES,
         SIGNAL_CHILD_REPORT,
     )
     from toolnexus_temporal.workflows.state import HandleState
@@ -259,7 +257,7 @@ class Machine:
         s: the handle's state model.
         vis: trace and search attributes.
         outbox: sends the reports.
-        leases: gives a non-sticky lease back when a turn settles or parks (protocol 2).
+        leases: gives a non-sticky lease back when a turn settles or parks.
     """
 
     def __init__(self, s: HandleState, vis: Visibility, outbox: Outbox, leases: LeaseBook) -> None:
@@ -268,12 +266,10 @@ class Machine:
         self.outbox = outbox
         self.leases = leases
         self.last_report: ChildReport | None = None
-        self.last_report_ms = 0.0
-        """Workflow time of the last report sent to the parent, ms (per run)."""
         self.flush_scheduled = False
-        """A report is to be sent at the end of this activation (protocol 2)."""
+        """A report is to be sent at the end of this activation."""
         self.timer_running = False
-        """The coalescing timer runs (protocol 2)."""
+        """The coalescing timer runs."""
 
     def transition(self, to: HandleStateName, why: str) -> None:
         """Move to ``to``: trace ``{id}: {from}→{to} ({why})``, publish, report.
@@ -289,19 +285,24 @@ class Machine:
         s.state = to
         self.vis.trace(f"{s.id}: {before}→{to} ({why})")
         self.vis.publish()
-        if s.protocol >= PROTOCOL_LEASES:
-            self.leases.after_transition(to, parked=to == "suspended" and self.settled())
-            if to == "idle" and s.one_shot:
-                return  # a task child closes next: its closed report carries the result
+        self.leases.after_transition(to, parked=to == "suspended" and self.settled())
+        if to == "idle" and s.one_shot:
+            return  # a task child closes next: its closed report carries the result
         if not (before == "idle" and to == "running"):
             # A parent needs settled results, suspensions, resumptions, closes and usage; a
             # turn's start reaches it with the next report (one signal per turn saved).
             self.report(before=before)
 
-    def settle(self, result: TaskResult) -> None:
-        """Settle the turn with ``result``: waiters see it, the handle goes idle."""
+    def publish_result(self, result: TaskResult) -> None:
+        """Make ``result`` the handle's latest result: waiters (``wait``, ``turn``) see it.
+        The one path that publishes a result: a settled turn (:meth:`settle`) and a
+        ``pending`` one (a parked Request, or a surfaced child's: ``approvals.py``)."""
         self.s.last_result = result
         self.s.result_seq += 1
+
+    def settle(self, result: TaskResult) -> None:
+        """Settle the turn with ``result``: waiters see it, the handle goes idle."""
+        self.publish_result(result)
         self.transition("idle", result.status)
 
     def settled(self) -> bool:
@@ -319,24 +320,14 @@ class Machine:
     def report(self, *, before: HandleStateName | None = None, now: bool = False) -> None:
         """Tell the parent this handle's current snapshot, unless it already knows it.
 
-        Protocol 1: one signal per change, sent in order. Protocol 2: at the end of this
-        activation when the parent needs it now (``now``, or :func:`report_needed_now` with
-        ``before`` the state the handle left), else within ``live_usage_ms`` (coalesced).
+        At the end of this activation when the parent needs it now (``now``, or
+        :func:`report_needed_now` with ``before`` the state the handle left), else within
+        ``live_usage_ms`` (coalesced).
         The parent keeps the highest ``seq``. The workflow does not end (nor continue as
         new) before every report is delivered (or the parent is gone).
         """
         s = self.s
         if s.parent is None:
-            return
-        if s.protocol < PROTOCOL_LEASES:
-            self.send_report()
-            return
-        if s.one_shot and s.state == "closed" and s.protocol < PROTOCOL_HARDENED:
-            # A task child's workflow result is its last report (its seq is taken here).
-            # Protocol 3 sends it too: a parent that continued as new while this child was
-            # parked does not watch this workflow's result (carry.py).
-            s.report_owed = False
-            s.report_seq += 1
             return
         s.report_owed = True
         if now or report_needed_now(s, before):
@@ -387,5 +378,4 @@ class Machine:
             return
         s.report_seq = report.seq
         self.last_report = report
-        self.last_report_ms = workflow.now().timestamp() * 1000
         self.outbox.signal_later(s.parent, SIGNAL_CHILD_REPORT, report)

@@ -51,7 +51,7 @@ class BudgetReply(WireModel):
 class SpawnRequest(WireModel):
     """``spawn`` update input: the agent name, an optional budget override, and optionally a
     first wake that travels with the spawn (``wake``, with ``prompt``): the child starts
-    running at once, with no second message (protocol 2; a ``wait`` gives its result)."""
+    running at once, with no second message (a ``wait`` gives its result)."""
 
     name: str
     budget: Budget | None = None
@@ -71,7 +71,7 @@ class WakeRequest(WireModel):
     child one of its ``max_concurrent`` slots (a wake without it asks the parent first).
 
     ``nonce`` (here and in every runtime-internal message): the secret the parent gave the
-    child at spawn, checked by the receiver from protocol 3 (``trust.py``); None before."""
+    child at spawn, checked by the receiver (``trust.py``)."""
 
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     granted: StrictBool = False
@@ -81,7 +81,7 @@ class WakeRequest(WireModel):
 
 
 class SlotRelease(WireModel):
-    """Signal ``slot_release`` from a child to its parent (protocol 2): the child gave lease
+    """Signal ``slot_release`` from a child to its parent: the child gave lease
     ``lease`` back (its turn settled or parked after a recall, or it is closing)."""
 
     child: str
@@ -90,7 +90,7 @@ class SlotRelease(WireModel):
 
 
 class SlotRecall(WireModel):
-    """Signal ``slot_recall`` from a parent to a child holding a sticky lease (protocol 2):
+    """Signal ``slot_recall`` from a parent to a child holding a sticky lease:
     other wakes wait, so give lease ``lease`` back once no turn of yours is running."""
 
     lease: int = Field(ge=1)
@@ -99,58 +99,24 @@ class SlotRecall(WireModel):
 
 class TurnRequest(WireModel):
     """``turn`` update input: wake with an optional prompt, then wait for that wake's result
-    (the client's ``wake`` + ``wait`` as one Temporal update: CONTRACT §3, §9).
-
-    ``grant``: the slot grant id a parent that limits ``max_concurrent`` returned from
-    ``wake_child`` with ``relay``; the handle admits one wake per grant id (a repeat of the
-    id it used last goes through the parent's ``slot_request`` instead)."""
+    (the client's ``wake`` + ``wait`` as one Temporal update: CONTRACT §3, §9)."""
 
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
-    grant: int | None = Field(default=None, ge=1)
 
 
-class WakeChildRequest(WireModel):
-    """``wake_child`` update / ``slot_request`` signal to a parent: admit ``child``'s wake
-    under the parent's ``max_concurrent`` (CONTRACT §3 wake, §6).
+class SlotRequest(WireModel):
+    """Signal ``slot_request`` from a child to its parent: ``child`` was woken and holds no
+    lease; grant it one of the parent's ``max_concurrent`` slots or queue its wake FIFO
+    (CONTRACT §3 wake, §6; ``leases.py``).
 
-    ``seen_result_seq``: how many results of the child the caller has seen settle; it tells
-    the parent that a turn whose settle report is still on its way is over.
-
-    ``relay``: the caller delivers the wake itself (``turn`` update with the returned
-    ``grant``) instead of the parent signalling the child: no signal races the caller's
-    update to the child, and the wake costs no signal events. A caller that dies before
-    delivering it leaves the slot held until a ``wake`` of the same child is retried (the
-    parent returns the same grant) or the child is closed.
-
-    ``settled``: siblings' result counts the caller has seen settle since its last
-    ``wake_child`` (child id → result_seq): their slots are freed at once, before their own
-    reports arrive, so a wake right after a sibling's result is never queued behind it.
-
-    ``returned`` (``slot_request``, protocol 2): the highest lease id the child has given
-    back. Its ``slot_release`` may arrive after this request (Temporal does not order signals
-    between two workflows), so a parent whose books still show that lease takes it as
-    returned instead of sending its grant again."""
+    ``returned``: the highest lease id the child has given back. Its ``slot_release`` may
+    arrive after this request (Temporal does not order signals between two workflows), so a
+    parent whose books still show that lease takes it as returned instead of sending its
+    grant again."""
 
     child: str
-    prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
-    seen_result_seq: int = Field(default=0, ge=0)
     returned: int = Field(default=0, ge=0)
-    relay: StrictBool = False
-    settled: dict[str, int] = Field(default_factory=dict, max_length=256)
     nonce: str | None = Field(default=None, max_length=64)
-
-
-class WakeChildResult(WireModel):
-    """``wake_child`` result: ``admitted`` (a slot was taken and the child told), ``queued``
-    (FIFO, until a sibling hands its slot over) or ``noop`` (already running or suspended).
-
-    ``after_seq`` is the child's result count at admission: a ``wait`` for the turn this wake
-    starts waits for a result beyond it."""
-
-    outcome: Literal["admitted", "queued", "noop"]
-    after_seq: int
-    state: HandleStateName
-    grant: int | None = None
 
 
 class PostResult(WireModel):
@@ -189,9 +155,9 @@ class ChildReport(WireModel):
     parked: StrictBool = False
     nonce: str | None = Field(default=None, max_length=64)
     answer_id: str | None = None
-    """(protocol 3) The last Answer this handle processed (took, forwarded or rejected)."""
+    """The last Answer this handle processed (took, forwarded or rejected)."""
     answer_error: str | None = None
-    """(protocol 3) Why it rejected ``answer_id`` (None: taken or forwarded)."""
+    """Why it rejected ``answer_id`` (None: taken or forwarded)."""
 
 
 class AnswerResult(WireModel):

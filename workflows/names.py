@@ -10,6 +10,8 @@ Deterministic and I/O free (the workflow sandbox imports it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Final
 
 from temporalio.common import SearchAttributeKey
@@ -53,7 +55,6 @@ SIGNAL_SLOT_RECALL: Final = "slot_recall"
 
 # Updates (the host library's synchronous path).
 UPDATE_SPAWN: Final = "spawn"
-UPDATE_WAKE_CHILD: Final = "wake_child"
 UPDATE_TURN: Final = "turn"
 UPDATE_POST: Final = "admit_post"
 UPDATE_INTERRUPT: Final = "admit_interrupt"
@@ -163,65 +164,44 @@ ALL_SEARCH_ATTRIBUTES = (
 )
 """Every custom search attribute, for registration."""
 
-# ---- protocol versions ----
-# A handle's protocol version is part of its state (``HandleState.protocol``), set by whoever
+# ---- the wire protocol ----
+# A handle's protocol generation is part of its state (``HandleState.protocol``), set by whoever
 # creates it: the client for a new root, the parent for a child (children inherit it). It never
-# changes within a tree, so a history replays the protocol it ran, with no marker event.
+# changes within a tree, so a history replays the protocol it ran, with no marker event. The
+# rules for changing it are in ``versions.py``.
 
-PROTOCOL_GRANTS: Final = 1
-"""Until 2026-11-30: a slot per wake (``wake_child`` relay grants or ``slot_request``), a
-report to the parent on every settle, a ``tnx.resolve_agent`` activity per spawn, search
-attributes upserted at every run start. Trees started then keep it until they close."""
+PROTOCOL: Final = 4
+"""The one wire protocol of this build, the baseline of the first release (2026-12-01):
+leases for ``max_concurrent``, coalesced reports, cached agent definitions, nonces on every
+internal message, parked runs that continue as new, the pending Request's search attributes
+and static details on child starts. Generations 1 to 3 were pre-release and are gone
+(:data:`RETIRED_PROTOCOLS`)."""
 
-PROTOCOL_LEASES: Final = 2
-"""From 2026-11-30 (issue 11): ``max_concurrent`` slots are leases a child keeps across turns
-until its parent recalls them; reports only when a finite pool, a ``task`` parent, a parked
-Request or a close needs them, else coalesced (at most one per ``live_usage_ms``); agent
-definitions cached in the parent's state; search attributes set at workflow start."""
+PROTOCOLS: Final = frozenset({PROTOCOL})
+"""The generations this build's workflow code runs. From 1.0 on, a change of workflow
+commands adds a generation here (or a patch id to :data:`PATCHES`); one leaves only under the
+retirement rule of ``versions.py``."""
 
-PROTOCOL_HARDENED: Final = 3
-"""From 2026-12-01 (issue 12): protocol 2 plus the fixes for races, crashes and hostile input
-(internal messages checked against what the receiver issued, parked runs that continue as new,
-idempotent LLM calls, ...). Every change of workflow commands made for issue 12 is gated on
-``s.protocol >= PROTOCOL_HARDENED``, so protocol-1 and protocol-2 histories replay unchanged."""
-
-PROTOCOL_OPERATOR: Final = 4
-"""From 2026-12-01 (issue 14): protocol 3 plus what an operator sees in the web UI: the
-pending Request's search attributes (``AgentRequestId``, ``AgentRequestKind``,
-``AgentRequestPrompt``, ``AgentWaitingSince``) upserted when a handle parks and unset when it
-resumes, and a static summary and details on every child workflow (``start_child_workflow``
-user metadata). Both change workflow commands, hence the new version."""
+RETIRED_PROTOCOLS: Final[Mapping[int, str]] = MappingProxyType(
+    {
+        1: "pre-release (until 2026-11-30): a slot per wake, a report per settle",
+        2: "pre-release (2026-11-30): leases, coalesced reports, no nonces",
+        3: "pre-release (2026-12-01): protocol 2 hardened, no approval-queue search attributes",
+    }
+)
+"""Generations this build no longer has, and what they were: an agent on one of them cannot
+run on this build (``tnx replay-check`` names it; drain or terminate it before the deploy)."""
 
 # ---- workflow.patched ids ----
-# Each marks a behaviour change under running workflows: histories recorded before it replay
-# the old branch. Remove a patch (and its old branch) only once no workflow that started before
-# it can still be running or replayed, i.e. after the retention period of every namespace that
-# ran the older code.
 
-RESOLVE_BY_ACTIVITY: Final = "resolve-agent-by-activity"
-"""2026-11-30: ``spawn`` resolves names with a regular activity (cached per run), no longer a
-local activity."""
+PATCHES: Final[Mapping[str, str]] = MappingProxyType({})
+"""The ``workflow.patched`` ids in force: id → what it changed, when, and when it may be
+removed (``versions.patched`` refuses an id not listed here). None until 1.0."""
 
-LLM_ON_OWN_QUEUE: Final = "llm-on-own-queue"
-"""2026-11-30: LLM calls run on the handle's own task queue (eager activity dispatch); before,
-on ``{task_queue}-llm`` (see :func:`llm_task_queue`)."""
-
-SETTLE_REPORTS_ONLY: Final = "settle-reports-only"
-"""2026-11-30: with no finite pool above, a child reports to its parent at most once per
-``live_usage_ms`` inside a turn, and when the turn settles or suspends; before, after each
-LLM call."""
-
-LEASE_RETURNED: Final = "lease-returned"
-"""2026-12-01: a lease a child gave back is never taken again, whatever order the signals
-arrive in: the child ignores a late grant of it, and a parent that gets the child's next
-``slot_request`` before its ``slot_release`` takes the lease as returned (before: the parent
-sent the grant again and the child ran on it while the parent handed the slot on, one child
-over ``max_concurrent``). Checked only where the rule changes an outcome."""
-
-LLM_QUEUE_SUFFIX: Final = "-llm"
-"""Suffix of the LLM task queue used before ``LLM_ON_OWN_QUEUE``."""
-
-
-def llm_task_queue(task_queue: str) -> str:
-    """The task queue of LLM calls scheduled before ``LLM_ON_OWN_QUEUE``."""
-    return f"{task_queue}{LLM_QUEUE_SUFFIX}"
+RETIRED_PATCHES: Final = (
+    "resolve-agent-by-activity",
+    "llm-on-own-queue",
+    "settle-reports-only",
+    "lease-returned",
+)
+"""Pre-release patch ids, folded into :data:`PROTOCOL` (never to be used again)."""

@@ -1,9 +1,8 @@
 """The roster of a parent's children: spawn ids, the children every view lists, and what a
 parent carries of them across continue-as-new (CONTRACT §2 ``children``, §3 spawn).
 
-Before protocol 3 a parent keeps every child it ever had in ``children`` and
-``children_info``, so a parent that spawned, ran and closed 10,000 children carries 10,000
-ids and reports into every run. From protocol 3 (``names.PROTOCOL_HARDENED``):
+A parent that spawned, ran and closed 10,000 children must not carry 10,000 ids and reports
+into every run, so:
 
 * ``spawned`` records every child in spawn order as one character naming its agent in
   ``spawned_names`` (a child's id is ``{parent}/{name}.{n}``, ``n`` its spawn number), so
@@ -25,21 +24,19 @@ from typing import Final
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
     from toolnexus_temporal.workflows.state import ChildInfo, HandleState
 
 _CODES: Final = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """The characters of the first 62 agent names in ``spawned`` (later ones: U+0100 on)."""
 
 TRACE_CARRY_BYTES: Final = 32_000
-"""Trace text (bytes of the lines) a protocol-3 handle carries into its next run at most:
+"""Trace text (bytes of the lines) a handle carries into its next run at most:
 older lines are dropped (``trace_seq`` keeps counting), as the ``trace_cap`` rule does."""
 
 
 def record_spawn(s: HandleState, name: str, nonce: str | None = None) -> str:
     """Number a new child of ``s`` with agent name ``name`` and record it (``spawn_count``,
-    ``children``, ``children_info`` with the child's ``nonce``, and from protocol 3
-    ``spawned``).
+    ``children``, ``children_info`` with the child's ``nonce``, and ``spawned``).
 
     Returns:
         The child's handle id, ``{s.id}/{name}.{n}``.
@@ -49,10 +46,9 @@ def record_spawn(s: HandleState, name: str, nonce: str | None = None) -> str:
     child_id = f"{s.id}/{name}.{n}"
     s.children.append(child_id)
     s.children_info[child_id] = ChildInfo(nonce=nonce)
-    if s.protocol >= PROTOCOL_HARDENED:
-        if name not in s.spawned_names:
-            s.spawned_names.append(name)
-        s.spawned += _code(s.spawned_names.index(name))
+    if name not in s.spawned_names:
+        s.spawned_names.append(name)
+    s.spawned += _code(s.spawned_names.index(name))
     return child_id
 
 
@@ -67,15 +63,11 @@ def _name_of(s: HandleState, code: str) -> str:
 
 def all_children(s: HandleState) -> list[str]:
     """Every child ever spawned under ``s``, in spawn order (closed ones included)."""
-    if s.protocol < PROTOCOL_HARDENED:
-        return list(s.children)
     return [f"{s.id}/{_name_of(s, code)}.{n}" for n, code in enumerate(s.spawned, start=1)]
 
 
 def children_count(s: HandleState) -> int:
     """How many children ``s`` ever spawned (closed ones included)."""
-    if s.protocol < PROTOCOL_HARDENED:
-        return len(s.children)
     return len(s.spawned)
 
 
@@ -84,7 +76,7 @@ def was_child(s: HandleState, child_id: str) -> bool:
     included)."""
     if child_id in s.children_info:
         return True
-    if s.protocol < PROTOCOL_HARDENED or not child_id.startswith(f"{s.id}/"):
+    if not child_id.startswith(f"{s.id}/"):
         return False
     name, _, number = child_id[len(s.id) + 1 :].rpartition(".")
     if not number.isdigit():
@@ -94,20 +86,15 @@ def was_child(s: HandleState, child_id: str) -> bool:
 
 
 def compact(s: HandleState) -> None:
-    """What a protocol-3 handle carries into its next run: closed children leave
-    ``children``, ``children_info``, ``pushed_floors`` (their usage moves to the
-    ``closed_*`` totals), and the trace keeps its newest lines within
-    :data:`TRACE_CARRY_BYTES`. Earlier protocols carry everything (no change)."""
-    if s.protocol < PROTOCOL_HARDENED:
-        return
+    """What a handle carries into its next run: closed children leave ``children``,
+    ``children_info``, ``pushed_floors`` (their usage moves to the ``closed_*`` totals), and
+    the trace keeps its newest lines within :data:`TRACE_CARRY_BYTES`."""
     closed = [c for c, info in s.children_info.items() if info.state == "closed"]
     for child_id in closed:
         info = s.children_info.pop(child_id)
         s.closed_usage_total += info.usage_total
         s.closed_tool_calls += info.subtree_tool_calls
         s.pushed_floors.pop(child_id, None)
-        s.running_children.pop(child_id, None)
-        s.grants.pop(child_id, None)
     if closed:
         s.children = [c for c in s.children if c in s.children_info]
     size, keep = 0, len(s.trace)

@@ -1,7 +1,7 @@
 """The run of an ``AgentWorkflow`` (CONTRACT §8): its start (``on_spawn``, a parked turn or
 an owed report carried from an earlier run, the children of earlier runs watched), the loop
 that runs one turn per admitted wake, continue-as-new once the run is long and idle, and a
-cancellation request of the workflow, which becomes a graceful close (protocol 3).
+cancellation request of the workflow, which becomes a graceful close.
 
 :class:`RunLoop` holds it; ``AgentWorkflow.run`` (``agent.py``) only calls it. Deterministic;
 no I/O.
@@ -19,10 +19,10 @@ from toolnexus_temporal.workflows.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.roster import compact
 from toolnexus_temporal.workflows.turn import Turn
+from toolnexus_temporal.workflows.versions import check_protocol
 from toolnexus_temporal.workflows.visibility import Visibility, view_of
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows import names
     from toolnexus_temporal.workflows.models import HandleView
     from toolnexus_temporal.workflows.state import AgentInput, HandleState
 
@@ -63,11 +63,16 @@ class RunLoop:
 
         Returns:
             The final view (readable after close: close is not loss).
+
+        Raises:
+            ApplicationError: ``UnsupportedProtocol``: the handle's protocol generation is
+                not one this build runs (``versions.py``); the workflow fails at once.
         """
         s = self.s
+        check_protocol(s.protocol)
         life = self._lifecycle
         info = workflow.info()
-        self._vis.publish(initial=True)
+        self._vis.publish()
         first_run = info.continued_run_id is None
         try:
             if first_run and s.defn is not None and s.defn.on_spawn:
@@ -77,11 +82,8 @@ class RunLoop:
             await self._serve()
         except asyncio.CancelledError:
             # A cancellation request (web UI "Request Cancellation", `temporal workflow
-            # cancel`) is a graceful close of this subtree (protocol 3; before, the run ended
-            # CANCELED with the state still saying idle). The run then completes with its
+            # cancel`) is a graceful close of this subtree. The run then completes with its
             # final view like every closed handle, so its parent reads the closed report.
-            if s.protocol < names.PROTOCOL_HARDENED:
-                raise
             await life.close_on_cancel()
         await workflow.wait_condition(
             lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
@@ -105,24 +107,20 @@ class RunLoop:
             if life.closed:
                 return
             if s.turn_pending or s.parked is not None:  # parked: carried over, resumed
-                if s.protocol >= names.PROTOCOL_HARDENED:
-                    # A cancellation request reaches the run loop, not the turn nor a close
-                    # under way: the close it becomes gives the turn its grace, or waits.
-                    run = self._parking.run_turn(self._turn.run)
-                    await asyncio.shield(asyncio.create_task(run))
-                    life.inbox.admit_held_wake()  # a wake that came during an interrupt
-                    await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
-                    continue
-                await self._parking.run_turn(self._turn.run)
-                await life.close_if_one_shot()
+                # A cancellation request reaches the run loop, not the turn nor a close
+                # under way: the close it becomes gives the turn its grace, or waits.
+                run = self._parking.run_turn(self._turn.run)
+                await asyncio.shield(asyncio.create_task(run))
+                life.inbox.admit_held_wake()  # a wake that came during an interrupt
+                await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
             # into a fresh run (children keep running: they are ABANDON children and signal by
             # workflow id). A wake or a close first takes precedence. An owed report is
             # carried over (``report_owed``) and sent by the next run.
-            await life.old_enough(lambda: s.turn_pending or life.closed)  # protocol 3
+            await life.old_enough(lambda: s.turn_pending or life.closed)
             await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
-                compact(s)  # protocol 3: closed children and old trace lines stay behind
+                compact(s)  # closed children and old trace lines stay behind
                 workflow.continue_as_new(AgentInput(state=s))

@@ -25,6 +25,7 @@ from toolnexus_temporal.workflows.models import (
     TraceLine,
     WireModel,
 )
+from toolnexus_temporal.workflows.names import PROTOCOL
 
 
 class PoolFloor(WireModel):
@@ -48,7 +49,7 @@ class QueuedWake(WireModel):
 
 
 class Lease(WireModel):
-    """One of a parent's ``max_concurrent`` slots, held by a child (protocol 2).
+    """One of a parent's ``max_concurrent`` slots, held by a child.
 
     Attributes:
         id: the grant number (the parent's ``grant_seq`` when granted).
@@ -94,10 +95,10 @@ class ChildInfo(WireModel):
         pending_req: the child's pending Request while suspended.
         parked: the child is parked on ``pending_req`` waiting for an Answer from outside
             (not being answered inline by an interpreter).
-        nonce: the secret the parent gave the child at spawn (protocol 3): every message
+        nonce: the secret the parent gave the child at spawn: every message
             between the two carries it (see ``trust.py``).
-        answer_id: (protocol 3) the last Answer the child processed.
-        answer_error: (protocol 3) why the child rejected ``answer_id`` (None: taken).
+        answer_id: the last Answer the child processed.
+        answer_error: why the child rejected ``answer_id`` (None: taken).
     """
 
     state: HandleStateName = "idle"
@@ -114,8 +115,8 @@ class ChildInfo(WireModel):
 
 
 class ParkedTurn(WireModel):
-    """A turn parked on its own tool's Request, carried across continue-as-new (protocol 3;
-    see ``carry.py``). The next run resumes the turn from it: it waits for the Answer to
+    """A turn parked on its own tool's Request, carried across continue-as-new (see
+    ``carry.py``). The next run resumes the turn from it: it waits for the Answer to
     ``request``, re-runs call ``index`` with it, resolves the later suspensions in call
     order and continues the LLM loop.
 
@@ -165,8 +166,8 @@ class HandleState(WireModel):
         depth: 0 for the root.
         state: the Handle state.
         inbox: items waiting for the next wake.
-        children: child handle ids in spawn order (never shrinks before protocol 3; from
-            protocol 3 closed children leave it at continue-as-new: ``spawned`` lists all).
+        children: child handle ids in spawn order (closed children leave it at
+            continue-as-new: ``spawned`` lists all).
         spawn_count: successful spawns under this handle (the id counter).
         usage_total: tokens of this handle and all descendants.
         turns_total: LLM round trips over the lifetime.
@@ -189,20 +190,15 @@ class HandleState(WireModel):
         request_seq: Requests raised by this handle (their ids are ``{id}#{n}``).
         floor: the ancestors' live remainder as last pushed by the parent (None: no
             ancestor has a finite pool).
-        running_children: children holding one of this handle's ``max_concurrent`` slots,
-            with their result count when the slot was granted.
         wake_queue: children's wakes waiting for a slot, FIFO.
         pushed_floors: the floor last pushed to each child.
         interpreters: the interpreter chain, nearest first: the handle's own ``wait_for``,
             then its ancestors' (CONTRACT §5).
         tool_options: activity options of the handle's tools, by tool name.
         report_results: report each settled result to the parent (children of ``task``).
-        slot_parent: the parent limits ``max_concurrent``: a wake from outside asks it for a
-            slot first. False: the handle admits its own wakes (no parent round trip). None
-            (handles started before this field existed): ask the parent.
-        grant_seq: slot grants handed to callers that relay the wake (``wake_child`` relay).
-        grants: the undelivered-or-running relay grant id per child holding a slot.
-        consumed_grant: the relay grant id this handle last admitted a wake for.
+        slot_parent: the parent limits ``max_concurrent``: a wake without a lease asks it for
+            one first. False: the handle admits its own wakes (no parent round trip).
+        grant_seq: (parent) leases granted so far (the next lease's id is one more).
         children_info: the last report of each child, by child id.
         closing: close has begun: new posts and wakes are rejected.
         report_seq: reports sent to the parent.
@@ -215,11 +211,11 @@ class HandleState(WireModel):
         trace: trace lines (at most ``options.trace_cap``).
         trace_seq: trace lines ever written (seq of the newest).
         options: runtime options.
-        protocol: the host-parent-child protocol of this handle's tree (``names.PROTOCOL_*``;
-            1 for states recorded before the field existed).
-        leases: (parent, protocol 2) the children holding one of this handle's
+        protocol: the wire protocol generation of this handle's tree (``names.PROTOCOL``;
+            ``versions.py``).
+        leases: (parent) the children holding one of this handle's
             ``max_concurrent`` slots, by child id.
-        lease: (child, protocol 2) the id of the parent's slot this handle holds, or None.
+        lease: (child) the id of the parent's slot this handle holds, or None.
         lease_sticky: the held lease outlives the turn (until the parent recalls it).
         recalled_lease: the highest lease id recalled before its grant arrived (signals may
             overtake each other): that grant arrives not sticky.
@@ -228,26 +224,26 @@ class HandleState(WireModel):
         slot_waiting: a wake waits for a slot from the parent (the handle shows ``queued``).
         queued_prompt: the prompt of the wake waiting for a slot.
         report_owed: a change the parent has not been told yet (sent coalesced).
-        agent_defs: agent definitions looked up or inherited, by name (protocol 2; see
-            ``children.py`` for the refresh rule).
+        agent_defs: agent definitions looked up or inherited, by name (see
+            ``definitions.py`` for the refresh rule).
         one_shot: a ``task`` child: it closes itself once its first turn settles.
-        answer_id: (protocol 3) the last Answer this handle processed (reported to the
+        answer_id: the last Answer this handle processed (reported to the
             parent, whose ``admit_answer`` update waits for it).
-        answer_error: (protocol 3) why it rejected ``answer_id`` (None: taken or forwarded).
+        answer_error: why it rejected ``answer_id`` (None: taken or forwarded).
         start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
             the wake is admitted when the workflow starts.
-        nonce: (child, protocol 3) the secret its parent gave it at spawn; messages between
+        nonce: (child) the secret its parent gave it at spawn; messages between
             the two carry it (``trust.py``). Never shown by the ``state`` query.
-        spawned: (parent, protocol 3) every child ever spawned, one character per child in
+        spawned: (parent) every child ever spawned, one character per child in
             spawn order naming its agent in ``spawned_names`` (``roster.py``): the
             ``children`` of the view at one byte per child.
-        spawned_names: (parent, protocol 3) the agent names of ``spawned``, first spawn first.
-        closed_usage_total: (parent, protocol 3) subtree tokens of the closed children
+        spawned_names: (parent) the agent names of ``spawned``, first spawn first.
+        closed_usage_total: (parent) subtree tokens of the closed children
             dropped from ``children_info`` at continue-as-new.
-        closed_tool_calls: (parent, protocol 3) their subtree tool calls.
-        held_wake: (protocol 3) a wake signal came while an interrupt stopped the turn: it
+        closed_tool_calls: (parent) their subtree tool calls.
+        held_wake: a wake signal came while an interrupt stopped the turn: it
             is admitted once the handle is idle, with ``held_prompt``.
-        parked: the parked turn a continue-as-new carried over (protocol 3); the new run
+        parked: the parked turn a continue-as-new carried over; the new run
             resumes it and clears the field.
         pending_since_ms: workflow time, ms since the epoch, when ``pending_req`` was first
             published (None while there is none; set by ``Visibility.publish``, no command).
@@ -283,16 +279,13 @@ class HandleState(WireModel):
     store_key: str | None = None
     request_seq: int = 0
     floor: PoolFloor | None = None
-    running_children: dict[str, int] = Field(default_factory=dict)
     wake_queue: list[QueuedWake] = Field(default_factory=list)
     pushed_floors: dict[str, PoolFloor] = Field(default_factory=dict)
     interpreters: list[Interpreter] = Field(default_factory=list)
     tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
     report_results: bool = False
-    slot_parent: bool | None = None
+    slot_parent: bool = False
     grant_seq: int = 0
-    grants: dict[str, int] = Field(default_factory=dict)
-    consumed_grant: int = 0
     children_info: dict[str, ChildInfo] = Field(default_factory=dict)
     closing: bool = False
     report_seq: int = 0
@@ -304,7 +297,7 @@ class HandleState(WireModel):
     trace: list[TraceLine] = Field(default_factory=list)
     trace_seq: int = 0
     options: RuntimeOptions = Field(default_factory=RuntimeOptions)
-    protocol: int = 1
+    protocol: int = PROTOCOL
     leases: dict[str, Lease] = Field(default_factory=dict)
     lease: int | None = None
     lease_sticky: bool = False

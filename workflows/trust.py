@@ -31,7 +31,6 @@ from toolnexus_temporal.workflows.visibility import Log
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.messages import WakeRequest
-    from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
     from toolnexus_temporal.workflows.state import HandleState
 
 CLOSED_CHILD = "closed child"
@@ -40,10 +39,8 @@ CLOSED_CHILD = "closed child"
 
 def child_message_error(s: HandleState, child: str, nonce: str | None) -> str | None:
     """Why a message that says it comes from child ``child`` with ``nonce`` is not trusted
-    (protocol 3: a current child with its own nonce), or None. :data:`CLOSED_CHILD` for a
+    (it must be a current child with its own nonce), or None. :data:`CLOSED_CHILD` for a
     closed child dropped from ``children_info``."""
-    if s.protocol < PROTOCOL_HARDENED:
-        return None
     info = s.children_info.get(child)
     if info is None:
         return CLOSED_CHILD if was_child(s, child) else f"{child} is not a child of {s.id}"
@@ -54,19 +51,19 @@ def child_message_error(s: HandleState, child: str, nonce: str | None) -> str | 
 
 def parent_message_error(s: HandleState, nonce: str | None) -> str | None:
     """Why a message that says it comes from this handle's parent is not trusted (the root
-    has none; protocol 3: the nonce the parent gave at spawn), or None."""
+    has none; else it carries the nonce the parent gave at spawn), or None."""
     if s.parent is None:
         return "the root has no parent"
-    if s.protocol >= PROTOCOL_HARDENED and (s.nonce is None or nonce != s.nonce):
+    if s.nonce is None or nonce != s.nonce:
         return f"not sent by {s.parent} (wrong nonce)"
     return None
 
 
 def grant_error(s: HandleState, req: WakeRequest) -> str | None:
     """Why a ``wake`` that carries a slot grant (``granted``) is not trusted, or None: it
-    must come from the parent, and from protocol 3 name a lease."""
+    must come from the parent and name a lease."""
     error = parent_message_error(s, req.nonce)
-    if error is None and s.protocol >= PROTOCOL_HARDENED and req.lease is None:
+    if error is None and req.lease is None:
         error = "a grant without a lease"
     return error
 

@@ -53,9 +53,6 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from toolnexus_temporal.workflows.names import (
-        PROTOCOL_HARDENED,
-        PROTOCOL_LEASES,
-        SETTLE_REPORTS_ONLY,
         TASK_TOOL,
         TOOL_CALL_ACTIVITY,
         TOOL_NON_RETRYABLE,
@@ -114,7 +111,7 @@ class Turn:
         s = self.s
         body: Coroutine[Any, Any, TaskResult]
         parked, s.parked = s.parked, None
-        if parked is not None:  # carried across continue-as-new while parked (protocol 3)
+        if parked is not None:  # carried across continue-as-new while parked
             restore(self.scratch, parked)
             body = self._resume(parked)
         else:
@@ -194,15 +191,8 @@ class Turn:
             # Usage rolls up live: after every call under a finite pool above (siblings drain
             # the same pool), else at most once per live_usage_ms; the rest goes with the
             # settle (or suspension) report, which saves ~9 events per call.
-            if s.protocol >= PROTOCOL_LEASES:
-                if s.floor is not None or s.options.live_usage_ms is not None:
-                    self.machine.report()  # at once under a finite pool, else coalesced
-            elif (
-                s.floor is not None
-                or not workflow.patched(SETTLE_REPORTS_ONLY)
-                or self._live_report_due()
-            ):
-                self.machine.report()
+            if s.floor is not None or s.options.live_usage_ms is not None:
+                self.machine.report()  # at once under a finite pool, else coalesced
             self.scratch.open_calls = calls
             await self.budgets.refresh()
             limit = self.budgets.limit(len(calls))
@@ -210,14 +200,6 @@ class Turn:
                 return self._budget_stop(limit)
             self.scratch.next_messages = await self.tools.run(calls)
             self.scratch.open_calls = []
-
-    def _live_report_due(self) -> bool:
-        """The last report is at least ``live_usage_ms`` old (workflow time)."""
-        every = self.s.options.live_usage_ms
-        if every is None:
-            return False
-        now_ms = workflow.now().timestamp() * 1000
-        return now_ms - self.machine.last_report_ms >= every
 
     def _budget_stop(self, limit: LimitName) -> TaskResult:
         """Stop the turn at a budget limit: ``incomplete``, partial work and transcript kept.
@@ -254,13 +236,12 @@ class Turn:
             self.scratch.wall_fired = True
             if self.scratch.task is not None:
                 self.scratch.task.cancel()
-            if self.s.protocol >= PROTOCOL_HARDENED:
-                # The LLM activity stops itself at the deadline; wait briefly for its outcome
-                # (a reply that came in is counted), then stop waiting: a worker that died
-                # with the call never acknowledges, and no later call of this handle can
-                # start past the deadline anyway.
-                await workflow.sleep(timedelta(milliseconds=WALL_GRACE_MS))
-                self.scratch.llm_abandoned = True
+            # The LLM activity stops itself at the deadline; wait briefly for its outcome
+            # (a reply that came in is counted), then stop waiting: a worker that died with
+            # the call never acknowledges, and no later call of this handle can start past
+            # the deadline anyway.
+            await workflow.sleep(timedelta(milliseconds=WALL_GRACE_MS))
+            self.scratch.llm_abandoned = True
 
         return asyncio.create_task(fire())
 
@@ -283,7 +264,7 @@ class Turn:
         (``llmcall.py``).
 
         Raises:
-            Interrupted: an interrupt came before the call was scheduled, or (protocol 3)
+            Interrupted: an interrupt came before the call was scheduled, or
                 cancelled it, or the wall deadline stopped it.
             ActivityError: the call failed after its retries, or was cancelled.
         """
@@ -322,13 +303,9 @@ class Turn:
         turn)."""
         s = self.s
         opts = s.tool_options.get(call.name, ToolOptions())
-        # Protocol 3: an interrupt waits until the tool acknowledged its cancellation (a sync
-        # tool's thread has stopped, activities/threads.py), so it never outlives the turn.
-        cancellation = (
-            workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-            if s.protocol >= PROTOCOL_HARDENED
-            else workflow.ActivityCancellationType.TRY_CANCEL
-        )
+        # An interrupt waits until the tool acknowledged its cancellation (a sync tool's
+        # thread has stopped, activities/threads.py), so it never outlives the turn.
+        cancellation = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         try:
             result: ToolResult = await workflow.execute_activity(
                 TOOL_CALL_ACTIVITY,
@@ -352,8 +329,7 @@ class Turn:
             )
         except ActivityError as err:
             if self.scratch.interrupt_requested:
-                if s.protocol >= PROTOCOL_HARDENED:
-                    self.vis.trace(f"{s.id}: tool {call.name} ({call.id}) stopped (interrupt)")
+                self.vis.trace(f"{s.id}: tool {call.name} ({call.id}) stopped (interrupt)")
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
         return result

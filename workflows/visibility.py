@@ -30,14 +30,9 @@ with workflow.unsafe.imports_passed_through():
         TraceLine,
     )
     from toolnexus_temporal.workflows.names import (
-        AGENT_DEPTH,
-        AGENT_NAME,
-        AGENT_PARENT,
         AGENT_REQUEST_ID,
         AGENT_STATE,
         AGENT_WAITING_SINCE,
-        PROTOCOL_LEASES,
-        PROTOCOL_OPERATOR,
         PUBLIC_SIGNALS,
         ROOT_ID,
     )
@@ -174,20 +169,17 @@ class Visibility:
 
     def __init__(self, s: HandleState) -> None:
         self.s = s
-        # Protocol 2: the creator set the search attributes at start, as ``idle``. Set here,
-        # not when ``run`` starts: on a worker with a cold cache the SDK may run an update
-        # handler before ``run`` (temporalio/sdk-python#1591), and a later replay runs ``run``
-        # first; both orders must issue the same commands (tests/test_cold_start.py).
-        self.published_state: HandleStateName | None = (
-            "idle" if s.protocol >= PROTOCOL_LEASES else None
+        # The creator set the search attributes at start, as ``idle`` (the client for the
+        # root, the parent for a child; continue-as-new carries them). Set here, not when
+        # ``run`` starts: on a worker with a cold cache the SDK may run an update handler
+        # before ``run`` (temporalio/sdk-python#1591), and a later replay runs ``run`` first;
+        # both orders must issue the same commands (tests/test_cold_start.py).
+        self.published_state: HandleStateName = "idle"
+        self.published_req: str | None = workflow.info().typed_search_attributes.get(
+            AGENT_REQUEST_ID
         )
-        self.published_req: str | None = (
-            workflow.info().typed_search_attributes.get(AGENT_REQUEST_ID)
-            if s.protocol >= PROTOCOL_OPERATOR
-            else None
-        )
-        """(protocol 4) The Request id the ``AgentRequest*`` search attributes show: a
-        continued run carries them (set here for the same reason as ``published_state``)."""
+        """The Request id the ``AgentRequest*`` search attributes show: a continued run
+        carries them (set here for the same reason as ``published_state``)."""
         self.rejection: str | None = None
         """The last rejected input (``{verb} rejected: {reason}``) since the state last
         changed: the current details show it first."""
@@ -255,40 +247,20 @@ class Visibility:
                 return True
         return False
 
-    def publish(self, *, initial: bool = False) -> None:
-        """Upsert search attributes when the state changed (all of them when ``initial``);
-        from protocol 4 also the pending Request's (``operator.request_attributes``), in the
-        same upsert; refresh the UI's current details (CONTRACT §8)."""
+    def publish(self) -> None:
+        """Upsert ``AgentState`` and the pending Request's search attributes
+        (``operator.request_attributes``) in one command when either changed, and refresh the
+        UI's current details (CONTRACT §8). The creator set every attribute at start."""
         s = self.s
-        if self.published_state is not None and self.published_state != s.state:
+        if self.published_state != s.state:
             self.rejection = None  # shown until the next state change (a run's start is none)
-        if initial and s.protocol >= PROTOCOL_LEASES:
-            # Protocol 2: the creator set the search attributes at start (the client for the
-            # root, the parent for a child, continue-as-new carries them), as ``idle``:
-            # ``published_state`` and ``published_req`` start so (``__init__``), a handler
-            # may have moved them on.
-            initial = False
-        if initial:
-            workflow.upsert_search_attributes(
-                [
-                    AGENT_STATE.value_set(s.state),
-                    AGENT_NAME.value_set(s.defn.name if s.defn else ROOT_ID),
-                    AGENT_DEPTH.value_set(s.depth),
-                    *([AGENT_PARENT.value_set(s.parent)] if s.parent else []),
-                ]
-            )
-            self.published_state = s.state
-        elif s.protocol >= PROTOCOL_OPERATOR:
-            self._publish_operator()
-        elif self.published_state != s.state:
-            workflow.upsert_search_attributes([AGENT_STATE.value_set(s.state)])
-            self.published_state = s.state
+        self._publish_operator()
         stamp_pending_since(s, int(workflow.now().timestamp() * 1000))
         workflow.set_current_details(current_details(s, self.rejection))
 
     def _publish_operator(self) -> None:
-        """Protocol 4's upsert: ``AgentState`` and the pending Request's attributes, in one
-        command when either changed; a new Request clears the shown rejection too."""
+        """The upsert: ``AgentState`` and the pending Request's attributes, in one command
+        when either changed; a new Request clears the shown rejection too."""
         s = self.s
         req = s.pending_req if s.state == "suspended" else None
         updates = request_attributes(req, self.published_req)

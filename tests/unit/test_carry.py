@@ -16,7 +16,6 @@ from toolnexus_temporal.workflows.models import (
     ToolCall,
     ToolResult,
 )
-from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED, PROTOCOL_LEASES
 from toolnexus_temporal.workflows.state import AgentInput, HandleState
 
 REQ = Request(id="root/a.1#3", kind="approval", prompt="may I?", data={"path": ["root", "a.1"]})
@@ -32,8 +31,8 @@ def pending_result() -> ToolResult:
 
 
 def parked_handle(**fields: object) -> tuple[HandleState, TurnScratch]:
-    """A protocol-3 handle parked on call 0 of CALLS, with the turn's scratch."""
-    s = handle(state="suspended", pending_req=REQ, protocol=PROTOCOL_HARDENED, **fields)
+    """A handle parked on call 0 of CALLS, with the turn's scratch."""
+    s = handle(state="suspended", pending_req=REQ, **fields)
     scratch = TurnScratch()
     scratch.start([Message(role="user", content="go")])
     scratch.llm_calls, scratch.tokens = 2, 17
@@ -52,7 +51,6 @@ def test_a_turn_parked_on_its_own_tool_may_be_carried() -> None:
 @pytest.mark.parametrize(
     ("change", "blocker"),
     [
-        ({"protocol": PROTOCOL_LEASES}, "protocol < 3"),
         ({"state": "running"}, "not suspended"),
         ({"state": "idle"}, "not suspended"),
         ({"closing": True}, "closing"),

@@ -34,7 +34,7 @@ from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.messages import (
     SlotRecall,
     SlotRelease,
-    WakeChildRequest,
+    SlotRequest,
     WakeRequest,
 )
 from toolnexus_temporal.workflows.state import HandleState
@@ -93,7 +93,7 @@ def start(kid: Kid) -> None:
 
 
 def wake(kid: Kid) -> None:
-    """A wake from outside (``Inbox.wake_from_outside`` under protocol 2)."""
+    """A wake from outside (``Inbox.wake_from_outside``)."""
     s = kid.s
     if s.state != "idle" or s.slot_waiting or s.closing:
         return  # a no-op: running, parked or already queued; rejected when closing
@@ -150,7 +150,7 @@ def deliver(net: Net, msg: tuple[str, str, object]) -> None:
     to, name, arg = msg
     if to == PARENT:
         if name == "slot_request":
-            assert isinstance(arg, WakeChildRequest)
+            assert isinstance(arg, SlotRequest)
             net.pbook.on_request(arg)
         elif name == "slot_release":
             assert isinstance(arg, SlotRelease)

@@ -1,4 +1,4 @@
-"""``max_concurrent`` slots as leases (protocol 2; CONTRACT §3 wake, §6), as a plain class:
+"""``max_concurrent`` slots as leases (CONTRACT §3 wake, §6), as a plain class:
 leases granted ahead at spawn, asks, FIFO queue with recall, give-back, hand-over, closes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.messages import (
     SlotRecall,
     SlotRelease,
-    WakeChildRequest,
+    SlotRequest,
     WakeRequest,
 )
 from toolnexus_temporal.workflows.state import ChildInfo, HandleState, Lease, QueuedWake
@@ -21,7 +21,7 @@ def names(signals: FakeSignals) -> list[tuple[str, str]]:
 
 
 def ask(book: LeaseBook, child: str) -> None:
-    book.on_request(WakeChildRequest(child=child))
+    book.on_request(SlotRequest(child=child))
 
 
 def test_leases_are_granted_ahead_at_spawn_up_to_the_cap(log, signals):
@@ -219,23 +219,3 @@ def test_a_recall_that_overtakes_its_grant_still_takes_effect(log, signals):
     assert not s.lease_sticky
     book.after_transition("idle", parked=False)
     assert s.lease is None and names(signals)[-1] == ("p", "slot_release")
-
-
-def test_wake_child_of_a_closed_child_dropped_at_continue_as_new_is_rejected(log, signals):
-    import pytest
-    from temporalio.exceptions import ApplicationError
-
-    from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED
-    from toolnexus_temporal.workflows.roster import compact, record_spawn
-
-    s = handle(id="p", defn=None, parent=None, protocol=PROTOCOL_HARDENED)
-    child = record_spawn(s, "w", "n")
-    s.children_info[child] = ChildInfo(state="closed", nonce="n")
-    compact(s)
-    book = LeaseBook(s, log, signals)
-    with pytest.raises(ApplicationError) as err:
-        book.wake_child(WakeChildRequest(child=child))
-    assert err.value.type == "WakeRejected"
-    with pytest.raises(ApplicationError) as err:
-        book.wake_child(WakeChildRequest(child="p/w.2"))
-    assert err.value.type == "NoSuchChild"

@@ -117,7 +117,6 @@ def test_handler_descriptions_mark_internal_ones_and_explain_public_ones() -> No
         "budget_ask",
         "budget_reply",
         "pool_floor",
-        "wake_child",
         "spawn",
         "turn",
     }

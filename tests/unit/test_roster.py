@@ -16,7 +16,6 @@ from toolnexus_temporal.workflows.children import Children, spawn_check
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.messages import ChildReport, ResolveAgentResult
 from toolnexus_temporal.workflows.models import AgentDef, Budget, TaskResult
-from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED, PROTOCOL_LEASES
 from toolnexus_temporal.workflows.roster import (
     all_children,
     children_count,
@@ -60,7 +59,6 @@ def children_of(s: HandleState) -> Children:
         log,  # type: ignore[arg-type]
         FakeMachine(),  # type: ignore[arg-type]
         BudgetLedger(s, signals),
-        None,  # type: ignore[arg-type]  (protocol 1 only)
         LeaseBook(s, log, signals),
     )
 
@@ -70,16 +68,16 @@ def carried_bytes(s: HandleState) -> int:
     return len(AgentInput(state=s).model_dump_json().encode())
 
 
-def run_children(protocol: int, n: int = N) -> HandleState:
+def run_children(n: int = N) -> HandleState:
     """A root that spawns ``n`` children (three agent names in turn: the worst order for a
     run-length list), each runs one turn (5 tokens, 1 tool call) and closes; it continues as
     new every 1,000 children."""
-    s = handle(id="root", defn=None, parent=None, depth=0, protocol=protocol)
+    s = handle(id="root", defn=None, parent=None, depth=0)
     s.budget = Budget(max_concurrent=8, max_children=n + 1)
     children = children_of(s)
     for i in range(n):
         name = ("writer", "researcher", "reviewer")[i % 3]
-        nonce = f"{i:08d}-0000-4000-8000-000000000000" if protocol >= PROTOCOL_HARDENED else None
+        nonce = f"{i:08d}-0000-4000-8000-000000000000"
         child = record_spawn(s, name, nonce)
         children.vis.trace(f"{s.id}: spawn {child}")
         result = TaskResult(status="done", text="x" * 200, turns=1, total_tokens=5)
@@ -96,7 +94,7 @@ def run_children(protocol: int, n: int = N) -> HandleState:
 
 
 def test_a_parent_of_10000_closed_children_carries_under_100_kb():
-    s = run_children(PROTOCOL_HARDENED)
+    s = run_children()
     size = carried_bytes(s)
     assert size < LIMIT, size
     assert s.children_info == {} and s.children == [] and s.pushed_floors == {}
@@ -117,15 +115,8 @@ def test_a_parent_of_10000_closed_children_carries_under_100_kb():
     assert all_children(s)[-1] == f"root/writer.{N + 1}"
 
 
-def test_protocol_2_carries_every_child_it_ever_had():
-    """The fault the test above guards against (protocol 2 histories keep it)."""
-    s = run_children(PROTOCOL_LEASES, n=2_000)
-    assert len(s.children_info) == 2_000 and carried_bytes(s) > LIMIT
-    assert view_of(s).children == s.children
-
-
 def test_compact_keeps_live_children_and_the_newest_trace():
-    s = handle(id="p", defn=None, parent=None, protocol=PROTOCOL_HARDENED)
+    s = handle(id="p", defn=None, parent=None)
     children = children_of(s)
     live = record_spawn(s, "w", "n1")
     done = record_spawn(s, "w", "n2")
@@ -143,7 +134,7 @@ def test_compact_keeps_live_children_and_the_newest_trace():
 
 
 def test_more_agent_names_than_one_character_codes():
-    s = handle(id="p", defn=None, parent=None, protocol=PROTOCOL_HARDENED)
+    s = handle(id="p", defn=None, parent=None)
     ids = [record_spawn(s, f"agent{i}") for i in range(100)]
     assert all_children(s) == ids and children_count(s) == 100
     assert was_child(s, "p/agent99.100") and not was_child(s, "p/agent98.100")

@@ -7,7 +7,6 @@ from __future__ import annotations
 from tests.unit.fakes import FakeLog, FakeSignals, handle, parent_with
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.messages import BudgetReply, WakeRequest
-from toolnexus_temporal.workflows.names import PROTOCOL_HARDENED, PROTOCOL_LEASES
 from toolnexus_temporal.workflows.roster import compact, record_spawn
 from toolnexus_temporal.workflows.state import ChildInfo
 from toolnexus_temporal.workflows.trust import (
@@ -23,7 +22,7 @@ A = "p/a.1"
 
 
 def test_a_child_message_needs_a_current_child_and_its_nonce():
-    s = parent_with(A, protocol=PROTOCOL_HARDENED)
+    s = parent_with(A)
     s.children_info[A] = ChildInfo(nonce="n-a")
     assert child_message_error(s, A, "n-a") is None
     assert child_message_error(s, A, None) == f"not sent by {A} (wrong nonce)"
@@ -32,7 +31,7 @@ def test_a_child_message_needs_a_current_child_and_its_nonce():
 
 
 def test_a_closed_child_dropped_at_continue_as_new_is_known_as_closed():
-    s = handle(id="p", defn=None, parent=None, protocol=PROTOCOL_HARDENED)
+    s = handle(id="p", defn=None, parent=None)
     child = record_spawn(s, "w", "n-1")
     s.children_info[child] = ChildInfo(state="closed", nonce="n-1")
     compact(s)
@@ -42,31 +41,24 @@ def test_a_closed_child_dropped_at_continue_as_new_is_known_as_closed():
     assert log.rejected == [] and "from closed child" in log.lines[0]
 
 
-def test_before_protocol_3_children_are_not_checked():
-    s = parent_with(A, protocol=PROTOCOL_LEASES)
-    assert child_message_error(s, A, None) is None
-    assert child_message_error(s, "p/z.9", None) is None
-
-
-def test_the_root_takes_no_parent_message_whatever_the_protocol():
-    for protocol in (1, PROTOCOL_LEASES, PROTOCOL_HARDENED):
-        root = handle(id="root", defn=None, parent=None, protocol=protocol)
-        assert parent_message_error(root, None) == "the root has no parent"
-        assert grant_error(root, WakeRequest(granted=True, lease=1)) == "the root has no parent"
+def test_the_root_takes_no_parent_message():
+    root = handle(id="root", defn=None, parent=None)
+    assert parent_message_error(root, None) == "the root has no parent"
+    assert grant_error(root, WakeRequest(granted=True, lease=1)) == "the root has no parent"
 
 
 def test_a_parent_message_needs_the_childs_own_nonce():
-    child = handle(protocol=PROTOCOL_HARDENED, nonce="n-1")
+    child = handle(nonce="n-1")
     assert parent_message_error(child, "n-1") is None
     assert parent_message_error(child, "n-2") == "not sent by root (wrong nonce)"
     assert grant_error(child, WakeRequest(granted=True, lease=3, nonce="n-1")) is None
     no_lease = WakeRequest(granted=True, nonce="n-1")
     assert grant_error(child, no_lease) == "a grant without a lease"
-    assert parent_message_error(handle(protocol=PROTOCOL_LEASES), None) is None
+    assert parent_message_error(handle(), None) == "not sent by root (wrong nonce)"
 
 
 def test_trust_rejects_loudly():
-    child = handle(protocol=PROTOCOL_HARDENED, nonce="n-1")
+    child = handle(nonce="n-1")
     log = FakeLog()
     trust = Trust(child, log)
     assert not trust.from_parent("pool_floor", None)
@@ -76,7 +68,7 @@ def test_trust_rejects_loudly():
 
 
 def test_a_budget_reply_must_answer_an_ask_that_waits():
-    s = handle(protocol=PROTOCOL_HARDENED, nonce="n-1")
+    s = handle(nonce="n-1")
     ledger = BudgetLedger(s, FakeSignals())
     assert ledger.on_reply(BudgetReply(seq=1, tokens=0)) == "no budget_ask 1 was sent"
     ledger.ask_seq, ledger.waiting = 2, {2}
@@ -84,12 +76,10 @@ def test_a_budget_reply_must_answer_an_ask_that_waits():
     assert ledger.replies == {}
     assert ledger.on_reply(BudgetReply(seq=2, tokens=0)) is None
     assert list(ledger.replies) == [2]
-    old = BudgetLedger(handle(protocol=PROTOCOL_LEASES), FakeSignals())
-    assert old.on_reply(BudgetReply(seq=9)) is None and list(old.replies) == [9]
 
 
 def test_the_state_query_shows_no_nonce():
-    s = parent_with(A, protocol=PROTOCOL_HARDENED, nonce="mine")
+    s = parent_with(A, nonce="mine")
     s.children_info[A] = ChildInfo(nonce="n-a")
     shown = masked(s)
     assert shown.nonce is None and shown.children_info[A].nonce is None
