@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from toolnexus_temporal.activities import wire
 from toolnexus_temporal.activities.heartbeat import Beat
-from toolnexus_temporal.workflows.messages import LIVE_TAIL_MAX_CHARS, LiveCall, LiveOutput
+from toolnexus_temporal.workflows.contract.messages import LIVE_TAIL_MAX_CHARS, LiveCall, LiveOutput
 
 TAIL_MAX_CHARS = LIVE_TAIL_MAX_CHARS
 """Most characters of the reply's text one heartbeat carries (``LiveOutput.tail``)."""

@@ -54,9 +54,9 @@ from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.live import LiveFeed
 from toolnexus_temporal.activities.redact import redacted_error
 from toolnexus_temporal.activities.store import ConversationStore, StoreError
-from toolnexus_temporal.workflows.messages import LlmCallInput, LlmCallResult
-from toolnexus_temporal.workflows.models import Message, Usage, WireStyle
-from toolnexus_temporal.workflows.names import LLM_CALL_ACTIVITY
+from toolnexus_temporal.workflows.contract.messages import LlmCallInput, LlmCallResult
+from toolnexus_temporal.workflows.contract.models import Message, Usage, WireStyle
+from toolnexus_temporal.workflows.contract.names import LLM_CALL_ACTIVITY
 
 ToolSchemas = Callable[[list[str], list[str]], list[dict[str, Any]]]
 """(tool names, team) -> OpenAI-style tool schemas."""

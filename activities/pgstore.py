@@ -37,7 +37,7 @@ from toolnexus_temporal.activities.store import (
     StoreError,
     StoreUnavailableError,
 )
-from toolnexus_temporal.workflows.models import Message
+from toolnexus_temporal.workflows.contract.models import Message
 
 SCHEMA_VERSION = 1
 """The schema version this code writes; a database at a newer version is refused."""

@@ -18,9 +18,17 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.activities.tools import Interpreter, Tool
-from toolnexus_temporal.workflows.messages import HookInput, ResolveAgentInput, ResolveAgentResult
-from toolnexus_temporal.workflows.models import AgentDef
-from toolnexus_temporal.workflows.names import RESOLVE_AGENT_ACTIVITY, RUN_HOOK_ACTIVITY, TASK_TOOL
+from toolnexus_temporal.workflows.contract.messages import (
+    HookInput,
+    ResolveAgentInput,
+    ResolveAgentResult,
+)
+from toolnexus_temporal.workflows.contract.models import AgentDef
+from toolnexus_temporal.workflows.contract.names import (
+    RESOLVE_AGENT_ACTIVITY,
+    RUN_HOOK_ACTIVITY,
+    TASK_TOOL,
+)
 
 Hook = Callable[[HookInput], Awaitable[None] | None]
 """An ``on_spawn`` / ``on_close`` hook: called with the event; sync or async."""

@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Protocol
 
-from toolnexus_temporal.workflows.models import Message
+from toolnexus_temporal.workflows.contract.models import Message
 
 
 class StoreError(RuntimeError):

@@ -26,9 +26,9 @@ from temporalio.exceptions import ApplicationError
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.redact import mentions_secret, redacted_error
 from toolnexus_temporal.activities.threads import run_stoppable
-from toolnexus_temporal.workflows.messages import InterpretInput, ToolCallInput
-from toolnexus_temporal.workflows.models import Answer, Request, ToolOptions, ToolResult
-from toolnexus_temporal.workflows.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
+from toolnexus_temporal.workflows.contract.messages import InterpretInput, ToolCallInput
+from toolnexus_temporal.workflows.contract.models import Answer, Request, ToolOptions, ToolResult
+from toolnexus_temporal.workflows.contract.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,19 @@ from temporalio.client import Client, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from toolnexus_temporal.workflows.messages import ChildEnd, WatchChildrenInput, WatchChildrenResult
-from toolnexus_temporal.workflows.models import HandleView
-from toolnexus_temporal.workflows.names import (
+from toolnexus_temporal.workflows.contract.messages import (
+    ChildEnd,
+    WatchChildrenInput,
+    WatchChildrenResult,
+)
+from toolnexus_temporal.workflows.contract.models import HandleView
+from toolnexus_temporal.workflows.contract.names import (
     QUERY_STATE,
     QUERY_VIEW,
     WATCH_CHILDREN_ACTIVITY,
     workflow_id_for,
 )
-from toolnexus_temporal.workflows.state import HandleState
+from toolnexus_temporal.workflows.contract.state import HandleState
 
 HEARTBEAT_S = 5.0
 """Seconds between heartbeats (the workflow's heartbeat timeout is a few times this)."""

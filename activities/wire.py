@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolnexus_temporal.workflows.models import Message, ToolCall, Usage, WireStyle
+from toolnexus_temporal.workflows.contract.models import Message, ToolCall, Usage, WireStyle
 
 ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header value (CONTRACT §4)."""

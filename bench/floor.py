@@ -36,7 +36,7 @@ from bench.floor_workflows import (
 from bench.history import MultiTracker
 from bench.ours import lookup
 from toolnexus_temporal.activities import wire
-from toolnexus_temporal.workflows.models import Message, ToolCall
+from toolnexus_temporal.workflows.contract.models import Message, ToolCall
 
 MODEL_OF_KIND = {"chat": llm.MODEL_CHAT, "chat1k": llm.MODEL_CHAT_1K, "tool": llm.MODEL_TOOL}
 TOOL_SCHEMA = {

@@ -26,7 +26,7 @@ from bench.history import MultiTracker
 from toolnexus_temporal.activities import LlmConfig, Registry, SqliteConversationStore, define_tool
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.models import Budget
+from toolnexus_temporal.workflows.contract.models import Budget
 
 T = TypeVar("T")
 

@@ -710,7 +710,7 @@ async def dev_server(client: Client | None) -> AsyncIterator[tuple[Client, str]]
     if client is not None:
         yield client, client.service_client.config.target_host
         return
-    from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
+    from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
     binary = temporal_binary()
     if binary is None:

@@ -66,8 +66,8 @@ from toolnexus_temporal.cli.watch import watch_tree
 from toolnexus_temporal.client.errors import SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.workflows.messages import PostResult
-from toolnexus_temporal.workflows.models import InboxItem, Message
+from toolnexus_temporal.workflows.contract.messages import PostResult
+from toolnexus_temporal.workflows.contract.models import InboxItem, Message
 
 app = typer.Typer(
     name="tnx",

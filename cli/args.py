@@ -22,7 +22,7 @@ from toolnexus_temporal.activities.store import (
 from toolnexus_temporal.activities.stores import open_store as open_store_url
 from toolnexus_temporal.cli.ops import EXIT_ENV, CliError, Options
 from toolnexus_temporal.client.reads import TranscriptReader
-from toolnexus_temporal.workflows.models import ALL_FIELDS, Budget
+from toolnexus_temporal.workflows.contract.models import ALL_FIELDS, Budget
 
 
 def ref(opts: Options, handle_id: str) -> str:

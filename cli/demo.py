@@ -58,8 +58,8 @@ from toolnexus_temporal.client.errors import ClusterConfigError, SpawnError, Tnx
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.testing import ScriptedLLMServer
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.models import AgentDef, Budget, TaskResult, TraceLine
-from toolnexus_temporal.workflows.names import ROOT_ID, workflow_id_for
+from toolnexus_temporal.workflows.contract.models import AgentDef, Budget, TaskResult, TraceLine
+from toolnexus_temporal.workflows.contract.names import ROOT_ID, workflow_id_for
 
 DEMO_AGENT: Final = "assistant"
 """The agent the demo spawns."""

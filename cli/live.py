@@ -28,7 +28,7 @@ from toolnexus_temporal.client.stream import (
     ToolCallStart,
     TurnEnd,
 )
-from toolnexus_temporal.workflows.models import TaskResult
+from toolnexus_temporal.workflows.contract.models import TaskResult
 
 
 @dataclass

@@ -43,7 +43,7 @@ from toolnexus_temporal.client.errors import (
 from toolnexus_temporal.client.reachability import require_worker
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.workflows.names import ROOT_ID
+from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 T = TypeVar("T")
 

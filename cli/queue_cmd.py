@@ -18,8 +18,8 @@ from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.workflows.messages import AnswerResult
-from toolnexus_temporal.workflows.models import Answer
+from toolnexus_temporal.workflows.contract.messages import AnswerResult
+from toolnexus_temporal.workflows.contract.models import Answer
 
 
 def pending_command(opts: Options) -> None:

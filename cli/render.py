@@ -18,7 +18,13 @@ from rich.table import Table
 from rich.text import Text
 
 from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.workflows.models import AgentDef, Budget, Message, TaskResult, TraceLine
+from toolnexus_temporal.workflows.contract.models import (
+    AgentDef,
+    Budget,
+    Message,
+    TaskResult,
+    TraceLine,
+)
 
 OK_STATUSES: Final = frozenset({"done", "pending"})
 """Results shown as a success (green); ``tnx wait`` exits 0 on them."""

@@ -11,7 +11,7 @@ replayer`: the same workflow classes, the client's data converter, the worker's 
 
 It also reads, from each history, the protocol generation the agent runs (its start input's
 ``state.protocol``) and the ``workflow.patched`` ids its markers name, and reports them per
-namespace: the retirement rule of ``workflows/versions.py`` (a generation or patch id goes
+namespace: the retirement rule of ``workflows/contract/versions.py`` (a generation or patch id goes
 only when no running agent uses it) is checked here. An agent whose generation this build no
 longer has (``names.RETIRED_PROTOCOLS``, or one it never had) is ``UNSUPPORTED PROTOCOL``.
 
@@ -41,8 +41,8 @@ from toolnexus_temporal.cli import ops
 from toolnexus_temporal.cli.hostcmd import emit, out
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.render import one_line, truncate
-from toolnexus_temporal.workflows.names import PROTOCOLS, WORKFLOW_TYPE
-from toolnexus_temporal.workflows.versions import protocol_error
+from toolnexus_temporal.workflows.contract.names import PROTOCOLS, WORKFLOW_TYPE
+from toolnexus_temporal.workflows.contract.versions import protocol_error
 
 BASE_QUERY: Final = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Running"'
 """The visibility query of every check: the running agent workflows."""

@@ -21,7 +21,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 
-from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -37,8 +37,8 @@ SEARCH_ATTRIBUTES: Final[dict[str, str]] = {
     key.name: _CLI_TYPE_NAMES[key.indexed_value_type] for key in ALL_SEARCH_ATTRIBUTES
 }
 """Custom search attributes upserted by the agent workflows, name -> Temporal type name
-(derived from :data:`toolnexus_temporal.workflows.names.ALL_SEARCH_ATTRIBUTES`, the one source
-of truth)."""
+(derived from :data:`toolnexus_temporal.workflows.contract.names.ALL_SEARCH_ATTRIBUTES`, the
+one source of truth)."""
 
 _INDEXED_VALUE_TYPES: Final[dict[str, IndexedValueType.ValueType]] = {
     "Text": IndexedValueType.INDEXED_VALUE_TYPE_TEXT,

@@ -19,8 +19,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from toolnexus_temporal.client.errors import NoWorkerError, VerbRejectedError
 from toolnexus_temporal.client.reachability import workflow_pollers
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.workflows.models import Answer
-from toolnexus_temporal.workflows.names import ROOT_ID, SIGNAL_ANSWER, workflow_id_for
+from toolnexus_temporal.workflows.contract.models import Answer
+from toolnexus_temporal.workflows.contract.names import ROOT_ID, SIGNAL_ANSWER, workflow_id_for
 
 T = TypeVar("T")
 

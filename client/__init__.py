@@ -44,7 +44,7 @@ from toolnexus_temporal.client.errors import (
 )
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.workflows.models import (
+from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Answer,
     Budget,

@@ -7,8 +7,8 @@ import asyncio
 from toolnexus_temporal.client.errors import AnswerRejectedError, HandleNotFoundError
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.messages import AnswerResult
-from toolnexus_temporal.workflows.models import Answer
+from toolnexus_temporal.workflows.contract.messages import AnswerResult
+from toolnexus_temporal.workflows.contract.models import Answer
 
 CONFIRM_S = 10.0
 """How long :func:`confirm_at_owner` waits for the owner of a routed Answer's id to take or

@@ -26,21 +26,21 @@ from typing import Final
 from toolnexus_temporal.client.errors import AnswerRejectedError, VerbRejectedError
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.messages import (
+from toolnexus_temporal.workflows.contract.messages import (
     AnswerResult,
     CloseRequest,
     PostResult,
     WaitResponse,
     WakeRequest,
 )
-from toolnexus_temporal.workflows.models import (
+from toolnexus_temporal.workflows.contract.models import (
     Answer,
     HandleStatus,
     HandleView,
     InboxItem,
     TaskResult,
 )
-from toolnexus_temporal.workflows.names import (
+from toolnexus_temporal.workflows.contract.names import (
     SIGNAL_ANSWER,
     SIGNAL_CLOSE,
     SIGNAL_INTERRUPT,

@@ -15,7 +15,7 @@ from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
 from toolnexus_temporal.client.roots import suspended
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.models import (
+from toolnexus_temporal.workflows.contract.models import (
     HandleStatus,
     HandleView,
     Message,

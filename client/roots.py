@@ -27,8 +27,8 @@ from toolnexus_temporal.client.errors import OrphanedHandlesError, SearchAttribu
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.models import Budget, HandleView, RuntimeOptions
-from toolnexus_temporal.workflows.names import (
+from toolnexus_temporal.workflows.contract.models import Budget, HandleView, RuntimeOptions
+from toolnexus_temporal.workflows.contract.names import (
     AGENT_DEPTH,
     AGENT_NAME,
     AGENT_STATE,
@@ -36,7 +36,7 @@ from toolnexus_temporal.workflows.names import (
     PROTOCOL,
     ROOT_ID,
 )
-from toolnexus_temporal.workflows.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
 
 
 async def start_root(

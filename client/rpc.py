@@ -6,7 +6,7 @@ Every update and query names its :class:`AgentWorkflow` handler by method refere
 message name, the argument type and the result type all come from the handler's definition:
 no names as strings, no ``Any`` results. The wire is what the handlers declare
 (``@workflow.update(name="turn")``, ...; the names are listed in
-:mod:`toolnexus_temporal.workflows.names`).
+:mod:`toolnexus_temporal.workflows.contract.names`).
 
 :class:`HandleRpc` adds what every verb needs around one call: typed errors
 (:class:`~toolnexus_temporal.client.errors.HandleNotFoundError`,
@@ -56,14 +56,14 @@ from toolnexus_temporal.client.retry import (
     riding_outage,
 )
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.lifecycle import WAITERS_FULL
-from toolnexus_temporal.workflows.models import HandleView
-from toolnexus_temporal.workflows.names import (
+from toolnexus_temporal.workflows.contract.models import HandleView
+from toolnexus_temporal.workflows.contract.names import (
     UPDATE_ANSWER,
     UPDATE_POST,
     UPDATE_SPAWN,
     workflow_id_for,
 )
+from toolnexus_temporal.workflows.lifecycle.lifecycle import WAITERS_FULL
 
 _A = TypeVar("_A")
 _R = TypeVar("_R")

@@ -36,7 +36,7 @@ from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
 from toolnexus_temporal.client.stream import LiveEvent, follow_turn
 from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.messages import (
+from toolnexus_temporal.workflows.contract.messages import (
     AnswerResult,
     CloseRequest,
     InterruptRequest,
@@ -45,14 +45,14 @@ from toolnexus_temporal.workflows.messages import (
     TurnRequest,
     WaitResponse,
 )
-from toolnexus_temporal.workflows.models import (
+from toolnexus_temporal.workflows.contract.models import (
     Answer,
     Budget,
     InboxItem,
     RuntimeOptions,
     TaskResult,
 )
-from toolnexus_temporal.workflows.names import (
+from toolnexus_temporal.workflows.contract.names import (
     ROOT_ID,
     UPDATE_TURN,
     UPDATE_WAIT,

@@ -3,8 +3,8 @@
 Three Temporal-native sources, none of which adds a byte to workflow history:
 
 * **text**: the heartbeat details of the running ``tnx.llm_call`` activity (a
-  :class:`~toolnexus_temporal.workflows.messages.LiveOutput`: the end of the text so far and
-  its offset), read with ``DescribeWorkflowExecution`` every ``POLL_S`` while an LLM call is
+  :class:`~toolnexus_temporal.workflows.contract.messages.LiveOutput`: the end of the text so
+  far and its offset), read with ``DescribeWorkflowExecution`` every ``POLL_S`` while an LLM call is
   in flight, and only then;
 * **structure**: the workflow's history, followed with a long poll (``GetWorkflowExecutionHistory``
   with ``wait_new_event``): an LLM call scheduled or answered (its result gives the rest of
@@ -43,9 +43,9 @@ from temporalio.service import RPCError
 
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.rpc import rpc_error
-from toolnexus_temporal.workflows.messages import LiveOutput, LlmCallResult, ToolCallInput
-from toolnexus_temporal.workflows.models import TaskResult, ToolResult
-from toolnexus_temporal.workflows.names import LLM_CALL_ACTIVITY, TOOL_CALL_ACTIVITY
+from toolnexus_temporal.workflows.contract.messages import LiveOutput, LlmCallResult, ToolCallInput
+from toolnexus_temporal.workflows.contract.models import TaskResult, ToolResult
+from toolnexus_temporal.workflows.contract.names import LLM_CALL_ACTIVITY, TOOL_CALL_ACTIVITY
 
 POLL_S = 0.2
 """Seconds between two reads of the LLM call's heartbeat details while it runs. The worker

@@ -28,7 +28,7 @@ from toolnexus_temporal.client.fallback import Fallbacks
 from toolnexus_temporal.client.handle import HandleRef, handle_id
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.messages import TurnRequest, WaitRequest, WaitResponse
+from toolnexus_temporal.workflows.contract.messages import TurnRequest, WaitRequest, WaitResponse
 
 
 @dataclass

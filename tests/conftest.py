@@ -21,8 +21,8 @@ from tests.pg import pg_store, postgres_db, postgres_server, postgres_url  # noq
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentRuntime, RuntimeOptions
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.models import Budget
-from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
+from toolnexus_temporal.workflows.contract.models import Budget
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 MODEL = "stub-model"
 """The model name the scripted LLM answers for by default."""

@@ -20,7 +20,7 @@ from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef
 from toolnexus_temporal.client.cluster import connect
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.models import Message
+from toolnexus_temporal.workflows.contract.models import Message
 
 REGISTRY = {"w": AgentDef(name="w")}
 

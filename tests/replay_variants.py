@@ -11,10 +11,10 @@ from datetime import timedelta
 from temporalio import workflow
 
 from toolnexus_temporal import worker
-from toolnexus_temporal.workflows import names
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.models import HandleView
-from toolnexus_temporal.workflows.state import AgentInput
+from toolnexus_temporal.workflows.contract import names
+from toolnexus_temporal.workflows.contract.models import HandleView
+from toolnexus_temporal.workflows.contract.state import AgentInput
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)

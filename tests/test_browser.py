@@ -42,7 +42,7 @@ from toolnexus_temporal.activities import (
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 pytestmark = [
     pytest.mark.browser,

@@ -21,8 +21,8 @@ from toolnexus_temporal.client import (
     SpawnError,
 )
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.workflows.messages import HookInput
-from toolnexus_temporal.workflows.names import AGENT_STATE
+from toolnexus_temporal.workflows.contract.messages import HookInput
+from toolnexus_temporal.workflows.contract.names import AGENT_STATE
 
 
 def registry(closed: list[str]) -> Registry:

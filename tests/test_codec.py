@@ -40,7 +40,7 @@ from toolnexus_temporal.client.codec import (
 )
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.names import workflow_id_for
+from toolnexus_temporal.workflows.contract.names import workflow_id_for
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_A = os.urandom(32)

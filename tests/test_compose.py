@@ -27,7 +27,7 @@ from toolnexus_temporal.cli import worker_cmd as worker
 from toolnexus_temporal.cli.app import app as tnx_app
 from toolnexus_temporal.client import cluster_sources
 from toolnexus_temporal.worker import DEFAULT_GRACEFUL_SHUTDOWN_S
-from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 REPO = Path(__file__).resolve().parent.parent
 COMPOSE = REPO / "temporal-dev" / "compose.yaml"

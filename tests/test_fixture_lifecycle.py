@@ -14,7 +14,7 @@ import pytest
 from tests.fixture_llm import FixtureLLM, load_fixture
 from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, InboxItem, RuntimeOptions
-from toolnexus_temporal.workflows.messages import HookInput
+from toolnexus_temporal.workflows.contract.messages import HookInput
 
 FIXTURE = load_fixture("subagent-lifecycle")
 

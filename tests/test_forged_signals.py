@@ -20,7 +20,7 @@ from tests.helpers import eventually, replay_every_run, spawn
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Budget, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.state import HandleState
+from toolnexus_temporal.workflows.contract.state import HandleState
 
 SENDERS = ("client", "temporal")
 

@@ -22,7 +22,7 @@ from toolnexus_temporal.client import (
     VerbRejectedError,
 )
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.workflows.names import ROOT_ID
+from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 REGISTRY = {
     "worker": AgentDef(name="worker", description="does work", system_prompt="", model="inherit"),

@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 from toolnexus_temporal.client import rpc
-from toolnexus_temporal.workflows import names
 from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.contract import names
 
 HOST_IMPORT = """
 import json, sys
@@ -44,7 +44,7 @@ def test_host_library_imports_no_worker_activities_or_cli() -> None:
 
 
 def test_update_names_come_from_the_handlers() -> None:
-    """The typed calls send the durable names of ``workflows/names.py``."""
+    """The typed calls send the durable names of ``workflows/contract/names.py``."""
     sent = {
         rpc.update_name(update)
         for update in (
@@ -59,7 +59,6 @@ def test_update_names_come_from_the_handlers() -> None:
     }
     assert sent == {
         names.UPDATE_SPAWN,
-        names.UPDATE_WAKE_CHILD,
         names.UPDATE_TURN,
         names.UPDATE_POST,
         names.UPDATE_INTERRUPT,

@@ -17,7 +17,7 @@ from tests.conftest import rt_transcript, temporal_binary
 from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.client import AgentDef, Handle, InboxItem, VerbRejectedError
 from toolnexus_temporal.client.testing import ScriptedLLM, text
-from toolnexus_temporal.workflows.messages import HookInput
+from toolnexus_temporal.workflows.contract.messages import HookInput
 
 AGENTS = [
     AgentDef(name="coordinator", description="splits and delegates", on_close="record_close"),

@@ -22,7 +22,7 @@ from toolnexus_temporal.activities import Registry, SqliteConversationStore, def
 from toolnexus_temporal.activities.llm import LlmConfig
 from toolnexus_temporal.client import AgentDef
 from toolnexus_temporal.client.testing import ScriptedLLM, render, text, tool_calls
-from toolnexus_temporal.workflows.models import Message, RuntimeOptions
+from toolnexus_temporal.workflows.contract.models import Message, RuntimeOptions
 
 MODEL = "stub-model"
 

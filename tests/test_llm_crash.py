@@ -19,7 +19,7 @@ from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Budget
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.models import RuntimeOptions
+from toolnexus_temporal.workflows.contract.models import RuntimeOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "stub-model"

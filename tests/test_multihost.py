@@ -35,8 +35,8 @@ from tests.multihost import (
 from toolnexus_temporal.activities.pgstore import PostgresConversationStore
 from toolnexus_temporal.client import AgentRuntime, Answer, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLMServer
-from toolnexus_temporal.workflows.models import HandleView
-from toolnexus_temporal.workflows.names import QUERY_VIEW
+from toolnexus_temporal.workflows.contract.models import HandleView
+from toolnexus_temporal.workflows.contract.names import QUERY_VIEW
 
 pytestmark = [pytest.mark.multihost, pytest.mark.postgres]
 

@@ -22,15 +22,15 @@ from toolnexus_temporal.client import AgentDef, AgentRuntime
 from toolnexus_temporal.client.errors import SearchAttributesMissingError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.handler_docs import INTERNAL
-from toolnexus_temporal.workflows.names import (
+from toolnexus_temporal.workflows.contract.handler_docs import INTERNAL
+from toolnexus_temporal.workflows.contract.names import (
     AGENT_DEPTH,
     AGENT_NAME,
     AGENT_PARENT,
     AGENT_STATE,
     ROOT_ID,
 )
-from toolnexus_temporal.workflows.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from toolnexus_temporal.client import AgentDef, AgentRuntime
 from toolnexus_temporal.client.cluster import connect
 from toolnexus_temporal.client.testing import text
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 OUTAGE_S = 5.0
 """How long the server stays down, s (the issue saw 10-30 s; the retry has no such bound)."""

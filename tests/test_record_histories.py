@@ -3,8 +3,8 @@
 tests/test_record_histories.py`` runs every scenario on the session's dev server and writes
 its histories (one JSON file per workflow, and per run where a handle continues as new).
 
-Until 1.0 a behaviour change that alters workflow commands re-records the histories it
-changes (``workflows/versions.py``): run the recorders, commit the files, and the replay tests
+Until 1.0 a behaviour change that alters workflow commands re-records the histories it changes
+(``workflows/contract/versions.py``): run the recorders, commit the files, and the replay tests
 then guard the new behaviour. Each file is named ``{scenario}_{handle}.json``; every scenario
 listed in ``SCENARIOS`` must have written at least one file (``test_replay.py`` checks).
 """
@@ -385,7 +385,7 @@ async def test_record_hooks_histories(make_runtime, client) -> None:
     a ``task`` child that closes itself after its one turn. Writes ``hooks_*.json``."""
     from tests.helpers import eventually
     from toolnexus_temporal.activities import Registry
-    from toolnexus_temporal.workflows.messages import HookInput
+    from toolnexus_temporal.workflows.contract.messages import HookInput
 
     events: list[tuple[str, str, str | None]] = []
 

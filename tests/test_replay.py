@@ -1,7 +1,7 @@
 """Replay the committed histories (``tests/histories/``, written by the recorders in
 ``tests/test_record_histories.py``) with the current workflow code: a change that would
 break running workflows (non-determinism) fails here. Until 1.0 a behaviour change re-records
-the histories it changes instead of adding a gate (``workflows/versions.py``)."""
+the histories it changes instead of adding a gate (``workflows/contract/versions.py``)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from toolnexus_temporal.client import AgentDef, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM
 from toolnexus_temporal.worker import workflow_runner
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.messages import ResolveAgentInput, ResolveAgentResult
-from toolnexus_temporal.workflows.names import RESOLVE_AGENT_ACTIVITY
+from toolnexus_temporal.workflows.contract.messages import ResolveAgentInput, ResolveAgentResult
+from toolnexus_temporal.workflows.contract.names import RESOLVE_AGENT_ACTIVITY
 
 RECORDED = sorted(HISTORIES.glob("*.json"))
 """Every committed history (the recorders' output)."""

@@ -17,7 +17,7 @@ from tests.replay_variants import RaisingAgentWorkflow, TimerFirstAgentWorkflow
 from toolnexus_temporal.cli.replaycheck import ReplayReport, replay_check, visibility_query
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.workflows.names import PROTOCOL, WORKFLOW_TYPE
+from toolnexus_temporal.workflows.contract.names import PROTOCOL, WORKFLOW_TYPE
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = {"worker": AgentDef(name="worker", system_prompt="be brief")}

@@ -174,8 +174,8 @@ async def test_a_parked_child_gives_its_slot_to_a_sibling(make_runtime) -> None:
 
 
 def test_inputs_are_bounded() -> None:
-    from toolnexus_temporal.workflows.messages import CloseRequest, WaitRequest
-    from toolnexus_temporal.workflows.models import InboxItem
+    from toolnexus_temporal.workflows.contract.messages import CloseRequest, WaitRequest
+    from toolnexus_temporal.workflows.contract.models import InboxItem
 
     with pytest.raises(ValueError):
         WaitRequest(timeout_ms=10**18)

@@ -57,8 +57,8 @@ from toolnexus_temporal.client import AgentDef, AgentRuntime, Budget, Handle, Ta
 from toolnexus_temporal.client.testing import text
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.messages import WaitRequest, WaitResponse
-from toolnexus_temporal.workflows.models import TraceLine
+from toolnexus_temporal.workflows.contract.messages import WaitRequest, WaitResponse
+from toolnexus_temporal.workflows.contract.models import TraceLine
 
 TNX = Path(sys.executable).parent / "tnx"
 REG = {"boss": AgentDef(name="boss"), "w": AgentDef(name="w")}

@@ -24,7 +24,7 @@ from toolnexus_temporal.activities.store import (
     StaleWriteError,
     StoreError,
 )
-from toolnexus_temporal.workflows.models import Message, ToolCall
+from toolnexus_temporal.workflows.contract.models import Message, ToolCall
 
 CONV = "default/t-abc/root@run-1"
 """A conversation id in the runtime's form (``namespace/workflow id@first run id``)."""
@@ -371,7 +371,7 @@ async def test_no_right_to_create_the_tables_is_a_clear_error(postgres_server: P
 KILLED_WRITER = """
 import asyncio, sqlite3, sys, time
 from toolnexus_temporal.activities.store import SqliteConversationStore
-from toolnexus_temporal.workflows.models import Message
+from toolnexus_temporal.workflows.contract.models import Message
 
 class Traced(SqliteConversationStore):
     def _connect(self):

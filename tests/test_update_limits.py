@@ -25,7 +25,7 @@ from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, TaskResult
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 TOTAL_UPDATES = 30
 """The per-run update limit of this module's own server (Temporal's default is 2,000: the

@@ -21,7 +21,7 @@ from toolnexus_temporal.client.errors import VerbRejectedError
 from toolnexus_temporal.client.testing import text, tool_calls
 from toolnexus_temporal.worker import workflow_runner
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.messages import TurnRequest, WaitResponse
+from toolnexus_temporal.workflows.contract.messages import TurnRequest, WaitResponse
 
 
 class Gated:
@@ -233,9 +233,7 @@ async def test_a_turn_with_an_unknown_field_is_rejected_and_the_handle_runs(
         b = await spawn(rt, rt.root, "w")  # no lease at spawn: a holds the only one
         wf = client.get_workflow_handle(rt.workflow_id(b.id))
         with pytest.raises(WorkflowUpdateFailedError):
-            await asyncio.wait_for(
-                wf.execute_update("turn", {"prompt": "forged", "grant": 99}), 20
-            )
+            await asyncio.wait_for(wf.execute_update("turn", {"prompt": "forged", "grant": 99}), 20)
         for i in range(3):
             r = await asyncio.wait_for(rt.run_turn(b, f"legit{i}"), 20)
             assert r.text == f"echo legit{i}", r

@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from toolnexus_temporal.client.handle import Handle
     from toolnexus_temporal.client.runtime import AgentRuntime
     from toolnexus_temporal.worker import create_worker
-    from toolnexus_temporal.workflows.messages import AnswerResult, PostResult
-    from toolnexus_temporal.workflows.models import (
+    from toolnexus_temporal.workflows.contract.messages import AnswerResult, PostResult
+    from toolnexus_temporal.workflows.contract.models import (
         AgentDef,
         Answer,
         Budget,

@@ -34,25 +34,30 @@ from temporalio import workflow
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.workflows.approvals import Approvals
+from toolnexus_temporal.workflows.approvals.approvals import Approvals
+from toolnexus_temporal.workflows.approvals.carry import CarryOver
 from toolnexus_temporal.workflows.budgets import BudgetLedger
-from toolnexus_temporal.workflows.carry import Parking
-from toolnexus_temporal.workflows.children import Children
-from toolnexus_temporal.workflows.delegation import Delegation
+from toolnexus_temporal.workflows.children.children import Children
+from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.leases import LeaseBook
-from toolnexus_temporal.workflows.lifecycle import Lifecycle
+from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
+from toolnexus_temporal.workflows.lifecycle.runloop import RunLoop
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.runloop import RunLoop
 from toolnexus_temporal.workflows.trust import Trust, masked
-from toolnexus_temporal.workflows.turn import Turn
-from toolnexus_temporal.workflows.visibility import INVALID, Visibility, status_of, view_of
+from toolnexus_temporal.workflows.turn.turn import Turn
+from toolnexus_temporal.workflows.visibility.visibility import (
+    INVALID,
+    Visibility,
+    status_of,
+    view_of,
+)
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows import handler_docs as docs
-    from toolnexus_temporal.workflows import names
-    from toolnexus_temporal.workflows.messages import (
+    from toolnexus_temporal.workflows.contract import handler_docs as docs
+    from toolnexus_temporal.workflows.contract import names
+    from toolnexus_temporal.workflows.contract.messages import (
         AnswerResult,
         BudgetAsk,
         BudgetReply,
@@ -69,14 +74,14 @@ with workflow.unsafe.imports_passed_through():
         WaitRequest,
         WaitResponse,
     )
-    from toolnexus_temporal.workflows.models import (
+    from toolnexus_temporal.workflows.contract.models import (
         Answer,
         HandleStatus,
         HandleView,
         InboxItem,
         TraceLine,
     )
-    from toolnexus_temporal.workflows.state import AgentInput, HandleState, PoolFloor
+    from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, PoolFloor
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)
@@ -127,7 +132,7 @@ class AgentWorkflow:
             self._inbox,
             self._children,
         )
-        self._parking = Parking(
+        self._parking = CarryOver(
             s, self._scratch, self._vis, self._approvals, self._outbox, self._lifecycle
         )
         self._loop = RunLoop(

@@ -4,7 +4,7 @@ budget check before every LLM call and tool batch.
 
 A handle's pools are ``min(own limit, the parent's live remainder)``, carved at spawn. Usage
 rolls up through ``child_report``; in between, a parent pushes each child a
-:class:`~toolnexus_temporal.workflows.state.PoolFloor`: the remainder of the tightest pool
+:class:`~toolnexus_temporal.workflows.contract.state.PoolFloor`: the remainder of the tightest pool
 above it, with the child's spending the parent knew of (the basis). The child subtracts what
 it spent since, so siblings draining one pool are seen live. Before spending under a finite
 pool a child asks (``budget_ask`` → ``budget_reply``), so siblings overshoot a shared pool
@@ -23,14 +23,14 @@ from temporalio import workflow
 from toolnexus_temporal.workflows.outbox import Signals
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import BudgetAsk, BudgetReply
-    from toolnexus_temporal.workflows.models import Budget, LimitName
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.messages import BudgetAsk, BudgetReply
+    from toolnexus_temporal.workflows.contract.models import Budget, LimitName
+    from toolnexus_temporal.workflows.contract.names import (
         SIGNAL_BUDGET_ASK,
         SIGNAL_BUDGET_REPLY,
         SIGNAL_POOL_FLOOR,
     )
-    from toolnexus_temporal.workflows.state import HandleState, PoolFloor
+    from toolnexus_temporal.workflows.contract.state import HandleState, PoolFloor
 
 
 def min_opt(a: int | None, b: int | None) -> int | None:

@@ -39,22 +39,27 @@ from __future__ import annotations
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.outbox import Signals
-from toolnexus_temporal.workflows.visibility import Log
+from toolnexus_temporal.workflows.visibility.visibility import Log
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import (
+    from toolnexus_temporal.workflows.contract.messages import (
         SlotRecall,
         SlotRelease,
         SlotRequest,
         WakeRequest,
     )
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.names import (
         SIGNAL_SLOT_RECALL,
         SIGNAL_SLOT_RELEASE,
         SIGNAL_SLOT_REQUEST,
         SIGNAL_WAKE,
     )
-    from toolnexus_temporal.workflows.state import ChildInfo, HandleState, Lease, QueuedWake
+    from toolnexus_temporal.workflows.contract.state import (
+        ChildInfo,
+        HandleState,
+        Lease,
+        QueuedWake,
+    )
 
 
 class LeaseBook:

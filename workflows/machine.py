@@ -23,11 +23,11 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.visibility import Visibility
+from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import ChildReport
-    from toolnexus_temporal.workflows.models import (
+    from toolnexus_temporal.workflows.contract.messages import ChildReport
+    from toolnexus_temporal.workflows.contract.models import (
         AgentDef,
         HandleStateName,
         LimitName,
@@ -38,10 +38,10 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         ToolResult,
     )
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.names import (
         SIGNAL_CHILD_REPORT,
     )
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 TRANSITIONS: Final[Mapping[HandleStateName, frozenset[HandleStateName]]] = MappingProxyType(
     {

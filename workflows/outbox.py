@@ -13,13 +13,13 @@ from typing import Protocol
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.visibility import Log
+from toolnexus_temporal.workflows.visibility.visibility import Log
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from toolnexus_temporal.workflows.names import workflow_id_for
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.names import workflow_id_for
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 
 class Signals(Protocol):

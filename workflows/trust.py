@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.roster import was_child
-from toolnexus_temporal.workflows.visibility import Log
+from toolnexus_temporal.workflows.children.roster import was_child
+from toolnexus_temporal.workflows.visibility.visibility import Log
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import WakeRequest
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.messages import WakeRequest
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 CLOSED_CHILD = "closed child"
 """The error of :func:`child_message_error` for a closed child no longer in the books."""

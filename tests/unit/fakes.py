@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from toolnexus_temporal.workflows.models import AgentDef, Budget
-from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+from toolnexus_temporal.workflows.contract.models import AgentDef, Budget
+from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState
 
 
 class FakeLog:

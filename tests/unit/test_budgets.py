@@ -16,8 +16,8 @@ from toolnexus_temporal.workflows.budgets import (
     recount,
     remaining,
 )
-from toolnexus_temporal.workflows.models import Budget
-from toolnexus_temporal.workflows.state import ChildInfo, PoolFloor
+from toolnexus_temporal.workflows.contract.models import Budget
+from toolnexus_temporal.workflows.contract.state import ChildInfo, PoolFloor
 
 
 @pytest.mark.parametrize(

@@ -7,16 +7,16 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.fakes import handle
-from toolnexus_temporal.workflows.carry import carry_blocker, restore, snapshot
-from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
-from toolnexus_temporal.workflows.models import (
+from toolnexus_temporal.workflows.approvals.carry import carry_blocker, restore, snapshot
+from toolnexus_temporal.workflows.contract.models import (
     Message,
     Request,
     RuntimeOptions,
     ToolCall,
     ToolResult,
 )
-from toolnexus_temporal.workflows.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
 
 REQ = Request(id="root/a.1#3", kind="approval", prompt="may I?", data={"path": ["root", "a.1"]})
 CALLS = [

@@ -14,9 +14,9 @@ from toolnexus_temporal.cli.workercheck import no_worker_line
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.reachability import LIVE_POLLER_S, pollers_of
-from toolnexus_temporal.workflows.models import Request, TraceLine
-from toolnexus_temporal.workflows.parking import stamp_pending_since
-from toolnexus_temporal.workflows.state import HandleState
+from toolnexus_temporal.workflows.approvals.rules import stamp_pending_since
+from toolnexus_temporal.workflows.contract.models import Request, TraceLine
+from toolnexus_temporal.workflows.contract.state import HandleState
 
 AT_MS = 1_764_583_200_123
 """2025-12-01 10:00:00.123 UTC."""

@@ -21,7 +21,7 @@ from toolnexus_temporal.client.codec import (
     data_converter,
     parse_keys,
 )
-from toolnexus_temporal.workflows.models import InboxItem
+from toolnexus_temporal.workflows.contract.models import InboxItem
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(32, 64))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
-MODULES = sorted(WORKFLOWS.glob("*.py"))
+MODULES = sorted(WORKFLOWS.rglob("*.py"))
 
 ALLOWED_IMPORTS = {
     "__future__",

@@ -30,14 +30,14 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.unit.fakes import FakeLog, FakeSignals, handle, parent_with
-from toolnexus_temporal.workflows.leases import LeaseBook
-from toolnexus_temporal.workflows.messages import (
+from toolnexus_temporal.workflows.contract.messages import (
     SlotRecall,
     SlotRelease,
     SlotRequest,
     WakeRequest,
 )
-from toolnexus_temporal.workflows.state import HandleState
+from toolnexus_temporal.workflows.contract.state import HandleState
+from toolnexus_temporal.workflows.leases import LeaseBook
 
 PARENT = "p"
 

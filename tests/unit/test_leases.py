@@ -4,14 +4,14 @@ leases granted ahead at spawn, asks, FIFO queue with recall, give-back, hand-ove
 from __future__ import annotations
 
 from tests.unit.fakes import FakeSignals, handle, parent_with
-from toolnexus_temporal.workflows.leases import LeaseBook
-from toolnexus_temporal.workflows.messages import (
+from toolnexus_temporal.workflows.contract.messages import (
     SlotRecall,
     SlotRelease,
     SlotRequest,
     WakeRequest,
 )
-from toolnexus_temporal.workflows.state import ChildInfo, HandleState, Lease, QueuedWake
+from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState, Lease, QueuedWake
+from toolnexus_temporal.workflows.leases import LeaseBook
 
 A, B, C, D = "p/a.1", "p/b.2", "p/c.3", "p/d.4"
 

@@ -17,8 +17,13 @@ from toolnexus_temporal.activities.live import TAIL_MAX_CHARS, LiveFeed
 from toolnexus_temporal.activities.llm import LlmActivities
 from toolnexus_temporal.client.stream import TextDelta, TokenCount, ToolCallStart, _Follow
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.workflows.messages import LiveCall, LiveOutput, LlmCallInput, LlmCallResult
-from toolnexus_temporal.workflows.models import Message, ToolCall, Usage
+from toolnexus_temporal.workflows.contract.messages import (
+    LiveCall,
+    LiveOutput,
+    LlmCallInput,
+    LlmCallResult,
+)
+from toolnexus_temporal.workflows.contract.models import Message, ToolCall, Usage
 
 
 def _chunk(delta: dict[str, Any]) -> str:

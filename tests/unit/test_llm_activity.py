@@ -16,8 +16,8 @@ from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.activities.llm import LlmActivities
 from toolnexus_temporal.activities.redact import redact, redacted_error
 from toolnexus_temporal.client.testing import render, text
-from toolnexus_temporal.workflows.messages import LlmCallInput
-from toolnexus_temporal.workflows.models import Message
+from toolnexus_temporal.workflows.contract.messages import LlmCallInput
+from toolnexus_temporal.workflows.contract.models import Message
 
 
 class Provider:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.fakes import handle
+from toolnexus_temporal.workflows.contract.models import Request, RuntimeOptions, TaskResult
 from toolnexus_temporal.workflows.machine import (
     TRANSITIONS,
     TurnScratch,
@@ -20,8 +21,7 @@ from toolnexus_temporal.workflows.machine import (
     report_of,
     transition_error,
 )
-from toolnexus_temporal.workflows.models import Request, RuntimeOptions, TaskResult
-from toolnexus_temporal.workflows.visibility import append_trace
+from toolnexus_temporal.workflows.visibility.visibility import append_trace
 
 STATES = ("idle", "running", "suspended", "closed")
 

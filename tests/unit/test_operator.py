@@ -10,11 +10,11 @@ import shlex
 from temporalio.workflow import _Definition
 
 from tests.unit.fakes import handle
-from toolnexus_temporal.workflows import handler_docs
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.models import AgentDef, Request
-from toolnexus_temporal.workflows.names import PUBLIC_SIGNALS, UPDATE_ANSWER
-from toolnexus_temporal.workflows.operator import (
+from toolnexus_temporal.workflows.contract import handler_docs
+from toolnexus_temporal.workflows.contract.models import AgentDef, Request
+from toolnexus_temporal.workflows.contract.names import PUBLIC_SIGNALS, UPDATE_ANSWER
+from toolnexus_temporal.workflows.visibility.operator import (
     answer_json,
     current_details,
     request_attributes,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.fakes import handle
-from toolnexus_temporal.workflows.models import Request
-from toolnexus_temporal.workflows.parking import Hop, answer_hop, surfaced_child_request
-from toolnexus_temporal.workflows.state import ChildInfo
+from toolnexus_temporal.workflows.approvals.rules import Hop, answer_hop, surfaced_child_request
+from toolnexus_temporal.workflows.contract.models import Request
+from toolnexus_temporal.workflows.contract.state import ChildInfo
 
 
 def req(owner: str, n: int = 1, name: str = "x") -> Request:

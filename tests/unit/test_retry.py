@@ -16,7 +16,7 @@ from toolnexus_temporal.client.retry import (
     riding_busy_queries,
     riding_outage,
 )
-from toolnexus_temporal.workflows.models import HandleView, Request, TaskResult
+from toolnexus_temporal.workflows.contract.models import HandleView, Request, TaskResult
 
 IN_FLIGHT = (
     "limit on number of concurrent in-flight updates has been reached (10)",

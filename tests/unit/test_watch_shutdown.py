@@ -11,7 +11,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from toolnexus_temporal.activities.watch import WatchActivities
-from toolnexus_temporal.workflows.messages import ChildEnd, WatchChildrenInput
+from toolnexus_temporal.workflows.contract.messages import ChildEnd, WatchChildrenInput
 
 
 class NeverEnding(WatchActivities):

@@ -13,18 +13,18 @@ import asyncio
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.carry import Parking
-from toolnexus_temporal.workflows.children import Children
-from toolnexus_temporal.workflows.lifecycle import Lifecycle
+from toolnexus_temporal.workflows.approvals.carry import CarryOver
+from toolnexus_temporal.workflows.children.children import Children
+from toolnexus_temporal.workflows.children.roster import compact
+from toolnexus_temporal.workflows.contract.versions import check_protocol
+from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.roster import compact
-from toolnexus_temporal.workflows.turn import Turn
-from toolnexus_temporal.workflows.versions import check_protocol
-from toolnexus_temporal.workflows.visibility import Visibility, view_of
+from toolnexus_temporal.workflows.turn.turn import Turn
+from toolnexus_temporal.workflows.visibility.visibility import Visibility, view_of
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.models import HandleView
-    from toolnexus_temporal.workflows.state import AgentInput, HandleState
+    from toolnexus_temporal.workflows.contract.models import HandleView
+    from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
 
 
 class RunLoop:
@@ -47,7 +47,7 @@ class RunLoop:
         outbox: Outbox,
         lifecycle: Lifecycle,
         children: Children,
-        parking: Parking,
+        parking: CarryOver,
         turn: Turn,
     ) -> None:
         self.s = s

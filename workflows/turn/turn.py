@@ -27,22 +27,22 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from toolnexus_temporal.workflows.approvals import Approvals
+from toolnexus_temporal.workflows.approvals.approvals import Approvals
+from toolnexus_temporal.workflows.approvals.carry import restore
 from toolnexus_temporal.workflows.budgets import BudgetLedger
-from toolnexus_temporal.workflows.carry import restore
-from toolnexus_temporal.workflows.delegation import Delegation
+from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
-from toolnexus_temporal.workflows.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
-from toolnexus_temporal.workflows.toolbatch import ToolBatch
-from toolnexus_temporal.workflows.visibility import Visibility, error_text
+from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_trip
+from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
+from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import (
+    from toolnexus_temporal.workflows.contract.messages import (
         LlmCallResult,
         ToolCallInput,
     )
-    from toolnexus_temporal.workflows.models import (
+    from toolnexus_temporal.workflows.contract.models import (
         Answer,
         LimitName,
         Message,
@@ -52,13 +52,13 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
         Usage,
     )
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.names import (
         TASK_TOOL,
         TOOL_CALL_ACTIVITY,
         TOOL_NON_RETRYABLE,
         WALL_GRACE_MS,
     )
-    from toolnexus_temporal.workflows.state import HandleState, ParkedTurn
+    from toolnexus_temporal.workflows.contract.state import HandleState, ParkedTurn
 
 
 class Turn:

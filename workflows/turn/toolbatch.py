@@ -13,21 +13,21 @@ from typing import Any
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.approvals import Approvals, rerun_result
+from toolnexus_temporal.workflows.approvals.approvals import Approvals, rerun_result
 from toolnexus_temporal.workflows.budgets import BudgetLedger
-from toolnexus_temporal.workflows.delegation import Delegation
+from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.models import (
+    from toolnexus_temporal.workflows.contract.models import (
         Answer,
         Message,
         Request,
         ToolCall,
         ToolResult,
     )
-    from toolnexus_temporal.workflows.names import TASK_TOOL
-    from toolnexus_temporal.workflows.state import HandleState, ParkedTurn
+    from toolnexus_temporal.workflows.contract.names import TASK_TOOL
+    from toolnexus_temporal.workflows.contract.state import HandleState, ParkedTurn
 
 
 class ToolBatch:

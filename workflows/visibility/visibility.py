@@ -14,29 +14,29 @@ from typing import Any, Final, Protocol, TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from toolnexus_temporal.workflows.operator import current_details, request_attributes
-from toolnexus_temporal.workflows.parking import stamp_pending_since
-from toolnexus_temporal.workflows.roster import all_children, children_count
+from toolnexus_temporal.workflows.approvals.rules import stamp_pending_since
+from toolnexus_temporal.workflows.children.roster import all_children, children_count
+from toolnexus_temporal.workflows.visibility.operator import current_details, request_attributes
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, TypeAdapter, ValidationError
 
-    from toolnexus_temporal.workflows.messages import CloseRequest, WakeRequest
-    from toolnexus_temporal.workflows.models import (
+    from toolnexus_temporal.workflows.contract.messages import CloseRequest, WakeRequest
+    from toolnexus_temporal.workflows.contract.models import (
         HandleStateName,
         HandleStatus,
         HandleView,
         InboxItem,
         TraceLine,
     )
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.names import (
         AGENT_REQUEST_ID,
         AGENT_STATE,
         AGENT_WAITING_SINCE,
         PUBLIC_SIGNALS,
         ROOT_ID,
     )
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 INVALID: Final = object()
 """Marks a signal whose input was rejected (see :meth:`Visibility.one`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from toolnexus_temporal.workflows.models import (
+from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
     HandleStateName,
@@ -25,7 +25,7 @@ from toolnexus_temporal.workflows.models import (
     TraceLine,
     WireModel,
 )
-from toolnexus_temporal.workflows.names import PROTOCOL
+from toolnexus_temporal.workflows.contract.names import PROTOCOL
 
 
 class PoolFloor(WireModel):

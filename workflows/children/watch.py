@@ -5,11 +5,11 @@ freed; a task child's final view is its closed report.
 
 * :meth:`ChildWatch.watch`: the children started in this run (their child workflow handle).
 * :meth:`ChildWatch.watch_earlier`: the live children of earlier runs, through
-  :func:`~toolnexus_temporal.workflows.child_ends.child_ends` (activity
+  :func:`~toolnexus_temporal.workflows.children.ends.child_ends` (activity
   ``tnx.watch_children``).
 * :meth:`ChildWatch.ended` and :meth:`ChildWatch.mark_closed`: what an end changes.
 
-Used by :class:`~toolnexus_temporal.workflows.children.Children`. Deterministic; no I/O.
+Used by :class:`~toolnexus_temporal.workflows.children.children.Children`. Deterministic; no I/O.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from typing import Any
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger
-from toolnexus_temporal.workflows.child_ends import child_ends
+from toolnexus_temporal.workflows.children.ends import child_ends
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
-from toolnexus_temporal.workflows.visibility import Visibility, error_cause
+from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_cause
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import ChildEnd, ChildReport, CloseRequest
-    from toolnexus_temporal.workflows.models import HandleView
-    from toolnexus_temporal.workflows.names import SIGNAL_CLOSE
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.messages import ChildEnd, ChildReport, CloseRequest
+    from toolnexus_temporal.workflows.contract.models import HandleView
+    from toolnexus_temporal.workflows.contract.names import SIGNAL_CLOSE
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 
 class ChildWatch:

@@ -5,7 +5,7 @@ arriving (rejected ones too: each is a history event, and Temporal refuses signa
 updates past a per-run count and terminates a run past 50 MiB of history). So the run
 continues as new while parked, exactly like an idle one, once it is long
 (``Lifecycle.continue_as_new_due``: updates, signals, events, history bytes, Temporal's
-suggestion): the parked turn travels as a :class:`~toolnexus_temporal.workflows.state.
+suggestion): the parked turn travels as a :class:`~toolnexus_temporal.workflows.contract.state.
 ParkedTurn` in the carried state, and the next run resumes it (the turn waits for the same
 Answer, re-runs the tool with it, resolves the later suspensions in call order and goes on
 with the LLM loop). The Request and its id stay the same, so an Answer sent to the workflow
@@ -30,16 +30,16 @@ from typing import Any
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.approvals import Approvals
-from toolnexus_temporal.workflows.lifecycle import Lifecycle
+from toolnexus_temporal.workflows.approvals.approvals import Approvals
+from toolnexus_temporal.workflows.children.roster import compact
+from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.roster import compact
-from toolnexus_temporal.workflows.visibility import Visibility
+from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.parking import parked_on
-    from toolnexus_temporal.workflows.state import AgentInput, HandleState, ParkedTurn
+    from toolnexus_temporal.workflows.approvals.rules import parked_on
+    from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, ParkedTurn
 
 
 def carry_blocker(
@@ -129,7 +129,7 @@ def restore(scratch: TurnScratch, parked: ParkedTurn) -> None:
     scratch.unsent_before = list(parked.unsent_before)
 
 
-class Parking:
+class CarryOver:
     """Runs a turn to its end, or carries it into a new run while it is parked.
 
     Args:

@@ -15,8 +15,11 @@ from datetime import timedelta
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import WatchChildrenInput, WatchChildrenResult
-    from toolnexus_temporal.workflows.names import WATCH_CHILDREN_ACTIVITY
+    from toolnexus_temporal.workflows.contract.messages import (
+        WatchChildrenInput,
+        WatchChildrenResult,
+    )
+    from toolnexus_temporal.workflows.contract.names import WATCH_CHILDREN_ACTIVITY
 
 
 async def child_ends(scope: str | None, ids: list[str]) -> WatchChildrenResult:

@@ -1,6 +1,7 @@
 """Approvals: suspension, Answers and parking, for one handle (CONTRACT §5, §3 resume,
-§9.1, §9.2). The rules are pure functions in :mod:`~toolnexus_temporal.workflows.parking`;
-a parked turn carried across continue-as-new is in :mod:`~toolnexus_temporal.workflows.carry`.
+§9.1, §9.2). The rules are pure functions in
+:mod:`~toolnexus_temporal.workflows.approvals.rules`; a parked turn carried across
+continue-as-new is in :mod:`~toolnexus_temporal.workflows.approvals.carry`.
 
 * **Suspension** (:meth:`Approvals.suspend`): a tool that returns ``pending(...)`` suspends
   its turn. The nearest interpreter (the handle's own ``wait_for``, else its ancestors')
@@ -30,26 +31,26 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from toolnexus_temporal.workflows.machine import Machine, TurnScratch
-from toolnexus_temporal.workflows.outbox import Signals
-from toolnexus_temporal.workflows.parking import (
+from toolnexus_temporal.workflows.approvals.rules import (
     answer_hop,
     parked_on,
     stamped,
     surfaced_child_request,
     verdict_of,
 )
-from toolnexus_temporal.workflows.visibility import Visibility, error_text
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.outbox import Signals
+from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import InterpretInput
-    from toolnexus_temporal.workflows.models import Answer, Request, ToolCall, ToolResult
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.messages import InterpretInput
+    from toolnexus_temporal.workflows.contract.models import Answer, Request, ToolCall, ToolResult
+    from toolnexus_temporal.workflows.contract.names import (
         INTERPRET_ACTIVITY,
         INTERPRET_NON_RETRYABLE,
         SIGNAL_ANSWER,
     )
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 
 class Answered(NamedTuple):

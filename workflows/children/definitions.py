@@ -12,9 +12,9 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import ResolveAgentInput, ResolveAgentResult
-    from toolnexus_temporal.workflows.names import RESOLVE_AGENT_ACTIVITY
-    from toolnexus_temporal.workflows.state import CachedDef, HandleState
+    from toolnexus_temporal.workflows.contract.messages import ResolveAgentInput, ResolveAgentResult
+    from toolnexus_temporal.workflows.contract.names import RESOLVE_AGENT_ACTIVITY
+    from toolnexus_temporal.workflows.contract.state import CachedDef, HandleState
 
 DEF_REFRESH_MS = 10 * 60 * 1000
 """The age (ms of workflow time) after which a cached agent definition is looked

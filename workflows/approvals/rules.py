@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
-from toolnexus_temporal.workflows.models import Answer, Request
-from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+from toolnexus_temporal.workflows.contract.models import Answer, Request
+from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState
 
 
 def stamped(s: HandleState, fields: dict[str, Any]) -> Request:

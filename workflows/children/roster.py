@@ -24,7 +24,7 @@ from typing import Final
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+    from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState
 
 _CODES: Final = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """The characters of the first 62 agent names in ``spawned`` (later ones: U+0100 on)."""

@@ -1,6 +1,6 @@
 """Children (CONTRACT §3 spawn, close; §8): spawning child workflows, resolving agent
 definitions, the children's reports, and closing a child. Children whose workflows end
-without a closed report are handled in :mod:`~toolnexus_temporal.workflows.child_watch`
+without a closed report are handled in :mod:`~toolnexus_temporal.workflows.children.watch`
 (``Children.watcher``).
 
 Children are child workflows of type ``AgentWorkflow`` (started by the type name, so this
@@ -20,24 +20,24 @@ from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
-from toolnexus_temporal.workflows.child_watch import ChildWatch
-from toolnexus_temporal.workflows.definitions import Definitions
+from toolnexus_temporal.workflows.children.definitions import Definitions
+from toolnexus_temporal.workflows.children.roster import children_count, record_spawn, was_child
+from toolnexus_temporal.workflows.children.watch import ChildWatch
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
-from toolnexus_temporal.workflows.operator import static_details, static_summary
-from toolnexus_temporal.workflows.roster import children_count, record_spawn, was_child
-from toolnexus_temporal.workflows.visibility import Visibility, view_of
+from toolnexus_temporal.workflows.visibility.operator import static_details, static_summary
+from toolnexus_temporal.workflows.visibility.visibility import Visibility, view_of
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import (
+    from toolnexus_temporal.workflows.contract.messages import (
         ChildReport,
         CloseRequest,
         ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
     )
-    from toolnexus_temporal.workflows.models import AgentDef, Budget, HandleView
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.models import AgentDef, Budget, HandleView
+    from toolnexus_temporal.workflows.contract.names import (
         AGENT_DEPTH,
         AGENT_NAME,
         AGENT_PARENT,
@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         WORKFLOW_TYPE,
         workflow_id_for,
     )
-    from toolnexus_temporal.workflows.state import (
+    from toolnexus_temporal.workflows.contract.state import (
         AgentInput,
         CachedDef,
         ChildInfo,

@@ -3,8 +3,8 @@ run in workflow code inside the parent's turn.
 
 The child starts a fresh transcript; the parent's model gets exactly one tool message (the
 child's text, or ``[status] text``). While the child is parked on a Request, the parent parks
-too (see :mod:`~toolnexus_temporal.workflows.approvals`). An interrupted parent turn closes
-the child with ``force``. Deterministic; no I/O.
+too (see :mod:`~toolnexus_temporal.workflows.approvals.approvals`). An interrupted parent turn
+closes the child with ``force``. Deterministic; no I/O.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import json
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.approvals import Approvals
-from toolnexus_temporal.workflows.children import Children
+from toolnexus_temporal.workflows.approvals.approvals import Approvals
+from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.machine import require_defn
-from toolnexus_temporal.workflows.visibility import Visibility
+from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import CloseRequest
-    from toolnexus_temporal.workflows.models import TaskResult, ToolCall, ToolResult
-    from toolnexus_temporal.workflows.state import ChildInfo, HandleState
+    from toolnexus_temporal.workflows.contract.messages import CloseRequest
+    from toolnexus_temporal.workflows.contract.models import TaskResult, ToolCall, ToolResult
+    from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState
 
 
 class Delegation:

@@ -28,25 +28,25 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-from toolnexus_temporal.workflows.children import Children
+from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.visibility import Visibility, error_text, status_of
+from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text, status_of
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import (
+    from toolnexus_temporal.workflows.contract.messages import (
         CloseRequest,
         HookInput,
         TurnRequest,
         WaitRequest,
         WaitResponse,
     )
-    from toolnexus_temporal.workflows.models import TaskResult
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.models import TaskResult
+    from toolnexus_temporal.workflows.contract.names import (
         RUN_HOOK_ACTIVITY,
     )
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 
 WAITERS_MAX = 5

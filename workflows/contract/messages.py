@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
-from toolnexus_temporal.workflows.models import (
+from toolnexus_temporal.workflows.contract.models import (
     MAX_PROMPT,
     MAX_WAIT_MS,
     AgentDef,

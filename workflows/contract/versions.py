@@ -1,9 +1,10 @@
 """Versions of the wire protocol, and the rule for changing workflow behaviour.
 
-**Until 1.0** there is one wire protocol, :data:`~toolnexus_temporal.workflows.names.PROTOCOL`.
-A behaviour change that alters workflow commands re-records the committed histories it
-changes (``TNX_RECORD_HISTORIES=1 pytest tests/test_replay.py``) instead of adding a gate;
-the replay tests still catch code that does not replay its own histories.
+**Until 1.0** there is one wire protocol,
+:data:`~toolnexus_temporal.workflows.contract.names.PROTOCOL`. A behaviour change that alters
+workflow commands re-records the committed histories it changes (``TNX_RECORD_HISTORIES=1
+pytest tests/test_record_histories.py``) instead of adding a gate; the replay tests still catch
+code that does not replay its own histories.
 
 **From 1.0 on** every such change goes behind a gate, one of two kinds:
 
@@ -29,7 +30,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.names import (
         PATCHES,
         PROTOCOL,
         PROTOCOLS,

@@ -22,11 +22,11 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
-from toolnexus_temporal.workflows.roster import children_count
+from toolnexus_temporal.workflows.children.roster import children_count
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.models import Request
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.models import Request
+    from toolnexus_temporal.workflows.contract.names import (
         AGENT_REQUEST_ID,
         AGENT_REQUEST_KIND,
         AGENT_REQUEST_PROMPT,
@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_ANSWER,
         workflow_id_for,
     )
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 DETAILS_PROMPT_CHARS = 1_000
 """How much of a pending prompt the current details show."""

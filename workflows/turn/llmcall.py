@@ -25,17 +25,17 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from toolnexus_temporal.workflows.machine import TurnScratch, require_defn
-from toolnexus_temporal.workflows.visibility import Visibility
+from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.messages import LlmCallInput, LlmCallResult
-    from toolnexus_temporal.workflows.models import Message, Usage
-    from toolnexus_temporal.workflows.names import (
+    from toolnexus_temporal.workflows.contract.messages import LlmCallInput, LlmCallResult
+    from toolnexus_temporal.workflows.contract.models import Message, Usage
+    from toolnexus_temporal.workflows.contract.names import (
         LLM_CALL_ACTIVITY,
         LLM_NON_RETRYABLE,
         workflow_id_for,
     )
-    from toolnexus_temporal.workflows.state import HandleState
+    from toolnexus_temporal.workflows.contract.state import HandleState
 
 
 class Interrupted(Exception):
