@@ -1,5 +1,5 @@
 """The ``tnx.watch_children`` activity: a parent's eyes on children started by an earlier
-run (protocol 3; issue 12 item 13).
+run (issue 12 item 13).
 
 A child workflow handle belongs to the run that started it, so after a continue-as-new the
 parent no longer learns that a child's workflow ended without a closed report (terminated

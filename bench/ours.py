@@ -3,7 +3,7 @@
 An in-process worker (``worker.create_worker``) and an ``AgentRuntime``; a turn is
 ``rt.run_turn(h, prompt)``: one ``turn`` update on the agent (wake + wait in one update).
 The agent holds one of its parent's ``max_concurrent`` slots as a lease granted at spawn
-(protocol 2), so a turn sends the parent nothing. Each measure gets its own runtime scope,
+so a turn sends the parent nothing. Each measure gets its own runtime scope,
 so its root's history is its own.
 """
 

@@ -119,7 +119,7 @@ class UpdateLimitError(TnxError):
 
 class OrphanedHandlesError(TnxError):
     """A new runtime would start a new root run while handles of the old root's tree are
-    still running (the old root was terminated, or cancelled before protocol 3): they would
+    still running (the old root was terminated): they would
     be orphaned, out of every ``ls`` and budget. Nothing was started.
 
     Attributes:
@@ -225,7 +225,7 @@ def connect_reason(raw: str, *, tls: bool = False, client_cert: bool = False) ->
 
 class SearchAttributesMissingError(TnxError):
     """The namespace lacks custom search attributes the agent workflows upsert (a namespace
-    set up before protocol 4 has no ``AgentRequest*``): a parked agent's upsert would fail
+    set up by an older build may lack ``AgentRequest*``): a parked agent's upsert would fail
     its workflow task over and over, so the runtime does not start. Nothing was started.
 
     Attributes:

@@ -1,6 +1,6 @@
 """Finding and starting a runtime's root handle, and listing its handles by visibility.
 
-A root workflow that has ended (closed, terminated, or cancelled before protocol 3) is
+A root workflow that has ended (closed or terminated) is
 replaced by a new run when a runtime starts; a terminated root's children keep running
 (ABANDON children), and a new root would not know them. :func:`start_root` refuses then
 (:class:`~.errors.OrphanedHandlesError`) rather than orphan them silently.
@@ -133,7 +133,7 @@ _TYPE_NAMES = {
 async def check_search_attributes(rpc: HandleRpc) -> None:
     """Before a runtime starts: the namespace knows every search attribute the workflows
     upsert (``names.ALL_SEARCH_ATTRIBUTES``). An unknown one would fail the workflow task of
-    every agent that parks (protocol 4), over and over. A server that does not let this
+    every agent that parks, over and over. A server that does not let this
     client list them (permission denied, unimplemented, any other refusal after the outage
     retries) is not checked.
 

@@ -176,8 +176,7 @@ class AgentRuntime(HandleReads):
                 remainder).
             wake: also wake the child, in the same message: it starts running (or
                 ``queued`` for a slot) with ``prompt``; :meth:`wait` gives that turn's result.
-                A ``prompt`` implies ``wake``. (Runtimes whose root predates protocol 2 spawn
-                without the wake; wake the handle then.)
+                A ``prompt`` implies ``wake``.
             prompt: the first wake's prompt.
 
         Returns:

@@ -18,7 +18,7 @@ ends at once with its last result (``wait`` would wait for the next one); it nev
 a next wake.
 
 The stream follows the run the handle had when it began: a turn that continues as new while
-parked (protocol 3) still ends the stream with its result, without the new run's text.
+parked still ends the stream with its result, without the new run's text.
 
 The text of one LLM call, concatenated over its :class:`TextDelta` events, is the call's
 whole reply: the host catches up from the answered call's result when it missed the last

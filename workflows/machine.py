@@ -181,7 +181,7 @@ class TurnScratch:
         self.wall_fired = False
         """The ``max_wall_ms`` watchdog stopped the turn."""
         self.llm_abandoned = False
-        """Past the wall deadline and its grace: stop waiting for the LLM call (protocol 3)."""
+        """Past the wall deadline and its grace: stop waiting for the LLM call."""
         self.next_messages: list[Message] = []
         """Messages for the next LLM call."""
         self.open_calls: list[ToolCall] = []
@@ -227,7 +227,7 @@ class TurnScratch:
 
 
 def report_needed_now(s: HandleState, before: HandleStateName | None) -> bool:
-    """Whether a change must reach the parent at once (protocol 2), rather than coalesced
+    """Whether a change must reach the parent at once, rather than coalesced
     within ``live_usage_ms``: a close; a suspension or a resumption (the parent may route
     Answers and park on it); a ``task`` child (its parent waits on its results); a finite
     pool above (enforced live); or no coalescing configured."""
@@ -247,11 +247,11 @@ class Machine:
     Owns ``state``, ``last_result``, ``result_seq``, ``report_seq`` and ``report_owed``, and
     per run the last report sent (so an unchanged snapshot is not sent twice).
 
-    Reports (signal ``child_report``, an absolute snapshot): under protocol 1 one per change.
-    Under protocol 2 a change the parent needs now (:func:`report_needed_now`) is sent at the
-    end of the current workflow activation, so several changes in one step coalesce into one
-    signal; any other change (a settled turn's usage) is owed and flushed by one durable timer
-    of ``live_usage_ms``, so a burst of turns costs one report.
+    Reports (signal ``child_report``, an absolute snapshot): a change the parent needs now
+    (:func:`report_needed_now`) is sent at the end of the current workflow activation, so
+    several changes in one step coalesce into one signal; any other change (a settled turn's
+    usage) is owed and flushed by one durable timer of ``live_usage_ms``, so a burst of turns
+    costs one report.
 
     Args:
         s: the handle's state model.

@@ -1,4 +1,4 @@
-"""Trust between handles (protocol 3): runtime-internal signals are checked against what the
+"""Trust between handles: runtime-internal signals are checked against what the
 receiver knows, so anyone who can signal a workflow cannot forge them (issue 12 item 9).
 
 At spawn a parent gives each child a **nonce** (``workflow.uuid4()``, deterministic), kept
@@ -10,12 +10,11 @@ message between the two carries it:
 * parent → child: ``pool_floor``, ``budget_reply``, ``slot_recall`` and a ``wake`` that
   carries a grant must carry the receiver's own nonce (a ``budget_reply`` also answers an
   ask the child sent, a grant carries a lease id). The root has no parent: these are always
-  rejected there, whatever the protocol.
+  rejected there.
 
 Anything else is rejected loudly (a ``REJECTED`` trace line and ``last_error``) and changes
 nothing. A message from a closed child dropped from the books (``roster.compact``) is
-ignored with a trace line. Trees before protocol 3 have no nonces: only the root rule
-applies to them. The nonces never appear in the ``view`` or ``state`` queries, only in
+ignored with a trace line. The nonces never appear in the ``view`` or ``state`` queries, only in
 history: anyone who can read a workflow's history can still forge its messages.
 
 Plain functions over ``HandleState``; :class:`Trust` applies them with a log.

@@ -1,4 +1,4 @@
-"""Request rules: a Request's deterministic id (:func:`stamped`), and (protocol 3, issue 12)
+"""Request rules: a Request's deterministic id (:func:`stamped`), and
 which Request a handle parked on its delegated tasks surfaces, and where an Answer sent to a
 handle goes. Plain functions over ``HandleState``;
 :class:`~toolnexus_temporal.workflows.answers.AnswerRouting` (the base of ``Approvals``) applies

@@ -1,5 +1,5 @@
 """Waiting for children's workflows to end, whichever run of the parent started them
-(protocol 3; issue 12 items 13 and 16).
+(issue 12 items 13 and 16).
 
 A child workflow handle belongs to the run that started it: after a continue-as-new the
 parent holds none for its live children. The ``tnx.watch_children`` activity waits on their

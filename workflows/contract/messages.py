@@ -211,7 +211,7 @@ class ResolveAgentResult(WireModel):
     known: list[str] = Field(default_factory=list)
     tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
     team: list[ResolveAgentResult] = Field(default_factory=list)
-    """The definitions of ``defn.team`` (one level; empty before protocol 2), so a child
+    """The definitions of ``defn.team`` (one level), so a child
     that delegates with ``task`` needs no lookup of its own."""
 
 
@@ -261,7 +261,7 @@ class LlmCallInput(WireModel):
         style: wire style override, or None for the worker's.
         tools: tool names offered to the model (schemas come from the worker's registry).
         team: agent names of the ``task`` tool (empty: no ``task`` tool).
-        deadline_ms: the handle's wall deadline (epoch ms; protocol 3): no model call starts
+        deadline_ms: the handle's wall deadline (epoch ms): no model call starts
             past it and one in flight is aborted at it (``LlmWallDeadline``).
     """
 

@@ -273,17 +273,17 @@ class RuntimeOptions(WireModel):
         continue_as_new_events: history events after which an idle handle continues as new
             (Temporal terminates a run at 51,200); it also does when Temporal suggests it.
         continue_as_new_signals: signals received in one run (rejected ones included) after
-            which a handle continues as new (protocol 3; Temporal refuses signals past
+            which a handle continues as new (Temporal refuses signals past
             10,000 per run).
         continue_as_new_bytes: history bytes of one run after which a handle continues as
-            new (protocol 3; Temporal terminates a run at 50 MiB). Large signals arrive
+            new (Temporal terminates a run at 50 MiB). Large signals arrive
             faster than one per workflow task, so the margin is wide.
         live_usage_ms: usage rolls up to the parent at most once per this many ms of
             workflow time (CONTRACT §4 "live"), as one coalesced report: within a turn after
-            an LLM call, and (protocol 2) after a turn settles, flushed by a durable timer,
+            an LLM call, and after a turn settles, flushed by a durable timer,
             so a burst of turns costs one report. Under a finite pool above, every call and
             settle reports at once (the pool is enforced live). None: report every settle
-            at once (protocol 2), or only when a turn settles or suspends (protocol 1).
+            at once.
     """
 
     inbox_cap: int = Field(default=8, ge=1)
@@ -341,7 +341,7 @@ class HandleView(WireModel):
     store_key: str | None = None
     slot_parent: bool | None = None
     queued: bool = False
-    """A wake waits for one of the parent's ``max_concurrent`` slots (protocol 2)."""
+    """A wake waits for one of the parent's ``max_concurrent`` slots."""
     subtree_tool_calls: int = 0
     """Tool calls of this handle and all its descendants."""
     report_seq: int = 0
@@ -371,7 +371,7 @@ class HandleStatus(WireModel):
     transcript_len: int = 0
     last_error: str | None = None
     queued: bool = False
-    """A wake waits for one of the parent's ``max_concurrent`` slots (protocol 2)."""
+    """A wake waits for one of the parent's ``max_concurrent`` slots."""
 
 
 # ---- verb payloads (one model per signal / update so fields can be added later) ----

@@ -7,9 +7,9 @@ a child's static details, and the pending Request's search attributes (the appro
   the UI's Signal dialog (name ``answer``) and the ``temporal workflow signal`` line; the last
   rejected input (``answer rejected: ...``) comes first until the next state change.
 * :func:`static_summary`, :func:`static_details`: the line and the markdown stored with a
-  child's start (protocol 4): shown by the UI with no worker, so an agent's page is never blank.
+  child's start: shown by the UI with no worker, so an agent's page is never blank.
 * :func:`request_attributes`: the ``AgentRequest*`` / ``AgentWaitingSince`` upserts that make
-  ``AgentState="suspended"`` a queue with "what waits, since when" columns (protocol 4).
+  ``AgentState="suspended"`` a queue with "what waits, since when" columns.
 
 Pure functions over ``HandleState``; deterministic, no I/O.
 """
@@ -111,8 +111,8 @@ def current_details(s: HandleState, rejection: str | None = None) -> str:
 
 
 def static_summary(s: HandleState) -> str:
-    """The one-line static summary of a child's workflow (protocol 4; before it, without
-    the purpose): ``agent {name} (child of {parent}): {description}``."""
+    """The one-line static summary of a child's workflow :
+    ``agent {name} (child of {parent}): {description}``."""
     name = s.defn.name if s.defn else "root"
     purpose = s.defn.description if s.defn else ""
     head = f"agent {name} (child of {s.parent})"
@@ -120,8 +120,8 @@ def static_summary(s: HandleState) -> str:
 
 
 def static_details(s: HandleState) -> str:
-    """The static details of a child's workflow (protocol 4; stored with its start, shown by
-    the web UI without a worker): name, id, parent, purpose, and where its live state is."""
+    """The static details of a child's workflow (stored with its start, shown by the
+    web UI without a worker): name, id, parent, purpose, and where its live state is."""
     defn = s.defn
     purpose = (defn.description if defn else "") or "(no description)"
     return "\n".join(
@@ -139,8 +139,8 @@ def static_details(s: HandleState) -> str:
 def request_attributes(
     req: Request | None, published: str | None
 ) -> list[SearchAttributeUpdate[Any]]:
-    """The upserts that make the pending-Request search attributes show ``req`` (protocol 4;
-    the caller adds ``AgentWaitingSince`` = workflow time when ``published`` is None, i.e.
+    """The upserts that make the pending-Request search attributes show ``req`` (the
+    caller adds ``AgentWaitingSince`` = workflow time when ``published`` is None, i.e.
     when the handle starts waiting: one that surfaces another Request keeps its time).
 
     Args:

@@ -160,7 +160,7 @@ class Visibility:
 
     Owns ``HandleState.trace``/``trace_seq`` and ``last_error`` for rejections, and per run
     ``published_state`` (the ``AgentState`` search attribute last upserted), ``published_req``
-    (the ``AgentRequestId`` shown, protocol 4) and ``rejection`` (the last rejection, shown in
+    (the ``AgentRequestId`` shown) and ``rejection`` (the last rejection, shown in
     the current details until the next state change).
 
     Args:
