@@ -1,1 +1,4 @@
-"""turn"""
+"""The turn: the LLM loop, one LLM call, a reply's tool calls, and rendering for the model.
+
+Deterministic; no I/O.
+"""

@@ -1,1 +1,5 @@
-"""visibility"""
+"""What the outside sees: trace, search attributes, views, and the operator's view in the web
+UI.
+
+Deterministic; no I/O.
+"""
