@@ -240,3 +240,28 @@ async def test_a_parked_delegation_tree_replays(make_runtime, client: Client) ->
         assert [o.status for o in report.outcomes] == ["ok"] * 3, report.outcomes
         broken = await replay_check(client, scope=rt.scope, workflows=(TimerFirstAgentWorkflow,))
         assert [o.status for o in broken.outcomes] == ["nondeterministic"] * 3
+
+
+async def test_an_agent_of_a_retired_generation_fails_at_once_on_this_build(
+    make_runtime, client: Client
+) -> None:
+    """The same recorded protocol-2 input on a task queue this build's worker polls: the
+    workflow fails at once with ``UnsupportedProtocol`` and says what to do (never a task
+    that retries forever)."""
+    import json
+
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+
+    llm = ScriptedLLM({"stub-model": [text("ok")]}, repeat_last=True)
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        inp = json.loads(RETIRED_INPUT.read_text())["input"]
+        inp["state"]["scope"] = rt.scope
+        handle = await client.start_workflow(
+            WORKFLOW_TYPE, inp, id=rt.workflow_id("root/old.9"), task_queue=rt.task_queue
+        )
+        with pytest.raises(WorkflowFailureError) as err:
+            await asyncio.wait_for(handle.result(), 30)
+        cause = err.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "UnsupportedProtocol"
+        assert "protocol 2 (pre-release" in cause.message and "drain or terminate" in cause.message
