@@ -452,8 +452,7 @@ async def test_record_timeouts_histories(make_runtime, client) -> None:
     gated = _Gated(llm, "m-slow", "m-walled")
     async with make_runtime(reg, gated.transport()) as rt:
         slow = await rt.spawn(rt.root, "slow")
-        walled = await rt.spawn(rt.root, "walled")
-        assert isinstance(slow, Handle) and isinstance(walled, Handle)
+        assert isinstance(slow, Handle)
         # woken by a signal: this runtime holds no turn update, so wait is the `wait` update
         await client.get_workflow_handle(rt.workflow_id(slow.id)).signal("wake", "work")
         await asyncio.wait_for(gated.entered["m-slow"].wait(), 30)
@@ -466,7 +465,10 @@ async def test_record_timeouts_histories(make_runtime, client) -> None:
             r = await rt.wait(slow, timeout_ms=1000)
         assert (r.status, r.text) == ("done", "slow done")
 
+        walled = await rt.spawn(rt.root, "walled")  # its deadline counts from the spawn
+        assert isinstance(walled, Handle)
         r = await rt.run_turn(walled, "hang")  # the durable timer stops the hanging call
+        assert gated.entered["m-walled"].is_set()
         assert (r.status, r.limit) == ("incomplete", "wallMs"), r
         r = await rt.run_turn(walled, "again")  # past the deadline: no LLM call at all
         assert (r.status, r.limit, r.turns) == ("incomplete", "wallMs", 0), r
@@ -717,16 +719,18 @@ async def test_record_race_histories(make_runtime, client) -> None:
         return Answer(id=req.id, ok=True, data={"by": "slow"})
 
     reg = Registry(
-        [AgentDef(name="racer", tools=["ask_approval"], wait_for="slow_approve")],
+        [
+            AgentDef(name=name, tools=["ask_approval"], wait_for="slow_approve", model=f"m-{name}")
+            for name in ("racer", "late")
+        ],
         tools=TOOLS,
         interpreters={"slow_approve": slow_approve},
     )
-    llm = ScriptedLLM(
-        {"stub-model": [tool_calls(("ask_approval", {})), text("raced")]}, repeat_last=True
-    )
+    script = [tool_calls(("ask_approval", {})), text("raced")]
+    llm = ScriptedLLM({"m-racer": list(script), "m-late": list(script)})
     async with make_runtime(reg, llm.transport()) as rt:
         first = await rt.spawn(rt.root, "racer")
-        second = await rt.spawn(rt.root, "racer")
+        second = await rt.spawn(rt.root, "late")
         assert isinstance(first, Handle) and isinstance(second, Handle)
         for h in (first, second):
             gates[h.id] = (asyncio.Event(), asyncio.Event())
@@ -759,5 +763,5 @@ async def test_record_race_histories(make_runtime, client) -> None:
         outcome = (view.last_result.status, view.last_result.text)
         assert outcome[0] == "interrupted" or outcome == ("done", "raced"), outcome
         assert _arrows(await rt.trace_lines(second), second.id)[-1] == "idle→closed (race)"
-        ids = {"root": "root", "racer": first.id, "racer2": second.id}
+        ids = {"root": "root", "racer": first.id, "late": second.id}
         await _record_each(client, rt, "race", ids)
