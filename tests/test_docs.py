@@ -155,7 +155,10 @@ def _clean_env(address: str) -> dict[str, str]:
 
 
 async def _running(client: Client, scope: str | None) -> list[str]:
-    query = 'WorkflowType="AgentWorkflow" AND ExecutionStatus="Running"'
+    """Agents of the scope that still run and are not closed. (A closed agent's workflow
+    completes at its next workflow task, which a worker that stops right after the close,
+    as an example's in-process worker does, leaves for the next worker to poll.)"""
+    query = 'WorkflowType="AgentWorkflow" AND ExecutionStatus="Running" AND AgentState!="closed"'
     ids = [wf.id async for wf in client.list_workflows(query)]
     if scope is None:
         return sorted(i for i in ids if i == "root" or i.startswith("root/"))
@@ -163,7 +166,7 @@ async def _running(client: Client, scope: str | None) -> list[str]:
 
 
 async def _only_roots_run(client: Client, scope: str | None) -> None:
-    """What an example started is closed: only its runtime's root still runs (visibility
+    """What an example started is closed: only its runtime's root is still open (visibility
     lags a moment behind a close)."""
     root = "root" if scope is None else f"{scope}/root"
     running: list[str] = []
@@ -188,11 +191,18 @@ async def test_python_example_runs(env: WorkflowEnvironment, tmp_path: Path, nam
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 120)
-    assert proc.returncode == 0, err.decode()[-3000:]
     lines = out.decode().strip().splitlines()
-    assert lines and lines[-1] == expected, out.decode()
+    assert lines and lines[-1] == expected, (out.decode(), err.decode()[-3000:])
+    assert proc.returncode == 0 or _aborted_at_exit(proc.returncode, err.decode()), err.decode()
     if scope is not None:
         await _only_roots_run(env.client, scope)
+
+
+def _aborted_at_exit(code: int | None, err: str) -> bool:
+    """The SDK's known abort while the interpreter finalizes, after the script's work is done
+    (temporalio/sdk-python#300, open: the client's Rust threads outlive the interpreter;
+    seen here once in about a dozen runs). Accepted only with the whole output printed."""
+    return code == -6 and "PyGILState_Release" in err and "runtime state: finalizing" in err
 
 
 def _load_agents() -> Any:
