@@ -129,7 +129,15 @@ class ClusterConfig:
         the profile over the defaults, then :meth:`validate`.
 
         Args:
-            address ... grpc_meta: the overrides, as the flags of the same names give them.
+            address: the ``host:port`` override (``--address``).
+            namespace: the namespace override (``--namespace``).
+            api_key: the API key override (``--api-key``).
+            tls: turn TLS on or off (``--tls`` / ``--no-tls``).
+            tls_ca_path: the server CA file (``--tls-ca-path``).
+            tls_cert_path: the client certificate file (``--tls-cert-path``).
+            tls_key_path: the client key file (``--tls-key-path``).
+            tls_server_name: the TLS server name (``--tls-server-name``).
+            grpc_meta: extra gRPC headers (``--grpc-meta KEY=VALUE``).
             profile: the profile to read (else ``TEMPORAL_PROFILE``, else ``default``).
             config_file: the TOML file (else ``TEMPORAL_CONFIG_FILE``, else
                 :func:`default_config_file`).

