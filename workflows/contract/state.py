@@ -413,17 +413,6 @@ class HandleState(WireModel):
     turn: TurnState = Field(default_factory=TurnState)
 
 
-PARTS: dict[str, type[WireModel]] = {
-    "leases": LeaseState,
-    "approval": ApprovalState,
-    "roster": RosterState,
-    "intake": InboxState,
-    "usage": UsageState,
-    "turn": TurnState,
-}
-"""The parts of :class:`HandleState`, by attribute name."""
-
-
 class AgentInput(WireModel):
     """Workflow input: the handle's whole state (fresh at spawn, carried by continue-as-new)."""
 
