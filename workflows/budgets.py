@@ -181,8 +181,9 @@ def floors_to_push(s: HandleState) -> list[tuple[str, PoolFloor]]:
 class BudgetLedger:
     """The budget ledger of one handle (CONTRACT §6).
 
-    Owns ``usage_total``, ``subtree_tool_calls``, the ``pool_*`` fields, ``floor`` and
-    ``pushed_floors``; per run, the ``budget_ask`` sequence and the replies not yet read.
+    Owns ``HandleState.usage`` (:class:`UsageState`: ``usage_total``, ``subtree_tool_calls``,
+    the ``pool_*`` remainders, ``floor`` and ``pushed_floors``); per run, the ``budget_ask``
+    sequence and the replies not yet read.
 
     Args:
         s: the handle's state model.

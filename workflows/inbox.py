@@ -75,7 +75,8 @@ def restore_drained(s: HandleState) -> None:
 class Inbox:
     """Posts and wake admission of one handle.
 
-    Owns ``inbox``, ``wake_prompt``, ``turn_inbox`` and ``turn_pending``.
+    Owns ``HandleState.intake`` (:class:`InboxState`: ``items``, ``wake_prompt``,
+    ``turn_inbox``, ``turn_pending``, ``held_wake``/``held_prompt`` and ``start_wake``).
 
     Args:
         s: the handle's state model.

@@ -65,8 +65,9 @@ with workflow.unsafe.imports_passed_through():
 class LeaseBook:
     """Both sides of the lease protocol for one handle.
 
-    Parent side: owns ``leases``, ``wake_queue`` and ``grant_seq``. Child side: owns
-    ``lease``, ``lease_sticky``, ``recalled_lease``, ``slot_waiting`` and ``queued_prompt``.
+    Owns ``HandleState.leases`` (:class:`LeaseState`). Parent side: ``held``, ``wake_queue``
+    and ``grant_seq``. Child side: ``lease``, ``lease_sticky``, ``recalled_lease``,
+    ``returned_lease``, ``slot_waiting``, ``queued_prompt`` and ``slot_parent`` (set at spawn).
 
     Args:
         s: the handle's state model.

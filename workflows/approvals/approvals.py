@@ -74,10 +74,11 @@ def rerun_result(request: Request, again: ToolResult) -> ToolResult:
 class Approvals:
     """Suspensions, Answers and parking of one handle.
 
-    Owns ``pending_req``, ``request_seq``, ``interpreters``, ``answer_id`` and
-    ``answer_error``; per run, the Answers not yet taken by the parked turn, the ids
-    forwarded to children, the Answers being delivered, the running ``task`` calls and this
-    handle's own parked Request.
+    Owns ``HandleState.approval`` (:class:`ApprovalState`: ``pending_req``, ``request_seq``,
+    ``interpreters``, ``answer_id`` and ``answer_error``; ``parked`` with ``carry.py``,
+    ``pending_since_*`` stamped by ``Visibility.publish``); per run, the Answers not yet
+    taken by the parked turn, the ids forwarded to children, the Answers being delivered, the
+    running ``task`` calls and this handle's own parked Request.
 
     Args:
         s: the handle's state model.

@@ -141,8 +141,9 @@ def child_state(
 class Children:
     """The children of one handle.
 
-    Owns ``children``, ``children_info`` and ``spawn_count``; the agent definitions it spawns
-    from (``definitions.py``).
+    Owns ``HandleState.roster`` (:class:`RosterState`: ``children``, ``children_info`` and
+    ``spawn_count``, with ``roster.py`` for ``spawned*`` and ``closed_*``); the agent
+    definitions it spawns from (``definitions.py``, ``roster.agent_defs``).
 
     Args:
         s: the handle's state model.

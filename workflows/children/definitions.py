@@ -28,7 +28,7 @@ running tree's spawns within ten minutes, or at once through a new runtime."""
 class Definitions:
     """The agent definitions one handle spawns from.
 
-    Owns ``HandleState.agent_defs`` and, per run, the lookups in flight.
+    Owns ``HandleState.roster.agent_defs`` and, per run, the lookups in flight.
 
     Args:
         s: the handle's state model.

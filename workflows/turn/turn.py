@@ -64,9 +64,10 @@ with workflow.unsafe.imports_passed_through():
 class Turn:
     """The turn of one handle (see the module docstring).
 
-    Owns ``transcript_len``, ``llm_seq``, ``unsent``, ``store_key`` and ``tool_options``, the
-    turn's counters in ``HandleState`` (``turns_total``, ``own_tokens``,
-    ``tool_calls_total``), and the per-turn :class:`TurnScratch`.
+    Owns ``HandleState.turn`` (:class:`TurnState`: ``transcript_len``, ``llm_seq``,
+    ``unsent`` and the counters ``turns_total``, ``own_tokens``, ``tool_calls_total``), and
+    the per-turn :class:`TurnScratch`; reads ``store_key`` and ``tool_options`` (set at
+    creation, top level).
 
     Args:
         s: the handle's state model.
