@@ -66,7 +66,7 @@ class WatchActivities:
                 state = await wf.query(QUERY_STATE, result_type=HandleState)
             except Exception:  # not readable (no worker can replay it): usage as reported
                 return ChildEnd(id=handle_id, why=why)
-            orphans = [c for c, i in state.children_info.items() if i.state != "closed"]
+            orphans = [c for c, i in state.roster.children_info.items() if i.state != "closed"]
             return ChildEnd(id=handle_id, why=why, last=last, orphans=orphans)
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:

@@ -36,9 +36,9 @@ async def confirm_at_owner(rpc: HandleRpc, answer: Answer, result: AnswerResult)
             state = await rpc.query(owner, AgentWorkflow.state)
         except HandleNotFoundError as err:
             raise AnswerRejectedError(answer.id, f"{owner} does not exist") from err
-        if state.answer_id == answer.id:
-            if state.answer_error is not None:
-                raise AnswerRejectedError(answer.id, state.answer_error)
+        if state.approval.answer_id == answer.id:
+            if state.approval.answer_error is not None:
+                raise AnswerRejectedError(answer.id, state.approval.answer_error)
             return
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.5)

@@ -36,7 +36,7 @@ from toolnexus_temporal.workflows.contract.names import (
     PROTOCOL,
     ROOT_ID,
 )
-from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, UsageState
 
 
 async def start_root(
@@ -64,8 +64,7 @@ async def start_root(
         budget=budget,
         pool_tokens_limit=budget.max_tokens,
         pool_tool_calls_limit=budget.max_tool_calls,
-        pool_tokens=budget.max_tokens,
-        pool_tool_calls=budget.max_tool_calls,
+        usage=UsageState(pool_tokens=budget.max_tokens, pool_tool_calls=budget.max_tool_calls),
         options=options,
         protocol=PROTOCOL,
     )

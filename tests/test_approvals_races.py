@@ -22,6 +22,7 @@ from toolnexus_temporal.client import (
 )
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.contract.state import HandleState
 
 WAIT_BOUND_MS = 60_000
 """How long a ``wait`` may take before the test calls it stuck: an upper bound, not a timing
@@ -129,7 +130,7 @@ def tree_llm() -> ScriptedLLM:
     )
 
 
-async def state_of(rt: Any, hid: str) -> Any:
+async def state_of(rt: Any, hid: str) -> HandleState:
     return await rt._rpc.query(hid, AgentWorkflow.state)
 
 
@@ -155,7 +156,7 @@ def parked(rt: Any, parent_id: str, name: str) -> Check:
         st = await state_of(rt, parent_id)
         return any(
             info.parked and prompt_of(info.pending_req) == f"approve {name}"
-            for info in st.children_info.values()
+            for info in st.roster.children_info.values()
             if info.pending_req is not None
         )
 
@@ -169,8 +170,8 @@ def surfaced(rt: Any, hid: str, name: str) -> Check:
         st = await state_of(rt, hid)
         return (
             st.state == "suspended"
-            and st.pending_req is not None
-            and prompt_of(st.pending_req) == f"approve {name}"
+            and st.approval.pending_req is not None
+            and prompt_of(st.approval.pending_req) == f"approve {name}"
         )
 
     return check
@@ -180,7 +181,7 @@ def child_shows(rt: Any, parent_id: str, child_id: str, name: str) -> Check:
     """The parent's latest report of the child names ``approve {name}``."""
 
     async def check() -> bool:
-        info = (await state_of(rt, parent_id)).children_info.get(child_id)
+        info = (await state_of(rt, parent_id)).roster.children_info.get(child_id)
         return (
             info is not None
             and info.pending_req is not None
@@ -239,7 +240,7 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
                 GATES["b"].set()
                 await until(parked(rt, mid_id, "b"), "b parked")
                 st = await state_of(rt, mid_id)  # mid handled b's report already
-                assert st.state == "running" and st.pending_req is None, (order, st.state)
+                assert st.state == "running" and st.approval.pending_req is None, (order, st.state)
                 assert not run.done(), (order, run.result())
                 GATES["a"].set()
             await until(parked(rt, mid_id, "a"), "a parked")
@@ -252,7 +253,7 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
             assert prompt_of(r.pending) == "approve a", (order, r)
             await until(surfaced(rt, mid_id, "a"), "mid surfaces a")
             await until(child_shows(rt, top.id, mid_id, "a"), "top has mid's report")
-            assert (await state_of(rt, top.id)).pending_req == r.pending, order
+            assert (await state_of(rt, top.id)).approval.pending_req == r.pending, order
 
             # both parked below: mid surfaces `a` and every level above is suspended on it
             await until(surfaced(rt, mid_id, "a"), "mid surfaces a")
@@ -262,7 +263,10 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
                 assert r.status == "pending", (order, hid, r)
                 assert prompt_of(r.pending) == "approve a", (order, hid)
                 st = await state_of(rt, hid)
-                assert st.state == "suspended" and st.pending_req == r.pending, (order, hid)
+                assert st.state == "suspended" and st.approval.pending_req == r.pending, (
+                    order,
+                    hid,
+                )
 
             # answer `a` through top: the next wait returns `b` at once
             assert r.pending is not None
@@ -417,7 +421,7 @@ async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(make_runtime, env
             mid = await state_of(rt, mid_id)
             reqs = {
                 prompt_of(info.pending_req): info.pending_req
-                for info in mid.children_info.values()
+                for info in mid.roster.children_info.values()
                 if info.pending_req is not None
             }
             b = reqs["approve b"]
@@ -450,4 +454,4 @@ async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(make_runtime, env
             await rt.answer(rt.root, Answer(id=f"{w.id}#99", ok=True))
         owner = await state_of(rt, w.id)  # rejected loudly by the owner, nothing changed
         assert owner.last_error is not None and f"{w.id}#99" in owner.last_error
-        assert owner.state == "idle" and owner.pending_req is None
+        assert owner.state == "idle" and owner.approval.pending_req is None

@@ -27,7 +27,7 @@ async def root_state(client: Client, rt: AgentRuntime) -> HandleState:
 
 
 async def usage_is(client: Client, rt: AgentRuntime, tokens: int) -> bool:
-    return (await root_state(client, rt)).usage_total == tokens
+    return (await root_state(client, rt)).usage.usage_total == tokens
 
 
 async def run_id(client: Client, rt: AgentRuntime, hid: str) -> str:
@@ -56,7 +56,7 @@ async def test_a_child_of_an_earlier_run_terminated_frees_its_slot(make_runtime,
         assert (result.status, result.text) == ("done", "b ran")
         lines = await rt.trace_lines(rt.root)
         assert any(f"child {a.id} ended abnormally" in line for line in lines), lines
-        assert (await root_state(client, rt)).children_info[a.id].state == "closed"
+        assert (await root_state(client, rt)).roster.children_info[a.id].state == "closed"
         await replay_every_run(client, rt, "root", b.id)
 
 
@@ -72,7 +72,7 @@ async def test_a_terminated_child_is_reflected_in_its_parent(make_runtime, clien
         await client.get_workflow_handle(rt.workflow_id(a.id)).terminate(reason="operator")
         assert (await asyncio.wait_for(rt.wait(b), 60)).text == "b ran"
         root = await root_state(client, rt)
-        assert root.children_info[a.id].state == "closed" and a.id not in root.leases
+        assert root.roster.children_info[a.id].state == "closed" and a.id not in root.leases.held
         await eventually(lambda: usage_is(client, rt, 10))  # a's unreported usage too
         lines = await rt.trace_lines(rt.root)
         assert any(f"child {a.id} ended abnormally" in line for line in lines), lines
@@ -104,12 +104,12 @@ async def test_closed_children_are_not_carried_and_ls_stays_correct(make_runtime
 
         async def compacted() -> bool:
             s = await root_state(client, rt)
-            return s.children_info == {} and s.usage_total == 5 * n
+            return s.roster.children_info == {} and s.usage.usage_total == 5 * n
 
         await eventually(compacted, tries=300)
         assert await run_id(client, rt, "root") != first_run
         s = await root_state(client, rt)
-        assert s.children == [] and s.spawn_count == n
+        assert s.roster.children == [] and s.roster.spawn_count == n
         assert len(s.model_dump_json()) < 20_000
         root = await rt.inspect(rt.root)
         assert root.children == ids == [f"root/w.{i}" for i in range(1, n + 1)]

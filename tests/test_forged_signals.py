@@ -93,8 +93,8 @@ async def test_forged_internal_signals_are_rejected_and_change_nothing(
 
         await eventually(rolled_up)
         a_st = await state(client, rt, a.id)
-        assert a_st.lease is not None and getattr(a_st, "nonce", None) is None  # hidden
-        lease = a_st.lease
+        assert a_st.leases.lease is not None and getattr(a_st, "nonce", None) is None  # hidden
+        lease = a_st.leases.lease
 
         # the root has no parent: pool_floor, budget_reply and slot_recall are never its
         await forge(env, client, rt, how, "root", "pool_floor", {"tokens": 0, "tool_calls": 0})

@@ -474,7 +474,7 @@ def slots_drained(rt: AgentRuntime, parent: str) -> Callable[[], Awaitable[bool]
         limit = st.budget.max_concurrent or 0
         # Nothing waits, and the leases left (kept by the last holders until a sibling needs
         # them) are within the limit.
-        return not st.wake_queue and len(st.leases) <= limit
+        return not st.leases.wake_queue and len(st.leases.held) <= limit
 
     return check
 

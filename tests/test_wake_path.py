@@ -65,8 +65,8 @@ REG = {"w": AgentDef(name="w")}
 async def root_slots(rt: AgentRuntime) -> tuple[dict[str, int], list[str]]:
     """The root's leases (child → lease id) and its queue of wakes waiting for a slot."""
     st = await rt._rpc.query("root", AgentWorkflow.state)
-    leases = {child: lease.id for child, lease in st.leases.items()}
-    return leases, [q.child for q in st.wake_queue]
+    leases = {child: lease.id for child, lease in st.leases.held.items()}
+    return leases, [q.child for q in st.leases.wake_queue]
 
 
 # ---------------------------------------------------------------- wake / wait basics

@@ -171,7 +171,7 @@ class AgentWorkflow:
     @workflow.query(name=names.QUERY_INBOX, description=docs.INBOX)
     def inbox(self) -> list[InboxItem]:
         """Items waiting for the next wake, oldest first."""
-        return list(self.s.inbox)
+        return list(self.s.intake.items)
 
     # ------------------------------------------------------------------ spawn and leases
 

@@ -45,15 +45,19 @@ def min_opt(a: int | None, b: int | None) -> int | None:
 def recount(s: HandleState) -> None:
     """Recompute subtree usage (tokens, tool calls) and the remaining pools from the handle's
     own usage, its children's last reports and the closed children it no longer keeps."""
-    infos = s.children_info.values()
-    s.usage_total = s.own_tokens + s.closed_usage_total + sum(i.usage_total for i in infos)
-    s.subtree_tool_calls = (
-        s.tool_calls_total + s.closed_tool_calls + sum(i.subtree_tool_calls for i in infos)
+    infos = s.roster.children_info.values()
+    s.usage.usage_total = (
+        s.turn.own_tokens + s.roster.closed_usage_total + sum(i.usage_total for i in infos)
+    )
+    s.usage.subtree_tool_calls = (
+        s.turn.tool_calls_total
+        + s.roster.closed_tool_calls
+        + sum(i.subtree_tool_calls for i in infos)
     )
     if s.pool_tokens_limit is not None:
-        s.pool_tokens = s.pool_tokens_limit - s.usage_total
+        s.usage.pool_tokens = s.pool_tokens_limit - s.usage.usage_total
     if s.pool_tool_calls_limit is not None:
-        s.pool_tool_calls = s.pool_tool_calls_limit - s.subtree_tool_calls
+        s.usage.pool_tool_calls = s.pool_tool_calls_limit - s.usage.subtree_tool_calls
 
 
 def remaining(s: HandleState) -> tuple[int | None, int | None]:
@@ -62,13 +66,13 @@ def remaining(s: HandleState) -> tuple[int | None, int | None]:
     Its own pool, capped by the tightest ancestor pool as last pushed (``s.floor``), less
     what this subtree spent since that floor's basis.
     """
-    tokens, tool_calls = s.pool_tokens, s.pool_tool_calls
-    floor = s.floor
+    tokens, tool_calls = s.usage.pool_tokens, s.usage.pool_tool_calls
+    floor = s.usage.floor
     if floor is not None:
         if floor.tokens is not None:
-            tokens = min_opt(tokens, floor.tokens - (s.usage_total - floor.basis_tokens))
+            tokens = min_opt(tokens, floor.tokens - (s.usage.usage_total - floor.basis_tokens))
         if floor.tool_calls is not None:
-            spent = s.subtree_tool_calls - floor.basis_tool_calls
+            spent = s.usage.subtree_tool_calls - floor.basis_tool_calls
             tool_calls = min_opt(tool_calls, floor.tool_calls - spent)
     return tokens, tool_calls
 
@@ -159,7 +163,7 @@ def floors_to_push(s: HandleState) -> list[tuple[str, PoolFloor]]:
     if tokens is None and tool_calls is None:
         return []
     pushes: list[tuple[str, PoolFloor]] = []
-    for child_id, info in s.children_info.items():
+    for child_id, info in s.roster.children_info.items():
         if info.state == "closed":
             continue
         floor = PoolFloor(
@@ -168,8 +172,8 @@ def floors_to_push(s: HandleState) -> list[tuple[str, PoolFloor]]:
             basis_tokens=info.usage_total,
             basis_tool_calls=info.subtree_tool_calls,
         )
-        if s.pushed_floors.get(child_id) != floor:
-            s.pushed_floors[child_id] = floor
+        if s.usage.pushed_floors.get(child_id) != floor:
+            s.usage.pushed_floors[child_id] = floor
             pushes.append((child_id, floor))
     return pushes
 
@@ -177,8 +181,9 @@ def floors_to_push(s: HandleState) -> list[tuple[str, PoolFloor]]:
 class BudgetLedger:
     """The budget ledger of one handle (CONTRACT §6).
 
-    Owns ``usage_total``, ``subtree_tool_calls``, the ``pool_*`` fields, ``floor`` and
-    ``pushed_floors``; per run, the ``budget_ask`` sequence and the replies not yet read.
+    Owns ``HandleState.usage`` (:class:`UsageState`: ``usage_total``, ``subtree_tool_calls``,
+    the ``pool_*`` remainders, ``floor`` and ``pushed_floors``); per run, the ``budget_ask``
+    sequence and the replies not yet read.
 
     Args:
         s: the handle's state model.
@@ -209,7 +214,7 @@ class BudgetLedger:
         """Tell children the live remainder of the tightest pool above them, when it changed
         (only when some pool is finite): siblings' spending drains everyone's budget."""
         for child_id, floor in floors_to_push(self.s):
-            nonce = self.s.children_info[child_id].nonce
+            nonce = self.s.roster.children_info[child_id].nonce
             sent = floor.model_copy(update={"nonce": nonce}) if nonce else floor
             self.outbox.signal_later(child_id, SIGNAL_POOL_FLOOR, sent)
 
@@ -218,9 +223,9 @@ class BudgetLedger:
         (the parent asks its own parent first), so siblings can overshoot a shared pool by
         at most the calls already in flight."""
         s = self.s
-        if s.parent is None or s.floor is None:
+        if s.parent is None or s.usage.floor is None:
             return
-        if s.floor.tokens is None and s.floor.tool_calls is None:
+        if s.usage.floor.tokens is None and s.usage.floor.tool_calls is None:
             return
         self.ask_seq += 1
         seq = self.ask_seq
@@ -230,8 +235,8 @@ class BudgetLedger:
             BudgetAsk(
                 child=s.id,
                 seq=seq,
-                usage_total=s.usage_total,
-                subtree_tool_calls=s.subtree_tool_calls,
+                usage_total=s.usage.usage_total,
+                subtree_tool_calls=s.usage.subtree_tool_calls,
                 nonce=s.nonce,
             ),
         )
@@ -241,22 +246,22 @@ class BudgetLedger:
         finally:
             self.waiting.discard(seq)
         reply = self.replies.pop(seq)
-        s.floor = PoolFloor(
+        s.usage.floor = PoolFloor(
             tokens=reply.tokens,
             tool_calls=reply.tool_calls,
-            basis_tokens=s.usage_total,
-            basis_tool_calls=s.subtree_tool_calls,
+            basis_tokens=s.usage.usage_total,
+            basis_tool_calls=s.usage.subtree_tool_calls,
         )
 
     async def on_ask(self, ask: BudgetAsk) -> None:
         """A child asks for the live remainder before spending: take its usage into the
         ledger, refresh this handle's own remainder, reply (signal ``budget_reply``)."""
         s = self.s
-        info = s.children_info.get(ask.child)
+        info = s.roster.children_info.get(ask.child)
         if info is None:
             return
         if ask.usage_total > info.usage_total or ask.subtree_tool_calls > info.subtree_tool_calls:
-            s.children_info[ask.child] = info.model_copy(
+            s.roster.children_info[ask.child] = info.model_copy(
                 update={
                     "usage_total": max(ask.usage_total, info.usage_total),
                     "subtree_tool_calls": max(ask.subtree_tool_calls, info.subtree_tool_calls),
@@ -288,5 +293,5 @@ class BudgetLedger:
     def on_floor(self, floor: PoolFloor) -> None:
         """The parent pushed a new floor: keep it (without its nonce), and pass the change
         down."""
-        self.s.floor = floor.model_copy(update={"nonce": None}) if floor.nonce else floor
+        self.s.usage.floor = floor.model_copy(update={"nonce": None}) if floor.nonce else floor
         self.push_floors()

@@ -38,7 +38,7 @@ def post_error(s: HandleState, item: InboxItem) -> str | None:
         return "the root has no inbox: post to a spawned handle"
     if s.state == "closed" or s.closing:
         return "inbox closed"
-    if len(s.inbox) >= s.options.inbox_cap:
+    if len(s.intake.items) >= s.options.inbox_cap:
         return f"inbox full ({s.options.inbox_cap})"
     return None
 
@@ -54,28 +54,29 @@ def wake_error(s: HandleState) -> str | None:
 
 def drain(s: HandleState, prompt: str | None) -> None:
     """Admit a wake: keep its prompt, move the inbox into the turn, mark the turn pending."""
-    s.wake_prompt = prompt
-    s.turn_inbox = s.inbox
-    s.inbox = []
-    s.turn_pending = True
+    s.intake.wake_prompt = prompt
+    s.intake.turn_inbox = s.intake.items
+    s.intake.items = []
+    s.intake.turn_pending = True
 
 
 def take_turn_input(s: HandleState) -> str:
     """The user message of the admitted turn (CONTRACT §4); the wake prompt is consumed."""
-    user_text = render_turn_input(s.wake_prompt, s.turn_inbox)
-    s.wake_prompt = None
+    user_text = render_turn_input(s.intake.wake_prompt, s.intake.turn_inbox)
+    s.intake.wake_prompt = None
     return user_text
 
 
 def restore_drained(s: HandleState) -> None:
     """An interrupted or failed turn: its drained items return to the front of the inbox."""
-    s.inbox = s.turn_inbox + s.inbox
+    s.intake.items = s.intake.turn_inbox + s.intake.items
 
 
 class Inbox:
     """Posts and wake admission of one handle.
 
-    Owns ``inbox``, ``wake_prompt``, ``turn_inbox`` and ``turn_pending``.
+    Owns ``HandleState.intake`` (:class:`InboxState`: ``items``, ``wake_prompt``,
+    ``turn_inbox``, ``turn_pending``, ``held_wake``/``held_prompt`` and ``start_wake``).
 
     Args:
         s: the handle's state model.
@@ -107,7 +108,7 @@ class Inbox:
         """
         error = post_error(self.s, item)
         if error is None:
-            self.s.inbox.append(item)
+            self.s.intake.items.append(item)
             self.vis.publish()
             return None
         self.vis.reject("post", f"{error}; from={item.from_} channel={item.channel}")
@@ -140,7 +141,7 @@ class Inbox:
             if self.interrupting():
                 # The wake came after an interrupt that is still stopping the turn: it runs
                 # once the handle is idle (``admit_held_wake``), not a silent no-op.
-                s.held_wake, s.held_prompt = True, prompt
+                s.intake.held_wake, s.intake.held_prompt = True, prompt
                 self.vis.trace(f"{s.id}: wake held until the interrupt finished")
             else:
                 self.vis.trace(f"{s.id}: wake ignored ({s.state}: a no-op, posts buffer)")
@@ -155,10 +156,10 @@ class Inbox:
         """After a turn ended: admit the wake held while an interrupt stopped it, unless the
         handle closed or is busy meanwhile."""
         s = self.s
-        if not s.held_wake or s.state != "idle":
+        if not s.intake.held_wake or s.state != "idle":
             return
-        prompt = s.held_prompt
-        s.held_wake, s.held_prompt = False, None
+        prompt = s.intake.held_prompt
+        s.intake.held_wake, s.intake.held_prompt = False, None
         if self.wake_error() is None:
             self.wake_from_outside(prompt)
 

@@ -65,8 +65,9 @@ with workflow.unsafe.imports_passed_through():
 class LeaseBook:
     """Both sides of the lease protocol for one handle.
 
-    Parent side: owns ``leases``, ``wake_queue`` and ``grant_seq``. Child side: owns
-    ``lease``, ``lease_sticky``, ``recalled_lease``, ``slot_waiting`` and ``queued_prompt``.
+    Owns ``HandleState.leases`` (:class:`LeaseState`). Parent side: ``held``, ``wake_queue``
+    and ``grant_seq``. Child side: ``lease``, ``lease_sticky``, ``recalled_lease``,
+    ``returned_lease``, ``slot_waiting``, ``queued_prompt`` and ``slot_parent`` (set at spawn).
 
     Args:
         s: the handle's state model.
@@ -87,11 +88,11 @@ class LeaseBook:
         this handle does not limit ``max_concurrent``)."""
         s = self.s
         limit = s.budget.max_concurrent
-        if limit is None or s.wake_queue or len(s.leases) >= limit:
+        if limit is None or s.leases.wake_queue or len(s.leases.held) >= limit:
             return None
-        s.grant_seq += 1
-        lease = Lease(id=s.grant_seq, sticky=True)
-        s.leases[child] = lease
+        s.leases.grant_seq += 1
+        lease = Lease(id=s.leases.grant_seq, sticky=True)
+        s.leases.held[child] = lease
         return lease
 
     def on_request(self, req: SlotRequest) -> None:
@@ -99,11 +100,11 @@ class LeaseBook:
         the sticky leases (rejected loudly for a closed or unknown child)."""
         s = self.s
         child = req.child
-        info = s.children_info.get(child)
+        info = s.roster.children_info.get(child)
         if info is None or info.state == "closed" or s.closing or s.state == "closed":
             self.log.reject("wake", f"{child}: no slot for a closed or unknown child")
             return
-        held = s.leases.get(child)
+        held = s.leases.held.get(child)
         if held is not None and req.returned >= held.id:
             # The child gave this lease back and asks again: its release is behind this
             # request. Take the lease as returned (the late release is then stale).
@@ -115,13 +116,13 @@ class LeaseBook:
             # its way, or was lost with a run of the child. Send it again (idempotent).
             self._send_grant(child, held)
             return
-        if any(q.child == child for q in s.wake_queue):
+        if any(q.child == child for q in s.leases.wake_queue):
             return
         limit = s.budget.max_concurrent
-        if limit is None or (not s.wake_queue and len(s.leases) < limit):
+        if limit is None or (not s.leases.wake_queue and len(s.leases.held) < limit):
             self.grant(child, sticky=True)
             return
-        s.wake_queue.append(QueuedWake(child=child))
+        s.leases.wake_queue.append(QueuedWake(child=child))
         recalled = self.recall()
         why = f"; {recalled} lease(s) recalled" if recalled else ""
         self.log.trace(f"{s.id}: {child} wake QUEUED (max_concurrent {limit}{why})")
@@ -129,9 +130,9 @@ class LeaseBook:
     def grant(self, child: str, *, sticky: bool) -> None:
         """Give ``child`` a lease and tell it (signal ``wake`` with ``granted``)."""
         s = self.s
-        s.grant_seq += 1
-        lease = Lease(id=s.grant_seq, sticky=sticky)
-        s.leases[child] = lease
+        s.leases.grant_seq += 1
+        lease = Lease(id=s.leases.grant_seq, sticky=sticky)
+        s.leases.held[child] = lease
         self._send_grant(child, lease)
 
     def _send_grant(self, child: str, lease: Lease) -> None:
@@ -142,7 +143,7 @@ class LeaseBook:
 
     def _nonce(self, child: str) -> str | None:
         """The nonce of ``child``."""
-        return self.s.children_info.get(child, ChildInfo()).nonce
+        return self.s.roster.children_info.get(child, ChildInfo()).nonce
 
     def recall(self) -> int:
         """Ask every holder of a sticky lease to give it back once no turn of its own runs.
@@ -152,9 +153,9 @@ class LeaseBook:
         """
         s = self.s
         recalled = 0
-        for child, lease in list(s.leases.items()):
+        for child, lease in list(s.leases.held.items()):
             if lease.sticky:
-                s.leases[child] = Lease(id=lease.id, sticky=False)
+                s.leases.held[child] = Lease(id=lease.id, sticky=False)
                 recall = SlotRecall(lease=lease.id, nonce=self._nonce(child))
                 self.outbox.signal_later(child, SIGNAL_SLOT_RECALL, recall)
                 recalled += 1
@@ -162,7 +163,7 @@ class LeaseBook:
 
     def on_release(self, rel: SlotRelease) -> None:
         """The ``slot_release`` signal: the child gave lease ``rel.lease`` back."""
-        held = self.s.leases.get(rel.child)
+        held = self.s.leases.held.get(rel.child)
         if held is not None and held.id == rel.lease:
             self.release(rel.child)
 
@@ -170,28 +171,28 @@ class LeaseBook:
         """``child`` holds no lease any more: hand the slot to the first queued wake whose
         child is not closed (queued wakes of closed children are dropped on the way)."""
         s = self.s
-        if s.leases.pop(child, None) is None:
+        if s.leases.held.pop(child, None) is None:
             return
-        while s.wake_queue:
-            nxt = s.wake_queue.pop(0)
-            if s.children_info.get(nxt.child, ChildInfo()).state == "closed":
+        while s.leases.wake_queue:
+            nxt = s.leases.wake_queue.pop(0)
+            if s.roster.children_info.get(nxt.child, ChildInfo()).state == "closed":
                 continue
             self.log.trace(f"{s.id}: DEQUEUED wake {nxt.child} (slot from {child})")
-            self.grant(nxt.child, sticky=not s.wake_queue)
+            self.grant(nxt.child, sticky=not s.leases.wake_queue)
             return
 
     def child_closed(self, child: str) -> None:
         """``child`` closed (its last report) or its workflow ended: free its lease and drop
         its queued wake."""
         self.release(child)
-        self.s.wake_queue = [q for q in self.s.wake_queue if q.child != child]
+        self.s.leases.wake_queue = [q for q in self.s.leases.wake_queue if q.child != child]
 
     # ------------------------------------------------------------------ child side
 
     def needs_slot(self) -> bool:
         """A wake of this handle must first get a slot from its parent."""
         s = self.s
-        return s.parent is not None and s.slot_parent and s.lease is None
+        return s.parent is not None and s.leases.slot_parent and s.leases.lease is None
 
     def ask(self, prompt: str | None) -> None:
         """Wait for a slot: signal ``slot_request`` (once; a further wake while queued is a
@@ -199,16 +200,16 @@ class LeaseBook:
         s = self.s
         if s.parent is None:
             return
-        if s.slot_waiting:
+        if s.leases.slot_waiting:
             self.log.trace(f"{s.id}: wake while queued: no-op")
             return
-        s.slot_waiting = True
-        s.queued_prompt = prompt
+        s.leases.slot_waiting = True
+        s.leases.queued_prompt = prompt
         self.log.trace(f"{s.id}: wake asks {s.parent} for a slot")
         self.outbox.signal_later(
             s.parent,
             SIGNAL_SLOT_REQUEST,
-            SlotRequest(child=s.id, returned=s.returned_lease, nonce=s.nonce),
+            SlotRequest(child=s.id, returned=s.leases.returned_lease, nonce=s.nonce),
         )
 
     def take_grant(self, req: WakeRequest) -> tuple[bool, str | None]:
@@ -220,24 +221,24 @@ class LeaseBook:
             the handle is closing (given back).
         """
         s = self.s
-        if req.lease is None or s.lease == req.lease:
+        if req.lease is None or s.leases.lease == req.lease:
             return False, None  # a repeated grant
-        if req.lease <= s.returned_lease:
+        if req.lease <= s.leases.returned_lease:
             # given back already: the parent re-sent it before our release reached it
             self.log.trace(f"{s.id}: late grant of lease {req.lease} ignored (given back)")
             return False, None
-        s.lease = req.lease
+        s.leases.lease = req.lease
         # A recall can overtake the grant it recalls (two signals): it was kept aside.
-        s.lease_sticky = req.sticky and req.lease > s.recalled_lease
+        s.leases.lease_sticky = req.sticky and req.lease > s.leases.recalled_lease
         if s.closing or s.state == "closed":
             self.give_back()
             return False, None
-        if s.slot_waiting:
-            s.slot_waiting = False
-            prompt, s.queued_prompt = s.queued_prompt, None
+        if s.leases.slot_waiting:
+            s.leases.slot_waiting = False
+            prompt, s.leases.queued_prompt = s.leases.queued_prompt, None
             if s.state == "idle":
                 return True, prompt
-        if not s.lease_sticky and s.state == "idle":
+        if not s.leases.lease_sticky and s.state == "idle":
             self.give_back()
         return False, None
 
@@ -245,19 +246,19 @@ class LeaseBook:
         """The parent recalls lease ``rec.lease``: give it back now unless a turn runs
         (``busy``), else when the turn settles or parks."""
         s = self.s
-        if s.lease != rec.lease:
-            if s.lease is None or rec.lease > s.lease:
+        if s.leases.lease != rec.lease:
+            if s.leases.lease is None or rec.lease > s.leases.lease:
                 # the grant of that lease is still on its way: it arrives recalled
-                s.recalled_lease = max(s.recalled_lease, rec.lease)
+                s.leases.recalled_lease = max(s.leases.recalled_lease, rec.lease)
             return  # else already given back
-        s.lease_sticky = False
+        s.leases.lease_sticky = False
         if not busy:
             self.give_back()
 
     def after_transition(self, to: str, *, parked: bool) -> None:
         """Give a non-sticky lease back when the turn settled or parked."""
         s = self.s
-        if s.lease is None or s.lease_sticky:
+        if s.leases.lease is None or s.leases.lease_sticky:
             return
         if to == "idle" or (to == "suspended" and parked):
             self.give_back()
@@ -265,9 +266,9 @@ class LeaseBook:
     def give_back(self) -> None:
         """Return the held lease to the parent (signal ``slot_release``)."""
         s = self.s
-        lease, s.lease, s.lease_sticky = s.lease, None, False
+        lease, s.leases.lease, s.leases.lease_sticky = s.leases.lease, None, False
         if lease is not None:
-            s.returned_lease = max(s.returned_lease, lease)
+            s.leases.returned_lease = max(s.leases.returned_lease, lease)
         if lease is not None and s.parent is not None:
             self.outbox.signal_later(
                 s.parent, SIGNAL_SLOT_RELEASE, SlotRelease(child=s.id, lease=lease, nonce=s.nonce)

@@ -108,7 +108,7 @@ def require_defn(s: HandleState) -> AgentDef:
 def is_settled(s: HandleState) -> bool:
     """Idle, closed, or parked on a Request (not while an interpreter answers inline, nor
     between a wake's admission and its turn's start)."""
-    if s.turn_pending or s.slot_waiting:
+    if s.intake.turn_pending or s.leases.slot_waiting:
         return False
     if s.state == "suspended":
         last = s.last_result
@@ -116,8 +116,8 @@ def is_settled(s: HandleState) -> bool:
             last is not None
             and last.status == "pending"
             and last.pending is not None
-            and s.pending_req is not None
-            and last.pending.id == s.pending_req.id
+            and s.approval.pending_req is not None
+            and last.pending.id == s.approval.pending_req.id
         )
     return s.state != "running"
 
@@ -133,16 +133,16 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
         id=s.id,
         seq=seq,
         state=s.state,
-        usage_total=s.usage_total,
-        subtree_tool_calls=s.subtree_tool_calls,
+        usage_total=s.usage.usage_total,
+        subtree_tool_calls=s.usage.subtree_tool_calls,
         result_seq=s.result_seq,
         # Only a `task` child's parent reads results; others stay small.
         last_result=s.last_result if s.report_results else None,
-        pending_req=s.pending_req,
+        pending_req=s.approval.pending_req,
         parked=parked,
         nonce=s.nonce,
-        answer_id=s.answer_id,
-        answer_error=s.answer_error,
+        answer_id=s.approval.answer_id,
+        answer_error=s.approval.answer_error,
     )
 
 
@@ -236,7 +236,7 @@ def report_needed_now(s: HandleState, before: HandleStateName | None) -> bool:
         or s.state == "suspended"
         or before == "suspended"
         or s.report_results
-        or s.floor is not None
+        or s.usage.floor is not None
         or s.options.live_usage_ms is None
     )
 

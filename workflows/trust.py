@@ -40,7 +40,7 @@ def child_message_error(s: HandleState, child: str, nonce: str | None) -> str | 
     """Why a message that says it comes from child ``child`` with ``nonce`` is not trusted
     (it must be a current child with its own nonce), or None. :data:`CLOSED_CHILD` for a
     closed child dropped from ``children_info``."""
-    info = s.children_info.get(child)
+    info = s.roster.children_info.get(child)
     if info is None:
         return CLOSED_CHILD if was_child(s, child) else f"{child} is not a child of {s.id}"
     if info.nonce is None or nonce != info.nonce:
@@ -69,10 +69,11 @@ def grant_error(s: HandleState, req: WakeRequest) -> str | None:
 
 def masked(s: HandleState) -> HandleState:
     """A copy of ``s`` without its nonces (what the ``state`` query shows)."""
-    if s.nonce is None and all(i.nonce is None for i in s.children_info.values()):
+    if s.nonce is None and all(i.nonce is None for i in s.roster.children_info.values()):
         return s
-    infos = {c: i.model_copy(update={"nonce": None}) for c, i in s.children_info.items()}
-    return s.model_copy(update={"nonce": None, "children_info": infos})
+    infos = {c: i.model_copy(update={"nonce": None}) for c, i in s.roster.children_info.items()}
+    roster = s.roster.model_copy(update={"children_info": infos})
+    return s.model_copy(update={"nonce": None, "roster": roster})
 
 
 class Trust:

@@ -69,18 +69,18 @@ def test_recount_sums_own_and_children_and_drains_the_pools():
         pool_tokens_limit=1_000,
         pool_tool_calls_limit=10,
     )
-    s.children_info["p/x.1"] = ChildInfo(usage_total=200, subtree_tool_calls=2)
-    s.children_info["p/y.2"] = ChildInfo(usage_total=50, subtree_tool_calls=3)
+    s.roster.children_info["p/x.1"] = ChildInfo(usage_total=200, subtree_tool_calls=2)
+    s.roster.children_info["p/y.2"] = ChildInfo(usage_total=50, subtree_tool_calls=3)
     recount(s)
-    assert (s.usage_total, s.subtree_tool_calls) == (350, 6)
-    assert (s.pool_tokens, s.pool_tool_calls) == (650, 4)
+    assert (s.usage.usage_total, s.usage.subtree_tool_calls) == (350, 6)
+    assert (s.usage.pool_tokens, s.usage.pool_tool_calls) == (650, 4)
 
 
 def test_recount_leaves_unlimited_pools_unlimited():
     s = handle(own_tokens=10)
     recount(s)
-    assert s.usage_total == 10
-    assert (s.pool_tokens, s.pool_tool_calls) == (None, None)
+    assert s.usage.usage_total == 10
+    assert (s.usage.pool_tokens, s.usage.pool_tool_calls) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -138,23 +138,23 @@ def test_carve_caps_max_depth_by_the_parents():
 
 def test_floors_to_push_skips_closed_children_and_unchanged_floors():
     s = parent_with("p/x.1", "p/y.2", "p/z.3", pool_tokens=500)
-    s.children_info["p/x.1"] = ChildInfo(state="running", usage_total=40)
-    s.children_info["p/y.2"] = ChildInfo(state="closed", usage_total=10)
+    s.roster.children_info["p/x.1"] = ChildInfo(state="running", usage_total=40)
+    s.roster.children_info["p/y.2"] = ChildInfo(state="closed", usage_total=10)
     pushes = floors_to_push(s)
     assert pushes == [
         ("p/x.1", PoolFloor(tokens=500, basis_tokens=40)),
         ("p/z.3", PoolFloor(tokens=500, basis_tokens=0)),
     ]
-    assert set(s.pushed_floors) == {"p/x.1", "p/z.3"}
+    assert set(s.usage.pushed_floors) == {"p/x.1", "p/z.3"}
     assert floors_to_push(s) == []  # nothing changed since
-    s.pool_tokens = 400
+    s.usage.pool_tokens = 400
     assert [child for child, _ in floors_to_push(s)] == ["p/x.1", "p/z.3"]
 
 
 def test_floors_to_push_is_empty_when_every_pool_is_unlimited():
     s = parent_with("p/x.1")
     assert floors_to_push(s) == []
-    assert s.pushed_floors == {}
+    assert s.usage.pushed_floors == {}
 
 
 def test_ledger_push_floors_signals_pool_floor_per_changed_child():

@@ -106,8 +106,9 @@ def test_a_turn_whose_open_jobs_all_wait_on_parked_children_may_be_carried() -> 
 def test_a_delegating_snapshot_carries_finished_jobs_and_the_parked_children() -> None:
     s, scratch = delegating_handle()
     parked = snapshot(s, scratch, {1: "root/a.1/x.1", 2: "root/a.1/x.2"})
-    wire = AgentInput(state=s.model_copy(update={"parked": parked})).model_dump_json()
-    back = AgentInput.model_validate_json(wire).state.parked
+    s.approval.parked = parked
+    wire = AgentInput(state=s).model_dump_json()
+    back = AgentInput.model_validate_json(wire).state.approval.parked
     assert back is not None and back == parked
     assert back.index == -1 and back.call_job == [0, 1, 2, 1]
     assert back.done == {0: ToolResult(output="plain ok")}
@@ -119,9 +120,10 @@ def test_snapshot_survives_the_carried_state_and_restores_the_turn() -> None:
     s, scratch = parked_handle()
     scratch.batch = (CALLS, scratch.batch[1] if scratch.batch else [], 2)
     parked = snapshot(s, scratch)
-    carried = s.model_copy(deep=True, update={"parked": parked})
+    carried = s.model_copy(deep=True)
+    carried.approval.parked = parked
     wire = AgentInput(state=carried).model_dump_json(by_alias=True)
-    back = AgentInput.model_validate_json(wire).state.parked
+    back = AgentInput.model_validate_json(wire).state.approval.parked
     assert back is not None and back == parked
     assert (back.index, back.request, back.calls) == (2, REQ, CALLS)
     assert back.results[1].output == "plain ok"

@@ -147,14 +147,17 @@ def test_a_connection_failure_is_one_line_with_the_address_and_what_to_do() -> N
 def test_pending_since_follows_the_pending_request() -> None:
     s = HandleState(id="root/asker.1", task_queue="q")
     stamp_pending_since(s, AT_MS)
-    assert s.pending_since_ms is None
-    s.pending_req = request(1)
+    assert s.approval.pending_since_ms is None
+    s.approval.pending_req = request(1)
     stamp_pending_since(s, AT_MS)
     stamp_pending_since(s, AT_MS + HOUR)  # the same Request still waits: unchanged
-    assert s.pending_since_ms == AT_MS
-    s.pending_req = request(2)  # another Request surfaced while suspended
+    assert s.approval.pending_since_ms == AT_MS
+    s.approval.pending_req = request(2)  # another Request surfaced while suspended
     stamp_pending_since(s, AT_MS + 2 * HOUR)
-    assert (s.pending_since_ms, s.pending_since_id) == (AT_MS + 2 * HOUR, "root/asker.1#2")
-    s.pending_req = None
+    assert (s.approval.pending_since_ms, s.approval.pending_since_id) == (
+        AT_MS + 2 * HOUR,
+        "root/asker.1#2",
+    )
+    s.approval.pending_req = None
     stamp_pending_since(s, AT_MS + 3 * HOUR)
-    assert s.pending_since_ms is None and s.pending_since_id is None
+    assert s.approval.pending_since_ms is None and s.approval.pending_since_id is None

@@ -37,7 +37,7 @@ def item(text: str, channel: str = "external", sender: str = "external") -> Inbo
 )
 def test_post_bounds(fields, queued, expected):
     s = handle(options=RuntimeOptions(inbox_cap=2), **fields)
-    s.inbox = [item(f"q{i}") for i in range(queued)]
+    s.intake.items = [item(f"q{i}") for i in range(queued)]
     assert post_error(s, item("new")) == expected
 
 
@@ -56,22 +56,22 @@ def test_wake_errors(fields, expected):
 
 
 def test_drain_moves_the_inbox_into_the_turn_and_restore_puts_it_back_in_front():
-    s = handle(inbox=[item("one"), item("two")])
+    s = handle(items=[item("one"), item("two")])
     drain(s, "do it")
-    assert (s.wake_prompt, s.turn_pending, s.inbox) == ("do it", True, [])
-    assert [i.text for i in s.turn_inbox] == ["one", "two"]
-    s.inbox.append(item("posted meanwhile"))
+    assert (s.intake.wake_prompt, s.intake.turn_pending, s.intake.items) == ("do it", True, [])
+    assert [i.text for i in s.intake.turn_inbox] == ["one", "two"]
+    s.intake.items.append(item("posted meanwhile"))
     restore_drained(s)
-    assert [i.text for i in s.inbox] == ["one", "two", "posted meanwhile"]
+    assert [i.text for i in s.intake.items] == ["one", "two", "posted meanwhile"]
 
 
 def test_take_turn_input_renders_prompt_and_inbox_and_consumes_the_prompt():
     s = handle()
     drain(s, "hello")
-    s.turn_inbox = [item("ping", channel="peer", sender="root/b.2")]
+    s.intake.turn_inbox = [item("ping", channel="peer", sender="root/b.2")]
     text = take_turn_input(s)
     assert text == "hello\n\n" + HEADER.format(n=1) + "\n1. [from=root/b.2 channel=peer] ping"
-    assert s.wake_prompt is None
+    assert s.intake.wake_prompt is None
 
 
 def test_timer_items_coalesce_into_one_line_where_the_first_tick_was():

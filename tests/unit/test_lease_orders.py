@@ -82,7 +82,7 @@ def build(n: int, limit: int) -> Net:
         lease = pbook.at_spawn(cid)  # granted ahead, in the child's initial state
         s = handle(id=cid, parent=PARENT, slot_parent=True)
         if lease is not None:
-            s.lease, s.lease_sticky = lease.id, lease.sticky
+            s.leases.lease, s.leases.lease_sticky = lease.id, lease.sticky
         kids[cid] = Kid(s, LeaseBook(s, log, out))
     return Net(parent, pbook, kids, out)
 
@@ -95,7 +95,7 @@ def start(kid: Kid) -> None:
 def wake(kid: Kid) -> None:
     """A wake from outside (``Inbox.wake_from_outside``)."""
     s = kid.s
-    if s.state != "idle" or s.slot_waiting or s.closing:
+    if s.state != "idle" or s.leases.slot_waiting or s.closing:
         return  # a no-op: running, parked or already queued; rejected when closing
     kid.accepted += 1
     if kid.book.needs_slot():
@@ -121,7 +121,7 @@ def park(kid: Kid) -> None:
 def answer(kid: Kid) -> None:
     """The Answer resumes the parked turn, with or without a lease (module docstring)."""
     kid.s.state = "running"
-    kid.resumed = kid.s.lease is None
+    kid.resumed = kid.s.leases.lease is None
 
 
 def close(net: Net, kid: Kid) -> None:
@@ -138,9 +138,9 @@ def close(net: Net, kid: Kid) -> None:
 
 def finish_close(net: Net, kid: Kid) -> None:
     s = kid.s
-    if s.slot_waiting:
+    if s.leases.slot_waiting:
         kid.dropped += 1
-    s.slot_waiting, s.queued_prompt = False, None
+    s.leases.slot_waiting, s.leases.queued_prompt = False, None
     s.state = "closed"
     kid.book.after_transition("closed", parked=False)
     net.in_flight.append((PARENT, "report_closed", s.id))
@@ -157,7 +157,7 @@ def deliver(net: Net, msg: tuple[str, str, object]) -> None:
             net.pbook.on_release(arg)
         elif name == "report_closed":
             assert isinstance(arg, str)
-            net.parent.children_info[arg].state = "closed"
+            net.parent.roster.children_info[arg].state = "closed"
             net.pbook.child_closed(arg)
         else:
             raise AssertionError(name)
@@ -224,18 +224,26 @@ def run(
             wake(net.kids[rng.choice(ids)])
         net.collect()
         on_lease = [k for k in net.kids.values() if k.s.state == "running" and not k.resumed]
-        assert len(on_lease) <= limit, (seed, step, net.parent.leases)
-        assert all(k.s.lease is not None for k in on_lease), (seed, step, "ran without a lease")
+        assert len(on_lease) <= limit, (seed, step, net.parent.leases.held)
+        assert all(k.s.leases.lease is not None for k in on_lease), (
+            seed,
+            step,
+            "ran without a lease",
+        )
     kids = net.kids
-    waiting = [cid for cid, k in kids.items() if k.s.slot_waiting]
-    assert waiting == [], (seed, "wakes lost", waiting, net.parent.wake_queue)
-    assert net.parent.wake_queue == [], (seed, net.parent.wake_queue)
+    waiting = [cid for cid, k in kids.items() if k.s.leases.slot_waiting]
+    assert waiting == [], (seed, "wakes lost", waiting, net.parent.leases.wake_queue)
+    assert net.parent.leases.wake_queue == [], (seed, net.parent.leases.wake_queue)
     assert [k.turns for k in kids.values()] == [k.accepted - k.dropped for k in kids.values()]
-    assert len(net.parent.leases) <= limit
+    assert len(net.parent.leases.held) <= limit
     # The books agree: the parent counts a lease exactly when an open child holds it (a
     # closed child's lease is freed by its closed report; the child never runs again).
-    held = {cid: k.s.lease for cid, k in kids.items() if k.s.lease is not None and not k.s.closing}
-    assert {c: lease.id for c, lease in net.parent.leases.items()} == held, (seed, held)
+    held = {
+        cid: k.s.leases.lease
+        for cid, k in kids.items()
+        if k.s.leases.lease is not None and not k.s.closing
+    }
+    assert {c: lease.id for c, lease in net.parent.leases.held.items()} == held, (seed, held)
 
 
 @pytest.mark.parametrize("block", range(10))

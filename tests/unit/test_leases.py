@@ -39,7 +39,7 @@ def test_an_ask_with_a_free_slot_is_granted_sticky(log, signals):
     s = parent_with(A, B, max_concurrent=2)
     book = LeaseBook(s, log, signals)
     ask(book, A)
-    assert s.leases == {A: Lease(id=1, sticky=True)}
+    assert s.leases.held == {A: Lease(id=1, sticky=True)}
     ((to, name, arg),) = signals.sent
     assert (to, name) == (A, "wake")
     assert isinstance(arg, WakeRequest) and arg.granted and arg.lease == 1 and arg.sticky
@@ -53,11 +53,11 @@ def test_a_full_parent_queues_fifo_once_and_recalls_sticky_leases_once(log, sign
     ask(book, C)
     ask(book, D)
     ask(book, C)  # already queued: not twice
-    assert s.wake_queue == [QueuedWake(child=C), QueuedWake(child=D)]
+    assert s.leases.wake_queue == [QueuedWake(child=C), QueuedWake(child=D)]
     assert sum("wake QUEUED" in line for line in log.lines) == 2
     # each sticky lease is recalled once, and is then marked non-sticky
     assert names(signals) == [(A, "slot_recall"), (B, "slot_recall")]
-    assert all(not lease.sticky for lease in s.leases.values())
+    assert all(not lease.sticky for lease in s.leases.held.values())
 
 
 def test_a_returned_lease_goes_to_the_first_queued_wake(log, signals):
@@ -68,11 +68,11 @@ def test_a_returned_lease_goes_to_the_first_queued_wake(log, signals):
     ask(book, C)
     signals.sent.clear()
     book.on_release(SlotRelease(child=A, lease=1))
-    assert list(s.leases) == [B]
-    assert not s.leases[B].sticky  # C still waits: B gives it back after one turn
+    assert list(s.leases.held) == [B]
+    assert not s.leases.held[B].sticky  # C still waits: B gives it back after one turn
     assert any("DEQUEUED wake p/b.2" in line for line in log.lines)
-    book.on_release(SlotRelease(child=B, lease=s.leases[B].id))
-    assert list(s.leases) == [C] and s.leases[C].sticky  # nobody waits behind C
+    book.on_release(SlotRelease(child=B, lease=s.leases.held[B].id))
+    assert list(s.leases.held) == [C] and s.leases.held[C].sticky  # nobody waits behind C
     assert [to for to, _ in names(signals)] == [B, C]
 
 
@@ -81,7 +81,7 @@ def test_a_stale_release_is_ignored(log, signals):
     book = LeaseBook(s, log, signals)
     book.at_spawn(A)
     book.on_release(SlotRelease(child=A, lease=7))  # not the lease A holds
-    assert list(s.leases) == [A]
+    assert list(s.leases.held) == [A]
 
 
 def test_a_closed_child_frees_its_lease_and_leaves_the_queue(log, signals):
@@ -90,11 +90,11 @@ def test_a_closed_child_frees_its_lease_and_leaves_the_queue(log, signals):
     book.at_spawn(A)
     ask(book, B)
     ask(book, C)
-    s.children_info[B] = ChildInfo(state="closed")
+    s.roster.children_info[B] = ChildInfo(state="closed")
     book.child_closed(B)
-    assert s.wake_queue == [QueuedWake(child=C)]
+    assert s.leases.wake_queue == [QueuedWake(child=C)]
     book.child_closed(A)
-    assert list(s.leases) == [C]
+    assert list(s.leases.held) == [C]
 
 
 def test_a_queued_wake_of_a_closed_child_is_skipped_at_hand_over(log, signals):
@@ -103,18 +103,18 @@ def test_a_queued_wake_of_a_closed_child_is_skipped_at_hand_over(log, signals):
     book.at_spawn(A)
     ask(book, B)
     ask(book, C)
-    s.children_info[B] = ChildInfo(state="closed")  # its closed report not yet applied
+    s.roster.children_info[B] = ChildInfo(state="closed")  # its closed report not yet applied
     book.on_release(SlotRelease(child=A, lease=1))
-    assert list(s.leases) == [C]
+    assert list(s.leases.held) == [C]
 
 
 def test_asks_for_closed_or_unknown_children_are_rejected_loudly(log, signals):
     s = parent_with(A, max_concurrent=1)
-    s.children_info[A] = ChildInfo(state="closed")
+    s.roster.children_info[A] = ChildInfo(state="closed")
     book = LeaseBook(s, log, signals)
     ask(book, A)
     ask(book, "p/ghost.9")
-    assert len(log.rejected) == 2 and signals.sent == [] and s.leases == {}
+    assert len(log.rejected) == 2 and signals.sent == [] and s.leases.held == {}
 
 
 def test_an_ask_from_a_holder_repeats_its_grant(log, signals):
@@ -124,7 +124,7 @@ def test_an_ask_from_a_holder_repeats_its_grant(log, signals):
     ask(book, A)
     ((to, name, arg),) = signals.sent
     assert (to, name) == (A, "wake") and isinstance(arg, WakeRequest) and arg.lease == 1
-    assert len(s.leases) == 1
+    assert len(s.leases.held) == 1
 
 
 # ---------------------------------------------------------------- child side
@@ -145,7 +145,7 @@ def test_a_child_asks_once_and_is_queued(log, signals):
     book = LeaseBook(s, log, signals)
     book.ask("go")
     book.ask("again")  # a wake while queued is a no-op
-    assert s.slot_waiting and s.queued_prompt == "go"
+    assert s.leases.slot_waiting and s.leases.queued_prompt == "go"
     assert names(signals) == [("p", "slot_request")]
 
 
@@ -154,7 +154,7 @@ def test_a_grant_admits_the_queued_wake_once(log, signals):
     book = LeaseBook(s, log, signals)
     book.ask("go")
     assert book.take_grant(WakeRequest(granted=True, lease=4, sticky=False)) == (True, "go")
-    assert (s.lease, s.lease_sticky, s.slot_waiting) == (4, False, False)
+    assert (s.leases.lease, s.leases.lease_sticky, s.leases.slot_waiting) == (4, False, False)
     assert book.take_grant(WakeRequest(granted=True, lease=4)) == (False, None)  # repeated
 
 
@@ -162,32 +162,32 @@ def test_a_grant_nobody_waits_for_is_given_back_unless_sticky(log, signals):
     s = child()
     book = LeaseBook(s, log, signals)
     assert book.take_grant(WakeRequest(granted=True, lease=2, sticky=False)) == (False, None)
-    assert s.lease is None
+    assert s.leases.lease is None
     assert names(signals) == [("p", "slot_release")]
     s2 = child()
     assert LeaseBook(s2, log, signals).take_grant(WakeRequest(granted=True, lease=5, sticky=True))
-    assert s2.lease == 5
+    assert s2.leases.lease == 5
 
 
 def test_a_closing_child_gives_a_grant_back(log, signals):
     s = child(closing=True, slot_waiting=True)
     book = LeaseBook(s, log, signals)
     assert book.take_grant(WakeRequest(granted=True, lease=2, sticky=True)) == (False, None)
-    assert s.lease is None and names(signals) == [("p", "slot_release")]
+    assert s.leases.lease is None and names(signals) == [("p", "slot_release")]
 
 
 def test_a_recall_gives_back_now_when_idle_else_at_settle(log, signals):
     s = child(lease=3, lease_sticky=True)
     book = LeaseBook(s, log, signals)
     book.on_recall(SlotRecall(lease=3), busy=True)
-    assert s.lease == 3 and not s.lease_sticky and signals.sent == []
+    assert s.leases.lease == 3 and not s.leases.lease_sticky and signals.sent == []
     book.after_transition("idle", parked=False)
-    assert s.lease is None
+    assert s.leases.lease is None
     ((_, _, arg),) = signals.sent
     assert isinstance(arg, SlotRelease) and arg.lease == 3
     s2 = child(lease=8, lease_sticky=True)
     LeaseBook(s2, log, signals).on_recall(SlotRecall(lease=8), busy=False)
-    assert s2.lease is None
+    assert s2.leases.lease is None
 
 
 def test_a_sticky_lease_survives_settles_and_a_stale_recall(log, signals):
@@ -195,16 +195,16 @@ def test_a_sticky_lease_survives_settles_and_a_stale_recall(log, signals):
     book = LeaseBook(s, log, signals)
     book.after_transition("idle", parked=False)
     book.on_recall(SlotRecall(lease=1), busy=False)  # an older lease
-    assert s.lease == 3 and signals.sent == []
+    assert s.leases.lease == 3 and signals.sent == []
 
 
 def test_a_non_sticky_lease_comes_back_when_parked_not_when_answered_inline(log, signals):
     s = child(lease=3, lease_sticky=False)
     book = LeaseBook(s, log, signals)
     book.after_transition("suspended", parked=False)  # an interpreter answers inline
-    assert s.lease == 3
+    assert s.leases.lease == 3
     book.after_transition("suspended", parked=True)
-    assert s.lease is None
+    assert s.leases.lease is None
 
 
 def test_a_recall_that_overtakes_its_grant_still_takes_effect(log, signals):
@@ -214,8 +214,10 @@ def test_a_recall_that_overtakes_its_grant_still_takes_effect(log, signals):
     book = LeaseBook(s, log, signals)
     book.ask("go")
     book.on_recall(SlotRecall(lease=4), busy=False)  # nothing held yet: kept aside
-    assert s.recalled_lease == 4 and signals.sent == [("p", "slot_request", signals.sent[0][2])]
+    assert s.leases.recalled_lease == 4 and signals.sent == [
+        ("p", "slot_request", signals.sent[0][2])
+    ]
     assert book.take_grant(WakeRequest(granted=True, lease=4, sticky=True)) == (True, "go")
-    assert not s.lease_sticky
+    assert not s.leases.lease_sticky
     book.after_transition("idle", parked=False)
-    assert s.lease is None and names(signals)[-1] == ("p", "slot_release")
+    assert s.leases.lease is None and names(signals)[-1] == ("p", "slot_release")

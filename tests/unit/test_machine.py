@@ -151,14 +151,14 @@ def test_settled(case, settled):
     if case in ("closed", "running"):
         s.state = case
     elif case == "idle, turn admitted":
-        s.turn_pending = True
+        s.intake.turn_pending = True
     elif case == "parked on its Request":
-        s.state, s.pending_req, s.last_result = "suspended", req, pending
+        s.state, s.approval.pending_req, s.last_result = "suspended", req, pending
     elif case == "suspended, an interpreter answers inline":
-        s.state, s.pending_req = "suspended", req
+        s.state, s.approval.pending_req = "suspended", req
         s.last_result = TaskResult(status="done", text="earlier")
     elif case == "suspended, the pending result is another Request's":
-        s.state, s.pending_req, s.last_result = "suspended", req, _pending("root/a.1#0")[1]
+        s.state, s.approval.pending_req, s.last_result = "suspended", req, _pending("root/a.1#0")[1]
     assert is_settled(s) is settled
 
 

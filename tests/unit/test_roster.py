@@ -97,9 +97,9 @@ def test_a_parent_of_10000_closed_children_carries_under_100_kb():
     s = run_children()
     size = carried_bytes(s)
     assert size < LIMIT, size
-    assert s.children_info == {} and s.children == [] and s.pushed_floors == {}
+    assert s.roster.children_info == {} and s.roster.children == [] and s.usage.pushed_floors == {}
     # usage rolled up, ids and max_children intact
-    assert (s.usage_total, s.subtree_tool_calls, s.spawn_count) == (5 * N, N, N)
+    assert (s.usage.usage_total, s.usage.subtree_tool_calls, s.roster.spawn_count) == (5 * N, N, N)
     view = view_of(s)
     assert len(view.children) == N == children_count(s)
     assert view.children[:4] == [
@@ -125,9 +125,13 @@ def test_compact_keeps_live_children_and_the_newest_trace():
     for i in range(2_000):
         children.vis.trace(f"p: line {i} " + "y" * 60)
     compact(s)
-    assert s.children == [live] and list(s.children_info) == [live]
-    assert s.children_info[live].nonce == "n1"
-    assert (s.closed_usage_total, s.closed_tool_calls, s.usage_total) == (7, 2, 7)
+    assert s.roster.children == [live] and list(s.roster.children_info) == [live]
+    assert s.roster.children_info[live].nonce == "n1"
+    assert (s.roster.closed_usage_total, s.roster.closed_tool_calls, s.usage.usage_total) == (
+        7,
+        2,
+        7,
+    )
     assert view_of(s).children == [live, done]
     assert s.trace[-1].line.startswith("p: line 1999") and 100 < len(s.trace) < 2_000
     assert s.trace_seq == 2_000 + 1  # the closed line counted too; seqs keep counting

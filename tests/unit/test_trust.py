@@ -23,7 +23,7 @@ A = "p/a.1"
 
 def test_a_child_message_needs_a_current_child_and_its_nonce():
     s = parent_with(A)
-    s.children_info[A] = ChildInfo(nonce="n-a")
+    s.roster.children_info[A] = ChildInfo(nonce="n-a")
     assert child_message_error(s, A, "n-a") is None
     assert child_message_error(s, A, None) == f"not sent by {A} (wrong nonce)"
     assert child_message_error(s, A, "n-b") == f"not sent by {A} (wrong nonce)"
@@ -33,7 +33,7 @@ def test_a_child_message_needs_a_current_child_and_its_nonce():
 def test_a_closed_child_dropped_at_continue_as_new_is_known_as_closed():
     s = handle(id="p", defn=None, parent=None)
     child = record_spawn(s, "w", "n-1")
-    s.children_info[child] = ChildInfo(state="closed", nonce="n-1")
+    s.roster.children_info[child] = ChildInfo(state="closed", nonce="n-1")
     compact(s)
     assert child_message_error(s, child, "n-1") == CLOSED_CHILD
     log = FakeLog()
@@ -80,7 +80,7 @@ def test_a_budget_reply_must_answer_an_ask_that_waits():
 
 def test_the_state_query_shows_no_nonce():
     s = parent_with(A, nonce="mine")
-    s.children_info[A] = ChildInfo(nonce="n-a")
+    s.roster.children_info[A] = ChildInfo(nonce="n-a")
     shown = masked(s)
-    assert shown.nonce is None and shown.children_info[A].nonce is None
-    assert s.nonce == "mine" and s.children_info[A].nonce == "n-a"  # the books keep them
+    assert shown.nonce is None and shown.roster.children_info[A].nonce is None
+    assert s.nonce == "mine" and s.roster.children_info[A].nonce == "n-a"  # the books keep them

@@ -74,10 +74,11 @@ def rerun_result(request: Request, again: ToolResult) -> ToolResult:
 class Approvals:
     """Suspensions, Answers and parking of one handle.
 
-    Owns ``pending_req``, ``request_seq``, ``interpreters``, ``answer_id`` and
-    ``answer_error``; per run, the Answers not yet taken by the parked turn, the ids
-    forwarded to children, the Answers being delivered, the running ``task`` calls and this
-    handle's own parked Request.
+    Owns ``HandleState.approval`` (:class:`ApprovalState`: ``pending_req``, ``request_seq``,
+    ``interpreters``, ``answer_id`` and ``answer_error``; ``parked`` with ``carry.py``,
+    ``pending_since_*`` stamped by ``Visibility.publish``); per run, the Answers not yet
+    taken by the parked turn, the ids forwarded to children, the Answers being delivered, the
+    running ``task`` calls and this handle's own parked Request.
 
     Args:
         s: the handle's state model.
@@ -145,25 +146,25 @@ class Approvals:
     ) -> Answered | ToolResult:
         """:meth:`suspend` itself."""
         s = self.s
-        nearest = s.interpreters[0] if s.interpreters else None
+        nearest = s.approval.interpreters[0] if s.approval.interpreters else None
         if carried is not None:  # still parked on it (its Answer may have come already)
             req = carried
             answer = await self._await_answer(req)
         elif nearest is not None:
-            req = s.pending_req = stamped(s, fields)
+            req = s.approval.pending_req = stamped(s, fields)
             self.machine.transition("suspended", f"{call.name} needs {req.kind}")
             self.vis.trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
             answer = await self.interpret(nearest.name, nearest.handle_id, req)
         else:
             # Park: waiters get `pending` now; the Answer continues this very turn.
-            req = s.pending_req = stamped(s, fields)
+            req = s.approval.pending_req = stamped(s, fields)
             self.machine.publish_result(self.scratch.result("pending", req.prompt, pending=req))
             self.machine.transition(
                 "suspended", f"{call.name} needs {req.kind}; waiting for an answer"
             )
             answer = await self._await_answer(req)
         if s.state == "suspended":  # else the Answer's handler resumed it
-            s.pending_req = None
+            s.approval.pending_req = None
             self.machine.transition("running", f"answer {verdict_of(answer)}")
         if not answer.ok:
             return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
@@ -217,7 +218,7 @@ class Approvals:
         """
         error, answered = self.routed(answer)
         if answer_hop(self.s, answer.id).to is not None:
-            self.s.answer_id, self.s.answer_error = answer.id, error
+            self.s.approval.answer_id, self.s.approval.answer_error = answer.id, error
             self.machine.report(now=True)
         return error, answered
 
@@ -238,7 +239,7 @@ class Approvals:
         hop = answer_hop(s, answer.id)
         error = hop.error
         if hop.to == s.id:
-            pending = s.pending_req
+            pending = s.approval.pending_req
             if self.own_parked is None or pending is None:
                 error = f"answer {answer.id!r}: {s.id} has no pending request"
             elif answer.id != self.own_parked:
@@ -257,17 +258,17 @@ class Approvals:
         if hop.to == s.id:
             self.vis.trace(f"{s.id}: answer {answer.id} ({verdict})")
             self.answers[answer.id] = answer
-            s.pending_req = None
+            s.approval.pending_req = None
             self.machine.transition("running", f"answer {verdict}")
             return None, s.id
-        info = s.children_info[hop.to]
+        info = s.roster.children_info[hop.to]
         self.outbox.signal_later(hop.to, SIGNAL_ANSWER, answer)
         self.delivering[answer.id] = info.report_seq
         if parked_on(info) == answer.id:
             # The child is parked on it: it runs again (a child that refuses the Answer
             # reports `suspended` again), and this handle resumes or surfaces the next one.
             self.vis.trace(f"{s.id}: answer {answer.id} ({verdict}) → {hop.to}")
-            s.children_info[hop.to] = info.model_copy(
+            s.roster.children_info[hop.to] = info.model_copy(
                 update={"state": "running", "pending_req": None, "parked": False}
             )
             self.forwarded.add(answer.id)
@@ -289,13 +290,13 @@ class Approvals:
             child = answered
 
             def processed() -> bool:
-                info = s.children_info.get(child)
+                info = s.roster.children_info.get(child)
                 if info is None or info.state == "closed":
                     return True
                 return info.report_seq > seen and info.answer_id == answer.id
 
             await workflow.wait_condition(processed)
-            info = s.children_info.get(child)
+            info = s.roster.children_info.get(child)
             if info is not None and info.state != "closed" and info.answer_error is not None:
                 return f"{child}: {info.answer_error}", None
         return error, answered
@@ -329,7 +330,7 @@ class Approvals:
         if self.own_suspension:
             return  # a tool of its own suspended (parked, or an interpreter answers inline)
         for child in self.task_children.values():
-            info = s.children_info.get(child)
+            info = s.roster.children_info.get(child)
             if info is not None and info.answer_error is not None:
                 self.forwarded.discard(info.answer_id or "")  # it refused it: still parked
             if parked_on(info) is not None:
@@ -337,12 +338,16 @@ class Approvals:
         req = surfaced_child_request(s, self.task_children, self.forwarded, self.seen_parked)
         if req is None:
             if s.state == "suspended":
-                s.pending_req = None
+                s.approval.pending_req = None
                 self.machine.transition("running", "delegated task answered")
             return
-        if s.state == "suspended" and s.pending_req is not None and s.pending_req.id == req.id:
+        if (
+            s.state == "suspended"
+            and s.approval.pending_req is not None
+            and s.approval.pending_req.id == req.id
+        ):
             return  # already surfaced
-        s.pending_req = req
+        s.approval.pending_req = req
         self.machine.publish_result(self.scratch.result("pending", req.prompt, pending=req))
         if s.state == "running":
             self.machine.transition("suspended", f"delegated task waits for {req.kind}")

@@ -71,11 +71,11 @@ def carry_blocker(
     if scratch.interrupt_requested:
         return "interrupted"
     if scratch.batch is not None and waiting is not None:
-        if s.pending_req is None or s.pending_req.id != waiting:
+        if s.approval.pending_req is None or s.approval.pending_req.id != waiting:
             return "another request"
         return None
     jobs = scratch.jobs
-    if jobs is not None and waiting is None and s.pending_req is not None:
+    if jobs is not None and waiting is None and s.approval.pending_req is not None:
         parked = parked_children or {}
         open_jobs = [i for i in range(len(jobs.unique)) if i not in jobs.done]
         if open_jobs and all(i in parked for i in open_jobs):
@@ -93,10 +93,10 @@ def snapshot(
     Raises:
         ValueError: the turn is neither resolving a suspension nor running tool jobs.
     """
-    if s.pending_req is None or (scratch.batch is None and scratch.jobs is None):
+    if s.approval.pending_req is None or (scratch.batch is None and scratch.jobs is None):
         raise ValueError("the turn is not parked")
     common: dict[str, Any] = {
-        "request": s.pending_req,
+        "request": s.approval.pending_req,
         "llm_calls": scratch.llm_calls,
         "tokens": scratch.tokens,
         "turn_start_len": scratch.turn_start_len,
@@ -157,7 +157,7 @@ class CarryOver:
         self.approvals = approvals
         self.outbox = outbox
         self.life = life
-        parked = s.parked
+        parked = s.approval.parked
         if parked is not None and parked.index >= 0:
             # A run resumed parked on its own tool: an Answer may come before the turn
             # waits again (this run's first task), and reports of other children must not
@@ -170,7 +170,7 @@ class CarryOver:
     def parked_children(self) -> dict[int, str]:
         """The ``task`` jobs whose child's latest report shows it parked: job index → child
         id."""
-        info = self.s.children_info
+        info = self.s.roster.children_info
         tasks = self.approvals.task_children
         return {i: c for i, c in tasks.items() if parked_on(info.get(c)) is not None}
 
@@ -181,7 +181,8 @@ class CarryOver:
         children = self.parked_children()
         blocker = carry_blocker(self.s, self.scratch, approvals.own_parked, children)
         stale = any(  # an Answer forwarded to a child whose report does not show it yet
-            parked_on(self.s.children_info.get(c)) in approvals.forwarded for c in children.values()
+            parked_on(self.s.roster.children_info.get(c)) in approvals.forwarded
+            for c in children.values()
         )
         return (
             blocker is None
@@ -211,7 +212,8 @@ class CarryOver:
             parked = snapshot(self.s, self.scratch, self.parked_children())
             self.vis.trace(f"{self.s.id}: continue-as-new (parked on {parked.request.id})")
             # A copy: the abandoned coroutine of this run must not touch what is carried.
-            carried = self.s.model_copy(deep=True, update={"parked": parked})
+            carried = self.s.model_copy(deep=True)
+            carried.approval.parked = parked
             compact(carried)  # closed children and old trace lines stay behind (roster.py)
             workflow.continue_as_new(AgentInput(state=carried))
         await task

@@ -29,22 +29,24 @@ from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState
 def stamped(s: HandleState, fields: dict[str, Any]) -> Request:
     """The Request of a tool's ``pending`` metadata with this handle's deterministic id
     ``{id}#{n}`` and ``data.path`` (CONTRACT §5, §9.5); counts ``request_seq``."""
-    s.request_seq += 1
+    s.approval.request_seq += 1
     data = dict(fields.get("data") or {})
     data["path"] = s.id.split("/")
-    return Request.model_validate({**fields, "id": f"{s.id}#{s.request_seq}", "data": data})
+    return Request.model_validate(
+        {**fields, "id": f"{s.id}#{s.approval.request_seq}", "data": data}
+    )
 
 
 def stamp_pending_since(s: HandleState, now_ms: int) -> None:
     """Keep ``pending_since_ms`` on the current ``pending_req``: set to ``now_ms`` when a new
     Request is pending, None when none is; unchanged while the same one waits. State only
     (no command): :meth:`Visibility.publish` calls it on every change it publishes."""
-    req = s.pending_req
+    req = s.approval.pending_req
     if req is None:
-        s.pending_since_ms = s.pending_since_id = None
-    elif s.pending_since_id != req.id or s.pending_since_ms is None:
-        s.pending_since_id = req.id
-        s.pending_since_ms = now_ms
+        s.approval.pending_since_ms = s.approval.pending_since_id = None
+    elif s.approval.pending_since_id != req.id or s.approval.pending_since_ms is None:
+        s.approval.pending_since_id = req.id
+        s.approval.pending_since_ms = now_ms
 
 
 def verdict_of(answer: Answer) -> str:
@@ -85,7 +87,7 @@ def surfaced_child_request(
     """
     for index in sorted(task_children):
         child = task_children[index]
-        info = s.children_info.get(child)
+        info = s.roster.children_info.get(child)
         request_id = parked_on(info)
         if request_id is not None and request_id not in answered:
             assert info is not None and info.pending_req is not None
@@ -148,7 +150,7 @@ def answer_hop(s: HandleState, request_id: str) -> Hop:
     if not owner.startswith(prefix):
         return Hop(None, f"answer {request_id!r} is not for {s.id} or its subtree")
     child = prefix + owner[len(prefix) :].split("/", 1)[0]
-    info = s.children_info.get(child)
+    info = s.roster.children_info.get(child)
     if info is None:
         return Hop(None, f"answer {request_id!r} matches no pending request: no handle {child}")
     if info.state == "closed":

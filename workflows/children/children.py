@@ -48,11 +48,16 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus_temporal.workflows.contract.state import (
         AgentInput,
+        ApprovalState,
         CachedDef,
         ChildInfo,
         HandleState,
+        InboxState,
         Interpreter,
         Lease,
+        LeaseState,
+        RosterState,
+        UsageState,
     )
 
 
@@ -109,31 +114,36 @@ def child_state(
         depth=parent.depth + 1,
         pool_tokens_limit=pools.tokens_limit,
         pool_tool_calls_limit=pools.tool_calls_limit,
-        pool_tokens=pools.tokens_limit,
-        pool_tool_calls=pools.tool_calls_limit,
         wall_deadline_ms=pools.wall_deadline_ms,
-        floor=pools.floor,
-        interpreters=own_interpreter + parent.interpreters,
         tool_options=resolved.tool_options,
         report_results=report_results,
-        slot_parent=parent.budget.max_concurrent is not None,
         options=parent.options,
         protocol=parent.protocol,
-        lease=lease.id if lease is not None else None,
-        lease_sticky=lease is not None and lease.sticky,
-        agent_defs=team_defs,
         one_shot=one_shot,
-        start_wake=wake,
-        queued_prompt=prompt if wake else None,
         nonce=nonce,
+        usage=UsageState(
+            pool_tokens=pools.tokens_limit,
+            pool_tool_calls=pools.tool_calls_limit,
+            floor=pools.floor,
+        ),
+        approval=ApprovalState(interpreters=own_interpreter + parent.approval.interpreters),
+        leases=LeaseState(
+            slot_parent=parent.budget.max_concurrent is not None,
+            lease=lease.id if lease is not None else None,
+            lease_sticky=lease is not None and lease.sticky,
+            queued_prompt=prompt if wake else None,
+        ),
+        roster=RosterState(agent_defs=team_defs),
+        intake=InboxState(start_wake=wake),
     )
 
 
 class Children:
     """The children of one handle.
 
-    Owns ``children``, ``children_info`` and ``spawn_count``; the agent definitions it spawns
-    from (``definitions.py``).
+    Owns ``HandleState.roster`` (:class:`RosterState`: ``children``, ``children_info`` and
+    ``spawn_count``, with ``roster.py`` for ``spawned*`` and ``closed_*``); the agent
+    definitions it spawns from (``definitions.py``, ``roster.agent_defs``).
 
     Args:
         s: the handle's state model.
@@ -182,7 +192,7 @@ class Children:
             return SpawnResult(error=error)
         view = view_of(child)
         if wake:  # admitted with the spawn (a lease granted ahead, or no limit), else queued
-            admitted = child.lease is not None or child.slot_parent is False
+            admitted = child.leases.lease is not None or child.leases.slot_parent is False
             view = view.model_copy(update={"state": "running"} if admitted else {"queued": True})
         return SpawnResult(handle=view)
 
@@ -224,7 +234,7 @@ class Children:
         nonce = str(workflow.uuid4())
         child_id = record_spawn(s, defn.name, nonce)
         lease = self.leases.at_spawn(child_id)
-        team_defs = {m: s.agent_defs[m] for m in defn.team if m in s.agent_defs}
+        team_defs = {m: s.roster.agent_defs[m] for m in defn.team if m in s.roster.agent_defs}
         child = child_state(
             s,
             child_id,
@@ -269,12 +279,12 @@ class Children:
     def on_report(self, report: ChildReport) -> None:
         """A child's ``child_report``: keep the newest snapshot, then update the slot books
         and the budget ledger, push floors and report upward (older reports are ignored)."""
-        info = self.s.children_info.get(report.id)
+        info = self.s.roster.children_info.get(report.id)
         if info is None or report.seq <= info.report_seq:
             return  # unknown child or an older report
         if info.state != report.state and report.state == "closed":
             self.vis.trace(f"{self.s.id}: child {report.id} closed")
-        self.s.children_info[report.id] = ChildInfo(
+        self.s.roster.children_info[report.id] = ChildInfo(
             state=report.state,
             usage_total=report.usage_total,
             subtree_tool_calls=report.subtree_tool_calls,
@@ -297,7 +307,7 @@ class Children:
     async def close(self, child_id: str, req: CloseRequest) -> None:
         """Close one child (signal ``close``) and wait until it reports ``closed``; a child
         already closed, or whose workflow is gone (traced), is done at once."""
-        info = self.s.children_info.get(child_id)
+        info = self.s.roster.children_info.get(child_id)
         if (info is not None and info.state == "closed") or (
             info is None and was_child(self.s, child_id)
         ):
@@ -310,5 +320,5 @@ class Children:
             self.vis.trace(f"{self.s.id}: close of {child_id} not delivered ({err})")
             return
         await workflow.wait_condition(
-            lambda: self.s.children_info.get(child_id, ChildInfo()).state == "closed"
+            lambda: self.s.roster.children_info.get(child_id, ChildInfo()).state == "closed"
         )

@@ -28,7 +28,7 @@ running tree's spawns within ten minutes, or at once through a new runtime."""
 class Definitions:
     """The agent definitions one handle spawns from.
 
-    Owns ``HandleState.agent_defs`` and, per run, the lookups in flight.
+    Owns ``HandleState.roster.agent_defs`` and, per run, the lookups in flight.
 
     Args:
         s: the handle's state model.
@@ -85,14 +85,14 @@ class Definitions:
         """
         s = self.s
         now_ms = int(workflow.now().timestamp() * 1000)
-        cached = s.agent_defs.get(name)
+        cached = s.roster.agent_defs.get(name)
         if cached is not None and now_ms - cached.at_ms < DEF_REFRESH_MS:
             return ResolveAgentResult(defn=cached.defn, tool_options=cached.tool_options)
         resolved = await self.lookup(name)
         now_ms = int(workflow.now().timestamp() * 1000)
         for found in (resolved, *resolved.team):
             if found.defn is not None:
-                s.agent_defs[found.defn.name] = CachedDef(
+                s.roster.agent_defs[found.defn.name] = CachedDef(
                     defn=found.defn, tool_options=found.tool_options, at_ms=now_ms
                 )
         return resolved

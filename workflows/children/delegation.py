@@ -107,7 +107,7 @@ class Delegation:
         s = self.s
 
         def info() -> ChildInfo:
-            return s.children_info.get(child_id, ChildInfo())
+            return s.roster.children_info.get(child_id, ChildInfo())
 
         # Parking follows the children's reports (Approvals.sync_parking, on every report
         # and Answer); this call only waits for the child's result.

@@ -41,14 +41,14 @@ def record_spawn(s: HandleState, name: str, nonce: str | None = None) -> str:
     Returns:
         The child's handle id, ``{s.id}/{name}.{n}``.
     """
-    s.spawn_count += 1
-    n = s.spawn_count
+    s.roster.spawn_count += 1
+    n = s.roster.spawn_count
     child_id = f"{s.id}/{name}.{n}"
-    s.children.append(child_id)
-    s.children_info[child_id] = ChildInfo(nonce=nonce)
-    if name not in s.spawned_names:
-        s.spawned_names.append(name)
-    s.spawned += _code(s.spawned_names.index(name))
+    s.roster.children.append(child_id)
+    s.roster.children_info[child_id] = ChildInfo(nonce=nonce)
+    if name not in s.roster.spawned_names:
+        s.roster.spawned_names.append(name)
+    s.roster.spawned += _code(s.roster.spawned_names.index(name))
     return child_id
 
 
@@ -58,23 +58,23 @@ def _code(index: int) -> str:
 
 def _name_of(s: HandleState, code: str) -> str:
     at = _CODES.find(code)
-    return s.spawned_names[at if at >= 0 else ord(code) - 0x100]
+    return s.roster.spawned_names[at if at >= 0 else ord(code) - 0x100]
 
 
 def all_children(s: HandleState) -> list[str]:
     """Every child ever spawned under ``s``, in spawn order (closed ones included)."""
-    return [f"{s.id}/{_name_of(s, code)}.{n}" for n, code in enumerate(s.spawned, start=1)]
+    return [f"{s.id}/{_name_of(s, code)}.{n}" for n, code in enumerate(s.roster.spawned, start=1)]
 
 
 def children_count(s: HandleState) -> int:
     """How many children ``s`` ever spawned (closed ones included)."""
-    return len(s.spawned)
+    return len(s.roster.spawned)
 
 
 def was_child(s: HandleState, child_id: str) -> bool:
     """``child_id`` is, or was, a child of ``s`` (a closed child dropped by :func:`compact`
     included)."""
-    if child_id in s.children_info:
+    if child_id in s.roster.children_info:
         return True
     if not child_id.startswith(f"{s.id}/"):
         return False
@@ -82,21 +82,21 @@ def was_child(s: HandleState, child_id: str) -> bool:
     if not number.isdigit():
         return False
     n = int(number)
-    return 1 <= n <= len(s.spawned) and _name_of(s, s.spawned[n - 1]) == name
+    return 1 <= n <= len(s.roster.spawned) and _name_of(s, s.roster.spawned[n - 1]) == name
 
 
 def compact(s: HandleState) -> None:
     """What a handle carries into its next run: closed children leave ``children``,
     ``children_info``, ``pushed_floors`` (their usage moves to the ``closed_*`` totals), and
     the trace keeps its newest lines within :data:`TRACE_CARRY_BYTES`."""
-    closed = [c for c, info in s.children_info.items() if info.state == "closed"]
+    closed = [c for c, info in s.roster.children_info.items() if info.state == "closed"]
     for child_id in closed:
-        info = s.children_info.pop(child_id)
-        s.closed_usage_total += info.usage_total
-        s.closed_tool_calls += info.subtree_tool_calls
-        s.pushed_floors.pop(child_id, None)
+        info = s.roster.children_info.pop(child_id)
+        s.roster.closed_usage_total += info.usage_total
+        s.roster.closed_tool_calls += info.subtree_tool_calls
+        s.usage.pushed_floors.pop(child_id, None)
     if closed:
-        s.children = [c for c in s.children if c in s.children_info]
+        s.roster.children = [c for c in s.roster.children if c in s.roster.children_info]
     size, keep = 0, len(s.trace)
     for line in reversed(s.trace):
         size += len(line.line.encode()) + 40  # the line, its seq, its time and the JSON

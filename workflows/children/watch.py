@@ -69,10 +69,10 @@ class ChildWatch:
         never started): nothing waits on it forever, and its lease is freed. The change is
         handled like a closed report: usage and pools recounted, floors pushed, the parent
         told, search attributes and details published."""
-        info = self.s.children_info.get(child_id)
+        info = self.s.roster.children_info.get(child_id)
         if info is None or info.state == "closed":
             return
-        self.s.children_info[child_id] = info.model_copy(
+        self.s.roster.children_info[child_id] = info.model_copy(
             update={"state": "closed", "parked": False, "pending_req": None}
         )
         self.leases.child_closed(child_id)
@@ -105,7 +105,7 @@ class ChildWatch:
         """At a run's start: watch the live children started by earlier runs
         (activity ``tnx.watch_children``, restarted for the rest each time one ends), so a
         child terminated after this handle continued as new is noticed like any other."""
-        live = [c for c, info in self.s.children_info.items() if info.state != "closed"]
+        live = [c for c, info in self.s.roster.children_info.items() if info.state != "closed"]
         if live:
             asyncio.create_task(self._watch_earlier(live))  # noqa: RUF006 (ends with the run)
 
@@ -113,7 +113,7 @@ class ChildWatch:
         while live:
             for end in (await child_ends(self.s.scope, live)).ended:
                 self.ended(end)
-            infos = self.s.children_info
+            infos = self.s.roster.children_info
             live = [c for c in live if c in infos and infos[c].state != "closed"]
 
     def ended(self, end: ChildEnd) -> None:
@@ -123,15 +123,15 @@ class ChildWatch:
         ``last`` view (its state when it ended) when that is more, and closing its
         ``orphans`` (children it left open: no cascade reaches them any more)."""
         child_id, final, last = end.id, end.view, end.last
-        info = self.s.children_info.get(child_id)
+        info = self.s.roster.children_info.get(child_id)
         if info is not None and last is not None and info.state != "closed":
-            self.s.children_info[child_id] = info.model_copy(
+            self.s.roster.children_info[child_id] = info.model_copy(
                 update={
                     "usage_total": max(info.usage_total, last.usage_total),
                     "subtree_tool_calls": max(info.subtree_tool_calls, last.subtree_tool_calls),
                 }
             )
-        info = self.s.children_info.get(child_id)
+        info = self.s.roster.children_info.get(child_id)
         if info is None or info.state == "closed":
             return
         if final is not None and final.state == "closed" and final.report_seq > info.report_seq:

@@ -57,9 +57,10 @@ class WireModel(BaseModel):
 
     On the wire a field whose value equals a *zero* default is left out (decoding restores it
     exactly): None, False, 0 or "" where that is the default, an empty list or dict from a
-    ``default_factory``. So unset fields cost no history bytes. A value that differs from its
-    default (``live_usage_ms=None``) is always kept, and so is a field whose default is not a
-    zero value (``max_turns=6``): such a default may change in a later version, and a value
+    ``default_factory``, a nested model from a ``default_factory`` whose fields are all left
+    out. So unset fields cost no history bytes. A value that differs from its default
+    (``live_usage_ms=None``) is always kept, and so is a field whose default is not a zero
+    value (``max_turns=6``): such a default may change in a later version, and a value
     recorded in a history or carried by continue-as-new must keep its meaning. Pass the
     context ``{ALL_FIELDS: True}`` to keep every field."""
 
@@ -74,8 +75,14 @@ class WireModel(BaseModel):
             return data
         for name, field in type(self).model_fields.items():
             value = getattr(self, name)
-            if field.default_factory is not None:
-                dropped = (field.default_factory in (list, dict)) and value in ([], {})
+            key = field.alias if field.alias is not None else name
+            factory = field.default_factory
+            if factory is not None:
+                dropped = (factory in (list, dict) and value in ([], {})) or (
+                    isinstance(factory, type)
+                    and issubclass(factory, WireModel)
+                    and data.get(key) == {}
+                )
             elif field.is_required():
                 dropped = False
             else:
@@ -86,7 +93,7 @@ class WireModel(BaseModel):
                     else (default in (0, "") and type(value) is type(default) and value == default)
                 )
             if dropped:
-                data.pop(field.alias if field.alias is not None else name, None)
+                data.pop(key, None)
         return data
 
 

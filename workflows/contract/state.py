@@ -1,9 +1,18 @@
 """The state model of one handle: ``HandleState``, the single serializable model behind the
 ``state`` query and continue-as-new, and the records it holds (CONTRACT §2).
 
-Fields are grouped by the component that owns them (see README "Layout"). The shape is a
-durable contract: running workflows carry it through continue-as-new, so fields are only ever
-added, with defaults. Deterministic and I/O free.
+Fields are grouped by the component that owns them (see README "Layout"): the top level of
+``HandleState`` holds what is set once at creation (identity, budget, options, pools carved
+at spawn), the state machine's fields (``machine.py``) and visibility's (``visibility/``);
+each other component writes one nested part, a :class:`WireModel` whose docstring names its
+owner: ``leases`` (:class:`LeaseState`, ``leases.py``), ``approval`` (:class:`ApprovalState`,
+``approvals/``), ``roster`` (:class:`RosterState`, ``children/``), ``intake``
+(:class:`InboxState`, ``inbox.py``), ``usage`` (:class:`UsageState`, ``budgets.py``) and
+``turn`` (:class:`TurnState`, ``turn/``). It is still one model: the ``state`` query returns
+it and continue-as-new carries it whole (``AgentInput(state=...)``); a part left at its
+defaults costs no history bytes. The shape is a durable contract: running workflows carry it
+through continue-as-new, so fields are only ever added, with defaults. Deterministic and I/O
+free.
 """
 
 from __future__ import annotations
@@ -151,9 +160,178 @@ class ParkedTurn(WireModel):
     children: dict[int, str] = Field(default_factory=dict)
 
 
+class LeaseState(WireModel):
+    """The lease protocol's state (owner: ``workflows/leases.py``, :class:`LeaseBook`): one
+    of a parent's ``max_concurrent`` slots per running child.
+
+    Attributes:
+        held: (parent) the children holding one of this handle's ``max_concurrent`` slots,
+            by child id.
+        wake_queue: (parent) children's wakes waiting for a slot, FIFO.
+        grant_seq: (parent) leases granted so far (the next lease's id is one more).
+        lease: (child) the id of the parent's slot this handle holds, or None.
+        lease_sticky: (child) the held lease outlives the turn (until the parent recalls it).
+        recalled_lease: (child) the highest lease id recalled before its grant arrived
+            (signals may overtake each other): that grant arrives not sticky.
+        returned_lease: (child) the highest lease id this handle gave back. A grant of it that
+            arrives later is stale: the parent re-sent it while the release was on its way.
+        slot_waiting: (child) a wake waits for a slot from the parent (the handle shows
+            ``queued``).
+        queued_prompt: (child) the prompt of the wake waiting for a slot.
+        slot_parent: (child, set at spawn) the parent limits ``max_concurrent``: a wake
+            without a lease asks it for one first. False: the handle admits its own wakes (no
+            parent round trip).
+    """
+
+    held: dict[str, Lease] = Field(default_factory=dict)
+    wake_queue: list[QueuedWake] = Field(default_factory=list)
+    grant_seq: int = 0
+    lease: int | None = None
+    lease_sticky: bool = False
+    recalled_lease: int = 0
+    returned_lease: int = 0
+    slot_waiting: bool = False
+    queued_prompt: str | None = None
+    slot_parent: bool = False
+
+
+class ApprovalState(WireModel):
+    """Requests and Answers (owner: ``workflows/approvals/``: :class:`Approvals`, and
+    ``carry.py`` for ``parked``; ``pending_since_*`` are stamped by ``Visibility.publish``
+    through ``rules.stamp_pending_since``).
+
+    Attributes:
+        pending_req: the Request, only while suspended.
+        request_seq: Requests raised by this handle (their ids are ``{id}#{n}``).
+        answer_id: the last Answer this handle processed (reported to the
+            parent, whose ``admit_answer`` update waits for it).
+        answer_error: why it rejected ``answer_id`` (None: taken or forwarded).
+        parked: the parked turn a continue-as-new carried over; the new run
+            resumes it and clears the field.
+        pending_since_ms: workflow time, ms since the epoch, when ``pending_req`` was first
+            published (None while there is none; set by ``Visibility.publish``, no command).
+        pending_since_id: the Request id ``pending_since_ms`` belongs to.
+        interpreters: the interpreter chain, nearest first: the handle's own ``wait_for``,
+            then its ancestors' (CONTRACT §5); set at spawn.
+    """
+
+    pending_req: Request | None = None
+    request_seq: int = 0
+    answer_id: str | None = None
+    answer_error: str | None = None
+    parked: ParkedTurn | None = None
+    pending_since_ms: int | None = None
+    pending_since_id: str | None = None
+    interpreters: list[Interpreter] = Field(default_factory=list)
+
+
+class RosterState(WireModel):
+    """What a parent knows of its children (owner: ``workflows/children/``: ``children.py``
+    spawns and takes reports, ``roster.py`` numbers and compacts, ``definitions.py`` caches
+    ``agent_defs``).
+
+    Attributes:
+        children: child handle ids in spawn order (closed children leave it at
+            continue-as-new: ``spawned`` lists all).
+        spawn_count: successful spawns under this handle (the id counter).
+        children_info: the last report of each child, by child id.
+        spawned: every child ever spawned, one character per child in spawn order naming its
+            agent in ``spawned_names`` (``roster.py``): the ``children`` of the view at one
+            byte per child.
+        spawned_names: the agent names of ``spawned``, first spawn first.
+        closed_usage_total: subtree tokens of the closed children dropped from
+            ``children_info`` at continue-as-new.
+        closed_tool_calls: their subtree tool calls.
+        agent_defs: agent definitions looked up or inherited, by name (see
+            ``definitions.py`` for the refresh rule).
+    """
+
+    children: list[str] = Field(default_factory=list)
+    spawn_count: int = 0
+    children_info: dict[str, ChildInfo] = Field(default_factory=dict)
+    spawned: str = ""
+    spawned_names: list[str] = Field(default_factory=list)
+    closed_usage_total: int = 0
+    closed_tool_calls: int = 0
+    agent_defs: dict[str, CachedDef] = Field(default_factory=dict)
+
+
+class InboxState(WireModel):
+    """Posts and wakes on their way into a turn (owner: ``workflows/inbox.py``,
+    :class:`Inbox`; ``start_wake`` is set at spawn and consumed by ``Lifecycle.start``).
+
+    Attributes:
+        items: items waiting for the next wake.
+        wake_prompt: the admitted wake's prompt, consumed when its turn starts.
+        turn_inbox: items drained into the current turn (restored on interrupt or error).
+        turn_pending: True from admission until the turn starts.
+        held_wake: a wake signal came while an interrupt stopped the turn: it
+            is admitted once the handle is idle, with ``held_prompt``.
+        held_prompt: the prompt of ``held_wake``.
+        start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
+            the wake is admitted when the workflow starts.
+    """
+
+    items: list[InboxItem] = Field(default_factory=list)
+    wake_prompt: str | None = None
+    turn_inbox: list[InboxItem] = Field(default_factory=list)
+    turn_pending: bool = False
+    held_wake: bool = False
+    held_prompt: str | None = None
+    start_wake: bool = False
+
+
+class UsageState(WireModel):
+    """Subtree usage and the pools it draws from (owner: ``workflows/budgets.py``,
+    :class:`Budgets`; the children's reports add theirs through ``children/watch.py``).
+
+    Attributes:
+        usage_total: tokens of this handle and all descendants.
+        subtree_tool_calls: tool calls of this handle and all descendants.
+        pool_tokens: remaining token pool: limit - usage_total (None = unlimited).
+        pool_tool_calls: remaining tool-call pool (None = unlimited).
+        floor: the ancestors' live remainder as last pushed by the parent (None: no
+            ancestor has a finite pool).
+        pushed_floors: the floor last pushed to each child.
+    """
+
+    usage_total: int = 0
+    subtree_tool_calls: int = 0
+    pool_tokens: int | None = None
+    pool_tool_calls: int | None = None
+    floor: PoolFloor | None = None
+    pushed_floors: dict[str, PoolFloor] = Field(default_factory=dict)
+
+
+class TurnState(WireModel):
+    """The conversation and this handle's own counters (owner: ``workflows/turn/``:
+    :class:`Turn`, and ``toolbatch.py`` for ``tool_calls_total``).
+
+    Attributes:
+        transcript_len: messages committed to the conversation store.
+        llm_seq: LLM calls started; the fence that stops a stale activity from writing.
+        unsent: messages produced but not yet stored (tool results of a turn stopped by a
+            limit); they go first into the next LLM call.
+        turns_total: LLM round trips over the lifetime.
+        own_tokens: this handle's own tokens.
+        tool_calls_total: this handle's own tool calls over the lifetime.
+    """
+
+    transcript_len: int = 0
+    llm_seq: int = 0
+    unsent: list[Message] = Field(default_factory=list)
+    turns_total: int = 0
+    own_tokens: int = 0
+    tool_calls_total: int = 0
+
+
 class HandleState(WireModel):
     """All state of one handle: the single serializable model behind queries and
     continue-as-new (CONTRACT §2).
+
+    The top level holds what is set once at creation and the machine's and visibility's
+    fields; each part below is owned by the component that writes it (its class names the
+    owner and its fields).
 
     Attributes:
         id: the handle id (``root/worker.1``); also the conversation id.
@@ -164,92 +342,40 @@ class HandleState(WireModel):
             the root).
         parent: the parent's handle id; None only for the root.
         depth: 0 for the root.
-        state: the Handle state.
-        inbox: items waiting for the next wake.
-        children: child handle ids in spawn order (closed children leave it at
-            continue-as-new: ``spawned`` lists all).
-        spawn_count: successful spawns under this handle (the id counter).
-        usage_total: tokens of this handle and all descendants.
-        turns_total: LLM round trips over the lifetime.
-        tool_calls_total: this handle's own tool calls over the lifetime.
-        own_tokens: this handle's own tokens.
-        subtree_tool_calls: tool calls of this handle and all descendants.
-        pool_tokens_limit: the token pool carved at spawn (None = unlimited).
-        pool_tool_calls_limit: the tool-call pool carved at spawn (None = unlimited).
-        pool_tokens: remaining token pool: limit - usage_total (None = unlimited).
-        pool_tool_calls: remaining tool-call pool (None = unlimited).
-        wall_deadline_ms: deadline in ms since the epoch (None = none).
-        pending_req: the Request, only while suspended.
-        last_result: the most recent settled result.
-        result_seq: how many results have settled (waiters wait for it to grow).
-        transcript_len: messages committed to the conversation store.
-        llm_seq: LLM calls started; the fence that stops a stale activity from writing.
-        store_key: the transcript's key in the conversation store:
-            ``{namespace}/{workflow id}@{first run id}``, so a store shared by several
-            servers, or an id used again after its handle was gone, never mixes transcripts.
-        request_seq: Requests raised by this handle (their ids are ``{id}#{n}``).
-        floor: the ancestors' live remainder as last pushed by the parent (None: no
-            ancestor has a finite pool).
-        wake_queue: children's wakes waiting for a slot, FIFO.
-        pushed_floors: the floor last pushed to each child.
-        interpreters: the interpreter chain, nearest first: the handle's own ``wait_for``,
-            then its ancestors' (CONTRACT §5).
-        tool_options: activity options of the handle's tools, by tool name.
-        report_results: report each settled result to the parent (children of ``task``).
-        slot_parent: the parent limits ``max_concurrent``: a wake without a lease asks it for
-            one first. False: the handle admits its own wakes (no parent round trip).
-        grant_seq: (parent) leases granted so far (the next lease's id is one more).
-        children_info: the last report of each child, by child id.
-        closing: close has begun: new posts and wakes are rejected.
-        report_seq: reports sent to the parent.
-        wake_prompt: the admitted wake's prompt, consumed when its turn starts.
-        turn_inbox: items drained into the current turn (restored on interrupt or error).
-        turn_pending: True from admission until the turn starts.
-        unsent: messages produced but not yet stored (tool results of a turn stopped by a
-            limit); they go first into the next LLM call.
-        last_error: the last rejected input or failure, readable by operators.
-        trace: trace lines (at most ``options.trace_cap``).
-        trace_seq: trace lines ever written (seq of the newest).
-        options: runtime options.
+        options: runtime options (``Lifecycle`` reads its continue-as-new thresholds).
         protocol: the wire protocol generation of this handle's tree (``names.PROTOCOL``;
             ``versions.py``).
-        leases: (parent) the children holding one of this handle's
-            ``max_concurrent`` slots, by child id.
-        lease: (child) the id of the parent's slot this handle holds, or None.
-        lease_sticky: the held lease outlives the turn (until the parent recalls it).
-        recalled_lease: the highest lease id recalled before its grant arrived (signals may
-            overtake each other): that grant arrives not sticky.
-        returned_lease: (child) the highest lease id this handle gave back. A grant of it that
-            arrives later is stale: the parent re-sent it while the release was on its way.
-        slot_waiting: a wake waits for a slot from the parent (the handle shows ``queued``).
-        queued_prompt: the prompt of the wake waiting for a slot.
-        report_owed: a change the parent has not been told yet (sent coalesced).
-        agent_defs: agent definitions looked up or inherited, by name (see
-            ``definitions.py`` for the refresh rule).
-        one_shot: a ``task`` child: it closes itself once its first turn settles.
-        answer_id: the last Answer this handle processed (reported to the
-            parent, whose ``admit_answer`` update waits for it).
-        answer_error: why it rejected ``answer_id`` (None: taken or forwarded).
-        start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
-            the wake is admitted when the workflow starts.
         nonce: (child) the secret its parent gave it at spawn; messages between
             the two carry it (``trust.py``). Never shown by the ``state`` query.
-        spawned: (parent) every child ever spawned, one character per child in
-            spawn order naming its agent in ``spawned_names`` (``roster.py``): the
-            ``children`` of the view at one byte per child.
-        spawned_names: (parent) the agent names of ``spawned``, first spawn first.
-        closed_usage_total: (parent) subtree tokens of the closed children
-            dropped from ``children_info`` at continue-as-new.
-        closed_tool_calls: (parent) their subtree tool calls.
-        held_wake: a wake signal came while an interrupt stopped the turn: it
-            is admitted once the handle is idle, with ``held_prompt``.
-        parked: the parked turn a continue-as-new carried over; the new run
-            resumes it and clears the field.
-        pending_since_ms: workflow time, ms since the epoch, when ``pending_req`` was first
-            published (None while there is none; set by ``Visibility.publish``, no command).
-        pending_since_id: the Request id ``pending_since_ms`` belongs to.
+        one_shot: a ``task`` child: it closes itself once its first turn settles.
+        report_results: report each settled result to the parent (children of ``task``).
+        tool_options: activity options of the handle's tools, by tool name (read by the
+            turn).
+        wall_deadline_ms: deadline in ms since the epoch (None = none).
+        pool_tokens_limit: the token pool carved at spawn (None = unlimited).
+        pool_tool_calls_limit: the tool-call pool carved at spawn (None = unlimited).
+        store_key: the transcript's key in the conversation store:
+            ``{namespace}/{workflow id}@{first run id}``, so a store shared by several
+            servers, or an id used again after its handle was gone, never mixes transcripts
+            (set by the workflow's first run).
+        state: the Handle state.
+        last_result: the most recent settled result.
+        result_seq: how many results have settled (waiters wait for it to grow).
+        report_seq: reports sent to the parent.
+        report_owed: a change the parent has not been told yet (sent coalesced).
+        closing: close has begun: new posts and wakes are rejected (``Lifecycle``).
+        trace: trace lines (at most ``options.trace_cap``).
+        trace_seq: trace lines ever written (seq of the newest).
+        last_error: the last rejected input or failure, readable by operators.
+        leases: :class:`LeaseState` (``leases.py``).
+        approval: :class:`ApprovalState` (``approvals/``).
+        roster: :class:`RosterState` (``children/``).
+        intake: :class:`InboxState` (``inbox.py``).
+        usage: :class:`UsageState` (``budgets.py``).
+        turn: :class:`TurnState` (``turn/``).
     """
 
+    # Identity and configuration, set once at creation (spawn, ``roots.py`` for the root).
     id: str
     scope: str | None = None
     task_queue: str
@@ -257,70 +383,34 @@ class HandleState(WireModel):
     budget: Budget = Field(default_factory=Budget)
     parent: str | None = None
     depth: int = 0
-    state: HandleStateName = "idle"
-    inbox: list[InboxItem] = Field(default_factory=list)
-    children: list[str] = Field(default_factory=list)
-    spawn_count: int = 0
-    usage_total: int = 0
-    turns_total: int = 0
-    tool_calls_total: int = 0
-    own_tokens: int = 0
-    subtree_tool_calls: int = 0
-    pool_tokens_limit: int | None = None
-    pool_tool_calls_limit: int | None = None
-    pool_tokens: int | None = None
-    pool_tool_calls: int | None = None
-    wall_deadline_ms: int | None = None
-    pending_req: Request | None = None
-    last_result: TaskResult | None = None
-    result_seq: int = 0
-    transcript_len: int = 0
-    llm_seq: int = 0
-    store_key: str | None = None
-    request_seq: int = 0
-    floor: PoolFloor | None = None
-    wake_queue: list[QueuedWake] = Field(default_factory=list)
-    pushed_floors: dict[str, PoolFloor] = Field(default_factory=dict)
-    interpreters: list[Interpreter] = Field(default_factory=list)
-    tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
-    report_results: bool = False
-    slot_parent: bool = False
-    grant_seq: int = 0
-    children_info: dict[str, ChildInfo] = Field(default_factory=dict)
-    closing: bool = False
-    report_seq: int = 0
-    wake_prompt: str | None = None
-    turn_inbox: list[InboxItem] = Field(default_factory=list)
-    turn_pending: bool = False
-    unsent: list[Message] = Field(default_factory=list)
-    last_error: str | None = None
-    trace: list[TraceLine] = Field(default_factory=list)
-    trace_seq: int = 0
     options: RuntimeOptions = Field(default_factory=RuntimeOptions)
     protocol: int = PROTOCOL
-    leases: dict[str, Lease] = Field(default_factory=dict)
-    lease: int | None = None
-    lease_sticky: bool = False
-    recalled_lease: int = 0
-    returned_lease: int = 0
-    slot_waiting: bool = False
-    queued_prompt: str | None = None
-    report_owed: bool = False
-    agent_defs: dict[str, CachedDef] = Field(default_factory=dict)
-    one_shot: bool = False
-    start_wake: bool = False
     nonce: str | None = None
-    spawned: str = ""
-    spawned_names: list[str] = Field(default_factory=list)
-    closed_usage_total: int = 0
-    closed_tool_calls: int = 0
-    parked: ParkedTurn | None = None
-    answer_id: str | None = None
-    answer_error: str | None = None
-    held_wake: bool = False
-    held_prompt: str | None = None
-    pending_since_ms: int | None = None
-    pending_since_id: str | None = None
+    one_shot: bool = False
+    report_results: bool = False
+    tool_options: dict[str, ToolOptions] = Field(default_factory=dict)
+    wall_deadline_ms: int | None = None
+    pool_tokens_limit: int | None = None
+    pool_tool_calls_limit: int | None = None
+    store_key: str | None = None
+    # The state machine (``machine.py``), and ``closing`` (``lifecycle/``).
+    state: HandleStateName = "idle"
+    last_result: TaskResult | None = None
+    result_seq: int = 0
+    report_seq: int = 0
+    report_owed: bool = False
+    closing: bool = False
+    # Visibility (``visibility/``).
+    trace: list[TraceLine] = Field(default_factory=list)
+    trace_seq: int = 0
+    last_error: str | None = None
+    # The parts, each owned by one component.
+    leases: LeaseState = Field(default_factory=LeaseState)
+    approval: ApprovalState = Field(default_factory=ApprovalState)
+    roster: RosterState = Field(default_factory=RosterState)
+    intake: InboxState = Field(default_factory=InboxState)
+    usage: UsageState = Field(default_factory=UsageState)
+    turn: TurnState = Field(default_factory=TurnState)
 
 
 class AgentInput(WireModel):

@@ -122,7 +122,7 @@ class Lifecycle:
             and self.machine.settled()
             and (s.last_result is not None or s.state == "closed")
         ):
-            if s.floor is not None:
+            if s.usage.floor is not None:
                 await workflow.wait_condition(lambda: self.outbox.signals_in_flight == 0)
             return WaitResponse(result=self.machine.last_or_closed(), status=status_of(s))
         seen = s.result_seq if req.after_seq is None else max(req.after_seq, 0)
@@ -139,7 +139,7 @@ class Lifecycle:
             )
             return WaitResponse(result=result, status=status_of(s))
         if s.result_seq > seen and s.last_result is not None:
-            if s.floor is not None:
+            if s.usage.floor is not None:
                 # Under a finite pool the caller must see a settled ledger: the parent has
                 # the report of this turn's spending before the result is handed out.
                 await workflow.wait_condition(lambda: self.outbox.signals_in_flight == 0)
@@ -172,9 +172,9 @@ class Lifecycle:
         s = self.s
         if s.report_owed:
             self.machine.report()
-        if s.start_wake:
-            s.start_wake = False
-            prompt, s.queued_prompt = s.queued_prompt, None
+        if s.intake.start_wake:
+            s.intake.start_wake = False
+            prompt, s.leases.queued_prompt = s.leases.queued_prompt, None
             if self.inbox.wake_error() is None:
                 self.inbox.wake_from_outside(prompt)
 
@@ -212,9 +212,9 @@ class Lifecycle:
             # A forced close aborts the turn first; a parked turn cannot finish by itself, so
             # its Request is cancelled now rather than answered by a closing tree.
             await self.interrupt("close")
-        for child_id in list(s.children):
+        for child_id in list(s.roster.children):
             await self.children.close(child_id, req)
-        if s.state == "running" or s.turn_pending:
+        if s.state == "running" or s.intake.turn_pending:
             grace = timedelta(milliseconds=s.options.shutdown_ms)
             try:
                 await workflow.wait_condition(lambda: self.s.state != "running", timeout=grace)
@@ -222,7 +222,10 @@ class Lifecycle:
                 await self.interrupt("close: shutdown grace over")
         if s.defn is not None and s.defn.on_close:
             await self.run_hook(s.defn.on_close, "close", req.reason)
-        s.slot_waiting, s.queued_prompt = False, None  # a wake queued for a slot ends here
+        s.leases.slot_waiting, s.leases.queued_prompt = (
+            False,
+            None,
+        )  # a wake queued for a slot ends here
         self.machine.transition("closed", why)
         self.closed = True
 
@@ -319,9 +322,9 @@ class Lifecycle:
         s = self.s
         return (
             s.state == "idle"
-            and not s.turn_pending
+            and not s.intake.turn_pending
             and not s.closing
             and self.outbox.signals_in_flight == 0
-            and not s.wake_queue
+            and not s.leases.wake_queue
             and workflow.all_handlers_finished()
         )

@@ -98,15 +98,17 @@ class RunLoop:
         while True:
             await workflow.wait_condition(
                 lambda: (
-                    s.turn_pending
-                    or s.parked is not None
+                    s.intake.turn_pending
+                    or s.approval.parked is not None
                     or life.closed
                     or life.continue_as_new_due()
                 )
             )
             if life.closed:
                 return
-            if s.turn_pending or s.parked is not None:  # parked: carried over, resumed
+            if (
+                s.intake.turn_pending or s.approval.parked is not None
+            ):  # parked: carried over, resumed
                 # A cancellation request reaches the run loop, not the turn nor a close
                 # under way: the close it becomes gives the turn its grace, or waits.
                 run = self._parking.run_turn(self._turn.run)
@@ -118,8 +120,10 @@ class RunLoop:
             # into a fresh run (children keep running: they are ABANDON children and signal by
             # workflow id). A wake or a close first takes precedence. An owed report is
             # carried over (``report_owed``) and sent by the next run.
-            await life.old_enough(lambda: s.turn_pending or life.closed)
-            await workflow.wait_condition(lambda: s.turn_pending or life.closed or life.quiescent())
+            await life.old_enough(lambda: s.intake.turn_pending or life.closed)
+            await workflow.wait_condition(
+                lambda: s.intake.turn_pending or life.closed or life.quiescent()
+            )
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
                 compact(s)  # closed children and old trace lines stay behind

@@ -65,11 +65,11 @@ async def llm_round_trip(
     """
     defn = require_defn(s)
     opts = s.options
-    s.llm_seq += 1
+    s.turn.llm_seq += 1
     inp = LlmCallInput(
         conv_id=s.store_key or workflow_id_for(s.scope, s.id),
-        base_len=s.transcript_len,
-        fence=s.llm_seq,
+        base_len=s.turn.transcript_len,
+        fence=s.turn.llm_seq,
         new_messages=new_messages,
         model=defn.model,
         style=defn.style,
@@ -115,7 +115,7 @@ async def _await_call(
             cancelled = True
             handle.cancel()
     if not handle.done():
-        vis.trace(f"{s.id}: LLM call {s.llm_seq} not acknowledged past the wall deadline")
+        vis.trace(f"{s.id}: LLM call {s.turn.llm_seq} not acknowledged past the wall deadline")
         raise Interrupted()
     try:
         result: LlmCallResult = handle.result()

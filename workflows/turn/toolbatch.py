@@ -79,7 +79,7 @@ class ToolBatch:
         """Run all tool calls of one reply concurrently; suspensions are then resolved one
         at a time in call order. Returns one tool message per call, in call order."""
         s = self.s
-        s.tool_calls_total += len(calls)
+        s.turn.tool_calls_total += len(calls)
         self.budgets.recount()
         # Identical task calls within one response share one child (CONTRACT §4).
         jobs: dict[str, int] = {}

@@ -64,9 +64,10 @@ with workflow.unsafe.imports_passed_through():
 class Turn:
     """The turn of one handle (see the module docstring).
 
-    Owns ``transcript_len``, ``llm_seq``, ``unsent``, ``store_key`` and ``tool_options``, the
-    turn's counters in ``HandleState`` (``turns_total``, ``own_tokens``,
-    ``tool_calls_total``), and the per-turn :class:`TurnScratch`.
+    Owns ``HandleState.turn`` (:class:`TurnState`: ``transcript_len``, ``llm_seq``,
+    ``unsent`` and the counters ``turns_total``, ``own_tokens``, ``tool_calls_total``), and
+    the per-turn :class:`TurnScratch`; reads ``store_key`` and ``tool_options`` (set at
+    creation, top level).
 
     Args:
         s: the handle's state model.
@@ -110,22 +111,22 @@ class Turn:
         """
         s = self.s
         body: Coroutine[Any, Any, TaskResult]
-        parked, s.parked = s.parked, None
+        parked, s.approval.parked = s.approval.parked, None
         if parked is not None:  # carried across continue-as-new while parked
             restore(self.scratch, parked)
             body = self._resume(parked)
         else:
             defn = require_defn(s)
-            s.turn_pending = False
+            s.intake.turn_pending = False
             user_text = take_turn_input(s)
-            unsent_before = list(s.unsent)
-            new_messages: list[Message] = list(s.unsent)
-            s.unsent = []
-            if s.transcript_len == 0 and not new_messages and defn.system_prompt:
+            unsent_before = list(s.turn.unsent)
+            new_messages: list[Message] = list(s.turn.unsent)
+            s.turn.unsent = []
+            if s.turn.transcript_len == 0 and not new_messages and defn.system_prompt:
                 new_messages.append(Message(role="system", content=defn.system_prompt))
             new_messages.append(Message(role="user", content=user_text))
             self.scratch.start(new_messages)
-            self.scratch.turn_start_len = s.transcript_len
+            self.scratch.turn_start_len = s.turn.transcript_len
             self.scratch.unsent_before = unsent_before
             body = self._loop()
         watchdog = self._start_watchdog()
@@ -146,8 +147,8 @@ class Turn:
         finally:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
-        s.turn_inbox = []
-        s.pending_req = None
+        s.intake.turn_inbox = []
+        s.approval.pending_req = None
         self.scratch.interrupt_requested = False
         # a carried turn stopped before it waited again leaves what carry.py pre-set
         self.approvals.own_parked, self.approvals.own_suspension = None, False
@@ -171,7 +172,7 @@ class Turn:
         max_turns = s.budget.max_turns
         while True:
             if max_turns is not None and self.scratch.llm_calls >= max_turns:
-                s.unsent = self.scratch.next_messages
+                s.turn.unsent = self.scratch.next_messages
                 return self.scratch.result(
                     "incomplete",
                     f"stopped after {self.scratch.llm_calls} LLM round trip(s): max_turns reached",
@@ -183,7 +184,7 @@ class Turn:
                 return self._budget_stop(limit)
             reply = await self._llm_call(self.scratch.next_messages)
             self._count(reply.usage)
-            s.transcript_len = reply.stored_len
+            s.turn.transcript_len = reply.stored_len
             self.scratch.next_messages = []
             calls = reply.message.tool_calls or []
             if not calls:
@@ -191,7 +192,7 @@ class Turn:
             # Usage rolls up live: after every call under a finite pool above (siblings drain
             # the same pool), else at most once per live_usage_ms; the rest goes with the
             # settle (or suspension) report, which saves ~9 events per call.
-            if s.floor is not None or s.options.live_usage_ms is not None:
+            if s.usage.floor is not None or s.options.live_usage_ms is not None:
                 self.machine.report()  # at once under a finite pool, else coalesced
             self.scratch.open_calls = calls
             await self.budgets.refresh()
@@ -207,7 +208,7 @@ class Turn:
         on the next wake, so the transcript stays well-formed."""
         s = self.s
         if self.scratch.open_calls:
-            s.unsent = [
+            s.turn.unsent = [
                 Message(
                     role="tool",
                     tool_call_id=call.id,
@@ -216,7 +217,7 @@ class Turn:
                 for call in self.scratch.open_calls
             ]
         else:
-            s.unsent = self.scratch.next_messages
+            s.turn.unsent = self.scratch.next_messages
         self.scratch.open_calls = []
         return self.scratch.result(
             "incomplete", f"budget exhausted ({limit}): the turn stopped", limit=limit
@@ -248,8 +249,8 @@ class Turn:
     def _rollback(self, cause: str | None) -> TaskResult:
         """Undo an interrupted (``cause`` None) or failed turn and build its result."""
         s = self.s
-        s.transcript_len = self.scratch.turn_start_len
-        s.unsent = self.scratch.unsent_before
+        s.turn.transcript_len = self.scratch.turn_start_len
+        s.turn.unsent = self.scratch.unsent_before
         restore_drained(s)
         if cause is None:
             return self.scratch.result(
@@ -277,8 +278,8 @@ class Turn:
         s = self.s
         self.scratch.llm_calls += 1
         self.scratch.tokens += usage.total_tokens
-        s.turns_total += 1
-        s.own_tokens += usage.total_tokens
+        s.turn.turns_total += 1
+        s.turn.own_tokens += usage.total_tokens
         self.budgets.recount()
 
     # ------------------------------------------------------------------ tools

@@ -99,11 +99,11 @@ def current_details(s: HandleState, rejection: str | None = None) -> str:
     """
     last = s.last_result
     head = [f"**⚠ {rejection}**"] if rejection else []
-    if s.state == "suspended" and s.pending_req is not None:
-        head += pending_lines(s, s.pending_req)
+    if s.state == "suspended" and s.approval.pending_req is not None:
+        head += pending_lines(s, s.approval.pending_req)
     body = [
         f"**{s.id}** — `{s.state}`",
-        f"turns {s.turns_total} · tokens {s.usage_total} · inbox {len(s.inbox)}"
+        f"turns {s.turn.turns_total} · tokens {s.usage.usage_total} · inbox {len(s.intake.items)}"
         f" · children {children_count(s)}",
         f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
     ]

@@ -46,36 +46,6 @@ _M = TypeVar("_M", bound=BaseModel)
 _WAKE_PAYLOAD: TypeAdapter[WakeRequest | str | None] = TypeAdapter(WakeRequest | str | None)
 _CLOSE_PAYLOAD: TypeAdapter[CloseRequest | None] = TypeAdapter(CloseRequest | None)
 
-_STATUS_FIELDS = (
-    "id",
-    "state",
-    "usage_total",
-    "turns_total",
-    "tool_calls_total",
-    "pool_tokens",
-    "pool_tool_calls",
-    "wall_deadline_ms",
-    "pending_req",
-    "result_seq",
-    "transcript_len",
-    "last_error",
-)
-"""Fields a HandleStatus copies from the state as they are."""
-
-_VIEW_FIELDS = (
-    *_STATUS_FIELDS,
-    "parent",
-    "depth",
-    "last_result",
-    "defn",
-    "store_key",
-    "slot_parent",
-    "subtree_tool_calls",
-    "report_seq",
-    "pending_since_ms",
-)
-"""Fields a HandleView copies from the state as they are."""
-
 
 class Log(Protocol):
     """The recording side of :class:`Visibility` that other components need (a unit test
@@ -91,23 +61,50 @@ class Log(Protocol):
 def view_of(s: HandleState) -> HandleView:
     """Build the public view of a handle state (CONTRACT §2 fields)."""
     return HandleView(
-        **{name: getattr(s, name) for name in _VIEW_FIELDS},
+        **_status_fields(s),
+        parent=s.parent,
+        depth=s.depth,
+        last_result=s.last_result,
+        defn=s.defn,
+        store_key=s.store_key,
+        slot_parent=s.leases.slot_parent,
+        subtree_tool_calls=s.usage.subtree_tool_calls,
+        report_seq=s.report_seq,
+        pending_since_ms=s.approval.pending_since_ms,
         name=s.defn.name if s.defn else ROOT_ID,
-        inbox_count=len(s.inbox),
+        inbox_count=len(s.intake.items),
         children=all_children(s),
         conv_id=s.id,
-        queued=s.slot_waiting,
+        queued=s.leases.slot_waiting,
     )
 
 
 def status_of(s: HandleState) -> HandleStatus:
     """Build the small status returned by verbs."""
     return HandleStatus(
-        **{name: getattr(s, name) for name in _STATUS_FIELDS},
-        inbox_count=len(s.inbox),
+        **_status_fields(s),
+        inbox_count=len(s.intake.items),
         children_count=children_count(s),
-        queued=s.slot_waiting,
+        queued=s.leases.slot_waiting,
     )
+
+
+def _status_fields(s: HandleState) -> dict[str, Any]:
+    """The fields a HandleStatus (and so a HandleView) copies from the state as they are."""
+    return {
+        "id": s.id,
+        "state": s.state,
+        "usage_total": s.usage.usage_total,
+        "turns_total": s.turn.turns_total,
+        "tool_calls_total": s.turn.tool_calls_total,
+        "pool_tokens": s.usage.pool_tokens,
+        "pool_tool_calls": s.usage.pool_tool_calls,
+        "wall_deadline_ms": s.wall_deadline_ms,
+        "pending_req": s.approval.pending_req,
+        "result_seq": s.result_seq,
+        "transcript_len": s.turn.transcript_len,
+        "last_error": s.last_error,
+    }
 
 
 def append_trace(s: HandleState, line: str, at_ms: int) -> None:
@@ -262,7 +259,7 @@ class Visibility:
         """The upsert: ``AgentState`` and the pending Request's attributes, in one command
         when either changed; a new Request clears the shown rejection too."""
         s = self.s
-        req = s.pending_req if s.state == "suspended" else None
+        req = s.approval.pending_req if s.state == "suspended" else None
         updates = request_attributes(req, self.published_req)
         if req is not None and self.published_req is None:  # starts waiting
             updates.append(AGENT_WAITING_SINCE.value_set(workflow.now()))
