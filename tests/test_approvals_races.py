@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import temporal_binary
+from tests.helpers import eventually, spawn
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import (
     AgentDef,
     Answer,
     AnswerRejectedError,
-    Handle,
     HandleNotFoundError,
     VerbRejectedError,
 )
@@ -26,12 +26,6 @@ from toolnexus_temporal.workflows.agent import AgentWorkflow
 WAIT_BOUND_MS = 60_000
 """How long a ``wait`` may take before the test calls it stuck: an upper bound, not a timing
 assertion (a loop takes about 1.5 s alone; CI run C once saw 15 s pass on a loaded run)."""
-
-
-async def spawn(rt: Any, parent: Any, name: str) -> Handle:
-    h = await rt.spawn(parent, name)
-    assert isinstance(h, Handle), h
-    return h
 
 
 # ---------------------------------------------------------------- item 4: wake after close
@@ -136,16 +130,9 @@ async def state_of(rt: Any, hid: str) -> Any:
 Check = Callable[[], Awaitable[bool]]
 
 
-async def until(check: Check, what: str, tries: int = 300) -> None:
-    """Poll ``check`` every 0.05 s until it holds (state reached by signals)."""
-    for _ in range(tries):
-        try:
-            if await check():
-                return
-        except HandleNotFoundError:  # not spawned yet
-            pass
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never: {what}")
+async def until(check: Check, what: str) -> None:
+    """``eventually`` every 0.05 s, 300 tries; a handle not spawned yet counts as not yet."""
+    await eventually(check, 300, every=0.05, what=what, ignoring=(HandleNotFoundError,))
 
 
 def parked(rt: Any, parent_id: str, name: str) -> Check:

@@ -15,6 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from tests.conftest import MODEL
+from tests.helpers import spawn
 from tests.test_cli import TNX, Cli
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
@@ -36,12 +37,6 @@ def _config(server: ScriptedLLMServer, *, stream: bool = True) -> LlmConfig:
     return LlmConfig(base_url=server.base_url, model=MODEL, stream=stream)
 
 
-async def _spawn(rt: AgentRuntime, name: str = "chat") -> Handle:
-    h = await rt.spawn(rt.root, name)
-    assert isinstance(h, Handle)
-    return h
-
-
 async def _collect(rt: AgentRuntime, h: Handle) -> list[LiveEvent]:
     return [ev async for ev in rt.stream(h)]
 
@@ -52,7 +47,7 @@ async def test_stream_yields_the_text_deltas_in_order_and_ends_with_the_turn(
     llm = ScriptedLLM({MODEL: [text(REPLY, completion_tokens=12)]}, chunk_delay_s=DELAY_S)
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
-            h = await _spawn(rt)
+            h = await spawn(rt, rt.root, "chat")
             await rt.wake(h, "talk")
             events = await _collect(rt, h)
     end = events[-1]
@@ -90,7 +85,7 @@ async def test_tool_call_starts_come_before_the_tool_ends(make_runtime) -> None:
     events: list[LiveEvent] = []
     with ScriptedLLMServer(llm) as server:
         async with make_runtime(registry, None, llm=_config(server)) as rt:
-            h = await _spawn(rt)
+            h = await spawn(rt, rt.root, "chat")
             await rt.wake(h, "look it up")
             async for ev in rt.stream(h):
                 events.append(ev)
@@ -114,7 +109,7 @@ async def test_tool_call_starts_come_before_the_tool_ends(make_runtime) -> None:
 async def test_a_stream_on_a_handle_that_is_not_running_ends_at_once(make_runtime) -> None:
     llm = ScriptedLLM({MODEL: [text("hello")]})
     async with make_runtime({"chat": AgentDef(name="chat")}, llm.transport()) as rt:
-        h = await _spawn(rt)
+        h = await spawn(rt, rt.root, "chat")
         never_woken = await _collect(rt, h)
         assert len(never_woken) == 1 and isinstance(never_woken[0], TurnEnd)
         done = await rt.run_turn(h, "hi")
@@ -156,7 +151,7 @@ async def _turn_history(
 ) -> tuple[int, int, str]:
     """History bytes and events one turn adds (spawn excluded), and its text."""
     async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=llm_config) as rt:
-        h = await _spawn(rt)
+        h = await spawn(rt, rt.root, "chat")
         wf = client.get_workflow_handle(rt.workflow_id(h.id))
         before = (await wf.fetch_history()).events
         result = await rt.run_turn(h, "talk")
@@ -187,7 +182,7 @@ async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env) 
     llm = ScriptedLLM({MODEL: [text(LONG_REPLY), text(LONG_REPLY)]}, chunk_delay_s=DELAY_S)
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
-            h = await _spawn(rt)
+            h = await spawn(rt, rt.root, "chat")
             tnx = Cli(env, rt)
             await rt.wake(h, "talk")
             run = await tnx("wait", h.id, "--follow")
@@ -208,7 +203,7 @@ async def test_tnx_wait_shows_a_status_line_on_a_terminal_only(make_runtime, env
     llm = ScriptedLLM({MODEL: [text(LONG_REPLY), text(LONG_REPLY)]}, chunk_delay_s=DELAY_S)
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
-            h = await _spawn(rt)
+            h = await spawn(rt, rt.root, "chat")
             tnx = Cli(env, rt)
             await rt.wake(h, "talk")
             piped = await tnx("wait", h.id)

@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import MODEL, temporal_binary
-from tests.helpers import eventually, spawn
+from tests.helpers import Gate, eventually, spawn
 from tests.registries import APPROVALS
 from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
@@ -30,19 +30,6 @@ from toolnexus_temporal.workflows.names import ALL_SEARCH_ATTRIBUTES
 TOTAL_UPDATES = 30
 """The per-run update limit of this module's own server (Temporal's default is 2,000: the
 same refusal, reached in seconds)."""
-
-
-class Gate:
-    """An LLM that blocks until released."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        self.entered.set()
-        await self.release.wait()
-        return httpx.Response(200, json=text("finished late"))
 
 
 async def accepted_updates(client: Client, workflow_id: str) -> int:
