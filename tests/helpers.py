@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
+import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
@@ -64,6 +66,13 @@ class Gate:
             self.cancelled += 1
             raise
         return httpx.Response(200, json=text(self.reply))
+
+
+async def accepted_updates(client: Client, workflow_id: str) -> int:
+    """Updates the workflow has accepted, from its history."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    accepted = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+    return sum(1 for event in history.events if event.event_type == accepted)
 
 
 async def eventually(
@@ -133,3 +142,17 @@ async def replay_every_run(client: Client, rt: AgentRuntime, *hids: str) -> None
             run = started.continued_execution_run_id or None
             if run is None:
                 break
+
+
+def split_loop(name: str, quick: int, full: int) -> pytest.MarkDecorator:
+    """Parametrize a race test's loop ``name`` with two ranges of its iterations: the first
+    ``quick`` in the inner loop, the rest (up to ``full``) marked ``stress``. Together they
+    run the whole loop, each iteration as before (the same index, so the same order, offset
+    or name)."""
+    return pytest.mark.parametrize(
+        name,
+        [
+            pytest.param(range(quick), id=f"first{quick}"),
+            pytest.param(range(quick, full), id=f"rest{full - quick}", marks=pytest.mark.stress),
+        ],
+    )

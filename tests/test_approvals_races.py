@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import temporal_binary
-from tests.helpers import eventually, spawn
+from tests.helpers import eventually, spawn, split_loop
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import (
     AgentDef,
@@ -31,11 +31,14 @@ assertion (a loop takes about 1.5 s alone; CI run C once saw 15 s pass on a load
 # ---------------------------------------------------------------- item 4: wake after close
 
 
-async def test_wake_of_a_just_closed_handle_raises_every_time(make_runtime) -> None:
+@split_loop("iterations", 3, 12)
+async def test_wake_of_a_just_closed_handle_raises_every_time(
+    make_runtime, iterations: range
+) -> None:
     reg = Registry([AgentDef(name="worker")])
     llm = ScriptedLLM({"stub-model": [text("hi")]}, repeat_last=True)
     async with make_runtime(reg, llm.transport()) as rt:
-        for i in range(12):
+        for i in iterations:
             h = await spawn(rt, rt.root, "worker")
             if i % 2:
                 assert (await rt.run_turn(h, "go")).status == "done"
@@ -194,8 +197,9 @@ def prompt_of(req: Any) -> str:
 # ---------------------------------------------------------------- item 1: parallel parked children
 
 
+@split_loop("iterations", 3, 12)
 async def test_parallel_parked_children_surface_in_call_order_at_every_level(
-    make_runtime,
+    make_runtime, iterations: range
 ) -> None:
     """top --task--> mid --task×2--> askers a, b, parking in varying order. Whatever the
     order: run_turn returns `a`'s Request (first in call order: when b parks first, no level
@@ -204,7 +208,7 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
     `a`'s Answer, wait(top) returns `b` at once; after `b`'s, the turn completes."""
     orders = ["together", "a-first", "b-first"]
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(12):
+        for i in iterations:
             order = orders[i % 3]
             GATES.clear()
             GATES.update(a=asyncio.Event(), b=asyncio.Event())
@@ -291,13 +295,14 @@ async def signal_answer(rt: Any, env: Any, hid: str, answer: Answer, *, cli: boo
     assert proc.returncode == 0, err
 
 
+@split_loop("iterations", 4, 16)
 async def test_wait_right_after_an_answer_signal_returns_the_continued_turn(
-    make_runtime, env
+    make_runtime, env, iterations: range
 ) -> None:
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
         w = await spawn(rt, rt.root, "worker")
-        for i in range(16):
+        for i in iterations:
             r = await rt.run_turn(w, f"x{i}")
             assert r.status == "pending" and r.pending is not None
             await signal_answer(rt, env, w.id, Answer(id=r.pending.id, ok=True), cli=i % 4 == 0)
@@ -305,10 +310,13 @@ async def test_wait_right_after_an_answer_signal_returns_the_continued_turn(
             assert (r.status, r.text) == ("done", "worker done"), (i, r)
 
 
-async def test_wait_right_after_an_answer_to_a_delegating_parent(make_runtime, env) -> None:
+@split_loop("iterations", 2, 6)
+async def test_wait_right_after_an_answer_to_a_delegating_parent(
+    make_runtime, env, iterations: range
+) -> None:
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(6):
+        for i in iterations:
             top = await spawn(rt, rt.root, "top")
             r = await rt.run_turn(top, "go")
             assert r.status == "pending" and r.pending is not None
@@ -323,8 +331,9 @@ async def test_wait_right_after_an_answer_to_a_delegating_parent(make_runtime, e
             await rt.close(top)
 
 
+@split_loop("iterations", 2, 6)
 async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
-    make_runtime, env
+    make_runtime, env, iterations: range
 ) -> None:
     """The Answer signalled to the Request's owner (as the web UI's approval queue lists it),
     then at once ``wait`` on the top handle: never the answered Request (the client checks a
@@ -333,7 +342,7 @@ async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
     target = "owner"
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(6):
+        for i in iterations:
             top = await spawn(rt, rt.root, "top")
             r = await rt.run_turn(top, "go")
             assert r.status == "pending" and r.pending is not None
@@ -353,14 +362,15 @@ async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
 # ------------------------------------------------------------ item 3: Answer sent to an ancestor
 
 
+@split_loop("iterations", 1, 3)
 async def test_a_wrong_number_sent_through_ancestors_is_rejected_by_the_answer(
-    make_runtime, env
+    make_runtime, env, iterations: range
 ) -> None:
     """An Answer id with a wrong number under a live, parked owner, sent to the root two
     levels up: ``answer`` raises the owner's rejection (not ``ok``), and nothing changes."""
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(3):
+        for i in iterations:
             top = await spawn(rt, rt.root, "top")
             r = await rt.run_turn(top, "go")
             assert r.status == "pending" and r.pending is not None
@@ -374,10 +384,13 @@ async def test_a_wrong_number_sent_through_ancestors_is_rejected_by_the_answer(
             await rt.close(top, force=True)
 
 
-async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(make_runtime, env) -> None:
+@split_loop("iterations", 2, 4)
+async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(
+    make_runtime, env, iterations: range
+) -> None:
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(4):
+        for i in iterations:
             # a top-level worker, answered through the (idle) root: signal, then update
             w = await spawn(rt, rt.root, "worker")
             r = await rt.run_turn(w, "one")

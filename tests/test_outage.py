@@ -45,6 +45,7 @@ async def start_server(port: int, db: Path) -> WorkflowEnvironment:
     )
 
 
+@pytest.mark.stress  # a second dev server, killed and restarted
 async def test_wait_and_run_turn_ride_out_a_server_restart(tmp_path: Path) -> None:
     port, db = free_port(), tmp_path / "temporal.db"
     server = await start_server(port, db)
