@@ -12,9 +12,9 @@ import pytest
 from pydantic import BaseModel
 
 from tests.conftest import temporal_binary
-from tests.helpers import eventually
+from tests.helpers import eventually, spawn
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
-from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Handle, Request
+from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Request
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
 
@@ -51,12 +51,6 @@ INTERPRETERS = {"approve": approve, "decline": decline}
 
 def registry(*agents: AgentDef) -> Registry:
     return Registry(agents, tools=TOOLS, interpreters=INTERPRETERS)
-
-
-async def spawn(rt: Any, parent: Any, name: str) -> Handle:
-    h = await rt.spawn(parent, name)
-    assert isinstance(h, Handle), h
-    return h
 
 
 STATES = ("idle", "running", "suspended", "closed")

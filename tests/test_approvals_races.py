@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from tests.conftest import temporal_binary
+from tests.helpers import eventually, spawn, split_loop
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import (
     AgentDef,
     Answer,
     AnswerRejectedError,
-    Handle,
     HandleNotFoundError,
     VerbRejectedError,
 )
@@ -29,20 +29,17 @@ WAIT_BOUND_MS = 60_000
 assertion (a loop takes about 1.5 s alone; CI run C once saw 15 s pass on a loaded run)."""
 
 
-async def spawn(rt: Any, parent: Any, name: str) -> Handle:
-    h = await rt.spawn(parent, name)
-    assert isinstance(h, Handle), h
-    return h
-
-
 # ---------------------------------------------------------------- item 4: wake after close
 
 
-async def test_wake_of_a_just_closed_handle_raises_every_time(make_runtime) -> None:
+@split_loop("iterations", 3, 12)
+async def test_wake_of_a_just_closed_handle_raises_every_time(
+    make_runtime, iterations: range
+) -> None:
     reg = Registry([AgentDef(name="worker")])
     llm = ScriptedLLM({"stub-model": [text("hi")]}, repeat_last=True)
     async with make_runtime(reg, llm.transport()) as rt:
-        for i in range(12):
+        for i in iterations:
             h = await spawn(rt, rt.root, "worker")
             if i % 2:
                 assert (await rt.run_turn(h, "go")).status == "done"
@@ -137,16 +134,9 @@ async def state_of(rt: Any, hid: str) -> HandleState:
 Check = Callable[[], Awaitable[bool]]
 
 
-async def until(check: Check, what: str, tries: int = 300) -> None:
-    """Poll ``check`` every 0.05 s until it holds (state reached by signals)."""
-    for _ in range(tries):
-        try:
-            if await check():
-                return
-        except HandleNotFoundError:  # not spawned yet
-            pass
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"never: {what}")
+async def until(check: Check, what: str) -> None:
+    """``eventually`` every 0.05 s, 300 tries; a handle not spawned yet counts as not yet."""
+    await eventually(check, 300, every=0.05, what=what, ignoring=(HandleNotFoundError,))
 
 
 def parked(rt: Any, parent_id: str, name: str) -> Check:
@@ -208,8 +198,9 @@ def prompt_of(req: Any) -> str:
 # ---------------------------------------------------------------- item 1: parallel parked children
 
 
+@split_loop("iterations", 3, 12)
 async def test_parallel_parked_children_surface_in_call_order_at_every_level(
-    make_runtime,
+    make_runtime, iterations: range
 ) -> None:
     """top --task--> mid --task×2--> askers a, b, parking in varying order. Whatever the
     order: run_turn returns `a`'s Request (first in call order: when b parks first, no level
@@ -218,7 +209,7 @@ async def test_parallel_parked_children_surface_in_call_order_at_every_level(
     `a`'s Answer, wait(top) returns `b` at once; after `b`'s, the turn completes."""
     orders = ["together", "a-first", "b-first"]
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(12):
+        for i in iterations:
             order = orders[i % 3]
             GATES.clear()
             GATES.update(a=asyncio.Event(), b=asyncio.Event())
@@ -308,13 +299,14 @@ async def signal_answer(rt: Any, env: Any, hid: str, answer: Answer, *, cli: boo
     assert proc.returncode == 0, err
 
 
+@split_loop("iterations", 4, 16)
 async def test_wait_right_after_an_answer_signal_returns_the_continued_turn(
-    make_runtime, env
+    make_runtime, env, iterations: range
 ) -> None:
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
         w = await spawn(rt, rt.root, "worker")
-        for i in range(16):
+        for i in iterations:
             r = await rt.run_turn(w, f"x{i}")
             assert r.status == "pending" and r.pending is not None
             await signal_answer(rt, env, w.id, Answer(id=r.pending.id, ok=True), cli=i % 4 == 0)
@@ -322,10 +314,13 @@ async def test_wait_right_after_an_answer_signal_returns_the_continued_turn(
             assert (r.status, r.text) == ("done", "worker done"), (i, r)
 
 
-async def test_wait_right_after_an_answer_to_a_delegating_parent(make_runtime, env) -> None:
+@split_loop("iterations", 2, 6)
+async def test_wait_right_after_an_answer_to_a_delegating_parent(
+    make_runtime, env, iterations: range
+) -> None:
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(6):
+        for i in iterations:
             top = await spawn(rt, rt.root, "top")
             r = await rt.run_turn(top, "go")
             assert r.status == "pending" and r.pending is not None
@@ -340,8 +335,9 @@ async def test_wait_right_after_an_answer_to_a_delegating_parent(make_runtime, e
             await rt.close(top)
 
 
+@split_loop("iterations", 2, 6)
 async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
-    make_runtime, env
+    make_runtime, env, iterations: range
 ) -> None:
     """The Answer signalled to the Request's owner (as the web UI's approval queue lists it),
     then at once ``wait`` on the top handle: never the answered Request (the client checks a
@@ -350,7 +346,7 @@ async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
     target = "owner"
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(6):
+        for i in iterations:
             top = await spawn(rt, rt.root, "top")
             r = await rt.run_turn(top, "go")
             assert r.status == "pending" and r.pending is not None
@@ -370,14 +366,15 @@ async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
 # ------------------------------------------------------------ item 3: Answer sent to an ancestor
 
 
+@split_loop("iterations", 1, 3)
 async def test_a_wrong_number_sent_through_ancestors_is_rejected_by_the_answer(
-    make_runtime, env
+    make_runtime, env, iterations: range
 ) -> None:
     """An Answer id with a wrong number under a live, parked owner, sent to the root two
     levels up: ``answer`` raises the owner's rejection (not ``ok``), and nothing changes."""
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(3):
+        for i in iterations:
             top = await spawn(rt, rt.root, "top")
             r = await rt.run_turn(top, "go")
             assert r.status == "pending" and r.pending is not None
@@ -391,10 +388,13 @@ async def test_a_wrong_number_sent_through_ancestors_is_rejected_by_the_answer(
             await rt.close(top, force=True)
 
 
-async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(make_runtime, env) -> None:
+@split_loop("iterations", 2, 4)
+async def test_an_answer_sent_to_an_ancestor_reaches_the_owner(
+    make_runtime, env, iterations: range
+) -> None:
     GATES.clear()
     async with make_runtime(tree_registry(), tree_llm().transport()) as rt:
-        for i in range(4):
+        for i in iterations:
             # a top-level worker, answered through the (idle) root: signal, then update
             w = await spawn(rt, rt.root, "worker")
             r = await rt.run_turn(w, "one")

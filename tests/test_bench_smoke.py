@@ -14,6 +14,7 @@ from temporalio.testing import WorkflowEnvironment
 from bench.suite import run_suite
 
 
+@pytest.mark.stress  # a whole (tiny) benchmark run: every contender, every scenario
 async def test_tiny_suite_writes_sane_results(env: WorkflowEnvironment, tmp_path: Path) -> None:
     results = await run_suite(
         "tiny", ["ours", "ours_direct", "floor"], tmp_path, client=env.client, stamp="smoke"

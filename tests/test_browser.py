@@ -45,6 +45,7 @@ from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 pytestmark = [
+    pytest.mark.stress,
     pytest.mark.browser,
     pytest.mark.skipif(
         shutil.which("chromium") is None,

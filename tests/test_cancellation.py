@@ -10,7 +10,7 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from tests.helpers import eventually, spawn
+from tests.helpers import Gate, eventually, spawn
 from tests.registries import check_secret_tool
 from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.client import (
@@ -76,19 +76,6 @@ async def test_cancelling_the_root_closes_the_parked_tree(make_runtime, client) 
         lines = await rt.trace_lines(rt.root)
         assert any("cancellation requested: closing" in line for line in lines)
         assert [h.state for h in await rt.list()] == ["closed"] * 4
-
-
-class Gate:
-    """An LLM that blocks until released."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        self.entered.set()
-        await self.release.wait()
-        return httpx.Response(200, json=text("finished late"))
 
 
 async def test_cancelling_a_running_handle_lets_its_turn_finish(make_runtime, client) -> None:

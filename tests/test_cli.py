@@ -20,6 +20,7 @@ import httpx
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
+from tests.helpers import Gate
 from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, text
@@ -184,21 +185,8 @@ async def test_post_wake_wait_inspect_trace(make_runtime, env, store) -> None:
         assert failed.code == 1 and failed.out.startswith("error"), failed
 
 
-class Gate:
-    """An LLM call that blocks until cancelled or released."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        self.entered.set()
-        await self.release.wait()
-        return httpx.Response(200, json=text("late"))
-
-
 async def test_interrupt_close_and_errors(make_runtime, env) -> None:
-    gate = Gate()
+    gate = Gate(reply="late")
     async with make_runtime(Registry(AGENTS), httpx.MockTransport(gate.handle)) as rt:
         tnx = Cli(env, rt)
         h = await rt.spawn(rt.root, "peer")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 import httpx
 import pytest
@@ -14,8 +13,9 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus
 
 from tests.conftest import rt_transcript, temporal_binary
+from tests.helpers import Gate, spawn
 from toolnexus_temporal.activities import Registry
-from toolnexus_temporal.client import AgentDef, Handle, InboxItem, VerbRejectedError
+from toolnexus_temporal.client import AgentDef, InboxItem, VerbRejectedError
 from toolnexus_temporal.client.testing import ScriptedLLM, text
 from toolnexus_temporal.workflows.contract.messages import HookInput
 
@@ -33,32 +33,6 @@ def registry(closed: list[str] | None = None) -> Registry:
             closed.append(event.handle_id)
 
     return Registry(AGENTS, hooks={"record_close": record_close})
-
-
-class Gate:
-    """An LLM that blocks until released, and records whether a call was cancelled."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-        self.cancelled = 0
-        self.calls = 0
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        self.calls += 1
-        self.entered.set()
-        try:
-            await self.release.wait()
-        except asyncio.CancelledError:
-            self.cancelled += 1
-            raise
-        return httpx.Response(200, json=text("finished late"))
-
-
-async def spawn(rt: Any, parent: Any, name: str) -> Handle:
-    h = await rt.spawn(parent, name)
-    assert isinstance(h, Handle), h
-    return h
 
 
 async def test_ids_are_parent_scoped_and_count_across_names(make_runtime) -> None:

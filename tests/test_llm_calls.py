@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import rt_transcript
-from tests.helpers import eventually, spawn
+from tests.helpers import eventually, spawn, split_loop
 from toolnexus_temporal.activities import Registry, SqliteConversationStore, define_tool
 from toolnexus_temporal.activities.llm import LlmConfig
 from toolnexus_temporal.client import AgentDef
@@ -49,22 +49,25 @@ class SlowProvider:
             self.in_flight -= 1
 
 
-async def test_interrupt_then_wake_never_overlaps_two_calls_of_a_handle(make_runtime) -> None:
+@split_loop("iterations", 3, 10)
+async def test_interrupt_then_wake_never_overlaps_two_calls_of_a_handle(
+    make_runtime, iterations: range
+) -> None:
     """Item 5: the next call starts only after the interrupted one stopped (looped)."""
     provider = SlowProvider(delay_s=30)
     async with make_runtime({"w": AgentDef(name="w")}, httpx.MockTransport(provider.handle)) as rt:
         h = await spawn(rt, rt.root, "w")
         await rt.wake(h, "go")
-        for i in range(10):
+        for k, i in enumerate(iterations):
 
-            async def started(n: int = i + 1) -> bool:
+            async def started(n: int = k + 1) -> bool:
                 return provider.requests >= n and provider.in_flight >= 1
 
             await eventually(started)
             await rt.interrupt(h)
             assert provider.in_flight == 0, "the interrupted call still runs at the provider"
             await rt.wake(h, f"again {i}")
-        await eventually(lambda: _true(provider.requests >= 11))
+        await eventually(lambda: _true(provider.requests >= len(iterations) + 1))
         await rt.interrupt(h)
         assert provider.max_in_flight == 1, f"{provider.max_in_flight} calls overlapped"
 
@@ -290,7 +293,10 @@ class HoldFirst:
 
 
 @pytest.mark.parametrize("path", ["signals", "verbs"])
-async def test_a_wake_racing_an_interrupt_runs_after_it(make_runtime, client, path) -> None:
+@split_loop("iterations", 2, 6)
+async def test_a_wake_racing_an_interrupt_runs_after_it(
+    make_runtime, client, path, iterations: range
+) -> None:
     """Interrupt then wake at once (the ``interrupt`` and ``wake`` signals back to back, or
     the ``interrupt`` signal then the host's ``wake``): the wake is never a silent no-op of
     the turn being stopped; it runs once the interrupted call has stopped (protocol 3). (A
@@ -300,7 +306,7 @@ async def test_a_wake_racing_an_interrupt_runs_after_it(make_runtime, client, pa
     async with make_runtime({"w": AgentDef(name="w")}, httpx.MockTransport(llm.handle)) as rt:
         h = await spawn(rt, rt.root, "w")
         wf = client.get_workflow_handle(rt.workflow_id(h.id))
-        for i in range(6):
+        for i in iterations:
             llm.entered.clear()
             await rt.wake(h, f"hold {i}")
             await asyncio.wait_for(llm.entered.wait(), 30)

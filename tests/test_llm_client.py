@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.fixture_llm import FixtureLLM, load_fixture
+from tests.helpers import spawn
 from tests.test_fixture_delegation import fixture_registry
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.client import AgentDef, Handle, RuntimeOptions
@@ -48,12 +49,6 @@ class Recorder:
         return [json.loads(r.content) for r in self.requests]
 
 
-async def spawn(rt: Any, name: str = "worker") -> Handle:
-    h = await rt.spawn(rt.root, name)
-    assert isinstance(h, Handle), h
-    return h
-
-
 @pytest.mark.parametrize("stream", [True, False])
 async def test_anthropic_wire_style(make_runtime, monkeypatch, stream: bool) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
@@ -74,7 +69,7 @@ async def test_anthropic_wire_style(make_runtime, monkeypatch, stream: bool) -> 
         stream=stream,
     )
     async with make_runtime(registry(), httpx.MockTransport(rec.handle), llm=config) as rt:
-        h = await spawn(rt)
+        h = await spawn(rt, rt.root, "worker")
         r = await rt.run_turn(h, "find x")
         assert (r.status, r.text, r.turns) == ("done", "found it", 2)
         assert r.total_tokens == 7 + 15  # input + output tokens of both calls
@@ -112,7 +107,7 @@ async def test_openai_wire_style_and_key_at_call_time(
     rec = Recorder(llm)
     config = LlmConfig(base_url="http://openai.mock/v1", model="gpt-x", stream=stream)
     async with make_runtime(registry(), httpx.MockTransport(rec.handle), llm=config) as rt:
-        h = await spawn(rt)
+        h = await spawn(rt, rt.root, "worker")
         assert (await rt.run_turn(h, "a")).text == "one"
         monkeypatch.setenv("OPENAI_API_KEY", KEY)  # read at call time, not at start-up
         assert (await rt.run_turn(h, "b")).text == "two"
@@ -139,8 +134,10 @@ async def test_per_agent_style_and_model_override(make_runtime) -> None:
     )
     config = LlmConfig(base_url="http://mixed.mock", model="gpt-x")
     async with make_runtime(reg, httpx.MockTransport(rec.handle), llm=config) as rt:
-        assert (await rt.run_turn(await spawn(rt, "plain"), "hi")).text == "from openai"
-        assert (await rt.run_turn(await spawn(rt, "claude"), "hi")).text == "from anthropic"
+        assert (await rt.run_turn(await spawn(rt, rt.root, "plain"), "hi")).text == "from openai"
+        assert (
+            await rt.run_turn(await spawn(rt, rt.root, "claude"), "hi")
+        ).text == "from anthropic"
         assert [style_of(r.url.path) for r in rec.requests] == ["openai", "anthropic"]
 
 
@@ -157,7 +154,7 @@ async def test_retries_follow_retry_after_then_succeed(make_runtime) -> None:
 
     options = RuntimeOptions(llm_initial_retry_ms=100, llm_max_attempts=5)
     async with make_runtime(registry(), httpx.MockTransport(flaky), options=options) as rt:
-        h = await spawn(rt)
+        h = await spawn(rt, rt.root, "worker")
         r = await rt.run_turn(h, "go")
         assert (r.status, r.text) == ("done", "finally")
         assert len(seen) == 3
@@ -174,7 +171,7 @@ async def test_a_400_fails_the_turn_at_once_with_the_body(make_runtime) -> None:
 
     config = LlmConfig(base_url="http://a.mock", model="m", style="anthropic")
     async with make_runtime(registry(), httpx.MockTransport(reject), llm=config) as rt:
-        h = await spawn(rt)
+        h = await spawn(rt, rt.root, "worker")
         r = await rt.run_turn(h, "go")
         assert r.status == "error" and calls == 1
         assert "400" in r.text and "model not found: nope" in r.text
@@ -187,7 +184,7 @@ async def test_a_broken_stream_is_a_malformed_response(make_runtime) -> None:
         )
 
     async with make_runtime(registry(), httpx.MockTransport(garbage)) as rt:
-        h = await spawn(rt)
+        h = await spawn(rt, rt.root, "worker")
         r = await rt.run_turn(h, "go")
         assert r.status == "error" and "malformed LLM response" in r.text
 
@@ -196,7 +193,7 @@ async def test_interrupt_cancels_a_slow_streamed_completion(make_runtime) -> Non
     long_reply = text("word " * 400)  # 250 stream events, 0.2 s apart: ~50 s in all
     llm = ScriptedLLM({"stub-model": [long_reply, text("quick")]}, chunk_delay_s=0.2)
     async with make_runtime(registry(), llm.transport()) as rt:
-        h = await spawn(rt)
+        h = await spawn(rt, rt.root, "worker")
         await rt.wake(h, "write a lot")
         for _ in range(100):
             if llm.requests:

@@ -38,7 +38,7 @@ from toolnexus_temporal.client.testing import ScriptedLLMServer
 from toolnexus_temporal.workflows.contract.models import HandleView
 from toolnexus_temporal.workflows.contract.names import QUERY_VIEW
 
-pytestmark = [pytest.mark.multihost, pytest.mark.postgres]
+pytestmark = [pytest.mark.stress, pytest.mark.multihost, pytest.mark.postgres]
 
 AGENTS = 50
 TURNS = 2

@@ -4,10 +4,8 @@ rejected answer shown on the agent's page, handler descriptions, static details.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
@@ -17,7 +15,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import temporal_binary
-from tests.test_approvals import registry, spawn
+from tests.helpers import settle, spawn
+from tests.test_approvals import registry
 from toolnexus_temporal.client import AgentDef, AgentRuntime
 from toolnexus_temporal.client.errors import SearchAttributesMissingError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -31,21 +30,6 @@ from toolnexus_temporal.workflows.contract.names import (
     ROOT_ID,
 )
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
-
-T = TypeVar("T")
-
-
-async def eventually(fetch: Callable[[], Awaitable[T]], ok: Callable[[T], bool]) -> T:
-    """Fetch every 0.1 s until ``ok`` holds (visibility and queries settle a moment after a
-    signal); the last value otherwise (the caller's assertion then says what differs)."""
-    value = await fetch()
-    for _ in range(100):
-        if ok(value):
-            break
-        await asyncio.sleep(0.1)
-        value = await fetch()
-    return value
-
 
 WORKER = AgentDef(name="worker", description="does risky work", tools=["ask_approval"])
 
@@ -80,7 +64,7 @@ async def test_a_parked_agent_is_in_the_queue_with_its_request(make_runtime, cli
         assert r.status == "pending" and r.pending is not None
         req = r.pending
 
-        found = await eventually(lambda: queue(client, rt.scope), lambda ids: ids == [wf_id])
+        found = await settle(lambda: queue(client, rt.scope), lambda ids: ids == [wf_id])
         assert found == [wf_id]
         attrs = await attributes(client, wf_id)
         assert attrs["AgentRequestId"] == req.id
@@ -103,7 +87,7 @@ async def test_a_parked_agent_is_in_the_queue_with_its_request(make_runtime, cli
         # A wrong answer (as the UI's Signal dialog sends it): the page says it was rejected.
         wf = client.get_workflow_handle(wf_id)
         await wf.signal("answer", {"id": f"{h.id}#99", "ok": True})
-        rejected = await eventually(
+        rejected = await settle(
             lambda: metadata(client, wf_id),
             lambda m: m.current_details.startswith("**⚠ answer rejected:"),
         )
@@ -119,7 +103,7 @@ async def test_a_parked_agent_is_in_the_queue_with_its_request(make_runtime, cli
         cleared = await attributes(client, wf_id)
         assert not {"AgentRequestId", "AgentRequestKind", "AgentWaitingSince"} & cleared.keys()
         assert cleared["AgentState"] == "idle"
-        assert await eventually(lambda: queue(client, rt.scope), lambda ids: ids == []) == []
+        assert await settle(lambda: queue(client, rt.scope), lambda ids: ids == []) == []
         meta = await metadata(client, wf_id)
         assert meta.current_details.startswith(f"**{h.id}** — `idle`")  # rejection gone
 
@@ -142,7 +126,7 @@ async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, cli
         r = await rt.wait(b)
         assert r.status == "pending" and r.pending is not None
         ids = [rt.workflow_id(b.id), rt.workflow_id(f"{b.id}/worker.1")]
-        found = await eventually(lambda: queue(client, rt.scope), lambda got: got == sorted(ids))
+        found = await settle(lambda: queue(client, rt.scope), lambda got: got == sorted(ids))
         assert found == sorted(ids)
         for wf_id in ids:
             assert (await attributes(client, wf_id))["AgentRequestId"] == r.pending.id
@@ -155,7 +139,7 @@ async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, cli
         # Answered at the parent's page (routed down to the owner): both leave the queue.
         await client.get_workflow_handle(ids[0]).signal("answer", {"id": r.pending.id, "ok": True})
         assert (await rt.wait(b)).text == "boss done"
-        assert await eventually(lambda: queue(client, rt.scope), lambda got: got == []) == []
+        assert await settle(lambda: queue(client, rt.scope), lambda got: got == []) == []
 
 
 async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client) -> None:
@@ -164,13 +148,13 @@ async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client
         h = await spawn(rt, rt.root, "worker")
         wf_id = rt.workflow_id(h.id)
         await client.get_workflow_handle(wf_id).signal("answer", {"id": f"{h.id}#5", "ok": True})
-        shown = await eventually(
+        shown = await settle(
             lambda: metadata(client, wf_id),
             lambda m: m.current_details.startswith("**⚠ answer rejected:"),
         )
         assert "has no pending request" in shown.current_details.split("\n")[0]
         await rt.run_turn(h, "go")
-        meta = await eventually(
+        meta = await settle(
             lambda: metadata(client, wf_id), lambda m: not m.current_details.startswith("**⚠")
         )
         assert meta.current_details.startswith(f"**{h.id}** — `idle`")
@@ -193,7 +177,7 @@ async def test_a_rejection_in_the_first_workflow_task_is_shown(make_runtime, cli
             start_signal="answer",
             start_signal_args=[{"id": "root#5", "ok": True}],
         )
-        shown = await eventually(
+        shown = await settle(
             lambda: metadata(client, wf_id),
             lambda m: m.current_details.startswith("**⚠ answer rejected:"),
         )
@@ -241,7 +225,7 @@ async def test_a_parked_handle_keeps_its_queue_entry_across_continue_as_new(
         assert before["AgentState"] == "suspended" and before["AgentRequestId"] == f"{h.id}#1"
         wf = client.get_workflow_handle(wf_id)
         await continue_as_new_by_rejections(wf)
-        after = await eventually(
+        after = await settle(
             lambda: attributes(client, wf_id), lambda a: a.get("AgentState") == "suspended"
         )
         for name in ("AgentRequestId", "AgentRequestKind", "AgentRequestPrompt"):
@@ -250,12 +234,12 @@ async def test_a_parked_handle_keeps_its_queue_entry_across_continue_as_new(
         meta = await metadata(client, wf_id)
         assert f"Request id: `{h.id}#1`" in meta.current_details
         await wf.signal("answer", {"id": f"{h.id}#1", "ok": True})
-        second = await eventually(
+        second = await settle(
             lambda: attributes(client, wf_id), lambda a: a.get("AgentRequestId") == f"{h.id}#2"
         )
         assert second["AgentRequestId"] == f"{h.id}#2"
         await wf.signal("answer", {"id": f"{h.id}#2", "ok": True})
-        done = await eventually(
+        done = await settle(
             lambda: attributes(client, wf_id), lambda a: a.get("AgentState") == "idle"
         )
         assert "AgentRequestId" not in done and "AgentWaitingSince" not in done

@@ -16,32 +16,15 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import MODEL, temporal_binary
-from tests.helpers import spawn
+from tests.helpers import Gate, spawn
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef, AgentRuntime
 from toolnexus_temporal.client.cluster import connect
-from toolnexus_temporal.client.testing import text
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 OUTAGE_S = 5.0
 """How long the server stays down, s (the issue saw 10-30 s; the retry has no such bound)."""
-
-
-class Gate:
-    """An LLM that blocks until released, counting calls."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.both_entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        self.calls += 1
-        if self.calls >= 2:
-            self.both_entered.set()
-        await self.release.wait()
-        return httpx.Response(200, json=text("finished after the outage"))
 
 
 def free_port() -> int:
@@ -62,12 +45,13 @@ async def start_server(port: int, db: Path) -> WorkflowEnvironment:
     )
 
 
+@pytest.mark.stress  # a second dev server, killed and restarted
 async def test_wait_and_run_turn_ride_out_a_server_restart(tmp_path: Path) -> None:
     port, db = free_port(), tmp_path / "temporal.db"
     server = await start_server(port, db)
     try:
         client = await connect(f"127.0.0.1:{port}")
-        gate = Gate()
+        gate = Gate(reply="finished after the outage")
         task_queue = f"tq-{uuid.uuid4().hex[:8]}"
         async with (
             create_worker(
@@ -86,7 +70,7 @@ async def test_wait_and_run_turn_ride_out_a_server_restart(tmp_path: Path) -> No
             await rt.wake(first, "work")
             waiting = asyncio.create_task(rt.wait(first))
             turning = asyncio.create_task(rt.run_turn(second, "work too"))
-            await asyncio.wait_for(gate.both_entered.wait(), 60)
+            await asyncio.wait_for(gate.reached(2).wait(), 60)
             await server.shutdown()  # the outage: nothing listens on the port
             with pytest.raises(RPCError):
                 await client.get_workflow_handle(rt.workflow_id(first.id)).describe()

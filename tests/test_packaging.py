@@ -104,6 +104,7 @@ def _copy_sources(dest: Path) -> Path:
     return dest
 
 
+@pytest.mark.stress  # pip install into a fresh venv
 def test_pip_install_adds_one_top_level_package(tmp_path: Path) -> None:
     """``pip install .`` into a fresh venv: one package, ``toolnexus_temporal``, plus the
     ``tnx`` and ``tnx-worker`` commands; nothing named client/workflows/activities/worker."""

@@ -10,11 +10,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError
 
 from tests.conftest import temporal_binary
-from tests.helpers import eventually
+from tests.helpers import eventually, split_loop
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import AgentDef, Answer, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -203,6 +204,7 @@ async def small_signal(wf: WorkflowHandle[Any, Any], i: int) -> None:
     raise AssertionError("the signal was never accepted")
 
 
+@pytest.mark.stress
 async def test_flood_of_rejected_signals_to_a_parked_handle(make_runtime, client, tmp_path) -> None:
     """The measure of item 8: 100 rejected 1.5 MiB posts and 20,000 rejected small signals to
     one parked handle (default thresholds), then the approval by ``temporal workflow
@@ -300,6 +302,7 @@ async def test_parent_parked_on_its_task_child_continues_as_new_and_is_answered(
         assert view.state == "idle" and view.usage_total > child.usage_total > 0
 
 
+@pytest.mark.stress
 async def test_parked_handle_stays_below_the_update_limit(make_runtime, client) -> None:
     """2,100 posts (updates; all but the first 8 rejected: inbox full) to a parked handle:
     Temporal refuses updates past 2,000 per run, so the handle continues as new while parked
@@ -358,20 +361,22 @@ async def test_interrupt_and_close_of_a_carried_parked_turn(make_runtime, client
         assert any("close requested" in line for line in await rt.trace_lines(h))
 
 
-async def test_answer_in_the_middle_of_a_flood_is_never_lost(make_runtime, client) -> None:
+@split_loop("iterations", 1, 8)
+async def test_answer_in_the_middle_of_a_flood_is_never_lost(
+    make_runtime, client, iterations: range
+) -> None:
     """The Answer sent amid a flood of rejected signals lands before, during or right after
     a continue-as-new (the new run's first task included): it is taken every time, and the
     turn finishes. A run continues as new 1.2 s old at the earliest, so each round sends the
     Answer at another offset into the second run (1.0 to 1.35 s), where the next
     continue-as-new falls."""
-    rounds = 8
     script = []
-    for i in range(rounds):
+    for i in iterations:
         script += [tool_calls(("guarded", {})), text(f"done {i}")]
     llm = ScriptedLLM({"stub-model": script})
     options = RuntimeOptions(continue_as_new_events=100)
     async with make_runtime(REGISTRY, llm.transport(), options=options) as rt:
-        for i in range(rounds):
+        for i in iterations:
             h = await park(rt)
             assert h.pending_req is not None
             wid = rt.workflow_id(h.id)

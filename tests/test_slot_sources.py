@@ -1,8 +1,9 @@
 """``max_concurrent`` under wakes from three sources at once: a second ``AgentRuntime``, the
 ``tnx`` CLI and ``temporal workflow signal``.
 
-Two scenarios, each run once per module (a module-scoped fixture) and then checked by the
-tests below:
+Three scenarios, each run once per module (a module-scoped fixture) and then checked by the
+tests below (``fifty`` and ``rounds`` are ``stress``; the inner loop runs ``small``, ``rounds``
+with 6 children and 2 rounds):
 
 * ``fifty``: a spawned parent with ``max_concurrent`` 3 and 50 children, each woken once, all
   50 wakes fired together (17/17/16 over the three sources; the CLI and temporal processes
@@ -411,10 +412,28 @@ PLANS = {
         release="first_tnx",
         mix=("runtime", "temporal", "runtime", "temporal", "tnx", "temporal"),
     ),
+    # the inner loop's: ``rounds`` at half the children and two rounds (one tnx and three
+    # temporal processes a round)
+    "small": Plan(
+        where="root",
+        limit=2,
+        children=6,
+        rounds=2,
+        llm_delay=0.25,
+        release="first_tnx",
+        mix=("runtime", "temporal", "runtime", "temporal", "tnx", "temporal"),
+    ),
 }
+STRESS_PLANS = {"fifty", "rounds"}
 
 
-@pytest.fixture(scope="module", params=list(PLANS))
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(name, marks=[pytest.mark.stress] if name in STRESS_PLANS else [])
+        for name in PLANS
+    ],
+)
 async def scenario(
     request: pytest.FixtureRequest,
     env: WorkflowEnvironment,

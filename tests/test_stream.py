@@ -8,13 +8,16 @@ import asyncio
 import json
 import os
 import pty
+import threading
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from tests.conftest import MODEL
+from tests.helpers import accepted_updates, eventually, spawn
 from tests.test_cli import TNX, Cli
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
@@ -30,16 +33,11 @@ from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, te
 
 REPLY = "".join(f"piece{i:02d} " for i in range(10))  # 10 stream pieces of 8 characters
 DELAY_S = 0.3
+T = TypeVar("T")
 
 
 def _config(server: ScriptedLLMServer, *, stream: bool = True) -> LlmConfig:
     return LlmConfig(base_url=server.base_url, model=MODEL, stream=stream)
-
-
-async def _spawn(rt: AgentRuntime, name: str = "chat") -> Handle:
-    h = await rt.spawn(rt.root, name)
-    assert isinstance(h, Handle)
-    return h
 
 
 async def _collect(rt: AgentRuntime, h: Handle) -> list[LiveEvent]:
@@ -52,7 +50,7 @@ async def test_stream_yields_the_text_deltas_in_order_and_ends_with_the_turn(
     llm = ScriptedLLM({MODEL: [text(REPLY, completion_tokens=12)]}, chunk_delay_s=DELAY_S)
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
-            h = await _spawn(rt)
+            h = await spawn(rt, rt.root, "chat")
             await rt.wake(h, "talk")
             events = await _collect(rt, h)
     end = events[-1]
@@ -90,7 +88,7 @@ async def test_tool_call_starts_come_before_the_tool_ends(make_runtime) -> None:
     events: list[LiveEvent] = []
     with ScriptedLLMServer(llm) as server:
         async with make_runtime(registry, None, llm=_config(server)) as rt:
-            h = await _spawn(rt)
+            h = await spawn(rt, rt.root, "chat")
             await rt.wake(h, "look it up")
             async for ev in rt.stream(h):
                 events.append(ev)
@@ -114,7 +112,7 @@ async def test_tool_call_starts_come_before_the_tool_ends(make_runtime) -> None:
 async def test_a_stream_on_a_handle_that_is_not_running_ends_at_once(make_runtime) -> None:
     llm = ScriptedLLM({MODEL: [text("hello")]})
     async with make_runtime({"chat": AgentDef(name="chat")}, llm.transport()) as rt:
-        h = await _spawn(rt)
+        h = await spawn(rt, rt.root, "chat")
         never_woken = await _collect(rt, h)
         assert len(never_woken) == 1 and isinstance(never_woken[0], TurnEnd)
         done = await rt.run_turn(h, "hi")
@@ -156,7 +154,7 @@ async def _turn_history(
 ) -> tuple[int, int, str]:
     """History bytes and events one turn adds (spawn excluded), and its text."""
     async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=llm_config) as rt:
-        h = await _spawn(rt)
+        h = await spawn(rt, rt.root, "chat")
         wf = client.get_workflow_handle(rt.workflow_id(h.id))
         before = (await wf.fetch_history()).events
         result = await rt.run_turn(h, "talk")
@@ -180,23 +178,61 @@ async def test_history_per_turn_is_no_larger_with_streaming(make_runtime, client
     assert len(streamed_llm.frames_sent) >= 10  # it did stream, piece by piece
 
 
-LONG_REPLY = "".join(f"piece{i:02d} " for i in range(40))  # ~12 s: the CLI starts in time
+LONG_REPLY = "".join(f"piece{i:02d} " for i in range(40))  # 40 pieces, ~4 s at FOLLOW_DELAY_S
+FOLLOW_DELAY_S = 0.1
 
 
-async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env) -> None:
-    llm = ScriptedLLM({MODEL: [text(LONG_REPLY), text(LONG_REPLY)]}, chunk_delay_s=DELAY_S)
+def held(reply: dict[str, Any], release: threading.Event) -> Callable[[Any], dict[str, Any]]:
+    """A script entry answering ``reply`` once ``release`` is set (it blocks the server's
+    thread for that request only): the turn runs, and its reply has not begun."""
+
+    def entry(view: Any) -> dict[str, Any]:
+        release.wait(120)
+        return reply
+
+    return entry
+
+
+async def once_following(
+    client: Client, rt: AgentRuntime, h: Handle, release: threading.Event, cli: Awaitable[T]
+) -> T:
+    """Run ``cli`` (a ``tnx`` wait on ``h``'s running turn) and set ``release`` once it
+    follows the turn (its ``wait`` update was accepted): a ``tnx`` process takes seconds to
+    start, and the reply must stream while it follows."""
+    wid = rt.workflow_id(h.id)
+    before = await accepted_updates(client, wid)
+    task = asyncio.ensure_future(cli)
+
+    async def following() -> bool:
+        return task.done() or await accepted_updates(client, wid) > before
+
+    try:
+        await eventually(following, within_s=90, what="tnx to follow the turn")
+    finally:
+        release.set()
+    return await task
+
+
+async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env, client) -> None:
+    first, second = threading.Event(), threading.Event()
+    llm = ScriptedLLM(
+        {MODEL: [held(text(LONG_REPLY), first), held(text(LONG_REPLY), second)]},
+        chunk_delay_s=FOLLOW_DELAY_S,
+    )
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
-            h = await _spawn(rt)
+            h = await spawn(rt, rt.root, "chat")
             tnx = Cli(env, rt)
             await rt.wake(h, "talk")
-            run = await tnx("wait", h.id, "--follow")
+            run = await once_following(client, rt, h, first, tnx("wait", h.id, "--follow"))
             assert run.code == 0, run
             # the text streamed first, then the result line (the text not printed again)
             assert run.out.index(LONG_REPLY.rstrip()) < run.out.index("done · "), run
             assert run.out.count("piece39") == 1, run
             await rt.wake(h, "again")
-            jsonl = await tnx("wait", h.id, "--follow", "--json")
+            jsonl = await once_following(
+                client, rt, h, second, tnx("wait", h.id, "--follow", "--json")
+            )
             assert jsonl.code == 0, jsonl
             events = [json.loads(line) for line in jsonl.out.splitlines()]
             assert events[-1]["kind"] == "end" and events[-1]["result"]["status"] == "done"
@@ -204,18 +240,22 @@ async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env) 
             assert "".join(texts) == LONG_REPLY, jsonl
 
 
-async def test_tnx_wait_shows_a_status_line_on_a_terminal_only(make_runtime, env) -> None:
-    llm = ScriptedLLM({MODEL: [text(LONG_REPLY), text(LONG_REPLY)]}, chunk_delay_s=DELAY_S)
+async def test_tnx_wait_shows_a_status_line_on_a_terminal_only(make_runtime, env, client) -> None:
+    first, second = threading.Event(), threading.Event()
+    llm = ScriptedLLM(
+        {MODEL: [held(text(LONG_REPLY), first), held(text(LONG_REPLY), second)]},
+        chunk_delay_s=FOLLOW_DELAY_S,
+    )
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
-            h = await _spawn(rt)
+            h = await spawn(rt, rt.root, "chat")
             tnx = Cli(env, rt)
             await rt.wake(h, "talk")
-            piped = await tnx("wait", h.id)
+            piped = await once_following(client, rt, h, first, tnx("wait", h.id))
             assert piped.code == 0 and "running ·" not in piped.out, piped
             assert piped.out.startswith("done · "), piped
             await rt.wake(h, "again")
-            shown = await _on_a_terminal(tnx, "wait", h.id)
+            shown = await once_following(client, rt, h, second, _on_a_terminal(tnx, "wait", h.id))
     assert "running · " in shown and "tokens" in shown, shown
     assert "done · turns 1" in shown, shown
 

@@ -12,13 +12,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import MODEL, temporal_binary
-from tests.helpers import eventually, spawn
+from tests.helpers import Gate, accepted_updates, eventually, spawn, split_loop
 from tests.registries import APPROVALS
 from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
@@ -30,26 +29,6 @@ from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 TOTAL_UPDATES = 30
 """The per-run update limit of this module's own server (Temporal's default is 2,000: the
 same refusal, reached in seconds)."""
-
-
-class Gate:
-    """An LLM that blocks until released."""
-
-    def __init__(self) -> None:
-        self.entered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        self.entered.set()
-        await self.release.wait()
-        return httpx.Response(200, json=text("finished late"))
-
-
-async def accepted_updates(client: Client, workflow_id: str) -> int:
-    """Updates the workflow has accepted, from its history."""
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    accepted = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
-    return sum(1 for event in history.events if event.event_type == accepted)
 
 
 async def hold_nine_waits(
@@ -100,8 +79,9 @@ async def test_nine_waiting_hosts_leave_interrupt_post_and_close_working(
         gate.release.set()
 
 
+@split_loop("iterations", 1, 6)
 async def test_twenty_waiters_of_a_handle_closed_by_signal_never_raise(
-    make_runtime, client
+    make_runtime, client, iterations: range
 ) -> None:
     """``wait`` never raises: a close (here the ``close`` signal, as from the web UI) that ends
     the workflow while waits are admitted but not yet delivered makes the server refuse them
@@ -109,7 +89,7 @@ async def test_twenty_waiters_of_a_handle_closed_by_signal_never_raise(
     gate = Gate()
     reg = {"slow": AgentDef(name="slow")}
     async with make_runtime(reg, httpx.MockTransport(gate.handle)) as rt:
-        for _ in range(6):
+        for _ in iterations:
             gate.entered.clear()
             h = await spawn(rt, rt.root, "slow")
             await rt.wake(h, "work")
