@@ -17,7 +17,9 @@ free.
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, model_validator
 
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
@@ -34,7 +36,7 @@ from toolnexus_temporal.workflows.contract.models import (
     TraceLine,
     WireModel,
 )
-from toolnexus_temporal.workflows.contract.names import PROTOCOL
+from toolnexus_temporal.workflows.contract.names import PROTOCOL, PROTOCOLS
 
 
 class PoolFloor(WireModel):
@@ -414,6 +416,26 @@ class HandleState(WireModel):
 
 
 class AgentInput(WireModel):
-    """Workflow input: the handle's whole state (fresh at spawn, carried by continue-as-new)."""
+    """Workflow input: the handle's whole state (fresh at spawn, carried by continue-as-new).
+
+    The input of a protocol generation this build does not run (a pre-release agent, or one
+    of a newer build) has another shape: it is read as its id, task queue and generation
+    only, so that the run fails at once with ``UnsupportedProtocol`` (``versions.py``) rather
+    than with a workflow task that cannot decode its input and retries forever.
+    """
 
     state: HandleState
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_generation(cls, data: Any) -> Any:
+        state = data.get("state") if isinstance(data, dict) else None
+        if not isinstance(state, dict):
+            return data
+        protocol = state.get("protocol", 1)  # states from before the field existed: 1
+        if protocol in PROTOCOLS:
+            return data
+        keep = {k: state[k] for k in ("id", "task_queue", "scope") if isinstance(state.get(k), str)}
+        keep.setdefault("id", "unknown")
+        keep.setdefault("task_queue", "unknown")
+        return {"state": {**keep, "protocol": protocol if isinstance(protocol, int) else -1}}
