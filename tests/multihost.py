@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from tests.helpers import eventually
 from toolnexus_temporal.client.testing import ScriptedLLM, openai_view, style_of, text, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,18 +196,8 @@ def worker_env() -> dict[str, str]:
 
 
 async def until(check: Callable[[], Awaitable[bool] | bool], what: str, timeout_s: float) -> None:
-    """Wait until ``check`` holds (polled every 50 ms), or fail naming ``what``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        got = check()
-        if not isinstance(got, bool):
-            got = await got
-        if got:
-            return
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        await asyncio.sleep(0.05)
+    """``eventually`` every 50 ms for ``timeout_s`` seconds, failing with ``what``."""
+    await eventually(check, every=0.05, within_s=timeout_s, what=what)
 
 
 @dataclass

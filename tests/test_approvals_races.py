@@ -32,7 +32,7 @@ assertion (a loop takes about 1.5 s alone; CI run C once saw 15 s pass on a load
 # ---------------------------------------------------------------- item 4: wake after close
 
 
-@split_loop("iterations", 3, 12)
+@split_loop("iterations", 2, 12)
 async def test_wake_of_a_just_closed_handle_raises_every_time(
     make_runtime, iterations: range
 ) -> None:
@@ -299,7 +299,7 @@ async def signal_answer(rt: Any, env: Any, hid: str, answer: Answer, *, cli: boo
     assert proc.returncode == 0, err
 
 
-@split_loop("iterations", 4, 16)
+@split_loop("iterations", 2, 16)
 async def test_wait_right_after_an_answer_signal_returns_the_continued_turn(
     make_runtime, env, iterations: range
 ) -> None:
@@ -314,7 +314,7 @@ async def test_wait_right_after_an_answer_signal_returns_the_continued_turn(
             assert (r.status, r.text) == ("done", "worker done"), (i, r)
 
 
-@split_loop("iterations", 2, 6)
+@split_loop("iterations", 1, 6)
 async def test_wait_right_after_an_answer_to_a_delegating_parent(
     make_runtime, env, iterations: range
 ) -> None:
@@ -335,7 +335,7 @@ async def test_wait_right_after_an_answer_to_a_delegating_parent(
             await rt.close(top)
 
 
-@split_loop("iterations", 2, 6)
+@split_loop("iterations", 1, 6)
 async def test_wait_on_an_ancestor_right_after_an_answer_signal_to_the_owner(
     make_runtime, env, iterations: range
 ) -> None:

@@ -49,7 +49,7 @@ class SlowProvider:
             self.in_flight -= 1
 
 
-@split_loop("iterations", 3, 10)
+@split_loop("iterations", 2, 10)
 async def test_interrupt_then_wake_never_overlaps_two_calls_of_a_handle(
     make_runtime, iterations: range
 ) -> None:
@@ -293,7 +293,7 @@ class HoldFirst:
 
 
 @pytest.mark.parametrize("path", ["signals", "verbs"])
-@split_loop("iterations", 2, 6)
+@split_loop("iterations", 1, 6)
 async def test_a_wake_racing_an_interrupt_runs_after_it(
     make_runtime, client, path, iterations: range
 ) -> None:

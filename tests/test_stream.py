@@ -193,6 +193,13 @@ def held(reply: dict[str, Any], release: threading.Event) -> Callable[[Any], dic
     return entry
 
 
+def held_long_replies(n: int) -> tuple[ScriptedLLM, list[threading.Event]]:
+    """A script of ``n`` LONG_REPLY turns, each held until its event is set."""
+    releases = [threading.Event() for _ in range(n)]
+    entries = [held(text(LONG_REPLY), release) for release in releases]
+    return ScriptedLLM({MODEL: entries}, chunk_delay_s=FOLLOW_DELAY_S), releases
+
+
 async def once_following(
     client: Client, rt: AgentRuntime, h: Handle, release: threading.Event, cli: Awaitable[T]
 ) -> T:
@@ -214,11 +221,7 @@ async def once_following(
 
 
 async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env, client) -> None:
-    first, second = threading.Event(), threading.Event()
-    llm = ScriptedLLM(
-        {MODEL: [held(text(LONG_REPLY), first), held(text(LONG_REPLY), second)]},
-        chunk_delay_s=FOLLOW_DELAY_S,
-    )
+    llm, (first, second) = held_long_replies(2)
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
             h = await spawn(rt, rt.root, "chat")
@@ -241,11 +244,7 @@ async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env, 
 
 
 async def test_tnx_wait_shows_a_status_line_on_a_terminal_only(make_runtime, env, client) -> None:
-    first, second = threading.Event(), threading.Event()
-    llm = ScriptedLLM(
-        {MODEL: [held(text(LONG_REPLY), first), held(text(LONG_REPLY), second)]},
-        chunk_delay_s=FOLLOW_DELAY_S,
-    )
+    llm, (first, second) = held_long_replies(2)
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
             h = await spawn(rt, rt.root, "chat")
