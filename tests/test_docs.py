@@ -54,7 +54,7 @@ INCLUDE = re.compile(r'--8<--\s+"([^"]+)"')
 SETUP_COMMANDS = [
     "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/tnx demo",
     "bash scripts/test.sh",
-    '.venv/bin/python -m pytest -m "not stress"',
+    '.venv/bin/python -m pytest -m "not stress" -n 2',
 ]
 """The README's shell blocks, exactly: the set-up commands (CI runs the second itself)."""
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from tests.helpers import eventually
 from tests.replay_variants import RaisingAgentWorkflow, TimerFirstAgentWorkflow
 from toolnexus_temporal.cli.replaycheck import ReplayReport, replay_check, visibility_query
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
@@ -137,6 +138,10 @@ async def test_replay_check_names_the_generations_in_use_and_refuses_a_retired_o
         assert report.exit_code == 0
         retired = await start_retired_agent(client, rt)
 
+        async def listed() -> bool:  # visibility lists a new workflow a moment later
+            return (await client.count_workflows(visibility_query(scope=rt.scope))).count == 3
+
+        await eventually(listed, within_s=30)
         report = await replay_check(client, scope=rt.scope)
         by_id = {o.workflow_id: o for o in report.outcomes}
         assert by_id[retired].status == "unsupported" and by_id[retired].protocol == 2
