@@ -41,6 +41,7 @@ from toolnexus_temporal.cli import ops
 from toolnexus_temporal.cli.hostcmd import emit, out
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.render import one_line, truncate
+from toolnexus_temporal.client.queries import prefix_clause
 from toolnexus_temporal.workflows.contract.names import PROTOCOLS, WORKFLOW_TYPE
 from toolnexus_temporal.workflows.contract.versions import protocol_error
 
@@ -172,11 +173,13 @@ def visibility_query(*, scope: str | None = None, query: str | None = None) -> s
     Args:
         scope: a runtime's workflow id prefix: ``WorkflowId STARTS_WITH "{scope}/"``.
         query: any visibility condition, ANDed in parentheses (``AgentName="coder"``).
+
+    Raises:
+        ValueError: ``scope`` holds a character no query can carry (``client/queries.py``).
     """
     parts = [BASE_QUERY]
     if scope:
-        escaped = scope.replace("\\", "\\\\").replace('"', '\\"')
-        parts.append(f'WorkflowId STARTS_WITH "{escaped}/"')
+        parts.append(prefix_clause(f"{scope}/"))
     if query and query.strip():
         parts.append(f"({query.strip()})")
     return " AND ".join(parts)

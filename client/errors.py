@@ -130,7 +130,7 @@ class OrphanedHandlesError(TnxError):
     def __init__(self, scope: str | None, running: list[str]) -> None:
         shown = ", ".join(running[:5]) + (" ..." if len(running) > 5 else "")
         where = f"scope {scope!r}" if scope else "this namespace"
-        query = f'WorkflowId STARTS_WITH "{scope + "/" if scope else ""}root/"'
+        query = f'WorkflowId STARTS_WITH "{scope + "/" if scope else ""}root/"'  # scope checked
         super().__init__(
             f"the root of {where} has ended but {len(running)} of its handles still run "
             f"({shown}); close them first (`temporal workflow cancel --query "

@@ -24,6 +24,7 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client.errors import OrphanedHandlesError, SearchAttributesMissingError
+from toolnexus_temporal.client.queries import prefix_clause
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -170,7 +171,7 @@ async def check_no_orphans(rpc: HandleRpc) -> None:
     if desc.status == WorkflowExecutionStatus.RUNNING:
         return
     prefix = rpc.workflow_id(f"{ROOT_ID}/")
-    query = f'WorkflowId STARTS_WITH "{prefix}" AND ExecutionStatus="Running"'
+    query = f'{prefix_clause(prefix)} AND ExecutionStatus="Running"'
     running: list[str] = []
     async for wf in rpc.client.list_workflows(query, limit=20):
         # Visibility lags (more so under load): a child the cascade closed a moment ago may
@@ -197,7 +198,7 @@ async def suspended(rpc: HandleRpc) -> AsyncIterator[str]:
     ``suspended`` (visibility is eventually consistent: it may lag a moment)."""
     query = 'AgentState="suspended"'
     if rpc.scope:
-        query += f' AND WorkflowId STARTS_WITH "{rpc.scope}/"'
+        query += f" AND {prefix_clause(rpc.scope + '/')}"
     prefix = f"{rpc.scope}/" if rpc.scope else ""
     async for wf in rpc.client.list_workflows(query):
         hid = wf.id.removeprefix(prefix)

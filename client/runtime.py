@@ -29,6 +29,7 @@ from toolnexus_temporal.client.errors import (
 )
 from toolnexus_temporal.client.fallback import Fallbacks, status_of_view
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
+from toolnexus_temporal.client.queries import check_scope
 from toolnexus_temporal.client.reachability import WorkerProbe
 from toolnexus_temporal.client.reads import HandleReads, TranscriptReader
 from toolnexus_temporal.client.roots import start_root
@@ -95,7 +96,8 @@ class AgentRuntime(HandleReads):
         root: the root Handle (depth 0), available after :meth:`start`.
 
     Raises:
-        ValueError: ``scope`` is empty or has a leading or trailing ``/``.
+        ValueError: ``scope`` is not a valid scope (:func:`~toolnexus_temporal.client.queries.
+            check_scope`: letters, digits, ``._:-`` in ``/``-joined segments).
     """
 
     def __init__(
@@ -108,8 +110,7 @@ class AgentRuntime(HandleReads):
         budget: Budget | None = None,
         store: TranscriptReader | None = None,
     ) -> None:
-        if scope is not None and (not scope or scope.startswith("/") or scope.endswith("/")):
-            raise ValueError(f"scope {scope!r} must be a non-empty id prefix without edge slashes")
+        check_scope(scope)
         self.client = client
         self.task_queue = task_queue
         self.scope = scope

@@ -279,9 +279,12 @@ async def test_max_turns_stops_the_turn_as_incomplete(make_runtime) -> None:
         assert roles[-3:] == ["assistant", "tool", "user"]
 
 
-def test_runtime_rejects_a_bad_scope(client) -> None:
+@pytest.mark.parametrize("scope", ["/bad/", 'x" OR WorkflowId STARTS_WITH "oe', 'a"b'])
+def test_runtime_rejects_a_bad_scope(client, scope: str) -> None:
+    """A scope is checked when the runtime is made: one holding a quote would otherwise be
+    pasted into visibility queries (issue 23 item 7)."""
     with pytest.raises(ValueError, match="scope"):
-        AgentRuntime(client, scope="/bad/")
+        AgentRuntime(client, scope=scope)
 
 
 def test_request_bodies_are_plain_json() -> None:

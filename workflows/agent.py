@@ -43,6 +43,7 @@ from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.lifecycle.runloop import RunLoop
+from toolnexus_temporal.workflows.lifecycle.updates import UpdateLog
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.trust import Trust, masked
@@ -102,6 +103,7 @@ class AgentWorkflow:
             info = workflow.info()
             s.store_key = f"{info.namespace}/{info.workflow_id}@{info.first_execution_run_id}"
         self._vis = Visibility(s)
+        self._updates = UpdateLog(s)
         self._trust = Trust(s, self._vis)
         self._outbox = Outbox(s, self._vis)
         self._leases = LeaseBook(s, self._vis, self._outbox)
@@ -183,7 +185,13 @@ class AgentWorkflow:
         A failed check is a SpawnResult with ``error`` set (spawn never raises).
         """
         self._lifecycle.updates += 1
-        return await self._children.spawn(req)
+        child = self._updates.repeat()
+        if child is not None:  # sent again after a continue-as-new: no second child
+            return SpawnResult(handle=self._children.known_view(child))
+        result = await self._children.spawn(req)
+        if result.handle is not None:
+            self._updates.record(result.handle.id)
+        return result
 
     @workflow.signal(name=names.SIGNAL_SLOT_REQUEST, description=docs.SLOT_REQUEST)
     def slot_request(self, *args: Any) -> None:
@@ -233,6 +241,12 @@ class AgentWorkflow:
                 ``WaitersFull`` past ``WAITERS_MAX`` held waits (the client then polls).
         """
         self._lifecycle.updates += 1
+        seen = self._updates.repeat()
+        if seen is not None:  # sent again after a continue-as-new: wait, no second wake
+            return await self._lifecycle.held(
+                self._lifecycle.wait(WaitRequest(after_seq=int(seen)))
+            )
+        self._updates.record(str(self.s.result_seq))
         return await self._lifecycle.held(self._lifecycle.turn(req))
 
     @turn.validator
@@ -258,7 +272,11 @@ class AgentWorkflow:
             the sender, and a trace line.
         """
         self._lifecycle.updates += 1
+        if self._updates.repeat() is not None:  # sent again after a continue-as-new
+            return PostResult(ok=True, status=status_of(self.s))
         error = self._inbox.post(item)
+        if error is None:
+            self._updates.record()
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
 
     @workflow.signal(name=names.SIGNAL_POST, description=docs.POST)
@@ -296,7 +314,9 @@ class AgentWorkflow:
         transcript is not kept, waiters get ``interrupted``.
         """
         self._lifecycle.updates += 1
-        await self._lifecycle.interrupt("interrupt")
+        if self._updates.repeat() is None:  # a repeat would stop a later turn
+            self._updates.record()
+            await self._lifecycle.interrupt("interrupt")
         return status_of(self.s)
 
     @workflow.signal(name=names.SIGNAL_INTERRUPT, description=docs.INTERRUPT)
@@ -334,7 +354,12 @@ class AgentWorkflow:
             changes; a trace line records it: CONTRACT §9.2).
         """
         self._lifecycle.updates += 1
+        went = self._updates.repeat()
+        if went is not None:  # sent again after a continue-as-new: taken once already
+            return AnswerResult(ok=True, answered=went or None, status=status_of(self.s))
         error, answered = await self._approvals.admit(answer)
+        if error is None:
+            self._updates.record(answered or "")
         return AnswerResult(
             ok=error is None, error=error, answered=answered, status=status_of(self.s)
         )

@@ -43,6 +43,7 @@ from toolnexus_temporal.workflows.outbox import Signals
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import InterpretInput
     from toolnexus_temporal.workflows.contract.models import Answer, Request, ToolCall, ToolResult
     from toolnexus_temporal.workflows.contract.names import (
@@ -196,7 +197,7 @@ class Approvals:
                     maximum_attempts=3,
                     non_retryable_error_types=list(INTERPRET_NON_RETRYABLE),
                 ),
-                summary=f"interpreter {name} answers {req.id}",
+                summary=fit(f"interpreter {name} answers {req.id}", SUMMARY_BYTES),
             )
         except ActivityError as err:
             if self.scratch.interrupt_requested:
@@ -282,22 +283,30 @@ class Approvals:
         """The ``admit_answer`` update: :meth:`answer`; an Answer forwarded
         to a child returns once that child has processed it (its report names it), with its
         rejection if it rejected it: a ``wait`` on the child right after this update waits
-        for the continued turn, never for the answered Request."""
+        for the continued turn, never for the answered Request. A child that closed before it
+        took the Answer (its close was on its way when the Answer was forwarded) rejects it,
+        loudly: an Answer is never reported taken when nobody took it."""
         error, answered = self.answer(answer)
         seen = self.delivering.pop(answer.id, None)
         if error is None and answered is not None and seen is not None:
             s = self.s
             child = answered
 
+            def took() -> bool:
+                info = s.roster.children_info.get(child)
+                return info is not None and info.report_seq > seen and info.answer_id == answer.id
+
             def processed() -> bool:
                 info = s.roster.children_info.get(child)
-                if info is None or info.state == "closed":
-                    return True
-                return info.report_seq > seen and info.answer_id == answer.id
+                return info is None or info.state == "closed" or took()
 
             await workflow.wait_condition(processed)
             info = s.roster.children_info.get(child)
-            if info is not None and info.state != "closed" and info.answer_error is not None:
+            if not took() or info is None:
+                error = f"answer {answer.id!r}: {child} closed before it took it"
+                self.vis.reject("answer", error)
+                return error, None
+            if info.answer_error is not None:
                 return f"{child}: {info.answer_error}", None
         return error, answered
 

@@ -29,6 +29,7 @@ from toolnexus_temporal.workflows.visibility.operator import static_details, sta
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, view_of
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import DETAILS_BYTES, fit, workflow_id_error
     from toolnexus_temporal.workflows.contract.messages import (
         ChildReport,
         CloseRequest,
@@ -68,7 +69,9 @@ def spawn_check(
 
     Checks, in order: unknown name (``known`` names listed); parent closed or closing;
     depth over ``max_depth``; children over ``max_children`` (closed ones count); a pool
-    exhausted or the deadline passed (``now_ms``: ms since the epoch).
+    exhausted or the deadline passed (``now_ms``: ms since the epoch); the child's workflow
+    id over Temporal's limit (``limits.py``: refused here, a SpawnError, never a failed
+    workflow task of the parent).
     """
     if resolved.defn is None:
         return f'unknown agent "{name}" (known: {", ".join(resolved.known)})'
@@ -80,6 +83,10 @@ def spawn_check(
     max_children = s.budget.max_children
     if max_children is not None and children_count(s) >= max_children:
         return f"children over max_children {max_children}"
+    child_id = f"{s.id}/{resolved.defn.name}.{s.roster.spawn_count + 1}"
+    too_long = workflow_id_error(workflow_id_for(s.scope, child_id))
+    if too_long is not None:
+        return too_long
     return exhausted(s, now_ms)
 
 
@@ -268,13 +275,46 @@ class Children:
             parent_close_policy=workflow.ParentClosePolicy.ABANDON,
             # the UI's page of a child, with no worker
             static_summary=static_summary(child),
-            static_details=static_details(child),
+            static_details=fit(static_details(child), DETAILS_BYTES),
             search_attributes=attributes,
         )
         child_handle: workflow.ChildWorkflowHandle[Any, HandleView] = await start
         self.vis.trace(f"{s.id}: spawn {child_id}")
         asyncio.create_task(self.watcher.watch(child_id, child_handle))  # noqa: RUF006
         return child, None
+
+    def known_view(self, child_id: str) -> HandleView:
+        """A child's view as this parent knows it (its last report and cached definition):
+        what a spawn sent again after a continue-as-new returns (``lifecycle/updates.py``);
+        the client refreshes it with the child's own view at the next verb."""
+        s = self.s
+        info = s.roster.children_info.get(child_id, ChildInfo(state="closed"))
+        name = child_id[len(s.id) + 1 :].rpartition(".")[0]
+        cached = s.roster.agent_defs.get(name)
+        return HandleView(
+            id=child_id,
+            name=name,
+            parent=s.id,
+            depth=s.depth + 1,
+            state=info.state,
+            inbox_count=0,
+            children=[],
+            usage_total=info.usage_total,
+            turns_total=0,
+            tool_calls_total=0,
+            pool_tokens=None,
+            pool_tool_calls=None,
+            wall_deadline_ms=None,
+            pending_req=info.pending_req,
+            last_result=info.last_result,
+            result_seq=info.result_seq,
+            conv_id=child_id,
+            transcript_len=0,
+            last_error=None,
+            defn=cached.defn if cached else None,
+            subtree_tool_calls=info.subtree_tool_calls,
+            report_seq=info.report_seq,
+        )
 
     def on_report(self, report: ChildReport) -> None:
         """A child's ``child_report``: keep the newest snapshot, then update the slot books

@@ -12,6 +12,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import ResolveAgentInput, ResolveAgentResult
     from toolnexus_temporal.workflows.contract.names import RESOLVE_AGENT_ACTIVITY
     from toolnexus_temporal.workflows.contract.state import CachedDef, HandleState
@@ -61,7 +62,7 @@ class Definitions:
                 result_type=ResolveAgentResult,
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_attempts=5),
-                summary=f"resolve agent {name}",
+                summary=fit(f"resolve agent {name}", SUMMARY_BYTES),
             )
         except asyncio.CancelledError:
             pending.cancel()

@@ -43,6 +43,11 @@ content belongs in a store, referenced by id or URL."""
 MAX_PROMPT = 200_000
 """Characters at most in a wake prompt."""
 
+AGENT_NAME_MAX = 100
+"""The longest agent name, in characters (ASCII): a name is a segment of every child's
+workflow id, which Temporal caps at 1,000 bytes (``limits.py``; deeper trees are refused at
+spawn)."""
+
 MAX_WAIT_MS = 366 * 24 * 3600 * 1000
 """The longest ``wait`` timeout and ``max_wall_ms``: a year, in ms."""
 
@@ -124,7 +129,8 @@ class AgentDef(WireModel):
     """An agent definition; a registry maps names to these (CONTRACT §1).
 
     Attributes:
-        name: the registry key; also the id segment of spawned handles.
+        name: the registry key; also the id segment of spawned handles (letters, digits,
+            ``_`` and ``-``; at most :data:`AGENT_NAME_MAX`).
         description: what it does (shown to a parent's model by the ``task`` tool).
         system_prompt: the first message of every transcript; may be empty.
         model: provider model name, or ``"inherit"`` for the worker's configured model.
@@ -137,7 +143,7 @@ class AgentDef(WireModel):
         style: wire style override for this agent; ``None`` uses the worker's.
     """
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")
+    name: str = Field(min_length=1, max_length=AGENT_NAME_MAX, pattern=r"^[A-Za-z0-9_-]+$")
     description: str = ""
     system_prompt: str = ""
     model: str = "inherit"
@@ -175,7 +181,7 @@ class Request(WireModel):
 class Answer(WireModel):
     """The answer to a Request (CONTRACT §1). ``reason`` only when not ok."""
 
-    id: str = Field(min_length=1, max_length=500)
+    id: str = Field(min_length=1, max_length=1_100)  # a Request id: a handle id (<= 1,000 B) + "#n"
     ok: StrictBool
     data: dict[str, Any] | None = None
     reason: Literal["declined", "cancelled", "expired"] | None = None

@@ -327,6 +327,20 @@ class TurnState(WireModel):
     tool_calls_total: int = 0
 
 
+class UpdateState(WireModel):
+    """The updates this handle applied, carried across continue-as-new so that one sent again
+    with its id after the run continued is not applied twice (owner:
+    ``workflows/lifecycle/updates.py``; Temporal dedupes update ids per run only).
+
+    Attributes:
+        applied: update id → what a repeat returns (the turn's ``after_seq``, the child a
+            spawn made, the handle an Answer went to; empty for a post or an interrupt), oldest
+            first, at most ``updates.APPLIED_CAP`` entries.
+    """
+
+    applied: dict[str, str] = Field(default_factory=dict)
+
+
 class HandleState(WireModel):
     """All state of one handle: the single serializable model behind queries and
     continue-as-new (CONTRACT §2).
@@ -375,6 +389,7 @@ class HandleState(WireModel):
         intake: :class:`InboxState` (``inbox.py``).
         usage: :class:`UsageState` (``budgets.py``).
         turn: :class:`TurnState` (``turn/``).
+        updates: :class:`UpdateState` (``lifecycle/updates.py``).
     """
 
     # Identity and configuration, set once at creation (spawn, ``roots.py`` for the root).
@@ -413,6 +428,7 @@ class HandleState(WireModel):
     intake: InboxState = Field(default_factory=InboxState)
     usage: UsageState = Field(default_factory=UsageState)
     turn: TurnState = Field(default_factory=TurnState)
+    updates: UpdateState = Field(default_factory=UpdateState)
 
 
 class AgentInput(WireModel):

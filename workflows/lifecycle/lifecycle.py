@@ -35,6 +35,7 @@ from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text, status_of
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import (
         CloseRequest,
         HookInput,
@@ -270,7 +271,7 @@ class Lifecycle:
                 HookInput(hook=hook, event=event, handle_id=s.id, reason=reason),
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=RetryPolicy(maximum_attempts=3),
-                summary=f"on_{event} hook {hook} for {s.id}",
+                summary=fit(f"on_{event} hook {hook} for {s.id}", SUMMARY_BYTES),
             )
             self.vis.trace(f"{s.id}: on_{event} {hook} ran")
         except ActivityError as err:

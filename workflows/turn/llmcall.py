@@ -28,6 +28,7 @@ from toolnexus_temporal.workflows.machine import TurnScratch, require_defn
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import LlmCallInput, LlmCallResult
     from toolnexus_temporal.workflows.contract.models import Message, Usage
     from toolnexus_temporal.workflows.contract.names import (
@@ -88,7 +89,7 @@ async def llm_round_trip(
             maximum_attempts=opts.llm_max_attempts,
             non_retryable_error_types=list(LLM_NON_RETRYABLE),
         ),
-        "summary": f"LLM call for {s.id}",
+        "summary": fit(f"LLM call for {s.id}", SUMMARY_BYTES),
     }
     handle = workflow.start_activity(
         LLM_CALL_ACTIVITY,

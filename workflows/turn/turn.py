@@ -38,6 +38,7 @@ from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import (
         LlmCallResult,
         ToolCallInput,
@@ -325,7 +326,7 @@ class Turn:
                     maximum_attempts=opts.max_attempts,
                     non_retryable_error_types=list(TOOL_NON_RETRYABLE),
                 ),
-                summary=f"tool {call.name} for {s.id}",
+                summary=fit(f"tool {call.name} for {s.id}", SUMMARY_BYTES),
                 cancellation_type=cancellation,
             )
         except ActivityError as err:

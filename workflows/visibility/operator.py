@@ -25,6 +25,11 @@ from temporalio.common import SearchAttributeUpdate
 from toolnexus_temporal.workflows.children.roster import children_count
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import (
+        SUMMARY_BYTES,
+        fit,
+        fit_search_attribute,
+    )
     from toolnexus_temporal.workflows.contract.models import Request
     from toolnexus_temporal.workflows.contract.names import (
         AGENT_REQUEST_ID,
@@ -111,12 +116,12 @@ def current_details(s: HandleState, rejection: str | None = None) -> str:
 
 
 def static_summary(s: HandleState) -> str:
-    """The one-line static summary of a child's workflow :
-    ``agent {name} (child of {parent}): {description}``."""
+    """The one-line static summary of a child's workflow, within Temporal's
+    ``SUMMARY_BYTES``: ``agent {name} (child of {parent}): {description}``."""
     name = s.defn.name if s.defn else "root"
     purpose = s.defn.description if s.defn else ""
     head = f"agent {name} (child of {s.parent})"
-    return f"{head}: {purpose[:120]}" if purpose else head
+    return fit(f"{head}: {purpose[:120]}" if purpose else head, SUMMARY_BYTES)
 
 
 def static_details(s: HandleState) -> str:
@@ -155,7 +160,7 @@ def request_attributes(
     if req is None:
         return [key.value_unset() for key in REQUEST_SEARCH_ATTRIBUTES]
     return [
-        AGENT_REQUEST_ID.value_set(req.id),
-        AGENT_REQUEST_KIND.value_set(req.kind),
-        AGENT_REQUEST_PROMPT.value_set(req.prompt[:REQUEST_PROMPT_CHARS]),
+        AGENT_REQUEST_ID.value_set(fit_search_attribute(req.id)),
+        AGENT_REQUEST_KIND.value_set(fit_search_attribute(req.kind)),
+        AGENT_REQUEST_PROMPT.value_set(fit_search_attribute(req.prompt[:REQUEST_PROMPT_CHARS])),
     ]

@@ -21,6 +21,7 @@ from toolnexus_temporal.workflows.visibility.operator import current_details, re
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, TypeAdapter, ValidationError
 
+    from toolnexus_temporal.workflows.contract.limits import DETAILS_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import CloseRequest, WakeRequest
     from toolnexus_temporal.workflows.contract.models import (
         HandleStateName,
@@ -209,7 +210,7 @@ class Visibility:
         rejections of a run are logged (then a summary every ``REJECT_LOG_EVERY``)."""
         self.s.last_error = f"{verb} rejected: {error}"[:500]
         self.rejection = f"{verb} rejected: {error[:REJECT_TRACE_CHARS]}"
-        workflow.set_current_details(current_details(self.s, self.rejection))
+        workflow.set_current_details(fit(current_details(self.s, self.rejection), DETAILS_BYTES))
         self.rejections += 1
         line = f"{self.s.id}: {verb} REJECTED ({error[:REJECT_TRACE_CHARS]})"
         if not self._coalesce(line):
@@ -253,7 +254,7 @@ class Visibility:
             self.rejection = None  # shown until the next state change (a run's start is none)
         self._publish_operator()
         stamp_pending_since(s, int(workflow.now().timestamp() * 1000))
-        workflow.set_current_details(current_details(s, self.rejection))
+        workflow.set_current_details(fit(current_details(s, self.rejection), DETAILS_BYTES))
 
     def _publish_operator(self) -> None:
         """The upsert: ``AgentState`` and the pending Request's attributes, in one command

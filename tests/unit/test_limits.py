@@ -1,0 +1,62 @@
+"""Values bounded before they reach the server (issue 23 item 3): search attribute values in
+UTF-8 bytes, workflow ids, summaries; a spawn whose child id would be too long is a SpawnError,
+never a failed workflow task of the parent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from tests.unit.fakes import handle
+from toolnexus_temporal.workflows.children.children import spawn_check
+from toolnexus_temporal.workflows.contract.limits import (
+    SEARCH_ATTRIBUTE_TEXT_BYTES,
+    SUMMARY_BYTES,
+    WORKFLOW_ID_BYTES,
+    fit,
+    workflow_id_error,
+)
+from toolnexus_temporal.workflows.contract.messages import ResolveAgentResult
+from toolnexus_temporal.workflows.contract.models import AGENT_NAME_MAX, AgentDef, Request
+from toolnexus_temporal.workflows.visibility.operator import request_attributes, static_summary
+
+
+def test_fit_cuts_utf8_at_a_character_boundary() -> None:
+    assert fit("short", 10) == "short"
+    cut = fit("é" * 3000, SEARCH_ATTRIBUTE_TEXT_BYTES)
+    assert len(cut.encode()) <= SEARCH_ATTRIBUTE_TEXT_BYTES and cut.endswith("…")
+    assert set(cut[:-1]) == {"é"}
+    assert fit("🙂" * 100, 9) == "🙂…"  # 4 + 3 bytes: no half character
+
+
+def test_request_attributes_fit_the_server_limit() -> None:
+    req = Request(id="root/ops.1#1", kind="k" * 3000, prompt="p" * 3000)
+    for update in request_attributes(req, None):
+        value = update.value
+        assert isinstance(value, str)
+        assert len(json.dumps(value)) <= SEARCH_ATTRIBUTE_TEXT_BYTES, update.key.name
+
+
+def test_a_child_id_over_the_limit_is_a_spawn_error() -> None:
+    name = "n" * AGENT_NAME_MAX
+    deep = "root/" + "/".join(f"{name}.1" for _ in range(9))  # 9 levels of 102 bytes
+    s = handle(id=deep, depth=1)
+    error = spawn_check(s, name, ResolveAgentResult(defn=AgentDef(name=name)), 0)
+    assert error is not None and f"over Temporal's {WORKFLOW_ID_BYTES}" in error
+    shallow = handle(id="root/a.1", depth=1)
+    assert spawn_check(shallow, name, ResolveAgentResult(defn=AgentDef(name=name)), 0) is None
+    assert workflow_id_error("x" * WORKFLOW_ID_BYTES) is None
+    assert workflow_id_error("x" * (WORKFLOW_ID_BYTES + 1)) is not None
+
+
+def test_agent_names_are_bounded() -> None:
+    AgentDef(name="a" * AGENT_NAME_MAX)
+    with pytest.raises(ValidationError):
+        AgentDef(name="a" * (AGENT_NAME_MAX + 1))
+
+
+def test_static_summary_fits() -> None:
+    s = handle(id="root/" + "x" * 900 + ".1", parent="root/" + "x" * 400)
+    assert len(static_summary(s).encode()) <= SUMMARY_BYTES
