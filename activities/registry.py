@@ -170,10 +170,16 @@ class RegistryActivities:
 
     def tool_schemas(self, tools: list[str], team: list[str]) -> list[dict[str, Any]]:
         """OpenAI-style function schemas for ``tools``, plus the ``task`` tool when ``team``
-        is not empty (CONTRACT §4: the team sorted by name as ``name: description``)."""
-        schemas = [self.registry.tools[name].schema() for name in tools]
-        if team:
-            members = sorted(team)
+        is not empty (CONTRACT §4: the team sorted by name as ``name: description``). Names
+        this registry lacks are left out, never an error."""
+        known = self.registry.tools
+        schemas = [known[name].schema() for name in tools if name in known]
+        # A name the registry lacks (a deploy dropped it under a running agent) is left out:
+        # the model cannot call it, and a call it made before gets an `UnknownTool` error
+        # result (tools.py), never a failed LLM call. `tnx replay-check --registry` names
+        # such agents before the deploy.
+        members = sorted(name for name in team if name in self.registry.agents)
+        if members:
             listing = "; ".join(
                 f"{name}: {self.registry.agents[name].description}" for name in members
             )

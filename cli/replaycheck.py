@@ -28,7 +28,7 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 import typer
 from rich.markup import escape
@@ -37,6 +37,7 @@ from temporalio.client import Client, WorkflowExecution, WorkflowHistory
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.workflow import NondeterminismError
 
+from toolnexus_temporal.activities.registry import Registry, RegistryError
 from toolnexus_temporal.cli import ops
 from toolnexus_temporal.cli.hostcmd import emit, out
 from toolnexus_temporal.cli.ops import Options
@@ -51,10 +52,11 @@ BASE_QUERY: Final = f'WorkflowType="{WORKFLOW_TYPE}" AND ExecutionStatus="Runnin
 FETCH_AHEAD: Final = 8
 """Histories downloaded at once while the replayer works through the earlier ones."""
 
-Status = Literal["ok", "nondeterministic", "failed", "unsupported", "fetch_failed"]
+Status = Literal["ok", "nondeterministic", "failed", "unsupported", "missing", "fetch_failed"]
 """``ok`` replays; ``nondeterministic`` the new code emits other commands than the history
 recorded; ``failed`` the replay failed otherwise (e.g. the code raised in a workflow task);
-``unsupported`` the agent runs a protocol generation this build does not have;
+``unsupported`` the agent runs a protocol generation this build does not have; ``missing``
+its definition names tools or agents the registry given with ``--registry`` lacks;
 ``fetch_failed`` its history could not be downloaded (not checked)."""
 
 LABELS: Final[dict[Status, str]] = {
@@ -62,6 +64,7 @@ LABELS: Final[dict[Status, str]] = {
     "nondeterministic": "NONDETERMINISTIC",
     "failed": "REPLAY FAILED",
     "unsupported": "UNSUPPORTED PROTOCOL",
+    "missing": "MISSING IN REGISTRY",
     "fetch_failed": "FETCH FAILED",
 }
 """How each status is printed."""
@@ -116,7 +119,9 @@ class ReplayReport:
     def breaking(self) -> list[ReplayOutcome]:
         """The workflows the local code would break (non-deterministic or failed)."""
         return [
-            o for o in self.outcomes if o.status in ("nondeterministic", "failed", "unsupported")
+            o
+            for o in self.outcomes
+            if o.status in ("nondeterministic", "failed", "unsupported", "missing")
         ]
 
     def protocols(self) -> dict[int | None, int]:
@@ -259,6 +264,7 @@ async def replay_check(
     sandboxed: bool = False,
     workflows: tuple[type, ...] = (),
     fetch_ahead: int = FETCH_AHEAD,
+    registry: Registry | None = None,
 ) -> ReplayReport:
     """Replay every running agent workflow matched by :func:`visibility_query` against the
     local workflow code.
@@ -271,6 +277,9 @@ async def replay_check(
         sandboxed: replay inside Temporal's sandbox (stricter, slower).
         workflows: replay these classes instead of the worker's (tests).
         fetch_ahead: histories downloaded at once.
+        registry: the registry the new workers will run: an agent whose definition names a
+            tool, team member, interpreter or hook it lacks is ``missing`` (it would get
+            error results for them).
 
     Returns:
         The report; a history that cannot be downloaded is a ``fetch_failed`` outcome.
@@ -296,12 +305,16 @@ async def replay_check(
     async with replayer.workflow_replay_iterator(histories) as results:
         async for result in results:
             h, err = result.history, result.replay_failure
-            protocol, patches = await versions_of(client, h)
+            protocol, patches, defn = await versions_of(client, h)
             status: Status = "ok"
             detail = ""
             unsupported = None if protocol is None else protocol_error(protocol)
+            missing = [] if registry is None else missing_in(registry, defn)
             if unsupported is not None:
                 status, detail = "unsupported", unsupported
+            elif missing:
+                status = "missing"
+                detail = f"its definition names {', '.join(missing)}: not in the local registry"
             elif err is not None:
                 status = "nondeterministic" if isinstance(err, NondeterminismError) else "failed"
                 detail = _first_line(err)
@@ -314,14 +327,16 @@ async def replay_check(
 
 async def versions_of(
     client: Client, history: WorkflowHistory
-) -> tuple[int | None, tuple[str, ...]]:
+) -> tuple[int | None, tuple[str, ...], dict[str, Any] | None]:
     """The protocol generation an agent's history runs (its start input's ``state.protocol``,
     read from the decoded JSON so that an input of an older shape still tells it; 1 when the
     field is absent, as before it existed; None when the input cannot be decoded) and the
     ``workflow.patched`` ids its markers name (Temporal's core records each as a
-    ``core_patch`` marker whose ``patch-data`` is ``{"id": ..., "deprecated": ...}``)."""
+    ``core_patch`` marker whose ``patch-data`` is ``{"id": ..., "deprecated": ...}``), and
+    its agent definition as the input holds it (None for the root or an unreadable input)."""
     converter = client.data_converter
     protocol: int | None = None
+    defn: dict[str, Any] | None = None
     patches: set[str] = set()
     for event in history.events:
         if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
@@ -330,6 +345,8 @@ async def versions_of(
                 (inp,) = await converter.decode(list(payloads[:1]))
                 found_protocol = inp["state"].get("protocol", 1)
                 protocol = found_protocol if isinstance(found_protocol, int) else None
+                found_defn = inp["state"].get("defn")
+                defn = found_defn if isinstance(found_defn, dict) else None
             except Exception:
                 protocol = None  # not an agent's input (a mismatched codec key, a bad start)
         elif event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
@@ -343,7 +360,23 @@ async def versions_of(
                 continue
             if isinstance(found, dict) and isinstance(found.get("id"), str):
                 patches.add(found["id"])
-    return protocol, tuple(sorted(patches))
+    return protocol, tuple(sorted(patches)), defn
+
+
+def missing_in(registry: Registry, defn: dict[str, Any] | None) -> list[str]:
+    """What the agent definition ``defn`` (as a running agent holds it) names that
+    ``registry`` lacks: its tools, team members, interpreter and hooks."""
+    if defn is None:
+        return []
+    missing = [f"tool {t!r}" for t in defn.get("tools", []) if t not in registry.tools]
+    missing += [f"agent {a!r}" for a in defn.get("team", []) if a not in registry.agents]
+    wait_for = defn.get("wait_for")
+    if wait_for and wait_for not in registry.interpreters:
+        missing.append(f"interpreter {wait_for!r}")
+    for hook in (defn.get("on_spawn"), defn.get("on_close")):
+        if hook and hook not in registry.hooks:
+            missing.append(f"hook {hook!r}")
+    return missing
 
 
 # ---------------------------------------------------------------------------- the command
@@ -361,6 +394,13 @@ def replay_check_command(
     sandbox: Annotated[
         bool, typer.Option("--sandbox", help="Replay inside Temporal's sandbox (stricter).")
     ] = False,
+    registry: Annotated[
+        str | None,
+        typer.Option(
+            help="The registry the new workers will run (MODULE:NAME): name the running agents"
+            " whose definitions reference tools or agents it lacks.",
+        ),
+    ] = None,
 ) -> None:
     """Replay every running agent workflow (in --scope, if given) against the workflow code
     installed here: run it before deploying new code. Exit code 0: all replay; 1: some would
@@ -368,10 +408,16 @@ def replay_check_command(
     generation this build no longer has); 2: some histories could not be fetched. Also prints
     the protocol generations and patch ids the running agents use."""
 
+    local: Registry | None = None
+    if registry is not None:
+        try:
+            local = Registry.load(registry)
+        except RegistryError as err:
+            raise typer.BadParameter(str(err), param_hint="--registry") from None
     report = ops.run_client(
         opts,
         lambda client: replay_check(
-            client, scope=opts.scope, query=query, limit=limit, sandboxed=sandbox
+            client, scope=opts.scope, query=query, limit=limit, sandboxed=sandbox, registry=local
         ),
     )
     if opts.json:
