@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final
 
 import typer
 
+from toolnexus_temporal.cli.devserver import local_address
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.errors import ClusterConfigError
 
@@ -34,7 +35,8 @@ CONNECTION_OPTIONS: Final[list[inspect.Parameter]] = [
         "address",
         str | None,
         "--address",
-        help_text="Temporal frontend host:port (env TEMPORAL_ADDRESS; default 127.0.0.1:7233).",
+        help_text="Temporal frontend host:port (env TEMPORAL_ADDRESS; default: the server "
+        "`tnx server start` runs in this directory, else 127.0.0.1:7233).",
     ),
     _param(
         "namespace",
@@ -110,7 +112,8 @@ NAMES: Final = frozenset(p.name for p in CONNECTION_OPTIONS)
 
 def load_cluster(kwargs: dict[str, Any]) -> ClusterConfig:
     """Pop the connection flags (:data:`NAMES`) from a command's ``kwargs`` and resolve the
-    cluster configuration (flag > env > profile > default).
+    cluster configuration (flag > env > profile > the dev server ``tnx server start`` runs
+    in this directory > 127.0.0.1:7233).
 
     Raises:
         ClusterConfigError: a bad setting, or a ``--grpc-meta`` without ``=``.
@@ -122,4 +125,7 @@ def load_cluster(kwargs: dict[str, Any]) -> ClusterConfig:
         if not sep or not key:
             raise ClusterConfigError("gRPC metadata", "--grpc-meta", f"{item!r} is not KEY=VALUE")
         meta[key] = value
-    return ClusterConfig.load(**given, grpc_meta=meta, via="flag")
+    local = local_address()  # a server `tnx server start` runs in this directory
+    if local is None:
+        return ClusterConfig.load(**given, grpc_meta=meta, via="flag")
+    return ClusterConfig.load(**given, grpc_meta=meta, via="flag", default_address=local)

@@ -354,3 +354,21 @@ class DevServer:
         if tail is None:
             return "(no log)"
         return tail.strip() or "(log is empty)"
+
+
+LOCAL_SERVER_DIR: Final = Path(".tnx/temporal")
+"""Where ``tnx server start`` keeps its server when no ``--data-dir`` is given, relative to
+the directory it ran in."""
+
+
+def local_address(cwd: Path | None = None) -> str | None:
+    """The address of the dev server ``tnx server start`` started in ``cwd`` (default: the
+    current directory), while it runs; None when none runs there. Every later ``tnx`` and
+    ``tnx-worker`` in that directory takes it as its default address (flags, ``TEMPORAL_*``
+    variables and a profile still come first), so ``tnx server start --port 7741`` then
+    ``tnx ls`` reaches port 7741 (issue 24 item 5)."""
+    data_dir = (cwd or Path.cwd()) / LOCAL_SERVER_DIR
+    if not (data_dir / _PORTS_FILENAME).exists():
+        return None
+    server = DevServer.at(data_dir)
+    return server.address if server.is_running() else None

@@ -1,0 +1,47 @@
+"""``tnx`` finds the server it started (issue 24 item 5): after ``tnx server start --port P``
+in a directory, every later ``tnx`` and ``tnx-worker`` there defaults to that server until it
+is stopped (before: ``tnx ls`` went to 7233 and suggested ``tnx server start``)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+TNX = str(Path(sys.executable).parent / "tnx")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def tnx(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
+    environ |= {"HOME": str(cwd), "COLUMNS": "200"}  # no profile of the user's
+    return subprocess.run(
+        [TNX, *args], cwd=cwd, env=environ, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_tnx_defaults_to_the_server_it_started_here(tmp_path: Path) -> None:
+    port, ui = free_port(), free_port()
+    started = tnx(tmp_path, "server", "start", "--port", str(port), "--ui-port", str(ui))
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        listed = tnx(tmp_path, "ls")
+        out = listed.stdout + listed.stderr
+        assert f"127.0.0.1:{port}" in out, out  # it reached this server: no root there yet
+        assert "7233" not in out, out
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        other = tnx(elsewhere, "ls")
+        assert f":{port}" not in other.stdout + other.stderr  # only in that directory
+    finally:
+        stopped = tnx(tmp_path, "server", "stop")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    after = tnx(tmp_path, "ls")
+    assert f":{port}" not in after.stdout + after.stderr  # stopped: the default again
