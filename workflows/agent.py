@@ -5,24 +5,25 @@ activities; all state is one ``HandleState``. This module is the durable surface
 workflow's run, every handler and the queries, each delegating to one component (a plain
 class that owns one concept; imports only go down):
 
-* ``visibility``: trace, search attributes, views, loud rejection of signal input;
+* ``visibility/``: trace, search attributes, views, loud rejection of signal input;
 * ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
 * ``budgets``: pools and the budget check; ``leases``: ``max_concurrent``;
-* ``inbox``: post bounds, wake admission; ``approvals``: suspension, Answer routing,
-  parking on task children;
-* ``children``: spawn, child reports, closing a child (with ``child_watch``: children whose
-  workflows end); ``delegation``: the ``task`` tool;
-* ``turn``: the LLM loop and tool calls; ``lifecycle``: wait, interrupt, close, hooks,
-  continue-as-new; ``carry``: a parked turn carried across continue-as-new;
-* ``runloop``: the run loop (one turn per admitted wake, continue-as-new, a cancellation
-  request as a close).
+* ``inbox``: post bounds, wake admission; ``approvals/``: suspension, Answer routing,
+  parking on task children, a parked turn carried across continue-as-new (``carry``);
+* ``children/``: spawn, child reports, closing a child, children whose workflows end
+  (``watch``), the ``task`` tool (``delegation``);
+* ``turn/``: the LLM loop and tool calls; ``lifecycle/``: wait, interrupt, close, hooks,
+  continue-as-new, the run loop (``runloop``), verbs exactly once across runs
+  (``updates``).
 
-Messages: every name is a durable contract in ``names.py``; README "Verbs on the wire" and
-"The protocol between workflows" say what each is for. The public signals (``wake``, ``post``,
+The docs' "Where each rule lives" page maps each rule to its module.
+
+Messages: every name is a durable contract in ``contract/names.py``; the docs' "The
+protocol between workflows" says what each is for. The public signals (``wake``, ``post``,
 ``interrupt``, ``close``, ``answer``) work from ``temporal workflow signal``; a rejected signal
 leaves a trace line and ``last_error``, never a silent drop. Updates are the client's
 synchronous path, one message per verb; queries are ``view``, ``state``, ``trace``, ``inbox``.
-Each handler's ``description`` (``handler_docs.py``) is what the web UI's dialogs show.
+Each handler's ``description`` (``contract/handler_docs.py``) is what the web UI's dialogs show.
 """
 
 from __future__ import annotations

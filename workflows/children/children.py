@@ -21,7 +21,12 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
 from toolnexus_temporal.workflows.children.definitions import Definitions
-from toolnexus_temporal.workflows.children.roster import children_count, record_spawn, was_child
+from toolnexus_temporal.workflows.children.roster import (
+    children_count,
+    next_child_id,
+    record_spawn,
+    was_child,
+)
 from toolnexus_temporal.workflows.children.watch import ChildWatch
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
@@ -83,8 +88,7 @@ def spawn_check(
     max_children = s.budget.max_children
     if max_children is not None and children_count(s) >= max_children:
         return f"children over max_children {max_children}"
-    child_id = f"{s.id}/{resolved.defn.name}.{s.roster.spawn_count + 1}"
-    too_long = workflow_id_error(workflow_id_for(s.scope, child_id))
+    too_long = workflow_id_error(workflow_id_for(s.scope, next_child_id(s, resolved.defn.name)))
     if too_long is not None:
         return too_long
     return exhausted(s, now_ms)
@@ -186,7 +190,7 @@ class Children:
             on_report=self.on_report,
             on_change=lambda: self.on_change(),
         )
-        """Children whose workflows end (``child_watch.py``)."""
+        """Children whose workflows end (``children/watch.py``)."""
 
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """The ``spawn`` update: the child's view, or the SpawnError text (never raises).

@@ -34,6 +34,12 @@ TRACE_CARRY_BYTES: Final = 32_000
 older lines are dropped (``trace_seq`` keeps counting), as the ``trace_cap`` rule does."""
 
 
+def next_child_id(s: HandleState, name: str) -> str:
+    """The handle id the next spawn of agent ``name`` under ``s`` gets:
+    ``{s.id}/{name}.{n}``, ``n`` one more than the spawns so far."""
+    return f"{s.id}/{name}.{s.roster.spawn_count + 1}"
+
+
 def record_spawn(s: HandleState, name: str, nonce: str | None = None) -> str:
     """Number a new child of ``s`` with agent name ``name`` and record it (``spawn_count``,
     ``children``, ``children_info`` with the child's ``nonce``, and ``spawned``).
@@ -41,9 +47,8 @@ def record_spawn(s: HandleState, name: str, nonce: str | None = None) -> str:
     Returns:
         The child's handle id, ``{s.id}/{name}.{n}``.
     """
+    child_id = next_child_id(s, name)
     s.roster.spawn_count += 1
-    n = s.roster.spawn_count
-    child_id = f"{s.id}/{name}.{n}"
     s.roster.children.append(child_id)
     s.roster.children_info[child_id] = ChildInfo(nonce=nonce)
     if name not in s.roster.spawned_names:
