@@ -1,7 +1,9 @@
 """The approval queue from the shell: ``tnx pending`` lists what waits, ``tnx answer`` answers
 it. Both work with no worker running (README "Operator's path"): ``pending`` then lists the
-suspended ids from visibility, ``answer --request`` sends the ``answer`` signal, which runs
-when a worker polls. Registered as host verbs by :mod:`~toolnexus_temporal.cli.app`.
+queue from visibility (each Request's id, kind, prompt and waiting time are search
+attributes), ``answer`` reads the Request id from the handle's search attributes (or takes
+``--request``) and sends the ``answer`` signal, which runs when a worker polls. Registered as
+host verbs by :mod:`~toolnexus_temporal.cli.app`.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.messages import AnswerResult
 from toolnexus_temporal.workflows.contract.models import Answer
@@ -24,16 +27,16 @@ from toolnexus_temporal.workflows.contract.models import Answer
 
 def pending_command(opts: Options) -> None:
     """The approval queue: every suspended agent with its pending request (found through the
-    AgentState search attribute; the web UI's search box takes the same query). Works with no
-    worker running: then only the ids (visibility), with a hint."""
+    approval queue's visibility query; the web UI's search box takes the same query). Works
+    with no worker running: then from the search attributes alone, with a hint."""
 
-    async def verb(rt: AgentRuntime) -> tuple[list[Handle], list[str], NoWorkerError | None]:
+    async def verb(rt: AgentRuntime) -> tuple[list[Handle], list[QueueRow], NoWorkerError | None]:
         found = await worker_read(rt, rt.pending)
         if isinstance(found, NoWorkerError):
-            return [], await rt.suspended_ids(), found
+            return [], await rt.queue(), found
         return found, [], None
 
-    handles, bare_ids, missing = ops.run(opts, verb, worker="optional")
+    handles, rows, missing = ops.run(opts, verb, worker="optional")
     if opts.json:
         emit(
             [
@@ -44,16 +47,30 @@ def pending_command(opts: Options) -> None:
                 }
                 for h in handles
             ]
-            + [{"id": hid, "request": None, "since_ms": None} for hid in bare_ids]
+            + [
+                {
+                    "id": row.id,
+                    "request": (
+                        {"id": row.request_id, "kind": row.kind, "prompt": row.prompt}
+                        if row.request_id
+                        else None
+                    ),
+                    "since_ms": (
+                        int(row.waiting_since.timestamp() * 1000) if row.waiting_since else None
+                    ),
+                    "source": "visibility",
+                }
+                for row in rows
+            ]
         )
         return
     if missing is not None:
-        out.print(render.bare_pending_table(bare_ids) if bare_ids else "no suspended agents")
+        out.print(render.queue_table(rows) if rows else "no suspended agents")
         err_console.print(
             "[yellow]note[/yellow]: "
             + escape(ops.no_worker_note(missing, opts))
-            + "; the requests' details need one (answer without one: tnx answer ID "
-            "--request REQUEST --approve)",
+            + "; read from visibility (the full prompt and the turn continue when one runs; "
+            "an answer is kept until then: tnx answer ID --approve)",
             style="dim",
         )
         return
@@ -82,13 +99,15 @@ def answer_command(
         typer.Option(
             "--request",
             metavar="REQUEST",
-            help="The Request id (default: read from the agent, which needs a worker).",
+            help="The Request id (default: the agent's pending Request, read from it, or from "
+            "its search attributes when no worker runs).",
         ),
     ] = None,
 ) -> None:
     """Answer the pending request of ID (or of the deepest agent below it waiting on the same
-    request); the parked turn continues where it stopped. With no worker running, give
-    --request: the answer is sent as a signal and runs when a worker polls."""
+    request); the parked turn continues where it stopped. With no worker running, the
+    Request id comes from ID's search attributes (or --request): the answer is sent as a
+    signal and runs when a worker polls."""
     if approve == decline:
         raise fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
     payload = args.parse_json_object(data, "--data")
@@ -99,30 +118,35 @@ def answer_command(
             id=request_id, ok=approve, data=payload, reason=None if approve else "declined"
         )
 
-    async def deliver(rt: AgentRuntime) -> AnswerResult | NoWorkerError:
+    async def deliver(rt: AgentRuntime) -> AnswerResult | tuple[NoWorkerError, str]:
         h = await worker_read(rt, lambda: rt.inspect(target))
         if isinstance(h, NoWorkerError):
-            if request is None:
-                raise ops.CliError(
-                    f"{ops.no_worker_note(h, opts)}; the pending request's id needs one "
-                    "to be read: pass --request REQUEST to answer without a worker",
-                    ops.EXIT_ENV,
-                )
-            await signal_answer(rt, target, answer_to(request))
-            return h
+            request_id = request
+            if request_id is None:
+                row = await rt.queue_row(target)
+                if row is None or row.request_id is None:
+                    raise ops.CliError(
+                        f"{target} has no pending request in its search attributes "
+                        f"(not suspended); {ops.no_worker_note(h, opts)}",
+                        ops.EXIT_ENV,
+                    )
+                request_id = row.request_id
+            await signal_answer(rt, target, answer_to(request_id))
+            return h, request_id
         if h.pending_req is None:
             raise ops.CliError(f"{h.id} has no pending request (state {h.state})")
         return await rt.answer(target, answer_to(request or h.pending_req.id))
 
     result = ops.run(opts, deliver, worker="optional")
     verdict = "approved" if approve else "declined"
-    if isinstance(result, NoWorkerError):
+    if isinstance(result, tuple):
+        missing, request_id = result
         if opts.json:
-            emit({"ok": True, "delivered": "signal", "answered": None, "request": request})
+            emit({"ok": True, "delivered": "signal", "answered": None, "request": request_id})
         else:
             out.print(
-                f"answer {escape(request or '?')} ({verdict}) delivered to {escape(target)} as a "
-                f"signal: it runs when a worker polls task queue {escape(result.task_queue)} "
+                f"answer {escape(request_id)} ({verdict}) delivered to {escape(target)} as a "
+                f"signal: it runs when a worker polls task queue {escape(missing.task_queue)} "
                 "(none does now)",
                 soft_wrap=True,
             )

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
@@ -206,13 +207,30 @@ def pending_table(handles: list[Handle], now_ms: int | None = None) -> Table:
     return table
 
 
-def bare_pending_table(ids: list[str]) -> Table:
-    """``tnx pending`` with no worker: the suspended handles' ids (visibility alone)."""
+def queue_table(rows: list[QueueRow], now_ms: int | None = None) -> Table:
+    """``tnx pending`` with no worker: the approval queue from visibility (the search
+    attributes of each suspended handle; the prompt is absent when a payload codec keeps it
+    out of visibility). Ids and request ids are never cut; the prompt wraps."""
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    table.add_column("ID", overflow="ellipsis", no_wrap=True)
+    table.add_column("ID", no_wrap=True)
+    table.add_column("WAITING", no_wrap=True)
+    table.add_column("KIND", no_wrap=True)
+    table.add_column("PROMPT", overflow="fold")
     table.add_column("REQUEST", no_wrap=True)
-    for hid in ids:
-        table.add_row(one_line(hid), Text("(needs a worker to read)", style="dim"))
+    for row in rows:
+        since = row.waiting_since
+        prompt = (
+            Text(one_line(row.prompt))
+            if row.prompt is not None
+            else Text("(not in visibility)", style="dim")
+        )
+        table.add_row(
+            one_line(row.id),
+            waiting(int(since.timestamp() * 1000) if since else None, now_ms),
+            one_line(row.kind or NONE),
+            prompt,
+            one_line(row.request_id or NONE),
+        )
     return table
 
 

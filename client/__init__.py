@@ -25,7 +25,8 @@ answer     update ``admit_answer``      AnswerResult (``resume`` finds the handl
 inspect    query ``view``               the Handle, refreshed
 list       query ``view`` per handle    the tree, pre-order, children in spawn order
 trace      query ``trace`` per handle   the subtree's lines merged in order of occurrence
-pending    visibility list, ``view``    the suspended handles (``AgentState`` attribute)
+pending    visibility list, ``view``    the suspended handles (``names.APPROVAL_QUEUE``)
+queue      visibility list              the same, from search attributes alone (no worker)
 stream     ``view``, describe, history  live events of the running turn (``stream.py``):
                                         text deltas, tool calls, then ``wait``'s result
 =========  ==========================  =====================================================
@@ -43,6 +44,7 @@ from toolnexus_temporal.client.errors import (
     VerbRejectedError,
 )
 from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
@@ -65,6 +67,7 @@ __all__ = [
     "InboxItem",
     "NoWorkerError",
     "OrphanedHandlesError",
+    "QueueRow",
     "Request",
     "RuntimeOptions",
     "SearchAttributesMissingError",

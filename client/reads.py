@@ -10,9 +10,13 @@ from __future__ import annotations
 import builtins
 from typing import Protocol
 
-from toolnexus_temporal.client.errors import TnxError
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
-from toolnexus_temporal.client.roots import suspended
+from toolnexus_temporal.client.retry import riding_outage
+from toolnexus_temporal.client.roots import QueueRow, suspended
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.models import (
@@ -22,12 +26,14 @@ from toolnexus_temporal.workflows.contract.models import (
     TaskResult,
     TraceLine,
 )
+from toolnexus_temporal.workflows.contract.names import AGENT_STATE
 
 # Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
 Handles = list[Handle]
 TraceLines = list[TraceLine]
 Messages = list[Message]
 Strings = list[str]
+QueueRows = list[QueueRow]
 
 
 class TranscriptReader(Protocol):
@@ -91,22 +97,49 @@ class HandleReads:
         return await self.store.read(view.store_key, view.transcript_len)
 
     async def pending(self) -> Handles:
-        """Every suspended handle of this runtime, found through the ``AgentState`` search
-        attribute (visibility is eventually consistent: a handle parked a moment ago may
-        show a moment later), each refreshed by a query."""
+        """Every suspended handle of this runtime, found through the approval queue's
+        visibility query (:data:`~toolnexus_temporal.workflows.contract.names.APPROVAL_QUEUE`:
+        one row per live handle; visibility is eventually consistent: a handle parked a moment
+        ago may show a moment later), each refreshed by a query (needs a worker)."""
         found: Handles = []
-        async for hid in suspended(self._rpc):
-            view = await self._view(hid)
+        async for row in suspended(self._rpc):
+            view = await self._view(row.id)
             if view.state == "suspended":
                 found.append(Handle.from_view(view))
         found.sort(key=lambda h: h.id)
         return found
 
-    async def suspended_ids(self) -> Strings:
-        """The ids of this runtime's suspended handles, sorted, from the ``AgentState``
-        search attribute alone: no query, so no worker is needed (visibility may lag a
+    async def queue(self) -> QueueRows:
+        """The approval queue from visibility alone, sorted by id: one :class:`QueueRow` per
+        live suspended handle with its pending Request's id, kind, prompt (None with a payload
+        codec on) and waiting time. No query, so no worker is needed (visibility may lag a
         moment)."""
-        return sorted([hid async for hid in suspended(self._rpc)])
+        return sorted([row async for row in suspended(self._rpc)], key=lambda row: row.id)
+
+    async def queue_row(self, h: HandleRef) -> QueueRow | None:
+        """``h``'s row of the approval queue, read with one consistent describe of its
+        workflow (no worker needed, no visibility lag); None when its latest run is not a
+        running, suspended handle.
+
+        Raises:
+            HandleNotFoundError: no such handle.
+        """
+        hid = handle_id(h)
+        try:
+            desc = await riding_outage(self._rpc.handle(hid).describe)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise HandleNotFoundError(hid) from None
+            raise
+        attrs = desc.typed_search_attributes
+        if desc.status != WorkflowExecutionStatus.RUNNING or attrs.get(AGENT_STATE) != "suspended":
+            return None
+        return QueueRow.from_attributes(hid, attrs)
+
+    async def suspended_ids(self) -> Strings:
+        """The ids of this runtime's suspended handles, sorted, from visibility alone (the
+        ids of :meth:`queue`)."""
+        return [row.id for row in await self.queue()]
 
     async def inspect(self, h: HandleRef) -> Handle:
         """Read a handle's current view (CONTRACT §3 inspect); refreshes ``h`` in place.

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -32,8 +34,13 @@ from toolnexus_temporal.workflows.contract.models import Budget, HandleView, Run
 from toolnexus_temporal.workflows.contract.names import (
     AGENT_DEPTH,
     AGENT_NAME,
+    AGENT_REQUEST_ID,
+    AGENT_REQUEST_KIND,
+    AGENT_REQUEST_PROMPT,
     AGENT_STATE,
+    AGENT_WAITING_SINCE,
     ALL_SEARCH_ATTRIBUTES,
+    APPROVAL_QUEUE,
     PROTOCOL,
     ROOT_ID,
 )
@@ -115,7 +122,7 @@ async def _start(rpc: HandleRpc, state: HandleState, task_queue: str) -> Workflo
 ROOT_DETAILS = (
     "The root handle of a toolnexus runtime: it holds the runtime-wide pools and is the"
     " parent of the top-level agents; it never runs a model.\n\n"
-    'Approval queue: list `AgentState="suspended"` (add the columns `AgentRequestKind`,'
+    f"Approval queue: list `{APPROVAL_QUEUE}` (add the columns `AgentRequestKind`,"
     " `AgentRequestPrompt`, `AgentWaitingSince`); an agent's Current Details give the answer"
     " to send (Signal `answer`)."
 )
@@ -193,14 +200,47 @@ async def _still_running(rpc: HandleRpc, workflow_id: str) -> bool:
     return desc.status == WorkflowExecutionStatus.RUNNING
 
 
-async def suspended(rpc: HandleRpc) -> AsyncIterator[str]:
-    """The ids of this runtime's handles whose ``AgentState`` search attribute says
-    ``suspended`` (visibility is eventually consistent: it may lag a moment)."""
-    query = 'AgentState="suspended"'
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """One row of the approval queue as visibility has it (no worker needed).
+
+    Attributes:
+        id: the handle id (``root/ops.1``), without the runtime's scope.
+        request_id: ``AgentRequestId``, the ``id`` an Answer must carry (None when the
+            handle parked before its attributes were upserted).
+        kind: ``AgentRequestKind`` (``approval``, ``input``, ...).
+        prompt: ``AgentRequestPrompt``, cut to ``REQUEST_PROMPT_CHARS`` characters; None
+            when the prompt is kept out of visibility (a payload codec is on).
+        waiting_since: ``AgentWaitingSince`` (UTC), when the handle parked.
+    """
+
+    id: str
+    request_id: str | None
+    kind: str | None
+    prompt: str | None
+    waiting_since: datetime | None
+
+    @classmethod
+    def from_attributes(cls, hid: str, attrs: TypedSearchAttributes) -> QueueRow:
+        """The row of handle ``hid`` from its workflow's search attributes."""
+        return cls(
+            id=hid,
+            request_id=attrs.get(AGENT_REQUEST_ID),
+            kind=attrs.get(AGENT_REQUEST_KIND),
+            prompt=attrs.get(AGENT_REQUEST_PROMPT),
+            waiting_since=attrs.get(AGENT_WAITING_SINCE),
+        )
+
+
+async def suspended(rpc: HandleRpc) -> AsyncIterator[QueueRow]:
+    """The approval queue of this runtime from visibility alone: one row per live suspended
+    handle (:data:`~toolnexus_temporal.workflows.contract.names.APPROVAL_QUEUE`; visibility
+    is eventually consistent: it may lag a moment)."""
+    query = APPROVAL_QUEUE
     if rpc.scope:
         query += f" AND {prefix_clause(rpc.scope + '/')}"
     prefix = f"{rpc.scope}/" if rpc.scope else ""
     async for wf in rpc.client.list_workflows(query):
         hid = wf.id.removeprefix(prefix)
         if rpc.scope or hid.startswith(f"{ROOT_ID}/"):
-            yield hid
+            yield QueueRow.from_attributes(hid, wf.typed_search_attributes)

@@ -87,7 +87,8 @@ class AgentRuntime(HandleReads):
         task_queue: the task queue every handle of this runtime runs on.
         scope: optional prefix of every workflow id (``{scope}/root/worker.1``) so several
             runtimes can share a namespace; None for bare ids.
-        options: runtime options, fixed when the root workflow is first started.
+        options: runtime options, fixed when the root workflow is first started. With a
+            payload codec on ``client``, ``prompt_in_visibility`` is False unless given.
         budget: the root's budget: the runtime-wide pools (default: unlimited tokens and tool
             calls, ``max_depth`` 3, ``max_concurrent`` 8).
         store: the workers' conversation store, to read transcripts (:meth:`transcript`).
@@ -115,6 +116,11 @@ class AgentRuntime(HandleReads):
         self.task_queue = task_queue
         self.scope = scope
         self.options = options or RuntimeOptions()
+        if (
+            client.data_converter.payload_codec is not None
+            and "prompt_in_visibility" not in self.options.model_fields_set
+        ):  # search attributes are never encrypted: keep the prompts out of them
+            self.options = self.options.model_copy(update={"prompt_in_visibility": False})
         self.budget = budget or Budget()
         self.store = store
         self._root: Handle | None = None

@@ -42,7 +42,7 @@ from toolnexus_temporal.activities import (
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES, APPROVAL_QUEUE
 
 pytestmark = [
     pytest.mark.stress,
@@ -159,8 +159,8 @@ async def test_an_operator_answers_in_the_web_ui(ui_env, tmp_path: Path, shots: 
 
 async def operate(page: Any, ui: str, wf_id: str, request_id: str, shots: Path) -> None:
     """The operator's steps in the UI, one screenshot each."""
-    # 1. The approval queue: AgentState="suspended", with the pending Request's columns.
-    query = urllib.parse.quote('AgentState="suspended"')  # this server runs this test only
+    # 1. The approval queue: the docs' APPROVAL_QUEUE, with the pending Request's columns.
+    query = urllib.parse.quote(APPROVAL_QUEUE)  # this server runs this test only
     await page.goto(f"{ui}/namespaces/default/workflows?query={query}")
     await page.get_by_role("link", name=wf_id).first.wait_for()
     await page.get_by_test_id("workflows-summary-table-configuration-button").click()

@@ -10,6 +10,7 @@ for these errors to take under 2 s "in a test": the one timing bound of the suit
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
@@ -159,13 +160,17 @@ async def test_answer_without_a_worker_runs_when_one_starts(
         if asker.id in listed.stdout:
             break
         await asyncio.sleep(0.2)
-    assert asker.id in listed.stdout and "needs a worker" in listed.stdout, listed.output
-    assert "--request REQUEST" in listed.stderr
+    # visibility already has the Request: its id, kind and prompt are in the listing
+    assert asker.id in listed.stdout and request in listed.stdout, listed.output
+    assert "approval" in listed.stdout and parked.pending.prompt[:20] in listed.stdout
+    assert "read from visibility" in listed.stderr
+    as_json, _ = await tnx(env, "pending", "--json")
+    [row] = json.loads(as_json.stdout)
+    assert row["id"] == asker.id and row["request"]["id"] == request, row
+    assert row["source"] == "visibility" and row["since_ms"] is not None
 
-    without_id, _ = await tnx(env, "answer", asker.id, "--approve")
-    assert without_id.exit_code == 2 and "pass --request" in without_id.stderr
-
-    delivered, took = await tnx(env, "answer", asker.id, "--approve", "--request", request)
+    # no --request: the id comes from the handle's search attributes (a describe)
+    delivered, took = await tnx(env, "answer", asker.id, "--approve")
     assert delivered.exit_code == 0, delivered.output
     assert f"answer {request} (approved) delivered to {asker.id}" in delivered.stdout
     assert f"runs when a worker polls task queue {task_queue}" in delivered.stdout

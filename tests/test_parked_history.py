@@ -19,6 +19,7 @@ from tests.helpers import eventually, split_loop
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import AgentDef, Answer, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.contract.names import APPROVAL_QUEUE
 
 
 async def guarded(ctx: ToolContext) -> Any:
@@ -421,3 +422,44 @@ MIXED = [
     ("wake", 7),
     ("pool_floor", {"tokens": 0}),
 ]
+
+
+async def test_a_parked_handle_that_continued_as_new_is_one_row_of_the_queue(
+    make_runtime, client
+) -> None:
+    """Issue 24 item 1: the run a parked handle continued from keeps ``AgentState=
+    "suspended"`` (a closed run's search attributes stay); every list of the approval queue
+    (``rt.pending``, ``rt.queue``/``suspended_ids``, the docs' query for the web UI) still
+    shows the handle once, and not at all once its answer finished the turn."""
+    llm = ScriptedLLM({"stub-model": [tool_calls(("guarded", {})), text("all done")]})
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(REGISTRY, llm.transport(), options=options) as rt:
+        h = await park(rt)
+        wid = rt.workflow_id(h.id)
+        wf = client.get_workflow_handle(wid)
+        await continue_as_new_by_rejections(wf)
+        both_runs = f'AgentState="suspended" AND WorkflowId = "{wid}"'
+
+        async def both_indexed() -> bool:
+            return len([w async for w in client.list_workflows(both_runs)]) >= 2
+
+        # the precondition: visibility lists the closed run as suspended too
+        await eventually(both_indexed)
+        assert [row.id for row in await rt.queue()] == [h.id]
+        assert await rt.suspended_ids() == [h.id]
+        assert [x.id for x in await rt.pending()] == [h.id]
+        [row] = await rt.queue()
+        assert row.request_id == h.pending_req.id and row.kind == "approval"
+        assert row.prompt == "may I?" and row.waiting_since is not None
+        docs_query = f'{APPROVAL_QUEUE} AND WorkflowId = "{wid}"'
+        assert len([w async for w in client.list_workflows(docs_query)]) == 1
+
+        await rt.answer(h, Answer(id=h.pending_req.id, ok=True))
+        r = await next_result(rt, h, lambda r: r.status != "pending")
+        assert r.status == "done"
+
+        async def gone() -> bool:
+            return h.id not in await rt.suspended_ids()
+
+        await eventually(gone)
+        assert await rt.queue_row(h) is None

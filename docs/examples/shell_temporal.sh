@@ -1,7 +1,7 @@
 OPS=$(tnx spawn root ops)                # with no --scope, the workflow id is the handle id
 temporal workflow signal --workflow-id "$OPS" --name wake --input '"deploy billing"'
 tnx wait "$OPS"                          # parked on its approval
-temporal workflow list --query 'AgentState="suspended"'          # the approval queue
+temporal workflow list --query 'AgentState="suspended" AND ExecutionStatus="Running"'  # the queue
 temporal workflow describe --workflow-id "$OPS"   # AgentRequest* attributes, summary
 temporal workflow metadata --workflow-id "$OPS"   # handler docs, current details (worker)
 # a wrong id: the update returns the verdict {"ok": false, "error": ...}

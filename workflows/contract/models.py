@@ -297,6 +297,13 @@ class RuntimeOptions(WireModel):
             so a burst of turns costs one report. Under a finite pool above, every call and
             settle reports at once (the pool is enforced live). None: report every settle
             at once.
+        prompt_in_visibility: whether the ``AgentRequestPrompt`` search attribute holds a
+            pending Request's prompt (its first 160 characters). Search attributes are never
+            encrypted (Temporal indexes them): they are in clear in visibility, in describe
+            and in the history's upsert events. :class:`~toolnexus_temporal.AgentRuntime` sets
+            it False when its client has a payload codec unless it is given explicitly; the
+            queue then shows each Request's id, kind and waiting time, and the prompt is read
+            through the ``view`` query (encrypted like every payload).
     """
 
     inbox_cap: int = Field(default=8, ge=1)
@@ -312,6 +319,7 @@ class RuntimeOptions(WireModel):
     continue_as_new_signals: int = Field(default=2_000, ge=10, le=8_000)
     continue_as_new_bytes: int = Field(default=4 * 2**20, ge=2**16, le=20 * 2**20)
     live_usage_ms: int | None = Field(default=1_000, ge=0)
+    prompt_in_visibility: bool = True
 
 
 class TraceLine(WireModel):

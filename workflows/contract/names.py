@@ -112,7 +112,8 @@ INTERPRET_NON_RETRYABLE: Final = ("UnknownInterpreter", "WrongAnswerId")
 # ---- search attributes (CONTRACT §8) ----
 # Registered on the namespace before a worker runs (``tnx server start`` and the test
 # fixture do it; ``ensure_search_attributes`` in the CLI's dev-server module does it for any
-# server). Example: ``temporal workflow list --query 'AgentState="suspended"'``.
+# server). Example: ``temporal workflow list --query 'AgentState="idle"'``; the approval
+# queue is :data:`APPROVAL_QUEUE`.
 
 AGENT_STATE = SearchAttributeKey.for_keyword("AgentState")
 """The Handle state: idle, running, suspended or closed."""
@@ -128,7 +129,7 @@ AGENT_DEPTH = SearchAttributeKey.for_int("AgentDepth")
 
 # The pending Request of a suspended handle (protocol 4): set when it parks (or surfaces
 # another Request), unset when it resumes, goes idle or closes. The approval queue of the web
-# UI: ``AgentState="suspended"``, with these as columns ("waits for what, since when").
+# UI: :data:`APPROVAL_QUEUE`, with these as columns ("waits for what, since when").
 
 AGENT_REQUEST_ID = SearchAttributeKey.for_keyword("AgentRequestId")
 """The pending Request's id (``{owner handle id}#{n}``): the ``id`` of the Answer."""
@@ -146,6 +147,12 @@ another Request without resuming."""
 REQUEST_PROMPT_CHARS: Final = 160
 """How much of a pending prompt ``AgentRequestPrompt`` keeps (the full prompt: the ``view``
 query, the current details)."""
+
+APPROVAL_QUEUE: Final = 'AgentState="suspended" AND ExecutionStatus="Running"'
+"""The visibility query of the approval queue: one row per live suspended handle. A run that
+continued as new keeps the search attributes it had (``suspended`` when it was parked), so
+the ``ExecutionStatus`` clause is what leaves the closed runs out. ``tnx pending``,
+``AgentRuntime.pending``, the web UI's search box and the docs all use this one query."""
 
 REQUEST_SEARCH_ATTRIBUTES = (
     AGENT_REQUEST_ID,

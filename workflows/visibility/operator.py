@@ -9,7 +9,7 @@ a child's static details, and the pending Request's search attributes (the appro
 * :func:`static_summary`, :func:`static_details`: the line and the markdown stored with a
   child's start: shown by the UI with no worker, so an agent's page is never blank.
 * :func:`request_attributes`: the ``AgentRequest*`` / ``AgentWaitingSince`` upserts that make
-  ``AgentState="suspended"`` a queue with "what waits, since when" columns.
+  ``names.APPROVAL_QUEUE`` a queue with "what waits, since when" columns.
 
 Pure functions over ``HandleState``; deterministic, no I/O.
 """
@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         AGENT_REQUEST_ID,
         AGENT_REQUEST_KIND,
         AGENT_REQUEST_PROMPT,
+        APPROVAL_QUEUE,
         REQUEST_PROMPT_CHARS,
         REQUEST_SEARCH_ATTRIBUTES,
         SIGNAL_ANSWER,
@@ -135,14 +136,14 @@ def static_details(s: HandleState) -> str:
             f"Purpose: {purpose[:500]}",
             "Live state, the pending request and the answer to paste: Current Details"
             " (served by a running tnx worker).",
-            'Approval queue: `AgentState="suspended"` (columns `AgentRequestKind`,'
+            f"Approval queue: `{APPROVAL_QUEUE}` (columns `AgentRequestKind`,"
             " `AgentRequestPrompt`, `AgentWaitingSince`).",
         ]
     )
 
 
 def request_attributes(
-    req: Request | None, published: str | None
+    req: Request | None, published: str | None, *, with_prompt: bool = True
 ) -> list[SearchAttributeUpdate[Any]]:
     """The upserts that make the pending-Request search attributes show ``req`` (the
     caller adds ``AgentWaitingSince`` = workflow time when ``published`` is None, i.e.
@@ -151,6 +152,8 @@ def request_attributes(
     Args:
         req: the Request the handle is parked on (None: it waits for nothing).
         published: the Request id the attributes show now (None: unset).
+        with_prompt: set ``AgentRequestPrompt`` too (``RuntimeOptions.prompt_in_visibility``;
+            off, the prompt never reaches a search attribute).
 
     Returns:
         No update when they already show it; else the set (or unset: all four) updates.
@@ -159,8 +162,11 @@ def request_attributes(
         return []
     if req is None:
         return [key.value_unset() for key in REQUEST_SEARCH_ATTRIBUTES]
-    return [
+    updates: list[SearchAttributeUpdate[Any]] = [
         AGENT_REQUEST_ID.value_set(fit_search_attribute(req.id)),
         AGENT_REQUEST_KIND.value_set(fit_search_attribute(req.kind)),
-        AGENT_REQUEST_PROMPT.value_set(fit_search_attribute(req.prompt[:REQUEST_PROMPT_CHARS])),
     ]
+    if with_prompt:
+        prompt = req.prompt[:REQUEST_PROMPT_CHARS]
+        updates.append(AGENT_REQUEST_PROMPT.value_set(fit_search_attribute(prompt)))
+    return updates

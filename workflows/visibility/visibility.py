@@ -261,7 +261,9 @@ class Visibility:
         when either changed; a new Request clears the shown rejection too."""
         s = self.s
         req = s.approval.pending_req if s.state == "suspended" else None
-        updates = request_attributes(req, self.published_req)
+        updates = request_attributes(
+            req, self.published_req, with_prompt=s.options.prompt_in_visibility
+        )
         if req is not None and self.published_req is None:  # starts waiting
             updates.append(AGENT_WAITING_SINCE.value_set(workflow.now()))
         if self.published_state != s.state:
