@@ -92,6 +92,7 @@ async def follow(
         HandleNotFoundError: no such handle.
     """
     status = StatusLine(str(target if isinstance(target, str) else target.id))
+    printer = TextPrinter(console)
     printed = False
     result: TaskResult | None = None
     live = None if show_text or json_lines else Live(status, console=console, transient=True)
@@ -103,13 +104,14 @@ async def follow(
             if json_lines and not (isinstance(event, TurnEnd) and event.result is None):
                 _write(json.dumps(event.model_dump(mode="json"), ensure_ascii=False) + "\n")
             elif show_text:
-                printed = _show(event, console, printed)
+                printer.show(event)
+                printed = printed or bool(printer.attempts)
             if isinstance(event, TurnEnd):
                 result = event.result
     finally:
         if live is not None:
             live.stop()
-    if printed and show_text:
+    if printer.printed and show_text:
         _write("\n")
     if result is None:  # never ran a turn: wait for its next result, as plain `wait` does
         result = await rt.wait(target, timeout_ms)
@@ -118,23 +120,52 @@ async def follow(
     return result, printed
 
 
-def _show(event: LiveEvent, console: Console, printed: bool) -> bool:
-    """Print one event of ``--follow``; True once text was printed."""
-    if isinstance(event, TextDelta):
-        if event.skipped:
-            _write(f"[… {event.skipped} characters]")
-        _write(event.text)
-        return True
-    if isinstance(event, ToolCallStart | ToolCallEnd):
-        if printed:
+@dataclass
+class TextPrinter:
+    """``--follow``'s printer of stream events: the model's text as it streams, a line per
+    tool call started and ended. A retried LLM call (a later ``attempt`` of the same call)
+    streams its reply again from the start: the broken partial text is ended with a line
+    that says so, and the new attempt starts on a line of its own (never glued to it).
+
+    Attributes:
+        console: where tool lines and notes go (the text itself goes to stdout as is).
+        printed: text was printed since the last line break.
+        attempts: the attempt last printed, by LLM call (activity id).
+    """
+
+    console: Console
+    printed: bool = False
+    attempts: dict[str, int] = field(default_factory=dict)
+
+    def show(self, event: LiveEvent) -> None:
+        """Print one event."""
+        if isinstance(event, TextDelta):
+            seen = self.attempts.get(event.call)
+            if seen is not None and event.attempt > seen:
+                self._break()
+                self.console.print(
+                    f"[dim]↻ the model call failed and was retried (attempt {event.attempt});"
+                    " its reply starts over:[/]"
+                )
+            self.attempts[event.call] = event.attempt
+            if event.skipped:
+                _write(f"[… {event.skipped} characters]")
+            _write(event.text)
+            self.printed = self.printed or bool(event.text or event.skipped)
+        elif isinstance(event, ToolCallStart | ToolCallEnd):
+            self._break()
+            arrow = "→" if isinstance(event, ToolCallStart) else "←"
+            end = ""
+            if isinstance(event, ToolCallEnd):
+                end = " error" if event.is_error else " ok"
+            self.console.print(
+                f"[dim]{arrow} tool {escape(event.name)} ({escape(event.call_id)}){end}[/]"
+            )
+
+    def _break(self) -> None:
+        if self.printed:
             _write("\n")
-        arrow = "→" if isinstance(event, ToolCallStart) else "←"
-        end = ""
-        if isinstance(event, ToolCallEnd):
-            end = " error" if event.is_error else " ok"
-        console.print(f"[dim]{arrow} tool {escape(event.name)} ({escape(event.call_id)}){end}[/]")
-        return False
-    return printed
+            self.printed = False
 
 
 def _write(text: str) -> None:
