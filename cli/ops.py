@@ -40,7 +40,7 @@ from toolnexus_temporal.client.errors import (
     TnxError,
     VerbRejectedError,
 )
-from toolnexus_temporal.client.reachability import require_worker
+from toolnexus_temporal.client.reachability import require_worker, workflow_pollers
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.names import ROOT_ID
@@ -256,13 +256,22 @@ async def _run(
             EXIT_ENV,
         ) from err
     except RPCError as err:
-        hint = ""
-        if "poller" in err.message:
-            hint = f" (is a worker serving task queue {rt.task_queue!r}? see tnx-worker)"
+        if "poller" in err.message:  # the server's "no poller seen for task queue recently"
+            seen = await _last_poll(rt)
+            missing = NoWorkerError(rt.task_queue, rt.client.namespace, seen)
+            raise CliError(no_worker_note(missing, opts), EXIT_ENV) from err
         raise CliError(
-            f"Temporal at {opts.address} answered {err.status.name}: {one_line(err.message)}{hint}",
+            f"Temporal at {opts.address} answered {err.status.name}: {one_line(err.message)}",
             EXIT_ENV,
         ) from err
+
+
+async def _last_poll(rt: AgentRuntime) -> float | None:
+    """Seconds since a worker last polled the runtime's task queue (None: unknown)."""
+    try:
+        return (await workflow_pollers(rt.client, rt.task_queue)).last_seen_s
+    except RPCError:
+        return None
 
 
 async def connect_client(opts: Options) -> Client:

@@ -6,6 +6,9 @@ until a deadline, ~30 s) and an update waits to be accepted forever; the server'
 long poll open on its workflow task queue at all times (each lasts up to a minute, then the
 next begins), so a poller whose last poll began more than :data:`LIVE_POLLER_S` ago has
 stopped; the server lists a stopped worker's poller for five minutes after its last poll.
+The workers' heartbeats (``ListWorkers``; the SDK sends one a minute and a last one with
+status ``SHUTTING_DOWN`` when a worker stops gracefully) tell a stopped worker at once: a
+poller whose worker's newest heartbeat says it stopped after that poll began is gone.
 
 Also :func:`namespace_exists`, for ``tnx-worker``.
 
@@ -18,26 +21,31 @@ Two uses of the worker check:
 
 Limits: the age of a poll is read against the local clock (a client clock more than about
 half a minute ahead of the server's could take a live worker for a stopped one); a worker
-stopped less than :data:`LIVE_POLLER_S` ago still counts as live (the query then fails when
-the server's own "no poller seen" check does).
+killed outright (no last heartbeat) less than :data:`LIVE_POLLER_S` ago still counts as live
+(the query then fails when the server's own "no poller seen" check does).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final, TypeVar
 
-from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.enums.v1 import TaskQueueType, WorkerStatus
 from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, DescribeTaskQueueRequest
+from temporalio.api.workflowservice.v1 import (
+    DescribeNamespaceRequest,
+    DescribeTaskQueueRequest,
+    ListWorkersRequest,
+)
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client.errors import NoWorkerError
+from toolnexus_temporal.client.queries import quoted
 
 _R = TypeVar("_R")
 
@@ -67,44 +75,128 @@ class Pollers:
         task_queue: the task queue.
         count: pollers the server lists (it keeps a stopped one for five minutes).
         last_seen_s: seconds since the most recent poll began (None: none listed).
+        running_s: seconds since the most recent poll of a worker not known to have stopped
+            (None: every listed poller's worker said it stopped, or none is listed).
     """
 
     task_queue: str
     count: int
     last_seen_s: float | None
+    running_s: float | None = None
 
     @property
     def live(self) -> bool:
-        """Whether a worker polls now: one poll began within :data:`LIVE_POLLER_S`."""
-        return self.last_seen_s is not None and self.last_seen_s <= LIVE_POLLER_S
+        """Whether a worker polls now: a poll of a worker that has not said it stopped began
+        within :data:`LIVE_POLLER_S`."""
+        return self.running_s is not None and self.running_s <= LIVE_POLLER_S
 
 
-def pollers_of(task_queue: str, last_access: list[datetime], now: datetime) -> Pollers:
-    """:class:`Pollers` from the pollers' last-access times (timezone-aware) at ``now``; a
-    time ahead of ``now`` (clock skew) counts as a poll just now."""
-    if not last_access:
-        return Pollers(task_queue, 0, None)
-    newest = max(last_access)
-    return Pollers(task_queue, len(last_access), max(0.0, (now - newest).total_seconds()))
+@dataclass(frozen=True)
+class Poll:
+    """One poller of a task queue as ``DescribeTaskQueue`` lists it.
+
+    Attributes:
+        identity: the worker's identity (``pid@host`` unless set).
+        last_access: when its last poll began (timezone-aware, the server's clock).
+    """
+
+    identity: str
+    last_access: datetime
+
+
+@dataclass(frozen=True)
+class WorkerSeen:
+    """One worker's last heartbeat on a task queue as ``ListWorkers`` lists it (the SDK sends
+    one every minute by default, and a last one, with status ``SHUTTING_DOWN``, when the
+    worker stops gracefully).
+
+    Attributes:
+        identity: the worker's identity.
+        stopped: its last heartbeat said it is shutting down or shut down.
+        at: that heartbeat's time (timezone-aware, the worker's clock).
+    """
+
+    identity: str
+    stopped: bool
+    at: datetime
+
+
+def pollers_of(
+    task_queue: str, polls: list[Poll], now: datetime, workers: Sequence[WorkerSeen] = ()
+) -> Pollers:
+    """:class:`Pollers` from the pollers' last polls at ``now``: a poller whose worker's
+    newest heartbeat says it stopped after that poll began is left out (a worker stopped a
+    moment ago is gone at once, not after :data:`LIVE_POLLER_S`); a time ahead of ``now``
+    (clock skew) counts as a poll just now."""
+    newest: dict[str, WorkerSeen] = {}
+    for beat in workers:
+        if beat.identity not in newest or beat.at > newest[beat.identity].at:
+            newest[beat.identity] = beat
+
+    def stopped_since(poll: Poll) -> bool:
+        beat = newest.get(poll.identity)
+        return beat is not None and beat.stopped and beat.at >= poll.last_access
+
+    running = [poll.last_access for poll in polls if not stopped_since(poll)]
+
+    def age(times: list[datetime]) -> float | None:
+        return max(0.0, (now - max(times)).total_seconds()) if times else None
+
+    return Pollers(task_queue, len(polls), age([poll.last_access for poll in polls]), age(running))
+
+
+async def workers_on(client: Client, task_queue: str) -> list[WorkerSeen]:
+    """The workers' last heartbeats on ``task_queue`` (``ListWorkers``); empty when the server
+    does not keep them (older servers, or worker heartbeats turned off).
+
+    Raises:
+        RPCError: the server refused the call for another reason than not having it.
+    """
+    try:
+        response = await client.workflow_service.list_workers(
+            ListWorkersRequest(namespace=client.namespace, query=f"TaskQueue={quoted(task_queue)}"),
+            timeout=timedelta(seconds=PROBE_EVERY_S),
+        )
+    except RPCError as err:
+        if err.status in (
+            RPCStatusCode.UNIMPLEMENTED,
+            RPCStatusCode.INVALID_ARGUMENT,
+            RPCStatusCode.PERMISSION_DENIED,
+        ):
+            return []
+        raise
+    stopping = (WorkerStatus.WORKER_STATUS_SHUTTING_DOWN, WorkerStatus.WORKER_STATUS_SHUTDOWN)
+    return [
+        WorkerSeen(
+            identity=beat.worker_identity,
+            stopped=beat.status in stopping,
+            at=beat.heartbeat_time.ToDatetime(UTC),
+        )
+        for beat in (info.worker_heartbeat for info in response.workers_info)
+        if beat.task_queue == task_queue
+    ]
 
 
 async def workflow_pollers(client: Client, task_queue: str) -> Pollers:
-    """Ask the server which workers poll ``task_queue`` for workflow tasks (one
-    ``DescribeTaskQueue`` call; it needs no worker).
+    """Ask the server which workers poll ``task_queue`` for workflow tasks (``DescribeTaskQueue``
+    and ``ListWorkers``, at once; neither needs a worker).
 
     Raises:
         RPCError: the server refused the call (e.g. unknown namespace).
     """
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    response, workers = await asyncio.gather(
+        client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            ),
+            timeout=timedelta(seconds=PROBE_EVERY_S),
         ),
-        timeout=timedelta(seconds=PROBE_EVERY_S),
+        workers_on(client, task_queue),
     )
-    seen = [p.last_access_time.ToDatetime(UTC) for p in response.pollers]
-    return pollers_of(task_queue, seen, datetime.now(UTC))
+    polls = [Poll(p.identity, p.last_access_time.ToDatetime(UTC)) for p in response.pollers]
+    return pollers_of(task_queue, polls, datetime.now(UTC), workers)
 
 
 async def require_worker(client: Client, task_queue: str) -> Pollers:

@@ -13,7 +13,12 @@ from toolnexus_temporal.cli.ops import connect_message
 from toolnexus_temporal.cli.workercheck import no_worker_line
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.client.reachability import LIVE_POLLER_S, pollers_of
+from toolnexus_temporal.client.reachability import (
+    LIVE_POLLER_S,
+    Poll,
+    WorkerSeen,
+    pollers_of,
+)
 from toolnexus_temporal.workflows.approvals.rules import stamp_pending_since
 from toolnexus_temporal.workflows.contract.models import Request, TraceLine
 from toolnexus_temporal.workflows.contract.state import HandleState
@@ -101,17 +106,41 @@ def test_trace_lines_carry_dates_and_name_the_zone() -> None:
 
 def test_a_poller_is_live_while_it_polled_within_the_window() -> None:
     now = datetime(2025, 12, 1, 10, 0, tzinfo=UTC)
+
+    def polls(*ages_s: float) -> list[Poll]:
+        return [Poll(f"w{i}", now - timedelta(seconds=age)) for i, age in enumerate(ages_s)]
+
     assert not pollers_of("q", [], now).live  # a fresh queue: no worker ever
     assert pollers_of("q", [], now).last_seen_s is None
-    fresh = pollers_of("q", [now - timedelta(seconds=59)], now)
+    fresh = pollers_of("q", polls(59), now)
     assert fresh.live and fresh.count == 1
-    stopped = pollers_of(
-        "q", [now - timedelta(seconds=LIVE_POLLER_S + 1), now - timedelta(seconds=200)], now
-    )
+    stopped = pollers_of("q", polls(LIVE_POLLER_S + 1, 200), now)
     assert not stopped.live and stopped.last_seen_s == LIVE_POLLER_S + 1
     assert stopped.count == 2
-    ahead = pollers_of("q", [now + timedelta(seconds=3)], now)  # a server clock ahead
+    ahead = pollers_of("q", polls(-3), now)  # a server clock ahead
     assert ahead.live and ahead.last_seen_s == 0.0
+
+
+def test_a_worker_that_said_it_stopped_is_gone_at_once() -> None:
+    """Issue 24 item 4: the server lists a stopped worker's poller for minutes; its last
+    heartbeat (``ListWorkers``: status shutting down) after that poll began tells it stopped."""
+    now = datetime(2025, 12, 1, 10, 0, tzinfo=UTC)
+    poll = Poll("42@host", now - timedelta(seconds=5))
+    said_stop = WorkerSeen("42@host", stopped=True, at=now - timedelta(seconds=2))
+    gone = pollers_of("q", [poll], now, [said_stop])
+    assert not gone.live and gone.last_seen_s == 5.0
+    # a worker of the same identity that polled again after it stopped (restarted) is live
+    again = Poll("42@host", now - timedelta(seconds=1))
+    assert pollers_of("q", [again], now, [said_stop]).live
+    # a newer running heartbeat of that identity wins over an older stop
+    running = WorkerSeen("42@host", stopped=False, at=now - timedelta(seconds=1))
+    assert pollers_of("q", [poll], now, [said_stop, running]).live
+    # another worker's stop says nothing of this one
+    other = WorkerSeen("7@other", stopped=True, at=now)
+    assert pollers_of("q", [poll], now, [other]).live
+    # one of two workers stopped: the queue is still served
+    both = [poll, Poll("7@other", now - timedelta(seconds=30))]
+    assert pollers_of("q", both, now, [said_stop]).live
 
 
 def test_the_no_worker_hint_names_queue_scope_and_how_to_start_one() -> None:
