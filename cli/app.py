@@ -49,6 +49,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from toolnexus_temporal.cli import args, live, ops, queue_cmd, render, replaycheck
+from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
 from toolnexus_temporal.cli.codec_server import codec_server_command
 from toolnexus_temporal.cli.demo_cmd import demo
 from toolnexus_temporal.cli.hostcmd import (
@@ -57,8 +58,10 @@ from toolnexus_temporal.cli.hostcmd import (
     emit,
     err_console,
     host_commands,
+    list_width,
     out,
     said,
+    show,
 )
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.server import server_app
@@ -73,10 +76,26 @@ app = typer.Typer(
     name="tnx",
     help="toolnexus-temporal: LLM agents whose every Handle is a Temporal workflow.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_show_locals=False,
+    **APP_SETTINGS,
 )
 """The ``tnx`` application."""
+
+TnxVersion = Annotated[
+    bool,
+    typer.Option(
+        "--version",
+        is_eager=True,
+        callback=version_callback("tnx"),
+        help="Print the version and exit.",
+    ),
+]
+
+
+@app.callback()
+def _tnx(version: TnxVersion = False) -> None:
+    """toolnexus-temporal: LLM agents whose every Handle is a Temporal workflow."""
+
 
 app.add_typer(server_app, name="server")
 
@@ -111,7 +130,7 @@ def ls_command(
     if opts.json:
         emit(args.dump(handles))
     else:
-        out.print(render.tree_table(handles))
+        show(render.tree_table(handles, width=list_width()))
 
 
 @host_command("inspect")

@@ -61,7 +61,7 @@ CONNECTION_OPTIONS: Final[list[inspect.Parameter]] = [
         "api_key",
         str | None,
         "--api-key",
-        help_text="API key, sent as 'authorization: Bearer <key>'; turns TLS on "
+        help_text="API key, sent as 'authorization: Bearer KEY'; turns TLS on "
         "(env TEMPORAL_API_KEY; prefer it or a profile: a flag shows in the process list).",
     ),
     _param(
@@ -101,7 +101,7 @@ CONNECTION_OPTIONS: Final[list[inspect.Parameter]] = [
         "grpc_meta",
         list[str] | None,
         "--grpc-meta",
-        help_text="Extra gRPC header KEY=VALUE, repeatable (env TEMPORAL_GRPC_META_<KEY>).",
+        help_text="Extra gRPC header KEY=VALUE, repeatable (env TEMPORAL_GRPC_META_KEY).",
     ),
 ]
 """The connection flags, as keyword-only parameters to add to a typer command's signature."""

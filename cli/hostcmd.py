@@ -13,10 +13,10 @@ import inspect as pyinspect
 import json
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.markup import escape
 
 from toolnexus_temporal.cli import args, ops, render
@@ -27,6 +27,22 @@ from toolnexus_temporal.client.handle import Handle
 
 out = Console(highlight=False)
 """Where the host verbs print tables (fitted to the terminal width)."""
+
+PIPED_WIDTH: Final = 100_000
+"""The width lists are printed at when stdout is not a terminal (a pipe, a file): wide enough
+that no row is cut or wrapped (a table is as wide as its content, never padded to this)."""
+
+
+def list_width() -> int | None:
+    """The width a list (``render.listing``) is laid out for: the terminal's, or None when
+    piped (always a table, printed whole at :data:`PIPED_WIDTH`)."""
+    return out.width if out.is_terminal else None
+
+
+def show(renderable: RenderableType) -> None:
+    """Print a list or table on stdout: fitted to a terminal, whole when piped."""
+    out.print(renderable, width=None if out.is_terminal else PIPED_WIDTH)
+
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 """Where every command prints its one-line errors."""

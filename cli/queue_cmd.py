@@ -14,7 +14,15 @@ import typer
 from rich.markup import escape
 
 from toolnexus_temporal.cli import args, ops, render
-from toolnexus_temporal.cli.hostcmd import IdArg, emit, err_console, fail_line, out
+from toolnexus_temporal.cli.hostcmd import (
+    IdArg,
+    emit,
+    err_console,
+    fail_line,
+    list_width,
+    out,
+    show,
+)
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
 from toolnexus_temporal.client.errors import NoWorkerError
@@ -65,7 +73,10 @@ def pending_command(opts: Options) -> None:
         )
         return
     if missing is not None:
-        out.print(render.queue_table(rows) if rows else "no suspended agents")
+        if rows:
+            show(render.queue_table(rows, width=list_width()))
+        else:
+            out.print("no suspended agents")
         err_console.print(
             "[yellow]note[/yellow]: "
             + escape(ops.no_worker_note(missing, opts))
@@ -77,7 +88,7 @@ def pending_command(opts: Options) -> None:
     if not handles:
         out.print("no suspended agents", soft_wrap=True)
         return
-    out.print(render.pending_table(handles))
+    show(render.pending_table(handles, width=list_width()))
     out.print(
         "answer with: tnx answer ID --approve | --decline [--data JSON]   "
         '(web UI / temporal CLI: signal \'answer\' with {"id": REQUEST, "ok": true})',

@@ -2,8 +2,11 @@
 ``pending``, and the small text helpers behind them (one line per cell, ``∞`` for an unlimited
 pool, dates and times in local time with the UTC offset named, ages such as ``2d 3h``).
 
-Every table keeps each cell on one line and cuts it with ``…``, so output fits the terminal
-width (``COLUMNS``) instead of wrapping.
+The lists (``ls``, ``pending``) never cut an id, a request id or a prompt: a list is a table
+when it fits the width it is printed at, else one block per row (the id on its own line, then
+``FIELD: value`` lines that wrap). Piped output is printed at an unbounded width
+(:data:`~toolnexus_temporal.cli.hostcmd.PIPED_WIDTH`): plain, whole table rows. ``inspect``
+and ``trace`` keep each cell on one line and cut long texts with ``…``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from datetime import datetime, timedelta, tzinfo
 from typing import Final
 
 from rich import box
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -142,96 +145,135 @@ def _state(state: str) -> Text:
 # ---------------------------------------------------------------------------- tables
 
 
-def tree_table(handles: list[Handle], now_ms: int | None = None) -> Table:
+Cell = str | Text
+
+
+def listing(
+    headers: list[str],
+    rows: list[list[Cell]],
+    width: int | None,
+    *,
+    right: frozenset[str] = frozenset(),
+    caption: str | None = None,
+) -> RenderableType:
+    """A list that never cuts a cell: a table of one-line cells when its natural width fits
+    ``width`` (None: always), else one block per row: the first cell bold on a line of its
+    own, then ``HEADER: value`` lines, indented, that wrap rather than cut.
+
+    Args:
+        headers: the column names; the first column is the row's id.
+        rows: the cells, one list per row, in the order of ``headers``.
+        width: the width it is printed at, in terminal cells.
+        right: the columns justified right in the table.
+        caption: a line under the table (or after the blocks).
+    """
+    cells = [[cell if isinstance(cell, Text) else Text(cell) for cell in row] for row in rows]
+    widths = [
+        max([len(head), *(row[i].cell_len for row in cells)]) for i, head in enumerate(headers)
+    ]
+    if width is None or sum(widths) + 2 * (len(headers) - 1) <= width:
+        table = Table(
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            show_edge=False,
+            collapse_padding=True,
+            caption=caption,
+            caption_justify="left",
+        )
+        for head in headers:
+            table.add_column(head, no_wrap=True, justify="right" if head in right else "left")
+        for row in cells:
+            table.add_row(*row)
+        return table
+    blocks: list[RenderableType] = []
+    for row in cells:
+        blocks.append(Text(row[0].plain.strip(), style="bold"))
+        for head, cell in zip(headers[1:], row[1:], strict=True):
+            line = Text(f"  {head.lower()}: ", style="dim")
+            line.append_text(cell)
+            blocks.append(line)
+    if caption:
+        blocks.append(Text(caption, style="dim"))
+    return Group(*blocks)
+
+
+def tree_table(
+    handles: list[Handle], now_ms: int | None = None, width: int | None = None
+) -> RenderableType:
     """``tnx ls``: one row per handle, ids indented by depth below the first one; a
-    suspended handle shows how long its Request has waited (at ``now_ms``, default now)."""
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        show_edge=False,
-        collapse_padding=True,
-        caption=f"POOLS: tokens / tool calls left ({INFINITY} = unlimited)",
-        caption_justify="left",
-    )
-    table.add_column("ID", overflow="ellipsis")  # shrinks first; cells never wrap
-    table.add_column("STATE", no_wrap=True)
-    table.add_column("WAITING", no_wrap=True)
-    table.add_column("TURNS", justify="right", no_wrap=True)
-    table.add_column("TOKENS", justify="right", no_wrap=True)
-    table.add_column("POOLS", justify="right", no_wrap=True)
-    table.add_column("INBOX", justify="right", no_wrap=True)
+    suspended handle shows how long its Request has waited (at ``now_ms``, default now).
+    A :func:`listing` at ``width``."""
     top = handles[0].depth if handles else 0
-    for h in handles:
-        table.add_row(
+    rows: list[list[Cell]] = [
+        [
             Text(
                 "  " * (h.depth - top) + one_line(h.id),
                 style="bold" if h.depth == top else "",
-                no_wrap=True,
-                overflow="ellipsis",
             ),
             _state(h.state),
-            _cell(waiting(h.pending_since_ms, now_ms) if h.pending_req else ""),
+            waiting(h.pending_since_ms, now_ms) if h.pending_req else "",
             str(h.turns_total),
             str(h.usage_total),
             f"{pool(h.pool_tokens)}/{pool(h.pool_tool_calls)}",
             str(h.inbox_count),
-        )
-    return table
+        ]
+        for h in handles
+    ]
+    return listing(
+        ["ID", "STATE", "WAITING", "TURNS", "TOKENS", "POOLS", "INBOX"],
+        rows,
+        width,
+        right=frozenset({"TURNS", "TOKENS", "POOLS", "INBOX"}),
+        caption=f"POOLS: tokens / tool calls left ({INFINITY} = unlimited)",
+    )
 
 
-def pending_table(handles: list[Handle], now_ms: int | None = None) -> Table:
+def pending_table(
+    handles: list[Handle], now_ms: int | None = None, width: int | None = None
+) -> RenderableType:
     """``tnx pending``: one row per suspended handle and its request, with how long it has
-    waited (at ``now_ms``, default now)."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    table.add_column("ID", overflow="ellipsis", no_wrap=True)
-    table.add_column("WAITING", no_wrap=True)
-    table.add_column("KIND", no_wrap=True)
-    table.add_column("PROMPT", overflow="ellipsis", no_wrap=True, min_width=24)
-    table.add_column("URL", overflow="ellipsis", no_wrap=True)
-    table.add_column("PATH", overflow="ellipsis", no_wrap=True)
-    table.add_column("REQUEST", overflow="ellipsis", no_wrap=True)
+    waited (at ``now_ms``, default now). A :func:`listing` at ``width``: nothing cut."""
+    rows: list[list[Cell]] = []
     for h in handles:
         req = h.pending_req
         if req is None:
             continue
         path = (req.data or {}).get("path")
-        table.add_row(
-            one_line(h.id),
-            waiting(h.pending_since_ms, now_ms),
-            one_line(req.kind),
-            one_line(req.prompt),
-            one_line(req.url or "—"),
-            "/".join(str(p) for p in path) if isinstance(path, list) else "—",
-            one_line(req.id),
+        rows.append(
+            [
+                one_line(h.id),
+                waiting(h.pending_since_ms, now_ms),
+                one_line(req.kind),
+                one_line(req.prompt),
+                one_line(req.url or NONE),
+                "/".join(str(p) for p in path) if isinstance(path, list) else NONE,
+                one_line(req.id),
+            ]
         )
-    return table
+    return listing(["ID", "WAITING", "KIND", "PROMPT", "URL", "PATH", "REQUEST"], rows, width)
 
 
-def queue_table(rows: list[QueueRow], now_ms: int | None = None) -> Table:
+def queue_table(
+    rows: list[QueueRow], now_ms: int | None = None, width: int | None = None
+) -> RenderableType:
     """``tnx pending`` with no worker: the approval queue from visibility (the search
     attributes of each suspended handle; the prompt is absent when a payload codec keeps it
-    out of visibility). Ids and request ids are never cut; the prompt wraps."""
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
-    table.add_column("ID", no_wrap=True)
-    table.add_column("WAITING", no_wrap=True)
-    table.add_column("KIND", no_wrap=True)
-    table.add_column("PROMPT", overflow="fold")
-    table.add_column("REQUEST", no_wrap=True)
+    out of visibility). A :func:`listing` at ``width``: nothing cut."""
+    cells: list[list[Cell]] = []
     for row in rows:
         since = row.waiting_since
-        prompt = (
-            Text(one_line(row.prompt))
-            if row.prompt is not None
-            else Text("(not in visibility)", style="dim")
+        cells.append(
+            [
+                one_line(row.id),
+                waiting(int(since.timestamp() * 1000) if since else None, now_ms),
+                one_line(row.kind or NONE),
+                Text(one_line(row.prompt))
+                if row.prompt is not None
+                else Text("(not in visibility)", style="dim"),
+                one_line(row.request_id or NONE),
+            ]
         )
-        table.add_row(
-            one_line(row.id),
-            waiting(int(since.timestamp() * 1000) if since else None, now_ms),
-            one_line(row.kind or NONE),
-            prompt,
-            one_line(row.request_id or NONE),
-        )
-    return table
+    return listing(["ID", "WAITING", "KIND", "PROMPT", "REQUEST"], cells, width)
 
 
 def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:

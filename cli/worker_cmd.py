@@ -34,6 +34,7 @@ from toolnexus_temporal.activities.store import (
     StoreUnavailableError,
 )
 from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
+from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import connect_message, hard_exit
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
@@ -165,7 +166,17 @@ async def _serve(
         await run
 
 
-app = typer.Typer(add_completion=False, help="Run a toolnexus-temporal worker.")
+app = typer.Typer(help="Run a toolnexus-temporal worker.", **APP_SETTINGS)
+
+WorkerVersion = Annotated[
+    bool,
+    typer.Option(
+        "--version",
+        is_eager=True,
+        callback=version_callback("tnx-worker"),
+        help="Print the version and exit.",
+    ),
+]
 
 
 def _with_connection_options(func: Callable[..., None]) -> Callable[..., None]:
@@ -264,6 +275,7 @@ def run(
             "SIGTERM/SIGINT before they are cancelled",
         ),
     ] = DEFAULT_GRACEFUL_SHUTDOWN_S,
+    version: WorkerVersion = False,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
     the TEMPORAL_* variables and the config file's profile, as for ``tnx`` (README

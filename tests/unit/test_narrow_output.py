@@ -1,0 +1,95 @@
+"""At 80 columns or piped, ``tnx`` never cuts what an approver needs (issue 24 item 8): ids,
+request ids and prompts are whole; piped lists are plain, whole table rows; ``--help`` never
+cuts an option name; ``--version`` exists."""
+
+from __future__ import annotations
+
+import io
+
+import click
+import pytest
+from rich.console import Console
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from toolnexus_temporal.cli import render
+from toolnexus_temporal.cli.app import app
+from toolnexus_temporal.cli.worker_cmd import app as worker_app
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.workflows.contract.models import Request
+
+DEEP = "root/coordinator.1/explore.2/deep-researcher.3"
+PROMPT = "deploy billing-service v2.41 to production in eu-west-1 and us-east-2 tonight?"
+
+
+def parked(hid: str, n: int) -> Handle:
+    req = Request(id=f"{hid}#{n}", kind="approval", prompt=PROMPT)
+    return Handle.model_validate(
+        {"id": hid, "name": "x", "state": "suspended", "pending_req": req, "pending_since_ms": 0}
+    )
+
+
+def printed(renderable: object, width: int) -> str:
+    console = Console(width=width, file=io.StringIO(), record=True)
+    console.print(renderable)
+    return console.export_text()
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_queue_at_80_columns_cuts_nothing() -> None:
+    handles = [parked(DEEP, 12), parked("root/ops.1", 1)]
+    shown = printed(render.pending_table(handles, width=80), 80)
+    assert "…" not in shown
+    for h in handles:
+        assert h.id in shown and f"{h.id}#" in shown  # ids and request ids on one line
+    assert words(shown).count(PROMPT) == 2
+    assert all(len(line) <= 80 for line in shown.splitlines())
+
+
+def test_a_list_that_fits_is_a_table_and_piped_rows_are_whole() -> None:
+    handles = [parked(DEEP, 12), parked("root/ops.1", 1)]
+    wide = printed(render.pending_table(handles, width=None), 1_000)
+    rows = [line for line in wide.splitlines() if line.startswith("root/")]
+    assert len(rows) == 2
+    assert all(PROMPT in row and "approval" in row for row in rows)
+    assert rows[0].split()[0] == DEEP and rows[0].rstrip().endswith(f"{DEEP}#12")
+    # a short tree fits 80 columns: a table
+    ls = printed(render.tree_table([parked("root/ops.1", 1)], width=80), 80)
+    assert ls.splitlines()[0].split()[:3] == ["ID", "STATE", "WAITING"]
+
+
+def commands(group: click.Command, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = [path]
+    if isinstance(group, click.Group):
+        for name, sub in group.commands.items():
+            found += commands(sub, (*path, name))
+    return found
+
+
+@pytest.mark.parametrize("target", ["tnx", "tnx-worker"])
+def test_help_at_80_columns_cuts_no_option_name(target: str) -> None:
+    typer_app = app if target == "tnx" else worker_app
+    root = get_command(typer_app)
+    for path in commands(root):
+        command = root
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.commands[name]
+        result = CliRunner().invoke(typer_app, [*path, "--help"], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, (path, result.output)
+        assert "…" not in result.output, (path, result.output)
+        for param in command.params:
+            for opt in param.opts:
+                if opt.startswith("--"):
+                    assert opt in result.output, (path, opt)
+        assert all(len(line) <= 80 for line in result.output.splitlines() if " " in line)
+
+
+def test_version() -> None:
+    for typer_app, program in ((app, "tnx"), (worker_app, "tnx-worker")):
+        result = CliRunner().invoke(typer_app, ["--version"])
+        assert result.exit_code == 0 and result.output.startswith(f"{program} 0."), result.output
+        assert "temporalio" in result.output
