@@ -21,8 +21,10 @@ from toolnexus_temporal.activities.store import (
 )
 from toolnexus_temporal.activities.stores import open_store as open_store_url
 from toolnexus_temporal.cli.ops import EXIT_ENV, CliError, Options
+from toolnexus_temporal.client.queries import scope_error
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.workflows.contract.models import ALL_FIELDS, Budget
+from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 
 def ref(opts: Options, handle_id: str) -> str:
@@ -38,6 +40,19 @@ def ref(opts: Options, handle_id: str) -> str:
     if not handle_id:
         raise CliError("a handle id such as root/worker.1 is needed", EXIT_ENV)
     return handle_id
+
+
+def scope_in(handle_id: str | None) -> str | None:
+    """The runtime scope a pasted workflow id names: ``demo/root/assistant.2`` → ``demo`` (what
+    the web UI and ``temporal workflow list`` show for a scoped runtime), None for a handle id
+    (``root/...``) or when the part before ``/root`` is not a valid scope."""
+    if handle_id is None:
+        return None
+    head, sep, _ = handle_id.strip().partition(f"/{ROOT_ID}")
+    rest = handle_id.strip()[len(head) + len(sep) :]
+    if not sep or not head or (rest and not rest.startswith("/")) or head.startswith(ROOT_ID):
+        return None
+    return head if scope_error(head) is None else None
 
 
 def tree_ref(opts: Options, handle_id: str | None) -> str | None:

@@ -28,8 +28,10 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 from urllib.parse import quote
@@ -37,6 +39,7 @@ from urllib.parse import quote
 from rich.console import Console
 from rich.markup import escape
 from temporalio.client import (
+    Client,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.service import RPCError
@@ -52,13 +55,20 @@ from toolnexus_temporal.cli.demo_setup import (
     start_local_model,
 )
 from toolnexus_temporal.cli.devserver import DevServer, DevServerError, ensure_search_attributes
+from toolnexus_temporal.cli.ops import DEFAULT_ADDRESS
 from toolnexus_temporal.cli.render import clock
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.errors import ClusterConfigError, SpawnError, TnxError
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.testing import ScriptedLLMServer
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.contract.models import AgentDef, Budget, TaskResult, TraceLine
+from toolnexus_temporal.workflows.contract.models import (
+    AgentDef,
+    Budget,
+    RuntimeOptions,
+    TaskResult,
+    TraceLine,
+)
 from toolnexus_temporal.workflows.contract.names import ROOT_ID, workflow_id_for
 
 DEMO_AGENT: Final = "assistant"
@@ -227,6 +237,7 @@ async def run_demo(
                 local_model=local_model,
                 model=model,
                 data_dir=data_dir,
+                link=server is None or keep_server or not started,
             )
     except DemoError as err:
         console.print(f"[bold red]error[/bold red]: {escape(str(err))}")
@@ -294,6 +305,7 @@ async def _run(
     model: str | None,
     data_dir: Path,
     local_model: bool = False,
+    link: bool = True,
 ) -> int:
     client = await connect_client(cluster)
     address = cluster.address.value
@@ -341,16 +353,26 @@ async def _run(
             f"[bold]worker[/bold]: in-process on task queue {DEMO_TASK_QUEUE} "
             f"(conversations in {escape(str(store_path))})"
         )
+        # A new demo root reports usage at each settle (no usage timer left due when the
+        # in-process worker leaves: the web UI would show it as "Workflow Task Timed Out").
+        options = RuntimeOptions(live_usage_ms=None)
         try:
             result, workflow_id = await _turn(
                 console,
-                AgentRuntime(client, task_queue=DEMO_TASK_QUEUE, scope=DEMO_SCOPE),
+                AgentRuntime(client, task_queue=DEMO_TASK_QUEUE, scope=DEMO_SCOPE, options=options),
                 prompt,
             )
+            await quiesce(client, [workflow_id, DEMO_ROOT])
         except (TnxError, RPCError) as err:
             raise DemoError(str(err)) from err
 
-    if server is not None:
+    _print_next(console, workflow_id, cluster)
+    if not link:
+        console.print(
+            "[bold]web UI[/bold]: the dev server stops with this demo; run [bold]tnx demo "
+            "--keep-server[/bold] to keep it and open this agent in the web UI"
+        )
+    elif server is not None:
         console.print(f"[bold]web UI[/bold]: {server.workflow_url(workflow_id)}")
     else:
         console.print(
@@ -360,6 +382,62 @@ async def _run(
     return 0 if result.status == "done" else 1
 
 
+def _print_next(console: Console, workflow_id: str, cluster: ClusterConfig) -> None:
+    """What to paste next: the ids are the workflow ids the web UI shows (``tnx`` takes them
+    as they are: the ``demo/`` prefix names the demo's scope)."""
+    address = cluster.address.value
+    flag = "" if address == DEFAULT_ADDRESS else f" --address {address}"
+    console.print("[bold]next[/bold] (the agent waits for its next wake):")
+    console.print(
+        f"  temporal workflow describe -w {workflow_id}{flag}   [dim]# no worker needed[/dim]"
+    )
+    console.print(
+        f"  tnx-worker --task-queue {DEMO_TASK_QUEUE} --registry "
+        f"toolnexus_temporal.cli.demo:REGISTRY --llm-base-url URL{flag}   "
+        "[dim]# then, in another shell:[/dim]"
+    )
+    console.print(f"  tnx inspect {workflow_id}{flag}")
+
+
+async def quiesce(client: Client, workflow_ids: list[str], within_s: float = 10.0) -> None:
+    """Wait (at most ``within_s`` seconds) until none of ``workflow_ids`` has a workflow task
+    or an activity pending, or a timer due within ``within_s``: a worker that leaves then
+    leaves no task behind on its sticky queue (the web UI would show it timed out).
+
+    Raises:
+        RPCError: a describe or history read failed.
+    """
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        waits = [await _busy_for(client, wid, within_s) for wid in workflow_ids]
+        longest = max(waits)
+        if longest <= 0:
+            return
+        await asyncio.sleep(min(longest, max(0.0, deadline - time.monotonic()), 1.0))
+
+
+async def _busy_for(client: Client, workflow_id: str, horizon_s: float) -> float:
+    """Seconds until ``workflow_id`` has nothing due (0: nothing due within ``horizon_s``)."""
+    wf = client.get_workflow_handle(workflow_id)
+    desc = (await wf.describe()).raw_description
+    if desc.HasField("pending_workflow_task") or len(desc.pending_activities):
+        return 0.2
+    started: dict[str, datetime] = {}
+    async for event in wf.fetch_history_events():
+        if event.HasField("timer_started_event_attributes"):
+            attrs = event.timer_started_event_attributes
+            fire = event.event_time.ToDatetime(UTC) + attrs.start_to_fire_timeout.ToTimedelta()
+            started[attrs.timer_id] = fire
+        elif event.HasField("timer_fired_event_attributes"):
+            started.pop(event.timer_fired_event_attributes.timer_id, None)
+        elif event.HasField("timer_canceled_event_attributes"):
+            started.pop(event.timer_canceled_event_attributes.timer_id, None)
+    now = datetime.now(UTC)
+    due = [(fire - now).total_seconds() for fire in started.values()]
+    soon = [left for left in due if left <= horizon_s]
+    return max(soon, default=0.0) + (0.5 if soon else 0.0)
+
+
 async def _turn(console: Console, rt: AgentRuntime, prompt: str) -> tuple[TaskResult, str]:
     """Spawn, wake, wait and report; returns the result and the handle's workflow id."""
     await rt.start()
@@ -367,7 +445,11 @@ async def _turn(console: Console, rt: AgentRuntime, prompt: str) -> tuple[TaskRe
     if isinstance(spawned, SpawnError):
         raise DemoError(str(spawned))
     h = spawned
-    console.print(f"[bold]spawned[/bold] {escape(h.id)} (state {h.state})")
+    wid = rt.workflow_id(h.id)
+    console.print(
+        f"[bold]spawned[/bold] {escape(wid)} (handle {escape(h.id)} of scope {DEMO_SCOPE}; "
+        f"state {h.state})"
+    )
     await rt.wake(h, prompt)
     console.print(f"[bold]wake[/bold] {escape(repr(prompt))} → state {h.state}")
     console.print("[dim]waiting for the result ...[/dim]")
@@ -377,7 +459,7 @@ async def _turn(console: Console, rt: AgentRuntime, prompt: str) -> tuple[TaskRe
         console.print("  (the agent keeps running; the demo stopped waiting)")
     await rt.inspect(h)
     console.print(
-        f"[bold]handle[/bold] {escape(h.id)}: state {h.state} · turns_total {h.turns_total}"
+        f"[bold]handle[/bold] {escape(wid)}: state {h.state} · turns_total {h.turns_total}"
         f" · usage_total {h.usage_total} tokens"
     )
     console.print("[bold]trace[/bold]:")
