@@ -372,3 +372,13 @@ def local_address(cwd: Path | None = None) -> str | None:
         return None
     server = DevServer.at(data_dir)
     return server.address if server.is_running() else None
+
+
+def local_ui_url(cwd: Path | None = None) -> str | None:
+    """The web UI of the dev server ``tnx server start`` started in ``cwd`` (default: the
+    current directory), while it runs; None when none runs there."""
+    data_dir = (cwd or Path.cwd()) / LOCAL_SERVER_DIR
+    if not (data_dir / _PORTS_FILENAME).exists():
+        return None
+    server = DevServer.at(data_dir)
+    return server.ui_url if server.is_running() else None

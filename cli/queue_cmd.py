@@ -8,12 +8,14 @@ host verbs by :mod:`~toolnexus_temporal.cli.app`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
+from urllib.parse import quote
 
 import typer
 from rich.markup import escape
 
 from toolnexus_temporal.cli import args, ops, render
+from toolnexus_temporal.cli.devserver import local_ui_url
 from toolnexus_temporal.cli.hostcmd import (
     IdArg,
     emit,
@@ -27,16 +29,55 @@ from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.client.roots import QueueRow
+from toolnexus_temporal.client.roots import QueueRow, approval_queue_query
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.messages import AnswerResult
 from toolnexus_temporal.workflows.contract.models import Answer
 
+DEFAULT_UI: Final = "http://127.0.0.1:8233"
+"""The dev server's web UI when no other is known (``--ui-url``, ``TNX_UI_URL``, or the
+server ``tnx server start`` runs in this directory)."""
 
-def pending_command(opts: Options) -> None:
+
+def approval_queue_url(ui: str, namespace: str, scope: str | None) -> str:
+    """The web UI's workflow list filtered to the approval queue (the UI takes the query in
+    its URL): ``{ui}/namespaces/{namespace}/workflows?query=...``."""
+    query = quote(approval_queue_query(scope), safe="")
+    return f"{ui.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows?query={query}"
+
+
+def pending_command(
+    opts: Options,
+    ui: Annotated[
+        bool,
+        typer.Option(
+            "--ui",
+            help="Print the web UI link of the approval queue (no server call) and exit.",
+        ),
+    ] = False,
+    ui_url: Annotated[
+        str | None,
+        typer.Option(
+            "--ui-url",
+            envvar="TNX_UI_URL",
+            help="The web UI's base URL for --ui (default: the server tnx server start runs "
+            "in this directory, else http://127.0.0.1:8233).",
+        ),
+    ] = None,
+) -> None:
     """The approval queue: every suspended agent with its pending request (found through the
     approval queue's visibility query; the web UI's search box takes the same query). Works
-    with no worker running: then from the search attributes alone, with a hint."""
+    with no worker running: then from the search attributes alone, with a hint. --ui prints
+    the web UI link of the same list."""
+    if ui:
+        base = ui_url or local_ui_url() or DEFAULT_UI
+        out.print(approval_queue_url(base, opts.namespace, opts.scope), soft_wrap=True)
+        err_console.print(
+            "columns to add in the UI (Configure Columns; kept by the browser): "
+            "AgentRequestKind, AgentRequestPrompt, AgentWaitingSince, AgentRequestId",
+            style="dim",
+        )
+        return
 
     async def verb(rt: AgentRuntime) -> tuple[list[Handle], list[QueueRow], NoWorkerError | None]:
         found = await worker_read(rt, rt.pending)

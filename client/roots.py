@@ -45,6 +45,7 @@ from toolnexus_temporal.workflows.contract.names import (
     ROOT_ID,
 )
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, UsageState
+from toolnexus_temporal.workflows.visibility.operator import no_worker_hint
 
 
 async def start_root(
@@ -114,19 +115,21 @@ async def _start(rpc: HandleRpc, state: HandleState, task_queue: str) -> Workflo
                 ]
             ),
             static_summary="toolnexus root handle",
-            static_details=ROOT_DETAILS,
+            static_details=root_details(task_queue),
         )
     )
 
 
-ROOT_DETAILS = (
-    "The root handle of a toolnexus runtime: it holds the runtime-wide pools and is the"
-    " parent of the top-level agents; it never runs a model.\n\n"
-    f"Approval queue: list `{APPROVAL_QUEUE}` (add the columns `AgentRequestKind`,"
-    " `AgentRequestPrompt`, `AgentWaitingSince`); an agent's Current Details give the answer"
-    " to send (Signal `answer`)."
-)
-"""The static details of the root's workflow (shown by the web UI, also with no worker)."""
+def root_details(task_queue: str) -> str:
+    """The static details of the root's workflow (shown by the web UI, also with no worker):
+    what the root is, the approval queue's query and what a blank Current Details means."""
+    return (
+        "The root handle of a toolnexus runtime: it holds the runtime-wide pools and is the"
+        " parent of the top-level agents; it never runs a model.\n\n"
+        f"Approval queue: list `{APPROVAL_QUEUE}` (add the columns `AgentRequestKind`,"
+        " `AgentRequestPrompt`, `AgentWaitingSince`); an agent's Current Details give the answer"
+        " to send (Signal `answer`).\n\n" + no_worker_hint(task_queue)
+    )
 
 
 _TYPE_NAMES = {
@@ -232,15 +235,21 @@ class QueueRow:
         )
 
 
+def approval_queue_query(scope: str | None) -> str:
+    """The visibility query of a runtime's approval queue: :data:`~toolnexus_temporal.
+    workflows.contract.names.APPROVAL_QUEUE`, narrowed to ``scope``'s workflow ids (the web
+    UI's search box takes it as it is)."""
+    if scope:
+        return f"{APPROVAL_QUEUE} AND {prefix_clause(scope + '/')}"
+    return APPROVAL_QUEUE
+
+
 async def suspended(rpc: HandleRpc) -> AsyncIterator[QueueRow]:
     """The approval queue of this runtime from visibility alone: one row per live suspended
     handle (:data:`~toolnexus_temporal.workflows.contract.names.APPROVAL_QUEUE`; visibility
     is eventually consistent: it may lag a moment)."""
-    query = APPROVAL_QUEUE
-    if rpc.scope:
-        query += f" AND {prefix_clause(rpc.scope + '/')}"
     prefix = f"{rpc.scope}/" if rpc.scope else ""
-    async for wf in rpc.client.list_workflows(query):
+    async for wf in rpc.client.list_workflows(approval_queue_query(rpc.scope)):
         hid = wf.id.removeprefix(prefix)
         if rpc.scope or hid.startswith(f"{ROOT_ID}/"):
             yield QueueRow.from_attributes(hid, wf.typed_search_attributes)

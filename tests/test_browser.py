@@ -23,6 +23,7 @@ import socket
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,11 @@ from toolnexus_temporal.activities import (
     define_tool,
     pending,
 )
+from toolnexus_temporal.cli.queue_cmd import approval_queue_url
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES, APPROVAL_QUEUE
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 pytestmark = [
     pytest.mark.stress,
@@ -130,38 +132,56 @@ async def test_an_operator_answers_in_the_web_ui(ui_env, tmp_path: Path, shots: 
         parked = await rt.wait(h)
         assert parked.status == "pending" and parked.pending is not None
         wf_id = rt.workflow_id(h.id)
-        async with playwright.async_playwright() as pw:
-            browser = await pw.chromium.launch(
-                executable_path=shutil.which("chromium"),
-                args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-            )
-            try:
-                page = await browser.new_page(viewport={"width": 1360, "height": 820})
-                page.set_default_timeout(TIMEOUT_MS)
-                try:
-                    await operate(page, ui, wf_id, parked.pending.id, shots)
-                except Exception:
-                    await page.screenshot(path=str(tmp_path / "failed.png"))
-                    print("screenshot of the failure:", tmp_path / "failed.png")
-                    raise
-                done = await rt.wait(h)
-                assert done.status == "done" and done.text == "Build 42 is live.", done
-                await agent_page(page, wf_id, reload=True)
-                last = (await current_details(page)).locator("p").filter(has_text="last result:")
-                await last.filter(has_text="Build 42 is live.").wait_for()
-                await page.screenshot(path=str(shots / "5-answered.png"))
-            finally:
-                await browser.close()
+        queue_link = approval_queue_url(ui, "default", scope)  # what `tnx pending --ui` prints
+        async with chromium(playwright, tmp_path) as page:
+            await operate(page, queue_link, wf_id, parked.pending.id, shots)
+            done = await rt.wait(h)
+            assert done.status == "done" and done.text == "Build 42 is live.", done
+            await agent_page(page, wf_id, reload=True)
+            last = (await current_details(page)).locator("p").filter(has_text="last result:")
+            await last.filter(has_text="Build 42 is live.").wait_for()
+            await page.screenshot(path=str(shots / "5-answered.png"))
         trace = await rt.trace_lines(h)
         assert any("answer REJECTED" in line for line in trace)
         assert any(f"answer {parked.pending.id} (ok)" in line for line in trace)
+    # The worker has stopped: Current Details are blank, and the static details (stored with
+    # the start) say what that means and how to start one.
+    async with chromium(playwright, tmp_path) as page:
+        await page.goto(f"{ui}/namespaces/default/workflows/{urllib.parse.quote(wf_id, safe='')}")
+        await agent_page(page, wf_id)
+        details = await frame(page, "user-metadata-details")
+        await details.get_by_text("No tnx worker serves task queue").first.wait_for()
+        start = f"tnx-worker --task-queue tq-{scope} --registry MODULE:REGISTRY"
+        await details.get_by_text(start).first.wait_for()
+        await page.screenshot(path=str(shots / "6-no-worker.png"))
 
 
-async def operate(page: Any, ui: str, wf_id: str, request_id: str, shots: Path) -> None:
+@asynccontextmanager
+async def chromium(playwright: Any, tmp_path: Path) -> AsyncIterator[Any]:
+    """A page of headless Chromium (the system's); a screenshot of the page when the body
+    fails (its path printed)."""
+    async with playwright.async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=shutil.which("chromium"),
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1360, "height": 820})
+            page.set_default_timeout(TIMEOUT_MS)
+            try:
+                yield page
+            except Exception:
+                await page.screenshot(path=str(tmp_path / "failed.png"))
+                print("screenshot of the failure:", tmp_path / "failed.png")
+                raise
+        finally:
+            await browser.close()
+
+
+async def operate(page: Any, queue_link: str, wf_id: str, request_id: str, shots: Path) -> None:
     """The operator's steps in the UI, one screenshot each."""
-    # 1. The approval queue: the docs' APPROVAL_QUEUE, with the pending Request's columns.
-    query = urllib.parse.quote(APPROVAL_QUEUE)  # this server runs this test only
-    await page.goto(f"{ui}/namespaces/default/workflows?query={query}")
+    # 1. The approval queue: the link `tnx pending --ui` prints, with the Request's columns.
+    await page.goto(queue_link)
     await page.get_by_role("link", name=wf_id).first.wait_for()
     await page.get_by_test_id("workflows-summary-table-configuration-button").click()
     for column in ("AgentRequestKind", "AgentRequestPrompt", "AgentWaitingSince"):
@@ -216,12 +236,18 @@ async def agent_page(page: Any, wf_id: str, *, reload: bool = False) -> None:
 async def current_details(page: Any) -> Any:
     """The Current Details panel: the UI renders markdown in a frame of its own (named
     ``user-metadata-current-details``; a new one after each reload)."""
+    return await frame(page, "user-metadata-current-details")
+
+
+async def frame(page: Any, name: str) -> Any:
+    """The frame ``name`` of the page (the UI renders each markdown panel of User Metadata in
+    one: ``user-metadata-summary``, ``-details``, ``-current-details``)."""
     for _ in range(TIMEOUT_MS // 100):
-        frame = page.frame(name="user-metadata-current-details")
-        if frame is not None:
-            return frame
+        found = page.frame(name=name)
+        if found is not None:
+            return found
         await page.wait_for_timeout(100)
-    raise AssertionError("the page shows no Current Details")
+    raise AssertionError(f"the page shows no frame {name!r}")
 
 
 async def send(

@@ -81,7 +81,7 @@ with workflow.unsafe.imports_passed_through():
         HandleStatus,
         HandleView,
         InboxItem,
-        TraceLine,
+        TraceEntry,
     )
     from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, PoolFloor
 
@@ -167,9 +167,10 @@ class AgentWorkflow:
         return masked(self.s)
 
     @workflow.query(name=names.QUERY_TRACE, description=docs.TRACE)
-    def trace(self) -> list[TraceLine]:
-        """This handle's trace lines, oldest first (CONTRACT §7)."""
-        return list(self.s.trace)
+    def trace(self) -> list[TraceEntry]:
+        """This handle's trace lines, oldest first (CONTRACT §7), each with its time readable
+        (``at``, ISO 8601 UTC) beside ``at_ms``."""
+        return [TraceEntry.of(line) for line in self.s.trace]
 
     @workflow.query(name=names.QUERY_INBOX, description=docs.INBOX)
     def inbox(self) -> list[InboxItem]:

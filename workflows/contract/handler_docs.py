@@ -77,5 +77,8 @@ POOL_FLOOR: Final = f"{INTERNAL} The parent's live pool remainder."
 
 VIEW: Final = "The agent's public view (state, pending request, last result, counters)."
 STATE: Final = "The whole handle state (debugging; its secrets masked)."
-TRACE: Final = "The agent's trace lines, oldest first (state changes, rejections)."
+TRACE: Final = (
+    "The agent's trace lines, oldest first (state changes, rejections): seq, at (ISO 8601 UTC),"
+    " at_ms (ms since the epoch) and line."
+)
 INBOX: Final = "Items waiting for the next wake, oldest first."

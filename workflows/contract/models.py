@@ -9,6 +9,7 @@ This module is deterministic and I/O free: the workflow sandbox imports it.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import (
@@ -334,6 +335,24 @@ class TraceLine(WireModel):
     seq: int
     at_ms: int
     line: str
+
+
+class TraceEntry(TraceLine):
+    """A :class:`TraceLine` as the ``trace`` query returns it: with its time readable, for the
+    web UI and the ``temporal`` CLI, which show query results as JSON.
+
+    Attributes:
+        at: ``at_ms`` as ISO 8601 in UTC with milliseconds (``2026-12-01T21:12:03.123Z``).
+    """
+
+    at: str
+
+    @classmethod
+    def of(cls, line: TraceLine) -> TraceEntry:
+        """``line`` with its readable time."""
+        moment = datetime.fromtimestamp(line.at_ms / 1000, UTC)
+        at = moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{line.at_ms % 1000:03d}Z"
+        return cls(seq=line.seq, at_ms=line.at_ms, at=at, line=line.line)
 
 
 class HandleView(WireModel):

@@ -125,6 +125,16 @@ def static_summary(s: HandleState) -> str:
     return fit(f"{head}: {purpose[:120]}" if purpose else head, SUMMARY_BYTES)
 
 
+def no_worker_hint(task_queue: str) -> str:
+    """What a blank Current Details panel ("No Current Details") means, for the static
+    details: no worker serves the task queue, and the command that starts one."""
+    return (
+        'Current Details blank ("No Current Details")? No tnx worker serves task queue'
+        f" `{task_queue}`: start one with `tnx-worker --task-queue {task_queue} --registry"
+        " MODULE:REGISTRY`. An answer sent meanwhile (Signal `answer`) is kept until it runs."
+    )
+
+
 def static_details(s: HandleState) -> str:
     """The static details of a child's workflow (stored with its start, shown by the
     web UI without a worker): name, id, parent, purpose, and where its live state is."""
@@ -136,6 +146,7 @@ def static_details(s: HandleState) -> str:
             f"Purpose: {purpose[:500]}",
             "Live state, the pending request and the answer to paste: Current Details"
             " (served by a running tnx worker).",
+            no_worker_hint(s.task_queue),
             f"Approval queue: `{APPROVAL_QUEUE}` (columns `AgentRequestKind`,"
             " `AgentRequestPrompt`, `AgentWaitingSince`).",
         ]
