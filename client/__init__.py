@@ -41,6 +41,7 @@ from toolnexus_temporal.client.errors import (
     TnxError,
     UpdateLimitError,
     VerbRejectedError,
+    WorkflowTaskFailingError,
 )
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -73,4 +74,5 @@ __all__ = [
     "TnxError",
     "UpdateLimitError",
     "VerbRejectedError",
+    "WorkflowTaskFailingError",
 ]
