@@ -15,7 +15,9 @@ it at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -43,8 +45,11 @@ from toolnexus_temporal.activities.store import (
 from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
-from toolnexus_temporal.client.codec import (
-    with_codec,
+from toolnexus_temporal.client.keycheck import (
+    KeyMismatchError,
+    KeyWatch,
+    check_worker_keys,
+    worker_converter,
 )
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
@@ -204,6 +209,7 @@ async def create_worker(
     sandboxed: bool = False,
     codec: PayloadCodec | None = None,
     deployment: WorkerDeploymentVersion | None = None,
+    check_keys: bool = True,
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
@@ -240,6 +246,12 @@ async def create_worker(
             ``connect(..., codec=...)`` already has it).
         deployment: opt into Worker Versioning as this deployment version (deployment name
             and build id; :func:`deployment_config`). None: an unversioned worker.
+        check_keys: check the worker's codec keys against the task queue's key canary before
+            the worker exists (:mod:`~toolnexus_temporal.client.keycheck`: created by the
+            first worker with a codec, re-written by one whose current key is newer). Either
+            way a worker whose codec stops decoding its payloads reads the canary again and
+            stops polling (``Worker.shutdown``) if its keys cannot read it
+            (:func:`stale_keys` then says why). False only for tests of that run-time guard.
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
@@ -249,6 +261,9 @@ async def create_worker(
         StoreConfigError: ``store`` is a URL of an unknown scheme (or its driver is missing).
         StoreUnavailableError: the store's server cannot be reached.
         StoreError: the store refuses to open (a schema newer than this code).
+        KeyMismatchError: the task queue's payloads are encrypted with a key this worker does
+            not have (or it has no codec): it would fail every task it took.
+        RPCError: the key canary could not be read or written (the server refused).
     """
     if max_concurrent_turns is not None and max_concurrent_turns < 1:
         raise ValueError(f"max_concurrent_turns must be at least 1, got {max_concurrent_turns}")
@@ -261,16 +276,39 @@ async def create_worker(
     )
     if deployment is not None:
         worker_options["deployment_config"] = deployment_config(deployment)
+    effective = codec if codec is not None else client.data_converter.payload_codec
+    if check_keys:
+        await check_worker_keys(client, task_queue, effective)
+    watch = KeyWatch(client, task_queue, effective)
+    config = client.config()
+    config["data_converter"] = worker_converter(client.data_converter, effective, watch)
     await open_checked(conv_store)
     try:
         async with _worker(
-            with_codec(client, codec), reg, llm, task_queue, conv_store, transport,
+            Client(**config), reg, llm, task_queue, conv_store, transport,
             max_concurrent_turns, sandboxed, worker_options,
         ) as worker:  # fmt: skip
-            yield worker
+            _WATCHES[worker] = watch
+            watching = asyncio.create_task(watch.run(worker.shutdown))
+            try:
+                yield worker
+            finally:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
     finally:
         if owned:
             await close_store(conv_store)
+
+
+_WATCHES: weakref.WeakKeyDictionary[Worker, KeyWatch] = weakref.WeakKeyDictionary()
+
+
+def stale_keys(worker: Worker) -> KeyMismatchError | None:
+    """Why ``worker`` (from :func:`create_worker`) stopped itself: its codec keys no longer
+    read its task queue's payloads (the key canary); None while they do."""
+    watch = _WATCHES.get(worker)
+    return watch.stale if watch is not None else None
 
 
 @contextlib.asynccontextmanager

@@ -6,7 +6,8 @@ Every setting is a flag with an environment variable: the Temporal connection as
 cluster"), the registry (``TNX_REGISTRY``), the LLM (``OPENAI_BASE_URL``, ``TNX_MODEL``), the
 conversation store (``TNX_STORE_URL``), the payload codec (``TNX_CODEC_KEYS``) and Worker
 Versioning (``TNX_DEPLOYMENT_NAME``, ``TNX_BUILD_ID``). A missing or bad setting is a usage
-error (exit 2); a store or server that cannot be reached is one line (exit 1).
+error (exit 2); a store or server that cannot be reached, or codec keys that cannot read the task
+queue's payloads (:mod:`toolnexus_temporal.client.keycheck`), is one line (exit 1).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 from temporalio.common import WorkerDeploymentVersion
+from temporalio.service import RPCError
 
 from toolnexus_temporal.activities.llm import LlmConfig
 from toolnexus_temporal.activities.registry import Registry, RegistryError
@@ -46,6 +48,7 @@ from toolnexus_temporal.client.codec import (
     codec_from_keys,
 )
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
+from toolnexus_temporal.client.keycheck import KeyMismatchError
 from toolnexus_temporal.client.reachability import namespace_exists
 from toolnexus_temporal.worker import (
     DEFAULT_GRACEFUL_SHUTDOWN_S,
@@ -53,6 +56,7 @@ from toolnexus_temporal.worker import (
     DEFAULT_TASK_QUEUE,
     create_worker,
     parse_deployment,
+    stale_keys,
 )
 
 
@@ -91,7 +95,11 @@ async def serve(
         StoreConfigError: ``store`` is not a usable URL.
         StoreUnavailableError: the store's server cannot be reached.
         WorkerStartError: Temporal cannot be reached, or the namespace does not exist (one
-            line: where, why).
+            line: where, why); or the worker stopped itself because its codec keys no longer
+            read the task queue's payloads (:func:`~toolnexus_temporal.worker.stale_keys`).
+        KeyMismatchError: the task queue's payloads are encrypted with a key this worker
+            lacks (the key canary, :mod:`~toolnexus_temporal.client.keycheck`): it does not
+            start.
     """
     conv_store = open_store(store)
     await open_checked(conv_store)  # an unreachable store fails first, once
@@ -135,35 +143,44 @@ async def _serve(
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
-    async with create_worker(
-        client,
-        registry=registry,
-        llm=llm,
-        task_queue=task_queue,
-        store=conv_store,
-        max_concurrent_turns=max_concurrent_turns,
-        sandboxed=sandboxed,
-        deployment=deployment,
-        graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
-    ) as worker:
-        run = asyncio.create_task(worker.run())
-        typer.echo(
-            f"worker on {cluster.describe()} task_queue={task_queue} "
-            f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
-            f"store={conv_store!r}"
-            + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
-            + (f" version={deployment.to_canonical_string()}" if deployment else "")
-        )
-        done, _ = await asyncio.wait(
-            [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
-        )
-        if run not in done:
+    try:
+        async with create_worker(
+            client,
+            registry=registry,
+            llm=llm,
+            task_queue=task_queue,
+            store=conv_store,
+            max_concurrent_turns=max_concurrent_turns,
+            sandboxed=sandboxed,
+            deployment=deployment,
+            graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
+        ) as worker:
+            run = asyncio.create_task(worker.run())
             typer.echo(
-                f"shutting down: activities in flight get up to {graceful_shutdown_s:g} s "
-                "to finish (signal again to stop now)..."
+                f"worker on {cluster.describe()} task_queue={task_queue} "
+                f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
+                f"store={conv_store!r}"
+                + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
+                + (f" version={deployment.to_canonical_string()}" if deployment else "")
             )
-            await worker.shutdown()
-        await run
+            done, _ = await asyncio.wait(
+                [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+            )
+            if run not in done:
+                typer.echo(
+                    f"shutting down: activities in flight get up to {graceful_shutdown_s:g} s "
+                    "to finish (signal again to stop now)..."
+                )
+                await worker.shutdown()
+            await run
+            stale = stale_keys(worker)
+            if stale is not None:
+                raise WorkerStartError(f"stopped: {stale}")
+    except RPCError as err:  # the key canary could not be read or written
+        raise WorkerStartError(
+            f"cannot start a worker at {cluster.describe()}: Temporal answered "
+            f"{err.status.name}: {err.message}"
+        ) from err
 
 
 app = typer.Typer(help="Run a toolnexus-temporal worker.", **APP_SETTINGS)
@@ -323,7 +340,7 @@ def run(
                 graceful_shutdown_s=graceful_shutdown_s,
             )
         )
-    except (StoreUnavailableError, StoreError, WorkerStartError) as err:
+    except (StoreUnavailableError, StoreError, WorkerStartError, KeyMismatchError) as err:
         typer.echo(f"tnx-worker: {err}", err=True)
         raise typer.Exit(1) from None
 

@@ -42,6 +42,7 @@ from toolnexus_temporal.client.errors import (
     TnxError,
     UpdateLimitError,
     VerbRejectedError,
+    WorkflowTaskFailingError,
 )
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.roots import QueueRow
@@ -76,4 +77,5 @@ __all__ = [
     "TnxError",
     "UpdateLimitError",
     "VerbRejectedError",
+    "WorkflowTaskFailingError",
 ]

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -34,12 +35,14 @@ from typing import TYPE_CHECKING, Final
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.errordetails.v1 import QueryFailedFailure
+from temporalio.api.failure.v1 import Failure
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import (
     DataConverter,
     DefaultFailureConverterWithEncodedAttributes,
     PayloadCodec,
+    PayloadConverter,
 )
 from temporalio.service import RPCError
 
@@ -65,6 +68,10 @@ ENV_KEYS: Final = "TNX_CODEC_KEYS"
 
 ENV_KEY_FILE: Final = "TNX_CODEC_KEY_FILE"
 """Environment variable with the path of a key file (same entries, one per line)."""
+
+FAILURE_META: Final = "tnx-failure-text"
+"""Metadata (in the clear) of an encrypted payload that holds only a failure's message and
+stack trace (the failure's encoded attributes, :class:`FailureConverter`)."""
 
 _KEY_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -136,17 +143,24 @@ class AesGcmCodec(PayloadCodec):
         return self.key_ids[0]
 
     def encode_one(self, payload: Payload) -> Payload:
-        """Encrypt one payload with the current key (synchronous; see :meth:`encode`)."""
+        """Encrypt one payload with the current key (synchronous; see :meth:`encode`). A
+        failure's text (:data:`FAILURE_META` on the plain payload) keeps that mark in the
+        clear, so a reader without this key still reads the failure (:meth:`decode_one`)."""
         key_id = self.current_key_id
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._ciphers[key_id].encrypt(nonce, payload.SerializeToString(), None)
-        return Payload(
-            metadata={"encoding": ENCODING, KEY_ID_META: key_id.encode()},
-            data=nonce + sealed,
-        )
+        metadata = {"encoding": ENCODING, KEY_ID_META: key_id.encode()}
+        if payload.metadata.get(FAILURE_META):
+            metadata[FAILURE_META] = b"1"
+        return Payload(metadata=metadata, data=nonce + sealed)
 
     def decode_one(self, payload: Payload) -> Payload:
         """Decrypt one payload (synchronous; see :meth:`decode`).
+
+        A failure's text (:data:`FAILURE_META`) under a key this codec cannot read decodes to
+        a message saying so (:func:`unreadable_failure_text`) instead of raising: a worker
+        with another key that failed an activity must not stop the agent's every later
+        workflow task (issue 23, item 4).
 
         Raises:
             UnknownKeyError: the payload names a key id this codec does not know.
@@ -155,6 +169,14 @@ class AesGcmCodec(PayloadCodec):
         """
         if payload.metadata.get("encoding") != ENCODING:
             return payload
+        if payload.metadata.get(FAILURE_META):
+            try:
+                return self._decrypt(payload)
+            except CodecError as err:
+                return unreadable_failure_text(err)
+        return self._decrypt(payload)
+
+    def _decrypt(self, payload: Payload) -> Payload:
         raw_id = payload.metadata.get(KEY_ID_META)
         if not raw_id:
             raise CodecError(f"encrypted payload has no {KEY_ID_META!r} metadata")
@@ -182,6 +204,37 @@ class AesGcmCodec(PayloadCodec):
     async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
         """Decrypt every encrypted payload; others pass unchanged (see :meth:`decode_one`)."""
         return [self.decode_one(p) for p in payloads]
+
+
+def unreadable_failure_text(err: CodecError) -> Payload:
+    """The stand-in for a failure's encrypted text this codec cannot read: a failure's
+    encoded attributes (JSON ``message`` and ``stack_trace``) whose message says why."""
+    text = json.dumps(
+        {
+            "message": f"a failure whose text this process cannot read ({err}): it was "
+            "written by a worker with other codec keys",
+            "stack_trace": "",
+        }
+    )
+    return Payload(metadata={"encoding": b"json/plain"}, data=text.encode())
+
+
+class FailureConverter(DefaultFailureConverterWithEncodedAttributes):
+    """Failures with their message and stack trace in encoded (encrypted) attributes, each
+    marked :data:`FAILURE_META` so that a codec without the writer's key reads a stand-in
+    text rather than failing (:meth:`AesGcmCodec.decode_one`)."""
+
+    def to_failure(
+        self,
+        exception: BaseException,
+        payload_converter: PayloadConverter,
+        failure: Failure,
+    ) -> None:
+        """See ``DefaultFailureConverterWithEncodedAttributes``; marks the encoded attributes
+        (of the failure and, through the recursion, of each cause)."""
+        super().to_failure(exception, payload_converter, failure)
+        if failure.HasField("encoded_attributes"):
+            failure.encoded_attributes.metadata[FAILURE_META] = b"1"
 
 
 def _check_key(key_id: str, key: bytes) -> None:
@@ -264,15 +317,15 @@ def data_converter(codec: PayloadCodec | None) -> DataConverter:
     """The runtime's data converter: pydantic JSON, then ``codec`` when given.
 
     With a codec, failures carry their message and stack trace in encoded attributes too
-    (``DefaultFailureConverterWithEncodedAttributes``): an error text can quote a prompt or a
-    tool argument. Without one, this is ``pydantic_data_converter`` itself.
+    (:class:`FailureConverter`): an error text can quote a prompt or a tool argument.
+    Without one, this is ``pydantic_data_converter`` itself.
     """
     if codec is None:
         return pydantic_data_converter
     return dataclasses.replace(
         pydantic_data_converter,
         payload_codec=codec,
-        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+        failure_converter_class=FailureConverter,
     )
 
 

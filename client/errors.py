@@ -79,6 +79,33 @@ class NoWorkerError(TnxError):
         self.last_seen_s = last_seen_s
 
 
+class WorkflowTaskFailingError(TnxError):
+    """The handle's workflow fails its workflow tasks, so Temporal refuses updates and queries
+    to it ("Workflow Task in failed state") until a worker completes one; nothing was changed.
+    Temporal retries the task by itself: once the worker at fault is fixed or stopped the
+    handle goes on where it was. The usual cause is a worker that cannot decode the agent's
+    payloads (codec keys; such a worker stops itself, :mod:`.keycheck`).
+
+    Attributes:
+        handle_id: the handle.
+        verb: the update or query refused.
+        reason: the last workflow task failure as recorded (decoded with this client's codec
+            when it can be), or ``""`` when it could not be read.
+    """
+
+    def __init__(self, handle_id: str, verb: str, reason: str = "") -> None:
+        why = f": {reason}" if reason else ""
+        super().__init__(
+            f"{verb} on {handle_id!r} refused: a worker fails this agent's workflow tasks"
+            f"{why}. Nothing was changed and Temporal retries the task; fix that worker (a "
+            "worker without the codec keys stops itself: give every worker the fleet's keys) "
+            "and try again"
+        )
+        self.handle_id = handle_id
+        self.verb = verb
+        self.reason = reason
+
+
 class SpawnError(BaseModel):
     """A refused spawn: returned by ``AgentRuntime.spawn``, never raised (CONTRACT §3).
 

@@ -103,6 +103,14 @@ def is_refused_update(err: RPCError) -> bool:
     return err.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in str(err)
 
 
+def is_failing_workflow_task(err: RPCError) -> bool:
+    """The server refused an update or a query because the workflow's workflow task keeps
+    failing ("Workflow Task in failed state": a worker that cannot run it, e.g. one without
+    the codec keys); it is retried by the server, and the refusal ends once a worker
+    completes it."""
+    return "workflow task in failed state" in str(err).lower()
+
+
 def is_busy_query(err: RPCError) -> bool:
     """A query the server could not answer in time, nothing refused: the workflow's query
     buffer is full (many hosts polling one workflow), or the call timed out while its

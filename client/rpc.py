@@ -24,6 +24,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar, overload
 
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -43,12 +45,14 @@ from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     UpdateLimitError,
     VerbRejectedError,
+    WorkflowTaskFailingError,
 )
 from toolnexus_temporal.client.reachability import WorkerProbe, guarded
 from toolnexus_temporal.client.retry import (
     OUTAGE_DELAY_MAX_S,
     OUTAGE_RETRY_S,
     is_connection_error,
+    is_failing_workflow_task,
     is_refused_update,
     is_update_limit,
     rejected_at_once,
@@ -86,6 +90,11 @@ Query: TypeAlias = Callable[[AgentWorkflow], _R]
 
 UPDATE_BACKOFF_S: Final = 30.0
 """How long an update the server refused before accepting it is retried, s (see ``_call``)."""
+
+FAILING_TASK_WAIT_S: Final = 60.0
+"""How long an update refused because the workflow's tasks keep failing ("Workflow Task in
+failed state") is retried, s: the server retries a failing workflow task with a backoff
+(measured: a worker fixed a moment ago got the task 15-22 s later)."""
 
 FALLBACK_AFTER_S: Final = 1.0
 """How long a verb with a signal form retries a refusal for an update limit before it uses
@@ -253,6 +262,8 @@ class HandleRpc:
             HandleNotFoundError: no such workflow.
             NoWorkerError: the query waited :data:`.reachability.PROBE_AFTER_S` and no worker
                 polls the task queue (only with a :attr:`probe`).
+            WorkflowTaskFailingError: a worker fails the workflow's tasks (the server refuses
+                queries meanwhile), with the last failure when it can be read.
         """
         wf = self.handle(handle_id)
         try:
@@ -260,6 +271,9 @@ class HandleRpc:
                 lambda: riding_busy_queries(lambda: riding_outage(lambda: wf.query(query)))
             )
         except RPCError as err:
+            if is_failing_workflow_task(err):
+                verb = getattr(query, "__name__", "query")
+                raise await self.failing_task_error(handle_id, verb) from err
             raise rpc_error(handle_id, err) from err
         except WorkflowQueryFailedError as err:  # with a codec, the message is encrypted
             raise await readable_query_failure(self.client, err) from err
@@ -324,7 +338,11 @@ class HandleRpc:
           doubling to 2 s, up to ``UPDATE_BACKOFF_S`` in all): RESOURCE_EXHAUSTED, UNAVAILABLE
           "workflow update was aborted" (the server dropped the workflow task carrying it;
           Temporal documents it as retryable), FAILED_PRECONDITION "unexpected workflow task
-          failure" (for example a continue-as-new that raced a new event);
+          failure" (for example a continue-as-new that raced a new event), "Workflow Task in
+          failed state" (a worker fails the workflow's tasks: the server retries them with a
+          backoff, so a worker fixed a moment ago gets it 15-22 s later): for
+          ``FAILING_TASK_WAIT_S``, then :class:`WorkflowTaskFailingError` with the last
+          failure;
         * an update limit (the server's, or the handle's cap on held waits) for
           ``limit_wait_s``, then :class:`UpdateLimitError` (the caller's signal fallback);
         * a server that cannot be reached, for ``OUTAGE_RETRY_S`` (see :mod:`.retry`);
@@ -346,6 +364,10 @@ class HandleRpc:
                     delay = min(delay * 2, OUTAGE_DELAY_MAX_S)
                     await asyncio.sleep(delay)
                     continue
+                elif is_failing_workflow_task(err):
+                    if waited >= FAILING_TASK_WAIT_S:
+                        verb = update_name(update)
+                        raise await self.failing_task_error(handle_id, verb) from err
                 elif not is_refused_update(err) or waited >= UPDATE_BACKOFF_S:
                     await self._update_error(handle_id, update, err)
             except WorkflowUpdateFailedError as err:
@@ -364,6 +386,14 @@ class HandleRpc:
             await asyncio.sleep(delay)
             waited += delay
             delay = min(delay * 2, 2.0)
+
+    async def failing_task_error(self, handle_id: str, verb: str) -> WorkflowTaskFailingError:
+        """The typed error for a call refused because the workflow's tasks keep failing,
+        with the last recorded workflow task failure (decoded with this client's
+        converter) when it can be read."""
+        return WorkflowTaskFailingError(
+            handle_id, verb, await last_task_failure(self.client, self.workflow_id(handle_id))
+        )
 
     async def _update_error(
         self, handle_id: str, update: Update[Any, Any], err: RPCError | WorkflowUpdateFailedError
@@ -392,7 +422,44 @@ class _Gate:
 
 
 def rpc_error(handle_id: str, err: RPCError) -> Exception:
-    """The typed error for a failed RPC: HandleNotFoundError for NOT_FOUND, else ``err``."""
+    """The typed error for a failed RPC: HandleNotFoundError for NOT_FOUND,
+    WorkflowTaskFailingError for "Workflow Task in failed state", else ``err``."""
     if err.status == RPCStatusCode.NOT_FOUND:
         return HandleNotFoundError(handle_id)
+    if is_failing_workflow_task(err):
+        return WorkflowTaskFailingError(handle_id, "call")
     return err
+
+
+REASON_CHARS: Final = 300
+"""How much of a workflow task failure :func:`last_task_failure` keeps."""
+
+
+async def last_task_failure(client: Client, workflow_id: str) -> str:
+    """The last ``WorkflowTaskFailed`` event's failure of ``workflow_id``'s current run, as
+    text (message, then its causes' messages), decoded with ``client``'s converter; ``""``
+    when there is none in the last 50 events or it cannot be read (never raises: it only
+    words an error)."""
+    request = GetWorkflowExecutionHistoryReverseRequest(
+        namespace=client.namespace,
+        execution=WorkflowExecution(workflow_id=workflow_id),
+        maximum_page_size=50,
+    )
+    try:
+        resp = await client.workflow_service.get_workflow_execution_history_reverse(request)
+        for event in resp.history.events:
+            if not event.HasField("workflow_task_failed_event_attributes"):
+                continue
+            failure = event.workflow_task_failed_event_attributes.failure
+            try:
+                err: BaseException | None = await client.data_converter.decode_failure(failure)
+            except Exception as why:
+                return f"{failure.message} (cannot decode it: {why})"[:REASON_CHARS]
+            parts: list[str] = []
+            while err is not None and len(parts) < 4:
+                parts.append(str(getattr(err, "message", None) or err))
+                err = err.__cause__
+            return ": ".join(parts)[:REASON_CHARS]
+    except Exception:
+        return ""
+    return ""

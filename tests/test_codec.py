@@ -26,6 +26,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowQueryFailedError
 
 from tests.conftest import MODEL, temporal_binary
+from tests.helpers import eventually
 from tests.registries import check_secret_tool
 from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
@@ -38,8 +39,9 @@ from toolnexus_temporal.client.codec import (
     data_converter,
     with_codec,
 )
+from toolnexus_temporal.client.keycheck import KeyMismatchError
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
-from toolnexus_temporal.worker import create_worker
+from toolnexus_temporal.worker import create_worker, stale_keys
 from toolnexus_temporal.workflows.contract.names import workflow_id_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -408,11 +410,13 @@ async def test_tnx_codec_server_command_serves_and_refuses_bad_keys() -> None:
         await asyncio.wait_for(proc.wait(), 30)
 
 
-async def test_a_worker_without_the_key_fails_tasks_until_one_has_it(
+async def test_a_worker_without_the_key_refuses_to_start_or_stops_and_loses_nothing(
     client: Client, store: SqliteConversationStore
 ) -> None:
-    """Nothing is lost: the workflow task fails with the key id (readable with the codec) and
-    Temporal retries it; a query says why; a worker with the key then runs the turn."""
+    """A worker without key a does not start (the key canary); one that skipped the check
+    (as one started before the canary existed would) fails the first task it takes with the
+    key id (readable with the codec), reads the canary and stops polling; a query it got
+    says why; a worker with the key then runs the turn."""
     m = markers()
     scope = f"t-{uuid.uuid4().hex[:10]}"
     llm = ScriptedLLM({MODEL: [text("first"), text(m["final"])]})
@@ -424,7 +428,7 @@ async def test_a_worker_without_the_key_fails_tasks_until_one_has_it(
     both = AesGcmCodec({"b": KEY_B, "a": KEY_A})
     rt = AgentRuntime(with_codec(client, both), task_queue=f"tq-{scope}", scope=scope)
 
-    def worker(codec: AesGcmCodec) -> Any:
+    def worker(codec: AesGcmCodec, **options: Any) -> Any:
         return create_worker(
             with_codec(client, codec),
             registry=REGISTRY,
@@ -432,26 +436,33 @@ async def test_a_worker_without_the_key_fails_tasks_until_one_has_it(
             task_queue=f"tq-{scope}",
             store=store,
             transport=llm.transport(),
+            **options,
         )
 
-    async with worker(AesGcmCodec({"b": KEY_B})) as w, w:
+    with pytest.raises(KeyMismatchError, match=r"key id 'a'.*known keys \(b\)"):
+        async with worker(AesGcmCodec({"b": KEY_B})):
+            raise AssertionError("a worker without key a started")
+    async with worker(AesGcmCodec({"b": KEY_B}), check_keys=False) as w, w:
         with pytest.raises(WorkflowQueryFailedError, match=r"key id 'a'.*known keys \(b\)"):
             await rt.inspect(h.id)
+        await eventually(lambda: stale_keys(w) is not None, what="the worker stopped itself")
+    async with worker(AesGcmCodec({"b": KEY_B}), check_keys=False) as w, w:
         turn = asyncio.create_task(rt.run_turn(h.id, m["prompt"]))
         failed: list[Any] = []
-        for _ in range(100):
+
+        async def task_failed() -> bool:
             history = await raw_history(client, wf_id)
-            failed = [
+            failed[:] = [
                 e for e in history.events if e.HasField("workflow_task_failed_event_attributes")
             ]
-            if failed:
-                break
-            await asyncio.sleep(0.1)
-        assert failed, "the worker without key a never failed a workflow task"
+            return bool(failed)
+
+        await eventually(task_failed, what="a failed workflow task")
         failure = failed[0].workflow_task_failed_event_attributes.failure
         assert failure.message == "Encoded failure"  # the reason is encrypted too
         reason = await data_converter(both).decode_failure(failure)
         assert "key id 'a'" in str(reason), reason
+        await eventually(lambda: stale_keys(w) is not None, what="the worker stopped itself")
         assert not turn.done()
     async with worker(both) as w, w:
         r = await asyncio.wait_for(turn, 60)

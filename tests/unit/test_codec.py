@@ -153,3 +153,27 @@ def test_without_a_codec_the_converter_is_the_plain_pydantic_one() -> None:
     from temporalio.contrib.pydantic import pydantic_data_converter
 
     assert data_converter(None) is pydantic_data_converter
+
+
+async def test_a_failure_under_a_key_this_codec_lacks_reads_as_a_stand_in() -> None:
+    """A failure a worker with other keys wrote (issue 23 item 4): its text decodes to a
+    message naming the key id instead of failing the reader's workflow task; any other
+    payload under that key still raises."""
+    writer = data_converter(AesGcmCodec({"k1": KEY_B}))
+    failure = Failure()
+    await writer.encode_failure(ApplicationError("Failed decoding arguments"), failure)
+    assert failure.message == "Encoded failure"
+    assert failure.encoded_attributes.metadata["tnx-failure-text"] == b"1"
+    assert SECRET not in failure.SerializeToString()
+    same_id = data_converter(AesGcmCodec({"k1": KEY_A}))
+    other_id = data_converter(AesGcmCodec({"k2": KEY_A}))
+    for reader, why in [(same_id, "does not decrypt"), (other_id, "not among the known keys")]:
+        copy = Failure()
+        copy.CopyFrom(failure)
+        err = await reader.decode_failure(copy)
+        assert "cannot read" in str(err) and "key id 'k1'" in str(err) and why in str(err)
+    # The writer's own fleet reads the real text.
+    own = await data_converter(AesGcmCodec({"k1": KEY_B})).decode_failure(failure)
+    assert str(own) == "Failed decoding arguments"
+    with pytest.raises(CodecError, match="does not decrypt"):
+        AesGcmCodec({"k1": KEY_A}).decode_one(AesGcmCodec({"k1": KEY_B}).encode_one(plain()))

@@ -9,6 +9,7 @@ import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client import retry
+from toolnexus_temporal.client.errors import WorkflowTaskFailingError
 from toolnexus_temporal.client.fallback import settled
 from toolnexus_temporal.client.retry import (
     is_connection_error,
@@ -16,6 +17,7 @@ from toolnexus_temporal.client.retry import (
     riding_busy_queries,
     riding_outage,
 )
+from toolnexus_temporal.client.rpc import rpc_error
 from toolnexus_temporal.workflows.contract.models import HandleView, Request, TaskResult
 
 IN_FLIGHT = (
@@ -39,6 +41,26 @@ def test_update_limits_are_recognised_by_their_text() -> None:
         err("namespace rate limit exceeded", RPCStatusCode.RESOURCE_EXHAUSTED)
     )
     assert not is_connection_error(err(*IN_FLIGHT)) and not is_connection_error(err(*TOTAL))
+
+
+def test_a_failing_workflow_task_is_a_typed_error_never_the_raw_rpc_error() -> None:
+    """What the server answers an update or a query while a worker fails the workflow's
+    tasks (issue 23 item 4: ``wake`` raised it raw)."""
+    update = err(
+        "Unable to perform workflow execution update due to Workflow Task in failed state.",
+        RPCStatusCode.FAILED_PRECONDITION,
+    )
+    query = err(
+        "Unable to query workflow due to Workflow Task in failed state.",
+        RPCStatusCode.FAILED_PRECONDITION,
+    )
+    for refused in (update, query):
+        assert retry.is_failing_workflow_task(refused)
+        assert not is_connection_error(refused)
+        typed = rpc_error("root/a.1", refused)
+        assert isinstance(typed, WorkflowTaskFailingError)
+        assert typed.handle_id == "root/a.1" and "fails this agent's workflow tasks" in str(typed)
+    assert not retry.is_failing_workflow_task(err(*TOTAL))
 
 
 def test_connection_failures_are_told_from_refusals() -> None:
