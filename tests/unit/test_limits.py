@@ -60,3 +60,19 @@ def test_agent_names_are_bounded() -> None:
 def test_static_summary_fits() -> None:
     s = handle(id="root/" + "x" * 900 + ".1", parent="root/" + "x" * 400)
     assert len(static_summary(s).encode()) <= SUMMARY_BYTES
+
+
+def test_trace_times_read_as_iso_utc() -> None:
+    """``TraceEntry.at`` (the trace query's readable time) agrees with ``datetime``."""
+    import random
+    from datetime import UTC, datetime
+
+    from toolnexus_temporal.workflows.contract.models import iso_utc
+
+    rng = random.Random(7)
+    samples = [0, 951_782_400_000, 4_107_542_399_999, 1_764_623_523_123]  # 2000-02-29 ...
+    samples += [rng.randrange(0, 10**13) for _ in range(2_000)]
+    for at_ms in samples:
+        at = datetime.fromtimestamp(at_ms / 1000, UTC)
+        expected = at.strftime("%Y-%m-%dT%H:%M:%S") + f".{at_ms % 1000:03d}Z"
+        assert iso_utc(at_ms) == expected, at_ms

@@ -9,7 +9,6 @@ This module is deterministic and I/O free: the workflow sandbox imports it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import (
@@ -350,9 +349,27 @@ class TraceEntry(TraceLine):
     @classmethod
     def of(cls, line: TraceLine) -> TraceEntry:
         """``line`` with its readable time."""
-        moment = datetime.fromtimestamp(line.at_ms / 1000, UTC)
-        at = moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{line.at_ms % 1000:03d}Z"
-        return cls(seq=line.seq, at_ms=line.at_ms, at=at, line=line.line)
+        return cls(seq=line.seq, at_ms=line.at_ms, at=iso_utc(line.at_ms), line=line.line)
+
+
+def iso_utc(at_ms: int) -> str:
+    """``at_ms`` (ms since the Unix epoch) as ISO 8601 in UTC: ``2026-12-01T21:12:03.123Z``.
+    Integer arithmetic only (no clock, no ``datetime`` in workflow code): the proleptic
+    Gregorian calendar of days since 1970-01-01 (H. Hinnant's ``civil_from_days``)."""
+    seconds, ms = divmod(at_ms, 1000)
+    days, second_of_day = divmod(seconds, 86_400)
+    hour, rest = divmod(second_of_day, 3600)
+    minute, second = divmod(rest, 60)
+    z = days + 719_468
+    era = z // 146_097
+    doe = z - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (1 if month <= 2 else 0)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{ms:03d}Z"
 
 
 class HandleView(WireModel):
