@@ -19,8 +19,9 @@ import httpx
 import psycopg
 import pytest
 
-from tests.helpers import spawn
+from tests.helpers import eventually, spawn
 from tests.pg import PgServer
+from tests.test_cli import Cli
 from toolnexus_temporal.activities import StoreUnavailableError
 from toolnexus_temporal.activities.pgstore import PostgresConversationStore
 from toolnexus_temporal.client import AgentDef, RuntimeOptions
@@ -107,7 +108,9 @@ async def test_a_turn_after_every_pooled_connection_was_ended_asks_the_model_onc
         await store.aclose()
 
 
-@pytest.mark.parametrize("outage_s", [pytest.param(6.0, id="6s")])
+@pytest.mark.parametrize(
+    "outage_s", [pytest.param(6.0, id="6s"), pytest.param(60.0, id="60s", marks=pytest.mark.stress)]
+)
 async def test_a_reply_received_while_the_database_is_down_is_paid_once(
     make_runtime: Any, own_pg: PgServer, own_db: str, outage_s: float
 ) -> None:
@@ -130,8 +133,46 @@ async def test_a_reply_received_while_the_database_is_down_is_paid_once(
         assert transcript[-2:] == ["work", "answered during the outage"]
 
 
+async def test_a_reply_is_carried_across_attempts_until_the_store_is_back(
+    make_runtime: Any, client: Any, own_pg: PgServer, own_db: str
+) -> None:
+    # Attempts of 6 s: each waits for the store until 2 s before its timeout, then fails
+    # (retryably); the reply rides from attempt to attempt on the heartbeat details.
+    options = RuntimeOptions(llm_timeout_ms=6_000, llm_initial_retry_ms=200)
+    llm = HeldReply("stored by a later attempt")
+    async with make_runtime(
+        AGENTS, httpx.MockTransport(llm.handle), conv_store=own_db, options=options
+    ) as rt:
+        h = await spawn(rt, rt.root, "worker")
+        await rt.wake(h, "work")
+        await asyncio.wait_for(llm.entered.wait(), 30)
+        await asyncio.to_thread(own_pg.halt)
+        llm.release.set()
+        workflow = client.get_workflow_handle(rt.workflow_id(h.id))
+
+        async def attempt() -> int:
+            pending = (await workflow.describe()).raw_description.pending_activities
+            return max((p.attempt for p in pending), default=0)
+
+        # the outage lasts until the call is on its third attempt (two failed after the reply)
+        await eventually(lambda: attempt_at_least(attempt, 3), within_s=60, what="attempt 3")
+        await asyncio.to_thread(own_pg.resume)
+        result = await asyncio.wait_for(rt.wait(h), 60)  # hang guard only
+        assert (result.status, result.text) == ("done", "stored by a later attempt"), result
+        assert llm.calls == 1
+        assert (await rt.inspect(h)).usage_total == TOKENS
+        async with PostgresConversationStore(own_db) as reader:
+            rt.store = reader
+            transcript = [m.content for m in await rt.transcript(h)]
+        assert transcript[-2:] == ["work", "stored by a later attempt"]
+
+
+async def attempt_at_least(attempt: Any, n: int) -> bool:
+    return int(await attempt()) >= n
+
+
 async def test_a_transcript_read_during_and_after_an_outage_raises_no_driver_error(
-    make_runtime: Any, own_pg: PgServer, own_db: str
+    make_runtime: Any, env: Any, own_pg: PgServer, own_db: str
 ) -> None:
     llm = ScriptedLLM({"stub-model": [text("stored")]})
     reader = PostgresConversationStore(own_db, timeout_s=2.0)
@@ -147,6 +188,11 @@ async def test_a_transcript_read_during_and_after_an_outage_raises_no_driver_err
             message = str(down.value)
             assert not isinstance(down.value, psycopg.Error) and down.value.__cause__ is None
             assert "\n" not in message and own_db.rsplit("/", 1)[1] in message, message
+            tnx = Cli(env, rt)
+            tnx.environ["TNX_STORE_URL"] = own_db
+            shown = await tnx("inspect", h.id, "--transcript")  # no traceback (Cli checks)
+            assert shown.code == 2 and "PostgreSQL conversation store" in shown.err, shown
+            assert "psycopg" not in shown.err, shown
             await asyncio.to_thread(own_pg.resume)
             after = await rt.transcript(h)  # the reader's pooled connection died: a fresh one
             assert [m.content for m in after] == [m.content for m in before]
