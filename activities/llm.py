@@ -239,7 +239,7 @@ class LlmActivities:
         info = activity.info()
         timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else None
         every = min(HEARTBEAT_EVERY_S, timeout / 4) if timeout else HEARTBEAT_EVERY_S
-        store = _StoreCalls(_attempt_ends_at(info))
+        store = _StoreCalls(_attempt_ends_at(info), repr(self.store))
         try:
             async with heartbeating(every) as beat:
                 live = LiveFeed(beat, info.attempt)
@@ -434,8 +434,9 @@ class _StoreCalls:
     the non-retryable ``StoreError``.
     """
 
-    def __init__(self, ends_at: float) -> None:
+    def __init__(self, ends_at: float, name: str) -> None:
         self._ends_at = ends_at
+        self._name = name
 
     async def call(
         self,
@@ -459,6 +460,7 @@ class _StoreCalls:
                 ``StoreError`` (non-retryable), ``LlmWallDeadline`` past ``deadline_ms``.
         """
         delay = STORE_RETRY_FIRST_S
+        started = time.monotonic()
         since: float | None = None
         held_at: float | None = None
 
@@ -478,7 +480,7 @@ class _StoreCalls:
             except TimeoutError:
                 if not limit.expired():
                     raise
-                failure, out_of_time = "the conversation store did not answer in time", True
+                failure, out_of_time = f"{self._name} did not answer in time", True
             except StoreUnavailableError as err:
                 failure = str(err)
             except StoreError as err:
@@ -499,7 +501,7 @@ class _StoreCalls:
                 if held_at is not None and now < held_at + HOLD_FLUSH_S:
                     await asyncio.sleep(held_at + HOLD_FLUSH_S - now)
                 raise ApplicationError(
-                    f"{failure} (waited {now - since:.0f} s in this attempt; retried)",
+                    f"{failure} (this attempt waited {now - started:.0f} s for the store)",
                     type="StoreUnavailable",
                 )
             await asyncio.sleep(min(delay, self._ends_at - now))

@@ -36,6 +36,7 @@ psycopg_pool).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, LiteralString, TypeVar
@@ -394,7 +395,8 @@ class PostgresConversationStore:
             except psycopg.Error as err:
                 if conn is not None and conn.closed and dead < DEAD_CONNECTION_RETRIES:
                     dead += 1  # the server ended it (a restart, a failover): drop the others
-                    await pool.check()
+                    with contextlib.suppress(psycopg.Error):  # a pool closed meanwhile
+                        await pool.check()
                     continue
                 if _is_outage(err):
                     raise self._unavailable(_one_line(err, type(err).__name__)) from None
