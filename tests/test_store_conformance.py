@@ -210,13 +210,15 @@ async def test_many_conversations_at_once(any_store: ConversationStore) -> None:
 # ---------------------------------------------------------------------------- PostgreSQL only
 
 
-async def _wait_blocked(admin: Any, statement_prefix: str) -> int:
+async def _wait_blocked(admin: Any, statement_prefix: str, other_than: int = 0) -> int:
     """The backend pid of the session waiting on a lock in a statement starting with
-    ``statement_prefix`` (waits for it to get there)."""
+    ``statement_prefix`` (waits for it to get there), not ``other_than`` (a session being
+    terminated is listed until it has exited)."""
     for _ in range(500):
         cur = await admin.execute(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
-            (statement_prefix + "%",),
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+            " AND pid <> %s",
+            (statement_prefix + "%", other_than),
         )
         row = await cur.fetchone()
         if row is not None:
@@ -267,7 +269,7 @@ async def test_a_write_killed_mid_transaction_leaves_nothing(pg_store: Any, how:
                 else:
                     await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
                     # the write again, on a fresh connection, blocked at the same place
-                    assert await _wait_blocked(admin, "DELETE FROM tnx_completions") != pid
+                    await _wait_blocked(admin, "DELETE FROM tnx_completions", other_than=pid)
                 assert await stored(conv) == (["q", "tail"], (1,))  # nothing of the killed one
                 await blocker.rollback()
             if how == "cancel the task":
