@@ -5,15 +5,23 @@ Heartbeat details are kept by the server with the pending activity (``DescribeWo
 shows them) and are not workflow history: the streamed tokens never add a byte to history.
 Only when the call times out does the server copy the last details into the failure, once;
 they are small by construction (a tail of at most ``TAIL_MAX_CHARS`` characters, plus the
-announced tool calls). The host side (``client/stream.py``) rebuilds the deltas from
-``offset`` and ``tail``: what it has shown up to ``offset + len(tail)``.
+announced tool calls), except while a received reply waits for the conversation store to
+come back (:meth:`LiveFeed.hold`, at most ``HEARTBEAT_DETAILS_BYTES``). The host side
+(``client/stream.py``) rebuilds the deltas from ``offset`` and ``tail``: what it has shown up
+to ``offset + len(tail)``.
 """
 
 from __future__ import annotations
 
 from toolnexus_temporal.activities import wire
 from toolnexus_temporal.activities.heartbeat import Beat
-from toolnexus_temporal.workflows.contract.messages import LIVE_TAIL_MAX_CHARS, LiveCall, LiveOutput
+from toolnexus_temporal.workflows.contract.limits import HEARTBEAT_DETAILS_BYTES
+from toolnexus_temporal.workflows.contract.messages import (
+    LIVE_TAIL_MAX_CHARS,
+    LiveCall,
+    LiveOutput,
+    LlmCallResult,
+)
 
 TAIL_MAX_CHARS = LIVE_TAIL_MAX_CHARS
 """Most characters of the reply's text one heartbeat carries (``LiveOutput.tail``)."""
@@ -45,6 +53,8 @@ class LiveFeed:
         self._tail = ""
         self._calls: dict[int, LiveCall] = {}
         self._chunks = 0
+        self._held: tuple[LlmCallResult, int] | None = None
+        self._carried: LiveOutput | None = None
         beat.source = self.snapshot
 
     def update(self, assembler: wire.StreamAssembler) -> None:
@@ -65,12 +75,38 @@ class LiveFeed:
         if changed:  # not for events without text (a role, usage): the first text goes at once
             self._beat.poke()
 
+    def hold(self, result: LlmCallResult, fence: int) -> bool:
+        """Carry the received reply ``result`` of call ``fence`` on every later heartbeat, and
+        send one now (the store is down: a retried attempt takes the reply from there).
+
+        Returns:
+            Whether it is held: False when the details with it would be over
+            ``HEARTBEAT_DETAILS_BYTES`` (JSON bytes).
+        """
+        self._held = (result, fence)
+        if len(self.snapshot().model_dump_json().encode()) > HEARTBEAT_DETAILS_BYTES:
+            self._held = None
+            return False
+        self._beat.send()
+        return True
+
+    def carry(self, previous: LiveOutput) -> None:
+        """Publish ``previous`` (the details an earlier attempt left, its held reply with them)
+        as this attempt's heartbeat details, unchanged: a host following the call sees no
+        restart, and the held reply stays on the server until it is stored."""
+        self._carried = previous
+
     def snapshot(self) -> LiveOutput:
         """The details of the next heartbeat."""
+        if self._carried is not None:
+            return self._carried
+        reply, fence = self._held if self._held is not None else (None, None)
         return LiveOutput(
             attempt=self._attempt,
             offset=self._length - len(self._tail),
             tail=self._tail,
             calls=[self._calls[i] for i in sorted(self._calls)],
             chunks=self._chunks,
+            reply=reply,
+            fence=fence,
         )

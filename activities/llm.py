@@ -21,6 +21,9 @@ Retries belong to Temporal alone: the httpx client never retries; errors map to
 * ``LlmWallDeadline`` (non-retryable): the handle's wall deadline (``max_wall_ms``) passed:
   no call starts past it, and a call in flight is aborted at it.
 * ``LlmReplyTooLarge`` (non-retryable): a reply whose tool calls alone do not fit a payload.
+* ``StoreUnavailable`` (retryable): the conversation store stayed unavailable until shortly
+  before the attempt's timeout (below).
+* ``StoreError`` (non-retryable): the store refused the operation, or lost committed messages.
 
 Idempotent per handle and call number (issue 12, item 6): the reply and the completion
 (message, usage, stored length) are written to the store in one transaction before the
@@ -29,6 +32,14 @@ crash, a lost completion, a timeout) returns the recorded completion without cal
 model, so the provider answers once and the usage is counted once. The whole activity
 heartbeats (store I/O too). A reply too large for a payload is returned shortened (the full
 reply stays in the store, which is what the model sees next).
+
+A store outage (a PostgreSQL restart or failover, issue 23 item 2) costs a delay, not a second
+payment: a store operation that finds the store unavailable runs again with backoff, while the
+heartbeats go on, until ``ATTEMPT_MARGIN_S`` before the attempt's timeout; then the attempt
+fails with ``StoreUnavailable`` and Temporal retries it. A reply received while the store is
+down goes first into the heartbeat details (``LiveOutput.reply``, up to
+``HEARTBEAT_DETAILS_BYTES``), and a retried attempt of the same call stores and returns it
+without asking the model.
 
 API keys are read from the environment at call time and never logged or returned: every
 error text leaving the activity is redacted (``redact.py``).
@@ -40,9 +51,9 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
@@ -53,10 +64,20 @@ from toolnexus_temporal.activities import wire
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.live import LiveFeed
 from toolnexus_temporal.activities.redact import redacted_error
-from toolnexus_temporal.activities.store import ConversationStore, StoreError
-from toolnexus_temporal.workflows.contract.messages import LlmCallInput, LlmCallResult
+from toolnexus_temporal.activities.store import (
+    ConversationStore,
+    StoreError,
+    StoreUnavailableError,
+)
+from toolnexus_temporal.workflows.contract.messages import (
+    LiveOutput,
+    LlmCallInput,
+    LlmCallResult,
+)
 from toolnexus_temporal.workflows.contract.models import Message, Usage, WireStyle
 from toolnexus_temporal.workflows.contract.names import LLM_CALL_ACTIVITY
+
+T = TypeVar("T")
 
 ToolSchemas = Callable[[list[str], list[str]], list[dict[str, Any]]]
 """(tool names, team) -> OpenAI-style tool schemas."""
@@ -70,6 +91,31 @@ HEARTBEAT_EVERY_S = 1.0
 YIELD_EVERY_EVENTS = 200
 """Stream events parsed between two yields to the event loop (heartbeats must go out while a
 long, already-buffered stream is parsed; issue 12, item 14)."""
+
+STORE_RETRY_FIRST_S = 0.5
+"""Seconds before a store operation that found the store unavailable runs again (doubling)."""
+
+STORE_RETRY_MAX_S = 4.0
+"""Most seconds between two tries of a store operation while the store is unavailable."""
+
+ATTEMPT_MARGIN_S = 2.0
+"""An attempt stops waiting for the store this many seconds before its own timeout, and fails
+retryably (Temporal's retry starts the next attempt)."""
+
+HOLD_AFTER_S = 1.0
+"""Seconds the store write of a received reply may take before the reply is put in the
+heartbeat details (``LiveOutput.reply``), in case the attempt ends before the write does."""
+
+HOLD_FLUSH_S = 1.0
+"""Seconds an attempt goes on after it put a reply in its heartbeat details (the worker sends
+at most one heartbeat per 0.5 s), so a retry finds it there."""
+
+MIN_TRY_S = 1.0
+"""Seconds one try of a store operation is given even when the attempt's time is up (an
+attempt the server already timed out finishes what it can)."""
+
+STORE_OUTAGE_FALLBACK_S = 60.0
+"""How long an attempt without a timeout (a test calling the activity directly) waits."""
 
 REPLY_MAX_BYTES = 256 * 1024
 """Largest serialized result returned to the workflow; a longer reply's text is shortened in
@@ -193,26 +239,66 @@ class LlmActivities:
         info = activity.info()
         timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else None
         every = min(HEARTBEAT_EVERY_S, timeout / 4) if timeout else HEARTBEAT_EVERY_S
+        store = _StoreCalls(_attempt_ends_at(info), repr(self.store))
         try:
             async with heartbeating(every) as beat:
-                return await self._llm_call(inp, LiveFeed(beat, info.attempt))
+                live = LiveFeed(beat, info.attempt)
+                held = _held_reply(info.heartbeat_details, inp.fence)
+                if held is not None:
+                    return await self._store_held(inp, *held, live, store)
+                return await self._llm_call(inp, live, store)
         except Exception as err:
             raise redacted_error(err, self.config.secrets()) from None
 
-    async def _llm_call(self, inp: LlmCallInput, live: LiveFeed) -> LlmCallResult:
-        style: WireStyle = inp.style or self.config.style
-        try:
-            recorded = await self.store.completion(inp.conv_id, inp.fence)
-            if recorded is not None:
-                activity.logger.info("LLM call %s/%s already answered", inp.conv_id, inp.fence)
-                return _fit(LlmCallResult.model_validate_json(recorded))
-            _check_deadline(inp.deadline_ms)
-            stored_len = await self.store.write(
-                inp.conv_id, inp.base_len, inp.new_messages, fence=inp.fence
+    async def _store_held(
+        self,
+        inp: LlmCallInput,
+        held: LiveOutput,
+        result: LlmCallResult,
+        live: LiveFeed,
+        store: _StoreCalls,
+    ) -> LlmCallResult:
+        """Store ``result``, the reply an earlier attempt received but could not store (the
+        store was down; ``held`` its heartbeat details), and return it: the model is not asked
+        again."""
+        live.carry(held)  # keep the reply on the server until it is stored
+        activity.logger.info(
+            "LLM call %s/%s: storing the reply an earlier attempt received (not asking again)",
+            inp.conv_id,
+            inp.fence,
+        )
+        # From base_len, the new messages again: the earlier attempt's first write may be
+        # lost (a failover to a standby that had not received it); a write is idempotent.
+        await store.call(
+            lambda: self.store.write(
+                inp.conv_id,
+                inp.base_len,
+                [*inp.new_messages, result.message],
+                fence=inp.fence,
+                completion=result.model_dump_json(),
             )
-            transcript = await self.store.read(inp.conv_id, stored_len)
-        except StoreError as err:
-            raise ApplicationError(str(err), type="StoreError", non_retryable=True) from err
+        )
+        return _fit(result)
+
+    async def _llm_call(
+        self, inp: LlmCallInput, live: LiveFeed, store: _StoreCalls
+    ) -> LlmCallResult:
+        style: WireStyle = inp.style or self.config.style
+        deadline = inp.deadline_ms
+        recorded = await store.call(
+            lambda: self.store.completion(inp.conv_id, inp.fence), deadline_ms=deadline
+        )
+        if recorded is not None:
+            activity.logger.info("LLM call %s/%s already answered", inp.conv_id, inp.fence)
+            return _fit(LlmCallResult.model_validate_json(recorded))
+        _check_deadline(deadline)
+        stored_len = await store.call(
+            lambda: self.store.write(inp.conv_id, inp.base_len, inp.new_messages, fence=inp.fence),
+            deadline_ms=deadline,
+        )
+        transcript = await store.call(
+            lambda: self.store.read(inp.conv_id, stored_len), deadline_ms=deadline
+        )
         tools = (
             self.tool_schemas(inp.tools, inp.team)
             if (inp.tools or inp.team) and self.tool_schemas is not None
@@ -236,16 +322,26 @@ class LlmActivities:
             _check_deadline(inp.deadline_ms, aborted=True)
             raise
         result = LlmCallResult(message=message, usage=usage, stored_len=stored_len + 1)
-        try:
-            await self.store.write(
+
+        def hold() -> None:  # the model was paid: a retried attempt must not ask it again
+            if not live.hold(result, inp.fence):
+                activity.logger.warning(
+                    "LLM call %s/%s: the reply is too large to keep in heartbeat details; if "
+                    "this attempt ends before the store is back, a retry asks the model again",
+                    inp.conv_id,
+                    inp.fence,
+                )
+
+        await store.call(
+            lambda: self.store.write(
                 inp.conv_id,
                 stored_len,
                 [message],
                 fence=inp.fence,
                 completion=result.model_dump_json(),
-            )
-        except StoreError as err:
-            raise ApplicationError(str(err), type="StoreError", non_retryable=True) from err
+            ),
+            hold=hold,
+        )
         return _fit(result)
 
     async def _call(
@@ -325,6 +421,130 @@ class LlmActivities:
             return assembler.result()
         except wire.WireError as err:
             raise _malformed(url, err, "") from err
+
+
+class _StoreCalls:
+    """Store operations of one attempt that wait out a store outage (issue 23 item 2).
+
+    An operation that raises :class:`StoreUnavailableError` runs again after
+    ``STORE_RETRY_FIRST_S``, doubling up to ``STORE_RETRY_MAX_S``, while the heartbeats go on,
+    until ``ATTEMPT_MARGIN_S`` before the attempt's own timeout (``ends_at``); then the attempt
+    fails with the retryable ``StoreUnavailable`` and Temporal retries it (a reply already
+    received rides to the retry on the heartbeat details: ``hold``). A :class:`StoreError` is
+    the non-retryable ``StoreError``.
+    """
+
+    def __init__(self, ends_at: float, name: str) -> None:
+        self._ends_at = ends_at
+        self._name = name
+
+    async def call(
+        self,
+        op: Callable[[], Awaitable[T]],
+        *,
+        deadline_ms: int | None = None,
+        hold: Callable[[], None] | None = None,
+    ) -> T:
+        """``await op()``, run again while the store is unavailable (class docstring).
+
+        Args:
+            op: the store operation (idempotent).
+            deadline_ms: the handle's wall deadline (epoch ms): no waiting past it.
+            hold: called once, before this attempt can end, when ``op`` is slow
+                (``HOLD_AFTER_S``) or finds the store unavailable: it puts the received
+                reply in the heartbeat details; the attempt then ends no sooner than
+                ``HOLD_FLUSH_S`` later, so that heartbeat leaves the worker's throttle.
+
+        Raises:
+            ApplicationError: ``StoreUnavailable`` (retryable) when the attempt's time is up,
+                ``StoreError`` (non-retryable), ``LlmWallDeadline`` past ``deadline_ms``.
+        """
+        delay = STORE_RETRY_FIRST_S
+        started = time.monotonic()
+        since: float | None = None
+        held_at: float | None = None
+
+        def hold_once() -> None:
+            nonlocal held_at
+            if hold is not None and held_at is None:
+                hold()
+                held_at = time.monotonic()
+
+        while True:
+            out_of_time = False
+            try:
+                # The store's own wait for a connection must not outlast the attempt.
+                bound = max(self._ends_at - time.monotonic(), MIN_TRY_S)
+                async with asyncio.timeout(bound) as limit:
+                    value = await _slow_hook(op, hold_once if held_at is None else None)
+            except TimeoutError:
+                if not limit.expired():
+                    raise
+                failure, out_of_time = f"{self._name} did not answer in time", True
+            except StoreUnavailableError as err:
+                failure = str(err)
+            except StoreError as err:
+                raise ApplicationError(str(err), type="StoreError", non_retryable=True) from None
+            else:
+                if since is not None:
+                    activity.logger.info(
+                        "conversation store back after %.1f s", time.monotonic() - since
+                    )
+                return value
+            if since is None:
+                since = time.monotonic()
+                activity.logger.warning("conversation store unavailable, waiting: %s", failure)
+            hold_once()
+            _check_deadline(deadline_ms)
+            now = time.monotonic()
+            if out_of_time or now >= self._ends_at:
+                if held_at is not None and now < held_at + HOLD_FLUSH_S:
+                    await asyncio.sleep(held_at + HOLD_FLUSH_S - now)
+                raise ApplicationError(
+                    f"{failure} (this attempt waited {now - started:.0f} s for the store)",
+                    type="StoreUnavailable",
+                )
+            await asyncio.sleep(min(delay, self._ends_at - now))
+            delay = min(delay * 2, STORE_RETRY_MAX_S)
+
+
+async def _slow_hook(op: Callable[[], Awaitable[T]], on_slow: Callable[[], None] | None) -> T:
+    """``await op()``; ``on_slow()`` once it has run ``HOLD_AFTER_S`` without an answer."""
+    if on_slow is None:
+        return await op()
+    task = asyncio.ensure_future(op())
+    try:
+        done, _ = await asyncio.wait({task}, timeout=HOLD_AFTER_S)
+    except BaseException:
+        task.cancel()
+        raise
+    if not done:
+        on_slow()
+    return await task
+
+
+def _attempt_ends_at(info: activity.Info) -> float:
+    """When this attempt should stop waiting for the store (``time.monotonic()``):
+    ``ATTEMPT_MARGIN_S`` (at most a quarter of it) before its start-to-close timeout, counted
+    from now (the worker's clock: the server's ``started_time`` may be skewed). The workflow
+    sets no schedule-to-close timeout."""
+    span = info.start_to_close_timeout
+    left = span.total_seconds() if span else STORE_OUTAGE_FALLBACK_S
+    return time.monotonic() + left - min(ATTEMPT_MARGIN_S, left / 4)
+
+
+def _held_reply(details: Sequence[Any], fence: int) -> tuple[LiveOutput, LlmCallResult] | None:
+    """The heartbeat details an earlier attempt of call ``fence`` left with the reply it
+    received (``LiveOutput.reply``), and that reply; None when there is none."""
+    if not details:
+        return None
+    try:
+        out = LiveOutput.model_validate(details[0])
+    except ValueError:
+        return None
+    if out.reply is None or out.fence != fence:
+        return None
+    return out, out.reply
 
 
 def _check_deadline(deadline_ms: int | None, *, aborted: bool = False) -> None:

@@ -18,6 +18,17 @@ Every write is one transaction: a worker killed (or a task cancelled) mid-write 
 conversation as it was. The schema is created and upgraded under a transaction-level advisory
 lock, so workers starting at once never race on ``CREATE TABLE``.
 
+A restart or failover of the server (issue 23 item 2) ends every pooled connection. An
+operation that finds its connection dead (the server ended it) drops every dead connection of
+the pool (``AsyncConnectionPool.check``) and runs again on a fresh one, at most
+``DEAD_CONNECTION_RETRIES`` times: every operation is idempotent (a write keeps ``base_len``
+messages, replaces the rest and is fenced), so running one again whose commit was lost is
+safe. While the server is down an operation waits up to ``timeout_s`` for a connection, the
+pool trying to reconnect every ``RECONNECT_EVERY_S`` or so, then raises
+:class:`StoreUnavailableError`. No psycopg or psycopg_pool exception leaves this module: an
+outage (``OperationalError``, a read-only standby) is a :class:`StoreUnavailableError`, any
+other driver error a :class:`StoreError`, each one line naming the URL without its password.
+
 Needs the ``postgres`` extra: ``pip install 'toolnexus-temporal[postgres]'`` (psycopg 3 and
 psycopg_pool).
 """
@@ -25,7 +36,10 @@ psycopg_pool).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, LiteralString
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -38,6 +52,8 @@ from toolnexus_temporal.activities.store import (
     StoreUnavailableError,
 )
 from toolnexus_temporal.workflows.contract.models import Message
+
+T = TypeVar("T")
 
 SCHEMA_VERSION = 1
 """The schema version this code writes; a database at a newer version is refused."""
@@ -64,10 +80,26 @@ APP_NAME = {"application_name": "tnx-store"}
 sets one."""
 
 CONNECT_TIMEOUT_S = 10
-"""Seconds allowed for the first connection when the store opens."""
+"""Seconds allowed for one connection attempt (the first when the store opens, and each of the
+pool's), unless the URL sets ``connect_timeout``."""
 
 POOL_TIMEOUT_S = 30.0
-"""Seconds an operation waits for a pooled connection before failing (retryably)."""
+"""Seconds an operation waits for a pooled connection (the default ``timeout_s``) before it
+raises :class:`StoreUnavailableError`."""
+
+RECONNECT_EVERY_S = 2.0
+"""While the server is down, seconds between two attempts of the pool to connect, about: one
+attempt gives up after this long (psycopg_pool's backoff would otherwise space them out to
+minutes, and a server back after 40 s was used 30 s later), and an operation still waiting asks
+for a new one."""
+
+DEAD_CONNECTION_RETRIES = 2
+"""Times an operation runs again on a fresh connection after its connection was found dead."""
+
+UNAVAILABLE_SQLSTATES = frozenset({"25006", "57P01", "57P02", "57P03"})
+"""SQLSTATEs that mean the server is going away or not serving writes yet, whatever their
+psycopg class: read-only transaction (a standby not promoted yet), admin, crash shutdown,
+cannot connect now (starting up)."""
 
 
 def redact_url(url: str) -> str:
@@ -98,15 +130,27 @@ class PostgresConversationStore:
             ``postgresql:///tnx?host=/run/postgresql`` (unix socket).
         min_size: pooled connections kept open.
         max_size: pooled connections at most (concurrent store operations of this process).
+        timeout_s: seconds an operation waits for a connection (the server down, or every
+            connection busy) before it raises :class:`StoreUnavailableError`.
 
     Raises:
-        StoreConfigError: ``url`` is not a libpq URL or conninfo string.
-        StoreUnavailableError: (from :meth:`open`) the server cannot be reached or refuses the
-            login; the message names the URL without its password.
-        StoreError: (from :meth:`open`) the database's schema is newer than this code.
+        StoreConfigError: ``url`` is not a libpq URL or conninfo string, or ``timeout_s`` is
+            not positive.
+        StoreUnavailableError: (from :meth:`open` and every operation) the server cannot be
+            reached, refuses the login, or gave no connection in ``timeout_s``; the message
+            names the URL without its password. The operation can be retried.
+        StoreError: (from :meth:`open`) the database's schema is newer than this code; (from
+            an operation) the database refused it for another reason than an outage.
     """
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 20) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 20,
+        timeout_s: float = POOL_TIMEOUT_S,
+    ) -> None:
         try:
             params = conninfo_to_dict(url)
         except psycopg.ProgrammingError as err:
@@ -114,12 +158,21 @@ class PostgresConversationStore:
                 f"conversation store URL {redact_url(url)!r} is not a PostgreSQL URL: "
                 f"{_one_line(err)}"
             ) from None
+        if not timeout_s > 0:
+            raise StoreConfigError(f"timeout_s must be positive seconds, got {timeout_s!r}")
         self.url = url
+        self.timeout_s = timeout_s
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "application_name" not in params:
+            kwargs.update(APP_NAME)
+        if "connect_timeout" not in params:
+            kwargs["connect_timeout"] = CONNECT_TIMEOUT_S
         self._pool_args: dict[str, Any] = {
             "min_size": min_size,
             "max_size": max_size,
-            "kwargs": {"autocommit": True, **({} if "application_name" in params else APP_NAME)},
-            "timeout": POOL_TIMEOUT_S,
+            "kwargs": kwargs,
+            "timeout": timeout_s,
+            "reconnect_timeout": RECONNECT_EVERY_S,
             "name": "tnx-store",
         }
         self._pool_or_none: AsyncConnectionPool | None = None
@@ -162,6 +215,11 @@ class PostgresConversationStore:
                 try:
                     await ensure_schema(conn)
                 except psycopg.Error as err:
+                    if _is_outage(err):
+                        raise StoreUnavailableError(
+                            f"the PostgreSQL conversation store {redact_url(self.url)} went "
+                            f"away while its tables were set up: {_one_line(err)}"
+                        ) from None
                     raise StoreError(
                         f"cannot set up the conversation store's tables in "
                         f"{redact_url(self.url)}: {_one_line(err)}"
@@ -200,83 +258,157 @@ class PostgresConversationStore:
         fence: int = 0,
         completion: str | None = None,
     ) -> int:
-        """See :meth:`ConversationStore.write`; one transaction, the conversation row locked."""
-        if not self._opened:
-            await self.open()
+        """See :meth:`ConversationStore.write`; one transaction, the conversation row locked.
+
+        Raises:
+            StaleWriteError: ``fence`` is older than the newest one seen.
+            StoreError: fewer than ``base_len`` messages are stored, or the database refused
+                the write.
+            StoreUnavailableError: the server is down or unreachable (class docstring); the
+                write may be run again (the same call writes the same result).
+        """
         bodies = [m.model_dump_json(exclude_none=True) for m in messages]
-        async with self._pool.connection() as conn, conn.transaction():
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> int:
+            async with conn.transaction():
+                return await self._write(conn, conv_id, base_len, bodies, fence, completion)
+
+        return await self._run(run)
+
+    async def _write(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        conv_id: str,
+        base_len: int,
+        bodies: list[str],
+        fence: int,
+        completion: str | None,
+    ) -> int:
+        await conn.execute(
+            "INSERT INTO tnx_conversations (conv_id, fence) VALUES (%s, %s)"
+            " ON CONFLICT (conv_id) DO NOTHING",
+            (conv_id, fence),
+        )
+        cur = await conn.execute(
+            "SELECT fence FROM tnx_conversations WHERE conv_id = %s FOR UPDATE", (conv_id,)
+        )
+        row = await cur.fetchone()
+        seen = fence if row is None else int(row[0])
+        if seen > fence:
+            raise StaleWriteError(
+                f"conversation {conv_id!r}: write with fence {fence} refused, the store has "
+                f"seen fence {seen} (this LLM call was abandoned by its workflow)"
+            )
+        if seen != fence:
             await conn.execute(
-                "INSERT INTO tnx_conversations (conv_id, fence) VALUES (%s, %s)"
-                " ON CONFLICT (conv_id) DO NOTHING",
-                (conv_id, fence),
+                "UPDATE tnx_conversations SET fence = %s WHERE conv_id = %s", (fence, conv_id)
             )
-            cur = await conn.execute(
-                "SELECT fence FROM tnx_conversations WHERE conv_id = %s FOR UPDATE", (conv_id,)
+        cur = await conn.execute(
+            "SELECT COUNT(*) FROM tnx_messages WHERE conv_id = %s AND seq < %s",
+            (conv_id, base_len),
+        )
+        count_row = await cur.fetchone()
+        count = 0 if count_row is None else int(count_row[0])
+        if count != base_len:
+            raise StoreError(
+                f"conversation {conv_id!r}: the workflow committed {base_len} message(s) "
+                f"but the store at {redact_url(self.url)} holds {count}: wrong store for "
+                "this worker, or it lost data"
             )
-            row = await cur.fetchone()
-            seen = fence if row is None else int(row[0])
-            if seen > fence:
-                raise StaleWriteError(
-                    f"conversation {conv_id!r}: write with fence {fence} refused, the store has "
-                    f"seen fence {seen} (this LLM call was abandoned by its workflow)"
-                )
-            if seen != fence:
-                await conn.execute(
-                    "UPDATE tnx_conversations SET fence = %s WHERE conv_id = %s", (fence, conv_id)
-                )
-            cur = await conn.execute(
-                "SELECT COUNT(*) FROM tnx_messages WHERE conv_id = %s AND seq < %s",
-                (conv_id, base_len),
-            )
-            count_row = await cur.fetchone()
-            count = 0 if count_row is None else int(count_row[0])
-            if count != base_len:
-                raise StoreError(
-                    f"conversation {conv_id!r}: the workflow committed {base_len} message(s) "
-                    f"but the store at {redact_url(self.url)} holds {count}: wrong store for "
-                    "this worker, or it lost data"
-                )
+        await conn.execute(
+            "DELETE FROM tnx_messages WHERE conv_id = %s AND seq >= %s", (conv_id, base_len)
+        )
+        if bodies:
             await conn.execute(
-                "DELETE FROM tnx_messages WHERE conv_id = %s AND seq >= %s", (conv_id, base_len)
+                "INSERT INTO tnx_messages (conv_id, seq, body)"
+                " SELECT %s, %s + s.i - 1, s.body"
+                " FROM unnest(%s::text[]) WITH ORDINALITY AS s(body, i)",
+                (conv_id, base_len, bodies),
             )
-            if bodies:
-                await conn.execute(
-                    "INSERT INTO tnx_messages (conv_id, seq, body)"
-                    " SELECT %s, %s + s.i - 1, s.body"
-                    " FROM unnest(%s::text[]) WITH ORDINALITY AS s(body, i)",
-                    (conv_id, base_len, bodies),
-                )
-            if completion is not None:
-                await conn.execute("DELETE FROM tnx_completions WHERE conv_id = %s", (conv_id,))
-                await conn.execute(
-                    "INSERT INTO tnx_completions (conv_id, fence, body) VALUES (%s, %s, %s)",
-                    (conv_id, fence, completion),
-                )
-        return base_len + len(messages)
+        if completion is not None:
+            await conn.execute("DELETE FROM tnx_completions WHERE conv_id = %s", (conv_id,))
+            await conn.execute(
+                "INSERT INTO tnx_completions (conv_id, fence, body) VALUES (%s, %s, %s)",
+                (conv_id, fence, completion),
+            )
+        return base_len + len(bodies)
 
     async def read(self, conv_id: str, limit: int | None = None) -> list[Message]:
-        """See :meth:`ConversationStore.read`."""
-        if not self._opened:
-            await self.open()
-        async with self._pool.connection() as conn:
+        """See :meth:`ConversationStore.read`.
+
+        Raises:
+            StoreUnavailableError: the server is down or unreachable (class docstring).
+            StoreError: the database refused the read.
+        """
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
             cur = await conn.execute(
                 "SELECT body FROM tnx_messages WHERE conv_id = %s AND seq < %s ORDER BY seq",
                 (conv_id, limit if limit is not None else 2**31 - 1),
             )
-            rows = await cur.fetchall()
+            return await cur.fetchall()
+
+        rows = await self._run(run)
         return [Message.model_validate_json(body) for (body,) in rows]
 
     async def completion(self, conv_id: str, fence: int) -> str | None:
-        """See :meth:`ConversationStore.completion`."""
-        if not self._opened:
-            await self.open()
-        async with self._pool.connection() as conn:
+        """See :meth:`ConversationStore.completion`.
+
+        Raises:
+            StoreUnavailableError: the server is down or unreachable (class docstring).
+            StoreError: the database refused the read.
+        """
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> Any:
             cur = await conn.execute(
                 "SELECT body FROM tnx_completions WHERE conv_id = %s AND fence = %s",
                 (conv_id, fence),
             )
-            row = await cur.fetchone()
+            return await cur.fetchone()
+
+        row = await self._run(run)
         return None if row is None else str(row[0])
+
+    async def _run(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``op`` on a pooled connection (module docstring: dead connections, outages, the
+        errors raised)."""
+        if not self._opened:
+            await self.open()
+        pool = self._pool
+        deadline = time.monotonic() + self.timeout_s
+        dead = 0
+        while True:
+            conn: psycopg.AsyncConnection[Any] | None = None
+            try:
+                # In slices: each new wait asks the pool for a new connection attempt.
+                wait_s = min(RECONNECT_EVERY_S, max(deadline - time.monotonic(), 0.001))
+                async with pool.connection(timeout=wait_s) as conn:
+                    return await op(conn)
+            except PoolTimeout:
+                if conn is not None:  # not from the pool (it only raises it at checkout)
+                    raise self._unavailable("timed out") from None
+                if time.monotonic() >= deadline:
+                    raise self._unavailable(
+                        f"no connection in {self.timeout_s:g} s (the server is down, "
+                        "unreachable, or every pooled connection is busy)"
+                    ) from None
+            except psycopg.Error as err:
+                if conn is not None and conn.closed and dead < DEAD_CONNECTION_RETRIES:
+                    dead += 1  # the server ended it (a restart, a failover): drop the others
+                    with contextlib.suppress(psycopg.Error):  # a pool closed meanwhile
+                        await pool.check()
+                    continue
+                if _is_outage(err):
+                    raise self._unavailable(_one_line(err, type(err).__name__)) from None
+                raise StoreError(
+                    f"the PostgreSQL conversation store {redact_url(self.url)} refused the "
+                    f"operation: {_one_line(err, type(err).__name__)}"
+                ) from None
+
+    def _unavailable(self, why: str) -> StoreUnavailableError:
+        return StoreUnavailableError(
+            f"the PostgreSQL conversation store {redact_url(self.url)} is unavailable: {why}"
+        )
 
 
 async def ensure_schema(conn: psycopg.AsyncConnection[Any]) -> int:
@@ -315,6 +447,14 @@ async def ensure_schema(conn: psycopg.AsyncConnection[Any]) -> int:
     return before
 
 
-def _one_line(err: BaseException) -> str:
+def _is_outage(err: psycopg.Error) -> bool:
+    """Whether ``err`` means the server is away (an outage, retried) rather than a refusal."""
+    return isinstance(err, psycopg.OperationalError | psycopg.InterfaceError) or (
+        err.sqlstate in UNAVAILABLE_SQLSTATES
+    )
+
+
+def _one_line(err: BaseException, prefix: str = "") -> str:
     text = str(err).strip() or type(err).__name__
-    return " ".join(line.strip() for line in text.splitlines() if line.strip())
+    line = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    return f"{prefix}: {line}" if prefix else line

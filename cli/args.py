@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from toolnexus_temporal.activities.store import (
     SqliteConversationStore,
     StoreConfigError,
+    StoreError,
     StoreUnavailableError,
 )
 from toolnexus_temporal.activities.stores import open_store as open_store_url
@@ -112,7 +113,7 @@ class _UrlStoreReader:
         try:
             await store.open()
             return list(await store.read(conv_id, limit))
-        except StoreUnavailableError as err:
+        except (StoreUnavailableError, StoreError) as err:  # never a driver's own error
             raise CliError(str(err), EXIT_ENV) from None
         finally:
             await store.aclose()

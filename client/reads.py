@@ -88,6 +88,10 @@ class HandleReads:
 
         Raises:
             TnxError: the runtime was built without ``store``.
+            ConnectionError: (``StoreUnavailableError``, from the PostgreSQL store) its server
+                is down or unreachable: one line naming the URL without its password; read
+                again once it is back (connections it ended are replaced then).
+            RuntimeError: (``StoreError``) the store refused the read.
         """
         if self.store is None:
             raise TnxError("AgentRuntime(store=...) is needed to read transcripts")

@@ -38,7 +38,8 @@ NOBODY = 65534
 class PgServer:
     """A throwaway PostgreSQL server: ``initdb`` into a fresh temporary folder, listening on
     a free loopback port and a unix socket in that folder, trust authentication for user
-    ``postgres``, fsync off (test data only). Stopped and deleted by :meth:`stop`.
+    ``postgres``, fsync off (test data only). Stopped and deleted by :meth:`stop`; :meth:`halt`
+    and :meth:`resume` make an outage (same port, same data).
 
     Args:
         durable: keep PostgreSQL's default durability (fsync, synchronous commit): the
@@ -54,6 +55,7 @@ class PgServer:
         self.root = Path(tempfile.mkdtemp(prefix="tnx-pg-"))
         self.data = self.root / "data"
         self.port = 0
+        self._options = ""
         self._user: dict[str, Any] = {}
 
     @property
@@ -89,14 +91,24 @@ class PgServer:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200"
+        self._options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c max_connections=200"
         if not self.durable:
-            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        self._run(
-            str(binaries / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
-            "-o", options, "-w", "-t", "60", "start",
-        )  # fmt: skip
+            self._options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        self.resume()
         return self
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stop the server but keep its data, port and folder (an outage; :meth:`resume`
+        ends it). ``mode`` is ``pg_ctl``'s: ``fast`` ends every session ("terminating
+        connection due to administrator command"), ``immediate`` is a crash."""
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the (initialised) server again on the same port and data folder."""
+        self._run(
+            str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"),
+            "-o", self._options, "-w", "-t", "60", "start",
+        )  # fmt: skip
 
     def stop(self) -> None:
         """Stop the server (immediately) and delete its folder."""

@@ -210,13 +210,15 @@ async def test_many_conversations_at_once(any_store: ConversationStore) -> None:
 # ---------------------------------------------------------------------------- PostgreSQL only
 
 
-async def _wait_blocked(admin: Any, statement_prefix: str) -> int:
+async def _wait_blocked(admin: Any, statement_prefix: str, other_than: int = 0) -> int:
     """The backend pid of the session waiting on a lock in a statement starting with
-    ``statement_prefix`` (waits for it to get there)."""
+    ``statement_prefix`` (waits for it to get there), not ``other_than`` (a session being
+    terminated is listed until it has exited)."""
     for _ in range(500):
         cur = await admin.execute(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
-            (statement_prefix + "%",),
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s"
+            " AND pid <> %s",
+            (statement_prefix + "%", other_than),
         )
         row = await cur.fetchone()
         if row is not None:
@@ -229,11 +231,24 @@ async def _wait_blocked(admin: Any, statement_prefix: str) -> int:
 @pytest.mark.parametrize("how", ["cancel the task", "kill the connection"])
 async def test_a_write_killed_mid_transaction_leaves_nothing(pg_store: Any, how: str) -> None:
     """A write stopped after it replaced the tail and moved the fence, before its completion
-    record (its task cancelled, or its connection dropped as a crashed host's would be):
-    the conversation is exactly as before, and the same call can write again."""
+    record (its task cancelled, or its connection dropped as a restart or a crashed host's
+    would be): the conversation is exactly as before. A cancelled write is gone and the same
+    call can write again; a write whose connection died runs again on a fresh one (issue 23
+    item 2), and lands once."""
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(pg_store.url, autocommit=True) as admin:
+
+        async def stored(conv: str) -> tuple[list[str], Any]:
+            cur = await admin.execute(
+                "SELECT body FROM tnx_messages WHERE conv_id = %s ORDER BY seq", (conv,)
+            )
+            bodies = [Message.model_validate_json(b).content or "" for (b,) in await cur.fetchall()]
+            cur = await admin.execute(
+                "SELECT fence FROM tnx_conversations WHERE conv_id = %s", (conv,)
+            )
+            return bodies, await cur.fetchone()
+
         for i in range(5):
             conv = f"default/crash-{i}@run"
             await pg_store.write(conv, 0, [msg("q"), msg("tail")], fence=1, completion="c1")
@@ -249,19 +264,23 @@ async def test_a_write_killed_mid_transaction_leaves_nothing(pg_store: Any, how:
                 pid = await _wait_blocked(admin, "DELETE FROM tnx_completions")
                 if how == "cancel the task":
                     writer.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await writer
                 else:
                     await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
-                with pytest.raises((asyncio.CancelledError, psycopg.OperationalError)):
-                    await writer
+                    # the write again, on a fresh connection, blocked at the same place
+                    await _wait_blocked(admin, "DELETE FROM tnx_completions", other_than=pid)
+                assert await stored(conv) == (["q", "tail"], (1,))  # nothing of the killed one
                 await blocker.rollback()
-            assert texts(await pg_store.read(conv)) == ["q", "tail"]
-            assert await pg_store.completion(conv, 1) == "c1"
-            cur = await admin.execute(
-                "SELECT fence FROM tnx_conversations WHERE conv_id = %s", (conv,)
-            )
-            assert await cur.fetchone() == (1,)
-            assert await pg_store.write(conv, 1, [msg("a1")], fence=2, completion="c2") == 2
-            assert texts(await pg_store.read(conv)) == ["q", "a1"]
+            if how == "cancel the task":
+                assert texts(await pg_store.read(conv)) == ["q", "tail"]
+                assert await pg_store.completion(conv, 1) == "c1"
+                assert await pg_store.write(conv, 1, [msg("a1")], fence=2, completion="c2") == 2
+                assert texts(await pg_store.read(conv)) == ["q", "a1"]
+            else:
+                assert await writer == 3
+                assert await stored(conv) == (["q", "a1", "a2"], (2,))
+                assert await pg_store.completion(conv, 2) == "c2"
 
 
 @pytest.mark.postgres

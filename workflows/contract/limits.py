@@ -29,6 +29,12 @@ SUMMARY_BYTES: Final = 200
 DETAILS_BYTES: Final = 20_000
 """The longest static or current details, UTF-8 bytes."""
 
+HEARTBEAT_DETAILS_BYTES: Final = 256 * 1024
+"""What we put in one activity heartbeat's details at most, JSON bytes (an LLM call's reply
+held across a store outage, ``LiveOutput.reply``): the server refuses a payload over 2 MiB
+(``limit.blobSize.error``) and warns over 512 KiB, and copies the last details of an attempt
+that timed out into its failure, in history."""
+
 SEARCH_ATTRIBUTE_TEXT_BYTES: Final = 1_900
 """What we put in one search attribute value at most: its JSON encoding (as the server
 measures it, with quotes and escapes) below :data:`SEARCH_ATTRIBUTE_VALUE_BYTES` with

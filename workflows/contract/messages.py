@@ -346,6 +346,11 @@ class LiveOutput(BaseModel):
         tail: the last characters of the text so far (at most ``LIVE_TAIL_MAX_CHARS``).
         calls: tool calls announced so far, in stream order (at most 64).
         chunks: stream events received so far (about one token each for most providers).
+        reply: the whole reply, once received, while it could not be stored yet (the
+            conversation store is down; issue 23 item 2): a retried attempt of this call
+            (``activity.info().heartbeat_details``) stores and returns it instead of asking
+            the model again. Only when its JSON fits ``HEARTBEAT_DETAILS_BYTES`` (limits.py).
+        fence: the call (``LlmCallInput.fence``) ``reply`` answers.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -355,6 +360,8 @@ class LiveOutput(BaseModel):
     tail: str = ""
     calls: list[LiveCall] = Field(default_factory=list)
     chunks: int = 0
+    reply: LlmCallResult | None = None
+    fence: int | None = None
 
     @property
     def length(self) -> int:
