@@ -6,6 +6,7 @@ worker opens the store at start (one clear error when it cannot) and closes it a
 from __future__ import annotations
 
 import socket
+import uuid
 from typing import Any
 
 import psycopg
@@ -118,7 +119,14 @@ async def test_a_store_object_is_opened_but_left_to_its_owner(
     client: Client, postgres_db: str
 ) -> None:
     store = PostgresConversationStore(postgres_db)
-    async with create_worker(client, registry=registry(), llm=LLM, store=store):
+    # its own task queue, and run: a worker built and never run stays registered in the SDK
+    # core on its task queue until it is garbage-collected (test_docs' shell examples use the
+    # default queue `tnx` in the same process)
+    queue = f"tq-{uuid.uuid4().hex[:8]}"
+    async with (
+        create_worker(client, registry=registry(), llm=LLM, store=store, task_queue=queue) as w,
+        w,
+    ):
         assert await store_sessions(postgres_db) >= 1
     assert await store.read("default/x@y") == []  # still open
     await store.aclose()
