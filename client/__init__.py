@@ -28,6 +28,8 @@ trace      query ``trace`` per handle   the subtree's lines merged in order of o
 pending    visibility list, ``view``    the suspended handles (``AgentState`` attribute)
 stream     ``view``, describe, history  live events of the running turn (``stream.py``):
                                         text deltas, tool calls, then ``wait``'s result
+recover    query ``recovery``, history, the Handle of a new run from a terminated run's
+           start workflow               last state (``recover.py``)
 =========  ==========================  =====================================================
 """
 
@@ -36,6 +38,7 @@ from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     NoWorkerError,
     OrphanedHandlesError,
+    RecoverRefusedError,
     SearchAttributesMissingError,
     SpawnError,
     TnxError,
@@ -65,6 +68,7 @@ __all__ = [
     "InboxItem",
     "NoWorkerError",
     "OrphanedHandlesError",
+    "RecoverRefusedError",
     "Request",
     "RuntimeOptions",
     "SearchAttributesMissingError",

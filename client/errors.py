@@ -53,6 +53,22 @@ class AnswerRejectedError(TnxError):
         self.reason = reason
 
 
+class RecoverRefusedError(TnxError):
+    """``recover`` refused to start a handle again (``client/recover.py``): its latest run
+    was not terminated (it runs, or it is closed), its last state had a turn in flight, or
+    another recover started it first. Nothing was started.
+
+    Attributes:
+        handle_id: the handle.
+        reason: why.
+    """
+
+    def __init__(self, handle_id: str, reason: str) -> None:
+        super().__init__(f"recover {handle_id!r} refused: {reason}")
+        self.handle_id = handle_id
+        self.reason = reason
+
+
 class NoWorkerError(TnxError):
     """No worker polls the task queue the handle workflows run on, so a query (or a verb
     that needs the workflow to act) would wait until a deadline instead of answering

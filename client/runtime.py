@@ -32,6 +32,7 @@ from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
 from toolnexus_temporal.client.queries import check_scope
 from toolnexus_temporal.client.reachability import WorkerProbe
 from toolnexus_temporal.client.reads import HandleReads, TranscriptReader
+from toolnexus_temporal.client.recover import recover
 from toolnexus_temporal.client.roots import start_root
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
 from toolnexus_temporal.client.stream import LiveEvent, follow_turn
@@ -368,6 +369,28 @@ class AgentRuntime(HandleReads):
             except UpdateLimitError:
                 await self._fallbacks.close(hid, req)
         return await self.inspect(h)
+
+    async def recover(self, h: HandleRef) -> Handle:
+        """Start a handle whose latest run the server terminated (a run past Temporal's
+        history limits, or ``temporal workflow terminate``) again from its last state: a new
+        run of the same workflow id, idle or parked on the same Request (same id), which an
+        Answer then resumes where the turn stopped (``client/recover.py``).
+
+        Returns:
+            The handle, refreshed from the new run.
+
+        Raises:
+            RecoverRefusedError: the handle is running or closed (its latest run was not
+                terminated), its last state had a turn in flight, or another recover
+                started it first; nothing was started.
+            HandleNotFoundError: no such handle.
+            NoWorkerError: no worker serves its task queue (one replays the terminated run).
+        """
+        view = await recover(self._rpc, handle_id(h))
+        if isinstance(h, Handle):
+            h.apply(view)
+            return h
+        return Handle.from_view(view)
 
     async def resume(self, answer: Answer) -> Handle:
         """Deliver an Answer to the handle parked on the Request with that id (CONTRACT §3).

@@ -83,7 +83,12 @@ with workflow.unsafe.imports_passed_through():
         InboxItem,
         TraceLine,
     )
-    from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, PoolFloor
+    from toolnexus_temporal.workflows.contract.state import (
+        AgentInput,
+        HandleState,
+        PoolFloor,
+        RecoveryPoint,
+    )
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)
@@ -175,6 +180,12 @@ class AgentWorkflow:
     def inbox(self) -> list[InboxItem]:
         """Items waiting for the next wake, oldest first."""
         return list(self.s.intake.items)
+
+    @workflow.query(name=names.QUERY_RECOVERY, description=docs.RECOVERY)
+    def recovery(self) -> RecoveryPoint:
+        """What a run started again from here carries (``carry.py``; read from a run the
+        server terminated by ``AgentRuntime.recover``)."""
+        return self._parking.recovery()
 
     # ------------------------------------------------------------------ spawn and leases
 

@@ -79,3 +79,6 @@ VIEW: Final = "The agent's public view (state, pending request, last result, cou
 STATE: Final = "The whole handle state (debugging; its secrets masked)."
 TRACE: Final = "The agent's trace lines, oldest first (state changes, rejections)."
 INBOX: Final = "Items waiting for the next wake, oldest first."
+RECOVERY: Final = (
+    "What `tnx recover` starts again from this run (its state, a parked turn; secrets masked)."
+)
