@@ -286,6 +286,23 @@ class HandleRpc:
                 raise VerbRejectedError(handle_id, name, "handle closed") from err
             raise rpc_error(handle_id, err) from err
 
+    async def closed_reason(self, handle_id: str) -> str | None:
+        """None while the handle's workflow runs; else ``handle closed``, or
+        :data:`TERMINATED` when its latest run was terminated (recoverable).
+
+        Raises:
+            HandleNotFoundError: no such workflow.
+        """
+        try:
+            desc = await riding_outage(self.handle(handle_id).describe)
+        except RPCError as err:
+            raise rpc_error(handle_id, err) from err
+        if desc.status == WorkflowExecutionStatus.RUNNING:
+            return None
+        if desc.status == WorkflowExecutionStatus.TERMINATED:
+            return TERMINATED
+        return "handle closed"
+
     async def is_closed(self, handle_id: str) -> bool:
         """True when the handle's workflow has completed (the handle is closed).
 
@@ -376,11 +393,18 @@ class HandleRpc:
             raise VerbRejectedError(handle_id, verb, message) from err
         # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow" for
         # one that raced the close: both mean the handle is closed.
-        if (err.status != RPCStatusCode.NOT_FOUND or await self.exists(handle_id)) and (
-            await self.is_closed(handle_id)
-        ):
-            raise VerbRejectedError(handle_id, verb, "handle closed") from err
+        if err.status != RPCStatusCode.NOT_FOUND or await self.exists(handle_id):
+            reason = await self.closed_reason(handle_id)
+            if reason is not None:
+                raise VerbRejectedError(handle_id, verb, reason) from err
         raise rpc_error(handle_id, err) from err
+
+
+TERMINATED = (
+    "handle closed: its workflow was terminated (`tnx recover ID`, AgentRuntime.recover,"
+    " starts it again from its last state)"
+)
+"""The reason a verb gives for a handle whose latest run was terminated (``recover.py``)."""
 
 
 class _Gate:

@@ -34,7 +34,7 @@ from toolnexus_temporal.client.reachability import WorkerProbe
 from toolnexus_temporal.client.reads import HandleReads, TranscriptReader
 from toolnexus_temporal.client.recover import recover
 from toolnexus_temporal.client.roots import start_root
-from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
+from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, TERMINATED, HandleRpc
 from toolnexus_temporal.client.stream import LiveEvent, follow_turn
 from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -260,7 +260,7 @@ class AgentRuntime(HandleReads):
         except UpdateLimitError:
             result = await self._fallbacks.post(hid, payload)
         except VerbRejectedError as err:
-            if err.reason != "handle closed":
+            if not err.reason.startswith("handle closed"):
                 raise
             view = await self._view(h)  # a closed handle's workflow has completed
             return PostResult(ok=False, error="inbox closed", status=status_of_view(view))
@@ -291,7 +291,7 @@ class AgentRuntime(HandleReads):
                 # again with the wait update.
                 if err.verb not in (UPDATE_TURN, UPDATE_WAIT):
                     raise
-                if err.reason == "handle closed" or await self._rpc.is_closed(hid):
+                if err.reason.startswith("handle closed") or await self._rpc.is_closed(hid):
                     return await self._closed_result(h)
                 if attempt == WAIT_ATTEMPTS - 1:
                     raise
@@ -434,7 +434,14 @@ class AgentRuntime(HandleReads):
             HandleNotFoundError: no such handle.
         """
         hid = handle_id(h)
-        if await self._rpc.is_closed(hid):
+        closed = await self._rpc.closed_reason(hid)
+        if closed == TERMINATED:
+            raise AnswerRejectedError(
+                answer.id,
+                f"{hid} was terminated: `tnx recover {hid}`"
+                " starts it again with its Request pending",
+            )
+        if closed is not None:
             raise AnswerRejectedError(answer.id, f"{hid} is closed")
         try:
             result = await self._rpc.update(

@@ -17,6 +17,7 @@ from toolnexus_temporal.client import (
     HandleNotFoundError,
     RecoverRefusedError,
     RuntimeOptions,
+    VerbRejectedError,
 )
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
@@ -40,8 +41,10 @@ async def test_a_terminated_parked_agent_is_recovered_and_answered(make_runtime,
         wid = rt.workflow_id(h.id)
         await terminate(client, wid)
         # terminated: the Answer has nowhere to go
-        with pytest.raises(AnswerRejectedError):
+        with pytest.raises(AnswerRejectedError, match="terminated: `tnx recover"):
             await rt.resume(Answer(id=req.id, ok=True))
+        with pytest.raises(VerbRejectedError, match=r"terminated .*tnx recover ID"):
+            await rt.wake(h.id, "again")
 
         back = await rt.recover(h.id)
         assert isinstance(back, Handle)
@@ -66,6 +69,7 @@ async def test_a_terminated_parked_agent_is_recovered_and_answered(make_runtime,
         with pytest.raises(RecoverRefusedError, match="running"):
             await rt.recover(h.id)
         await rt.close(back)
+        await client.get_workflow_handle(wid).result()  # the closed run completes
         with pytest.raises(RecoverRefusedError, match="closed"):
             await rt.recover(h.id)
         with pytest.raises(HandleNotFoundError):
