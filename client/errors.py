@@ -138,12 +138,17 @@ class OrphanedHandlesError(TnxError):
     still running (the old root was terminated): they would
     be orphaned, out of every ``ls`` and budget. Nothing was started.
 
+    Args:
+        scope: the runtime's scope (None for bare ids).
+        running: workflow ids of the running handles found (at most 20).
+        terminated: the old root was terminated (the message then names ``tnx recover``).
+
     Attributes:
         scope: the runtime's scope (None for bare ids).
         running: workflow ids of the running handles found (at most 20).
     """
 
-    def __init__(self, scope: str | None, running: list[str]) -> None:
+    def __init__(self, scope: str | None, running: list[str], terminated: bool = False) -> None:
         shown = ", ".join(running[:5]) + (" ..." if len(running) > 5 else "")
         where = f"scope {scope!r}" if scope else "this namespace"
         query = f'WorkflowId STARTS_WITH "{scope + "/" if scope else ""}root/"'  # scope checked
@@ -152,6 +157,12 @@ class OrphanedHandlesError(TnxError):
             f"({shown}); close them first (`temporal workflow cancel --query "
             f"'{query} AND ExecutionStatus=\"Running\"'` closes each gracefully), "
             "or use another scope"
+            + (
+                "; or `tnx recover root` (AgentRuntime.recover) starts the terminated root"
+                " again from its last state, with these handles in its books"
+                if terminated
+                else ""
+            )
         )
         self.scope = scope
         self.running = running

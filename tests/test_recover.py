@@ -11,10 +11,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from tests.test_cli import Cli
 from tests.test_parked_history import REGISTRY, continue_as_new_by_rejections, park
 from toolnexus_temporal.client import (
+    AgentRuntime,
     Answer,
     AnswerRejectedError,
     Handle,
     HandleNotFoundError,
+    OrphanedHandlesError,
     RecoverRefusedError,
     RuntimeOptions,
     VerbRejectedError,
@@ -114,3 +116,26 @@ async def test_tnx_recover_an_idle_agent(make_runtime, client, env) -> None:
         assert "first" in contents
         view = await rt.inspect(h)
         assert view.turns_total == 2
+
+
+async def test_a_terminated_root_is_recovered_with_its_children(make_runtime, client) -> None:
+    """A root the server terminated (a flood can reach it too): a new runtime refuses to
+    start a fresh root over its running children and names ``tnx recover root``; the
+    recovered root has them in its books, and they go on."""
+    llm = ScriptedLLM({"stub-model": [text("before"), text("after")]})
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        h = await rt.spawn(rt.root, "worker")
+        assert isinstance(h, Handle)
+        assert (await rt.run_turn(h, "one")).text == "before"
+        await terminate(client, rt.workflow_id("root"))
+        again = AgentRuntime(client, task_queue=rt.task_queue, scope=rt.scope)
+        with pytest.raises(OrphanedHandlesError, match="tnx recover root"):
+            await again.start()
+        root = await again.recover("root")
+        assert root.state == "idle"
+        await again.start()
+        assert [c.id for c in await again.list(again.root)] == ["root", h.id]
+        r = await again.run_turn(h.id, "two")
+        assert (r.status, r.text) == ("done", "after")
+        child = await again.spawn(again.root, "worker")  # the next id: the books went on
+        assert isinstance(child, Handle) and child.id == "root/worker.2"
