@@ -25,11 +25,12 @@ Host side only: the client's describe, query, history and start calls.
 from __future__ import annotations
 
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from toolnexus_temporal.client.codec import readable_query_failure
 from toolnexus_temporal.client.errors import RecoverRefusedError
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.rpc import HandleRpc, rpc_error
@@ -59,8 +60,8 @@ async def recover(rpc: HandleRpc, hid: str) -> HandleView:
     Raises:
         HandleNotFoundError: no workflow exists for ``hid``.
         RecoverRefusedError: its latest run was not terminated (running, closed, failed, ...),
-            its last state had a turn in flight (an LLM call or a tool running), or another
-            ``recover`` started it first.
+            its last state had a turn in flight (an LLM call or a tool running), its
+            history does not replay on this code, or another ``recover`` started it first.
         NoWorkerError: no worker serves its task queue (a worker replays the terminated run
             to read its state).
     """
@@ -78,6 +79,9 @@ async def recover(rpc: HandleRpc, hid: str) -> HandleView:
         point = await rpc.guarded(lambda: riding_outage(lambda: run.query(AgentWorkflow.recovery)))
     except RPCError as err:
         raise rpc_error(hid, err) from err
+    except WorkflowQueryFailedError as err:  # its history does not replay on this code
+        cause = await readable_query_failure(rpc.client, err)
+        raise RecoverRefusedError(hid, f"its terminated run does not replay: {cause}") from err
     if point.input is None:
         raise RecoverRefusedError(hid, f"its last state cannot be resumed ({point.why})")
     state = point.input.state
