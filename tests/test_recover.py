@@ -5,9 +5,12 @@ agents are refused with a typed error."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from tests.helpers import Gate
 from tests.test_cli import Cli
 from tests.test_parked_history import REGISTRY, continue_as_new_by_rejections, park
 from toolnexus_temporal.client import (
@@ -139,3 +142,19 @@ async def test_a_terminated_root_is_recovered_with_its_children(make_runtime, cl
         assert (r.status, r.text) == ("done", "after")
         child = await again.spawn(again.root, "worker")  # the next id: the books went on
         assert isinstance(child, Handle) and child.id == "root/worker.2"
+
+
+async def test_an_agent_terminated_mid_turn_is_refused(make_runtime, client) -> None:
+    """Its last state is in the middle of an LLM call: no run can start from there."""
+    gate = Gate()
+    async with make_runtime(REGISTRY, gate.transport()) as rt:
+        h = await rt.spawn(rt.root, "worker")
+        assert isinstance(h, Handle)
+        await rt.wake(h, "think")
+        await asyncio.wait_for(gate.entered.wait(), 30)
+        await terminate(client, rt.workflow_id(h.id))
+        gate.release.set()
+        with pytest.raises(RecoverRefusedError, match="running: a turn was in flight"):
+            await rt.recover(h)
+        desc = await client.get_workflow_handle(rt.workflow_id(h.id)).describe()
+        assert desc.status == WorkflowExecutionStatus.TERMINATED  # nothing was started
