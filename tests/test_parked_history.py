@@ -1,6 +1,8 @@
-"""A parked handle never reaches Temporal's history limits (issue 12 item 8): it continues as
+"""A parked handle stays below Temporal's history limits (issue 12 item 8): it continues as
 new while parked, carrying its parked turn, and stays answerable from ``temporal workflow
-signal``; the answered turn finishes with the right transcript."""
+signal``; the answered turn finishes with the right transcript. Where it cannot (bursts of
+large signals from concurrent senders fail its workflow tasks, issue 23 item 6), the server
+terminates the run and ``recover`` brings the parked turn back."""
 
 from __future__ import annotations
 

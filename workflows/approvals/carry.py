@@ -10,7 +10,9 @@ ParkedTurn` in the carried state, and the next run resumes it (the turn waits fo
 Answer, re-runs the tool with it, resolves the later suspensions in call order and goes on
 with the LLM loop). The Request and its id stay the same, so an Answer sent to the workflow
 id (``temporal workflow signal --name answer``, the web UI, the client) reaches whichever run
-is current.
+is current. A run the server terminates anyway (large signals from concurrent senders can fail
+every workflow task, so it cannot continue as new) is read back by the ``recovery`` query
+(:meth:`CarryOver.recovery`, the same rules) and started again by ``AgentRuntime.recover``.
 
 The rules (:func:`carry_blocker`): a turn is carried when it is parked on its own tool's
 Request (its tool jobs have finished), or when every unfinished tool job of its reply is a
