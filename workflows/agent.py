@@ -22,7 +22,8 @@ Messages: every name is a durable contract in ``contract/names.py``; the docs' "
 protocol between workflows" says what each is for. The public signals (``wake``, ``post``,
 ``interrupt``, ``close``, ``answer``) work from ``temporal workflow signal``; a rejected signal
 leaves a trace line and ``last_error``, never a silent drop. Updates are the client's
-synchronous path, one message per verb; queries are ``view``, ``state``, ``trace``, ``inbox``.
+synchronous path, one message per verb; queries are ``view``, ``state``, ``trace``, ``inbox``
+(and ``recovery``, read by ``recover`` from a terminated run).
 Each handler's ``description`` (``contract/handler_docs.py``) is what the web UI's dialogs show.
 """
 
