@@ -26,7 +26,11 @@ from __future__ import annotations
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
@@ -36,6 +40,7 @@ from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.rpc import HandleRpc, rpc_error
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.models import HandleView
+from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
 
 _REFUSALS = {
@@ -89,6 +94,10 @@ async def recover(rpc: HandleRpc, hid: str) -> HandleView:
     state.recovered_from = desc.run_id
     state.report_owed = state.parent is not None  # its parent marked it closed meanwhile
     summary, details = await desc.static_summary(), await desc.static_details()
+    ours = {key.name for key in ALL_SEARCH_ATTRIBUTES}  # not the server's own (BuildIds, ...)
+    attributes = TypedSearchAttributes(
+        [pair for pair in desc.typed_search_attributes if pair.key.name in ours]
+    )
     try:
         await riding_outage(
             lambda: rpc.client.start_workflow(
@@ -98,7 +107,7 @@ async def recover(rpc: HandleRpc, hid: str) -> HandleView:
                 task_queue=desc.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-                search_attributes=desc.typed_search_attributes,
+                search_attributes=attributes,
                 static_summary=summary,
                 static_details=details,
             )
