@@ -16,7 +16,8 @@ verb       Temporal message             result
 spawn      update ``spawn`` on parent   Handle, or a SpawnError value (never raises)
 wake       update ``turn`` (accepted)   the Handle, refreshed: ``running`` when admitted
 run_turn   update ``turn`` (completed)  TaskResult of that turn (wake + wait in one update)
-post       update ``admit_post``        PostResult (``inbox full`` / ``inbox closed`` loud)
+post       update ``admit_post``        PostResult (``inbox full`` / ``inbox closed`` loud,
+                                        ``history full`` refused before history)
 wait       the wake's ``turn``, else    TaskResult (blocks in the workflow, not by polling)
            update ``wait``
 interrupt  update ``admit_interrupt``   the Handle, refreshed (``idle``)

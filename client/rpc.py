@@ -63,6 +63,7 @@ from toolnexus_temporal.workflows.contract.names import (
     UPDATE_SPAWN,
     workflow_id_for,
 )
+from toolnexus_temporal.workflows.inbox import HISTORY_FULL
 from toolnexus_temporal.workflows.lifecycle.lifecycle import WAITERS_FULL
 
 _A = TypeVar("_A")
@@ -83,6 +84,10 @@ resolves to, which is what the workflow sends."""
 
 Query: TypeAlias = Callable[[AgentWorkflow], _R]
 """A query handler of AgentWorkflow returning ``_R`` (``AgentWorkflow.view``)."""
+
+HISTORY_FULL_WAIT_S: Final = 10.0
+"""How long a post refused because its run's history is full (``inbox.HISTORY_FULL``) is
+sent again (backoff as for a refused update) before the refusal is returned, s."""
 
 UPDATE_BACKOFF_S: Final = 30.0
 """How long an update the server refused before accepting it is retried, s (see ``_call``)."""
@@ -344,6 +349,8 @@ class HandleRpc:
           failure" (for example a continue-as-new that raced a new event);
         * an update limit (the server's, or the handle's cap on held waits) for
           ``limit_wait_s``, then :class:`UpdateLimitError` (the caller's signal fallback);
+        * a post refused because its run's history is full, for ``HISTORY_FULL_WAIT_S``
+          (the run continues as new meanwhile, when it can), then :class:`VerbRejectedError`;
         * a server that cannot be reached, for ``OUTAGE_RETRY_S`` (see :mod:`.retry`);
         * an RPC deadline that passes while the update waits, however long it takes.
         """
@@ -369,7 +376,9 @@ class HandleRpc:
                 cause = err.cause
                 if isinstance(cause, ApplicationError) and cause.type == WAITERS_FULL:
                     raise UpdateLimitError(handle_id, update_name(update), cause.message) from err
-                await self._update_error(handle_id, update, err)
+                full = isinstance(cause, ApplicationError) and cause.type == HISTORY_FULL
+                if not full or waited >= HISTORY_FULL_WAIT_S:  # full: until it continued as new
+                    await self._update_error(handle_id, update, err)
             except WorkflowUpdateRPCTimeoutOrCancelledError:
                 # The RPC's deadline passed while the update waited to be accepted or to
                 # complete (a worker busy with a thousand agents woken at once): the same

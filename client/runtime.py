@@ -246,7 +246,9 @@ class AgentRuntime(HandleReads):
 
         Returns:
             PostResult: ``ok`` True, or ``ok`` False with ``error`` ``inbox full (N)`` or
-            ``inbox closed`` (loud: also a trace line on the handle).
+            ``inbox closed`` (loud: also a trace line on the handle), or ``history full
+            (...)``: the handle's run holds 16 MiB of history and could not continue as new
+            within 10 s (a turn in flight): nothing was added, send it again later.
 
         Raises:
             HandleNotFoundError: no such handle.
@@ -260,6 +262,9 @@ class AgentRuntime(HandleReads):
         except UpdateLimitError:
             result = await self._fallbacks.post(hid, payload)
         except VerbRejectedError as err:
+            if err.reason.startswith("history full"):  # refused before it reached history
+                view = await self._view(h)
+                return PostResult(ok=False, error=err.reason, status=status_of_view(view))
             if not err.reason.startswith("handle closed"):
                 raise
             view = await self._view(h)  # a closed handle's workflow has completed

@@ -41,7 +41,7 @@ from toolnexus_temporal.workflows.approvals.carry import CarryOver
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.children.delegation import Delegation
-from toolnexus_temporal.workflows.inbox import Inbox
+from toolnexus_temporal.workflows.inbox import HISTORY_FULL, Inbox, post_history_error
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.lifecycle.runloop import RunLoop
@@ -283,6 +283,10 @@ class AgentWorkflow:
         Returns:
             ``ok`` True, or ``ok`` False with ``inbox closed`` / ``inbox full (N)``: loud to
             the sender, and a trace line.
+
+        Raises (in the validator, so a refusal adds nothing to history):
+            ApplicationError: ``HistoryFull`` past ``inbox.POST_HISTORY_BYTES`` of this
+                run's history (the client sends it again, then returns ``ok`` False).
         """
         self._lifecycle.updates += 1
         if self._updates.repeat() is not None:  # sent again after a continue-as-new
@@ -291,6 +295,18 @@ class AgentWorkflow:
         if error is None:
             self._updates.record()
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
+
+    @admit_post.validator
+    def _validate_post(self, item: InboxItem) -> None:
+        """Refuse a post while this run's history is past ``POST_HISTORY_BYTES`` (nothing
+        reaches history; the run continues as new when it can).
+
+        Raises:
+            ApplicationError: ``HistoryFull``.
+        """
+        error = post_history_error(workflow.info().get_current_history_size())
+        if error is not None:
+            raise ApplicationError(error, type=HISTORY_FULL, non_retryable=True)
 
     @workflow.signal(name=names.SIGNAL_POST, description=docs.POST)
     def post_signal(self, *args: Any) -> None:

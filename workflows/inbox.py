@@ -50,6 +50,28 @@ def post_error(s: HandleState, item: InboxItem) -> str | None:
     return None
 
 
+POST_HISTORY_BYTES = 16 * 2**20
+"""History bytes of one run past which the ``admit_post`` update is refused by its validator
+(nothing reaches history) until the run continues as new: a flood of posts through the client
+can no longer grow a run that cannot continue as new yet (a turn in flight, a run younger than
+its shortest length) towards Temporal's 50 MiB. The client reads the refusal (type
+:data:`HISTORY_FULL`) as ``PostResult(ok=False)``, after retrying it for a while."""
+
+HISTORY_FULL = "HistoryFull"
+"""The ``ApplicationError`` type of a post refused at :data:`POST_HISTORY_BYTES`."""
+
+
+def post_history_error(history_bytes: int) -> str | None:
+    """Why a post through the ``admit_post`` update is refused for the run's history size
+    (``history_bytes``, bytes), or None."""
+    if history_bytes < POST_HISTORY_BYTES:
+        return None
+    return (
+        f"history full ({history_bytes / 2**20:.1f} MiB in this run, {POST_HISTORY_BYTES // 2**20}"
+        " MiB admitted): retry once it has continued as new"
+    )
+
+
 def wake_error(s: HandleState) -> str | None:
     """Why this handle may not be woken (the root; closed or closing), or None."""
     if s.defn is None:

@@ -9,8 +9,10 @@ from tests.unit.fakes import handle
 from toolnexus_temporal.workflows.contract.limits import BLOB_BYTES, INBOX_BYTES, text_bytes
 from toolnexus_temporal.workflows.contract.models import InboxItem, RuntimeOptions
 from toolnexus_temporal.workflows.inbox import (
+    POST_HISTORY_BYTES,
     drain,
     post_error,
+    post_history_error,
     restore_drained,
     take_turn_input,
     wake_error,
@@ -54,6 +56,14 @@ def test_the_inbox_is_bounded_in_bytes_too():
     assert post_error(s, item("x" * 40_000)) is None  # what still fits is taken
     assert text_bytes('a"b') == 6
     assert INBOX_BYTES * 2 < BLOB_BYTES
+
+
+def test_a_post_update_is_refused_once_the_run_is_full():
+    assert post_history_error(POST_HISTORY_BYTES - 1) is None
+    assert post_history_error(POST_HISTORY_BYTES) == (
+        "history full (16.0 MiB in this run, 16 MiB admitted): retry once it has continued as new"
+    )
+    assert POST_HISTORY_BYTES < 50 * 2**20 // 2  # well below Temporal's 50 MiB
 
 
 @pytest.mark.parametrize(
