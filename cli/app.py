@@ -16,6 +16,7 @@ Commands::
     tnx wait ID [--timeout-ms N] [--follow]
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
+    tnx recover ID                       start an agent the server terminated again
     tnx replay-check [--query Q] [--limit N] [--sandbox]   replay running agents on this code
     tnx pending                          the approval queue (no worker needed)
     tnx answer ID --approve|--decline [--data JSON] [--request REQUEST]
@@ -334,6 +335,21 @@ def close_command(
         emit(args.dump(h))
     else:
         said("close", h)
+
+
+@host_command("recover")
+def recover_command(opts: Options, handle_id: IdArg) -> None:
+    """Start an agent the server terminated (history limits, `temporal workflow terminate`)
+    again from its last state: idle, or parked on the same Request, which `tnx answer` then
+    resumes. Refused (exit 1) for an agent that runs or is closed."""
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.recover(target), worker="optional")
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        said("recover", h)
+        if h.pending_req is not None:
+            out.print(Text(f"pending request {h.pending_req.id}: {h.pending_req.prompt}"))
 
 
 host_command("pending")(queue_cmd.pending_command)

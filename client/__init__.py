@@ -16,7 +16,8 @@ verb       Temporal message             result
 spawn      update ``spawn`` on parent   Handle, or a SpawnError value (never raises)
 wake       update ``turn`` (accepted)   the Handle, refreshed: ``running`` when admitted
 run_turn   update ``turn`` (completed)  TaskResult of that turn (wake + wait in one update)
-post       update ``admit_post``        PostResult (``inbox full`` / ``inbox closed`` loud)
+post       update ``admit_post``        PostResult (``inbox full`` / ``inbox closed`` loud,
+                                        ``history full`` refused before history)
 wait       the wake's ``turn``, else    TaskResult (blocks in the workflow, not by polling)
            update ``wait``
 interrupt  update ``admit_interrupt``   the Handle, refreshed (``idle``)
@@ -29,6 +30,8 @@ pending    visibility list, ``view``    the suspended handles (``names.APPROVAL_
 queue      visibility list              the same, from search attributes alone (no worker)
 stream     ``view``, describe, history  live events of the running turn (``stream.py``):
                                         text deltas, tool calls, then ``wait``'s result
+recover    query ``recovery``, history, the Handle of a new run from a terminated run's
+           start workflow               last state (``recover.py``)
 =========  ==========================  =====================================================
 """
 
@@ -37,6 +40,7 @@ from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     NoWorkerError,
     OrphanedHandlesError,
+    RecoverRefusedError,
     SearchAttributesMissingError,
     SpawnError,
     TnxError,
@@ -69,6 +73,7 @@ __all__ = [
     "NoWorkerError",
     "OrphanedHandlesError",
     "QueueRow",
+    "RecoverRefusedError",
     "Request",
     "RuntimeOptions",
     "SearchAttributesMissingError",

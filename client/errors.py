@@ -53,6 +53,22 @@ class AnswerRejectedError(TnxError):
         self.reason = reason
 
 
+class RecoverRefusedError(TnxError):
+    """``recover`` refused to start a handle again (``client/recover.py``): its latest run
+    was not terminated (it runs, or it is closed), its last state had a turn in flight, or
+    another recover started it first. Nothing was started.
+
+    Attributes:
+        handle_id: the handle.
+        reason: why.
+    """
+
+    def __init__(self, handle_id: str, reason: str) -> None:
+        super().__init__(f"recover {handle_id!r} refused: {reason}")
+        self.handle_id = handle_id
+        self.reason = reason
+
+
 class NoWorkerError(TnxError):
     """No worker polls the task queue the handle workflows run on, so a query (or a verb
     that needs the workflow to act) would wait until a deadline instead of answering
@@ -149,12 +165,17 @@ class OrphanedHandlesError(TnxError):
     still running (the old root was terminated): they would
     be orphaned, out of every ``ls`` and budget. Nothing was started.
 
+    Args:
+        scope: the runtime's scope (None for bare ids).
+        running: workflow ids of the running handles found (at most 20).
+        terminated: the old root was terminated (the message then names ``tnx recover``).
+
     Attributes:
         scope: the runtime's scope (None for bare ids).
         running: workflow ids of the running handles found (at most 20).
     """
 
-    def __init__(self, scope: str | None, running: list[str]) -> None:
+    def __init__(self, scope: str | None, running: list[str], terminated: bool = False) -> None:
         shown = ", ".join(running[:5]) + (" ..." if len(running) > 5 else "")
         where = f"scope {scope!r}" if scope else "this namespace"
         query = f'WorkflowId STARTS_WITH "{scope + "/" if scope else ""}root/"'  # scope checked
@@ -163,6 +184,12 @@ class OrphanedHandlesError(TnxError):
             f"({shown}); close them first (`temporal workflow cancel --query "
             f"'{query} AND ExecutionStatus=\"Running\"'` closes each gracefully), "
             "or use another scope"
+            + (
+                "; or `tnx recover root` (AgentRuntime.recover) starts the terminated root"
+                " again from its last state, with these handles in its books"
+                if terminated
+                else ""
+            )
         )
         self.scope = scope
         self.running = running

@@ -189,7 +189,8 @@ async def check_no_orphans(rpc: HandleRpc) -> None:
         if await _still_running(rpc, wf.id):
             running.append(wf.id)
     if running:
-        raise OrphanedHandlesError(rpc.scope, sorted(running))
+        terminated = desc.status == WorkflowExecutionStatus.TERMINATED
+        raise OrphanedHandlesError(rpc.scope, sorted(running), terminated)
 
 
 async def _still_running(rpc: HandleRpc, workflow_id: str) -> bool:

@@ -67,6 +67,7 @@ from toolnexus_temporal.workflows.contract.names import (
     UPDATE_SPAWN,
     workflow_id_for,
 )
+from toolnexus_temporal.workflows.inbox import HISTORY_FULL
 from toolnexus_temporal.workflows.lifecycle.lifecycle import WAITERS_FULL
 
 _A = TypeVar("_A")
@@ -87,6 +88,10 @@ resolves to, which is what the workflow sends."""
 
 Query: TypeAlias = Callable[[AgentWorkflow], _R]
 """A query handler of AgentWorkflow returning ``_R`` (``AgentWorkflow.view``)."""
+
+HISTORY_FULL_WAIT_S: Final = 10.0
+"""How long a post refused because its run's history is full (``inbox.HISTORY_FULL``) is
+sent again (backoff as for a refused update) before the refusal is returned, s."""
 
 UPDATE_BACKOFF_S: Final = 30.0
 """How long an update the server refused before accepting it is retried, s (see ``_call``)."""
@@ -300,6 +305,23 @@ class HandleRpc:
                 raise VerbRejectedError(handle_id, name, "handle closed") from err
             raise rpc_error(handle_id, err) from err
 
+    async def closed_reason(self, handle_id: str) -> str | None:
+        """None while the handle's workflow runs; else ``handle closed``, or
+        :data:`TERMINATED` when its latest run was terminated (recoverable).
+
+        Raises:
+            HandleNotFoundError: no such workflow.
+        """
+        try:
+            desc = await riding_outage(self.handle(handle_id).describe)
+        except RPCError as err:
+            raise rpc_error(handle_id, err) from err
+        if desc.status == WorkflowExecutionStatus.RUNNING:
+            return None
+        if desc.status == WorkflowExecutionStatus.TERMINATED:
+            return TERMINATED
+        return "handle closed"
+
     async def is_closed(self, handle_id: str) -> bool:
         """True when the handle's workflow has completed (the handle is closed).
 
@@ -345,6 +367,8 @@ class HandleRpc:
           failure;
         * an update limit (the server's, or the handle's cap on held waits) for
           ``limit_wait_s``, then :class:`UpdateLimitError` (the caller's signal fallback);
+        * a post refused because its run's history is full, for ``HISTORY_FULL_WAIT_S``
+          (the run continues as new meanwhile, when it can), then :class:`VerbRejectedError`;
         * a server that cannot be reached, for ``OUTAGE_RETRY_S`` (see :mod:`.retry`);
         * an RPC deadline that passes while the update waits, however long it takes.
         """
@@ -374,7 +398,9 @@ class HandleRpc:
                 cause = err.cause
                 if isinstance(cause, ApplicationError) and cause.type == WAITERS_FULL:
                     raise UpdateLimitError(handle_id, update_name(update), cause.message) from err
-                await self._update_error(handle_id, update, err)
+                full = isinstance(cause, ApplicationError) and cause.type == HISTORY_FULL
+                if not full or waited >= HISTORY_FULL_WAIT_S:  # full: until it continued as new
+                    await self._update_error(handle_id, update, err)
             except WorkflowUpdateRPCTimeoutOrCancelledError:
                 # The RPC's deadline passed while the update waited to be accepted or to
                 # complete (a worker busy with a thousand agents woken at once): the same
@@ -406,11 +432,18 @@ class HandleRpc:
             raise VerbRejectedError(handle_id, verb, message) from err
         # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow" for
         # one that raced the close: both mean the handle is closed.
-        if (err.status != RPCStatusCode.NOT_FOUND or await self.exists(handle_id)) and (
-            await self.is_closed(handle_id)
-        ):
-            raise VerbRejectedError(handle_id, verb, "handle closed") from err
+        if err.status != RPCStatusCode.NOT_FOUND or await self.exists(handle_id):
+            reason = await self.closed_reason(handle_id)
+            if reason is not None:
+                raise VerbRejectedError(handle_id, verb, reason) from err
         raise rpc_error(handle_id, err) from err
+
+
+TERMINATED = (
+    "handle closed: its workflow was terminated (`tnx recover ID`, AgentRuntime.recover,"
+    " starts it again from its last state)"
+)
+"""The reason a verb gives for a handle whose latest run was terminated (``recover.py``)."""
 
 
 class _Gate:

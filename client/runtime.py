@@ -32,8 +32,9 @@ from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
 from toolnexus_temporal.client.queries import check_scope
 from toolnexus_temporal.client.reachability import WorkerProbe
 from toolnexus_temporal.client.reads import HandleReads, TranscriptReader
+from toolnexus_temporal.client.recover import recover
 from toolnexus_temporal.client.roots import start_root
-from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
+from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, TERMINATED, HandleRpc
 from toolnexus_temporal.client.stream import LiveEvent, follow_turn
 from toolnexus_temporal.client.turns import Turns
 from toolnexus_temporal.workflows.agent import AgentWorkflow
@@ -251,7 +252,9 @@ class AgentRuntime(HandleReads):
 
         Returns:
             PostResult: ``ok`` True, or ``ok`` False with ``error`` ``inbox full (N)`` or
-            ``inbox closed`` (loud: also a trace line on the handle).
+            ``inbox closed`` (loud: also a trace line on the handle), or ``history full
+            (...)``: the handle's run holds 16 MiB of history and could not continue as new
+            within 10 s (a turn in flight): nothing was added, send it again later.
 
         Raises:
             HandleNotFoundError: no such handle.
@@ -265,7 +268,10 @@ class AgentRuntime(HandleReads):
         except UpdateLimitError:
             result = await self._fallbacks.post(hid, payload)
         except VerbRejectedError as err:
-            if err.reason != "handle closed":
+            if err.reason.startswith("history full"):  # refused before it reached history
+                view = await self._view(h)
+                return PostResult(ok=False, error=err.reason, status=status_of_view(view))
+            if not err.reason.startswith("handle closed"):
                 raise
             view = await self._view(h)  # a closed handle's workflow has completed
             return PostResult(ok=False, error="inbox closed", status=status_of_view(view))
@@ -296,7 +302,7 @@ class AgentRuntime(HandleReads):
                 # again with the wait update.
                 if err.verb not in (UPDATE_TURN, UPDATE_WAIT):
                     raise
-                if err.reason == "handle closed" or await self._rpc.is_closed(hid):
+                if err.reason.startswith("handle closed") or await self._rpc.is_closed(hid):
                     return await self._closed_result(h)
                 if attempt == WAIT_ATTEMPTS - 1:
                     raise
@@ -375,6 +381,28 @@ class AgentRuntime(HandleReads):
                 await self._fallbacks.close(hid, req)
         return await self.inspect(h)
 
+    async def recover(self, h: HandleRef) -> Handle:
+        """Start a handle whose latest run the server terminated (a run past Temporal's
+        history limits, or ``temporal workflow terminate``) again from its last state: a new
+        run of the same workflow id, idle or parked on the same Request (same id), which an
+        Answer then resumes where the turn stopped (``client/recover.py``).
+
+        Returns:
+            The handle, refreshed from the new run.
+
+        Raises:
+            RecoverRefusedError: the handle is running or closed (its latest run was not
+                terminated), its last state had a turn in flight, or another recover
+                started it first; nothing was started.
+            HandleNotFoundError: no such handle.
+            NoWorkerError: no worker serves its task queue (one replays the terminated run).
+        """
+        view = await recover(self._rpc, handle_id(h))
+        if isinstance(h, Handle):
+            h.apply(view)
+            return h
+        return Handle.from_view(view)
+
     async def resume(self, answer: Answer) -> Handle:
         """Deliver an Answer to the handle parked on the Request with that id (CONTRACT §3).
 
@@ -417,7 +445,14 @@ class AgentRuntime(HandleReads):
             HandleNotFoundError: no such handle.
         """
         hid = handle_id(h)
-        if await self._rpc.is_closed(hid):
+        closed = await self._rpc.closed_reason(hid)
+        if closed == TERMINATED:
+            raise AnswerRejectedError(
+                answer.id,
+                f"{hid} was terminated: `tnx recover {hid}`"
+                " starts it again with its Request pending",
+            )
+        if closed is not None:
             raise AnswerRejectedError(answer.id, f"{hid} is closed")
         try:
             result = await self._rpc.update(

@@ -44,6 +44,7 @@ PUBLIC = {
     "Registry",
     "RegistryError",
     "Request",
+    "RecoverRefusedError",
     "RuntimeOptions",
     "SpawnError",
     "SqliteConversationStore",

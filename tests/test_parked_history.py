@@ -1,6 +1,8 @@
-"""A parked handle never reaches Temporal's history limits (issue 12 item 8): it continues as
+"""A parked handle stays below Temporal's history limits (issue 12 item 8): it continues as
 new while parked, carrying its parked turn, and stays answerable from ``temporal workflow
-signal``; the answered turn finishes with the right transcript."""
+signal``; the answered turn finishes with the right transcript. Where it cannot (bursts of
+large signals from concurrent senders fail its workflow tasks, issue 23 item 6), the server
+terminates the run and ``recover`` brings the parked turn back."""
 
 from __future__ import annotations
 
@@ -17,7 +19,13 @@ from temporalio.service import RPCError
 from tests.conftest import temporal_binary
 from tests.helpers import eventually, split_loop
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
-from toolnexus_temporal.client import AgentDef, Answer, Handle, RuntimeOptions
+from toolnexus_temporal.client import (
+    AgentDef,
+    Answer,
+    AnswerRejectedError,
+    Handle,
+    RuntimeOptions,
+)
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.names import APPROVAL_QUEUE
 
@@ -242,6 +250,73 @@ async def test_flood_of_rejected_signals_to_a_parked_handle(make_runtime, client
         lines = await rt.trace_lines(h)
         assert any("answer REJECTED" in line for line in lines)
         assert len(lines) <= RuntimeOptions().trace_cap
+
+
+async def cli_flood(client: Client, workflow_id: str, input_file: Path, until: float) -> int:
+    """``temporal workflow signal --name post --input-file`` one after the other until the
+    loop's clock passes ``until`` or the workflow is gone (terminated); returns how many
+    were accepted. A signal refused in the instant of a continue-as-new is sent again."""
+    loop = asyncio.get_running_loop()
+    sent = 0
+    while loop.time() < until:
+        proc = await asyncio.create_subprocess_exec(
+            temporal_binary(),
+            *("workflow", "signal", "--workflow-id", workflow_id, "--name", "post"),
+            *("--input-file", str(input_file)),
+            *("--address", client.service_client.config.target_host),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        if proc.returncode == 0:
+            sent += 1
+        elif b"exceeds limit" in err or b"already completed" in err:
+            return sent  # the server terminated the run
+        else:
+            assert b"closing" in err, err
+    return sent
+
+
+@pytest.mark.stress
+async def test_four_senders_of_large_posts_lose_no_approval(make_runtime, client, tmp_path) -> None:
+    """Issue 23 item 6: four concurrent senders of 1.5 MiB posts (``temporal workflow
+    signal``) to a parked handle. Arriving in bursts of four, they fail workflow task after
+    workflow task (more than 2 MiB of signals buffered during one), so the run cannot
+    continue as new and the server terminates it at 50 MiB (2 of 2 runs before). The
+    approval is not lost: ``recover`` starts the agent again parked on the same Request,
+    the operator's Answer runs the turn on, and the model is not asked again for the reply
+    already made. Prints the rate and what each run held."""
+    llm = ScriptedLLM({"stub-model": [tool_calls(("guarded", {})), text("approved and done")]})
+    async with make_runtime(REGISTRY, llm.transport()) as rt:
+        h = await park(rt)
+        wid = rt.workflow_id(h.id)
+        req = h.pending_req
+        assert req is not None
+        big = tmp_path / "big.json"
+        big.write_text(json.dumps("x" * (3 * 2**20 // 2)))
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        sent = await asyncio.gather(*(cli_flood(client, wid, big, start + 20) for _ in range(4)))
+        took = loop.time() - start
+        runs = await runs_of(client, wid)
+        sizes = [await history_of(client, wid, run.run_id) for run in runs]
+        print(
+            f"\nfour senders: {sum(sent)} posts of 1.5 MiB in {took:.1f} s "
+            f"({sum(sent) * 1.5 / took:.1f} MiB/s); {len(runs)} runs, latest "
+            f"{runs[0].status.name if runs[0].status else '?'}; "
+            f"MiB per run {[round(b / 2**20, 1) for _, b in sizes]}"
+        )
+        if runs[0].status == WorkflowExecutionStatus.TERMINATED:
+            with pytest.raises(AnswerRejectedError, match="recover"):
+                await rt.resume(Answer(id=req.id, ok=True))
+            h = await rt.recover(h)
+        h = await rt.inspect(h)
+        assert h.state == "suspended" and h.pending_req == req
+        await cli_answer(client, wid, {"id": req.id, "ok": True, "data": {"by": "cli"}})
+        r = await next_result(rt, h, lambda r: r.status != "pending")
+        assert (r.status, r.text) == ("done", "approved and done")
+        assert llm.requests[1]["messages"][-1]["content"] == 'did it: {"by": "cli"}'
+        assert len(llm.requests) == 2
 
 
 DELEGATING = Registry(

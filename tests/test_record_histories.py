@@ -45,6 +45,7 @@ SCENARIOS = (
     "budget",
     "terminated",
     "race",
+    "recovered",
 )
 """Each recorder's file-name prefix (``test_replay.py`` checks each has files)."""
 
@@ -765,3 +766,38 @@ async def test_record_race_histories(make_runtime, client) -> None:
         assert _arrows(await rt.trace_lines(second), second.id)[-1] == "idle→closed (race)"
         ids = {"root": "root", "racer": first.id, "late": second.id}
         await _record_each(client, rt, "race", ids)
+
+
+@RECORDING
+async def test_record_recovered_histories(make_runtime, client) -> None:
+    """A parked handle terminated from outside and started again by ``recover`` (issue 23
+    item 6): the recovered run starts parked on the same Request, traces ``recovered``,
+    reports to the root, and is answered. Writes ``recovered_*.json`` (the recovered run of
+    the handle, and the root that took its reports)."""
+    from toolnexus_temporal.client import Answer
+
+    async def guarded(ctx: Any) -> Any:
+        """Needs an approval."""
+        from toolnexus_temporal.activities import pending
+
+        return pending(kind="approval", prompt="ok?") if ctx.answer is None else "done it"
+
+    from toolnexus_temporal.activities import Registry, define_tool
+
+    registry = Registry(
+        [AgentDef(name="guard", tools=["guarded"])],
+        tools=[define_tool(guarded, input_schema={"type": "object", "properties": {}})],
+    )
+    llm = ScriptedLLM({"stub-model": [tool_calls(("guarded", {})), text("recovered done")]})
+    async with make_runtime(registry, llm.transport()) as rt:
+        h = await rt.spawn(rt.root, "guard")
+        assert isinstance(h, Handle)
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        await client.get_workflow_handle(rt.workflow_id(h.id)).terminate("recorded")
+        back = await rt.recover(h.id)
+        assert back.state == "suspended" and back.pending_req == r.pending
+        await rt.resume(Answer(id=r.pending.id, ok=True))
+        done = await rt.wait(back)
+        assert (done.status, done.text) == ("done", "recovered done")
+        await _record_each(client, rt, "recovered", {"root": "root", "guard": h.id})

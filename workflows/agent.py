@@ -22,7 +22,8 @@ Messages: every name is a durable contract in ``contract/names.py``; the docs' "
 protocol between workflows" says what each is for. The public signals (``wake``, ``post``,
 ``interrupt``, ``close``, ``answer``) work from ``temporal workflow signal``; a rejected signal
 leaves a trace line and ``last_error``, never a silent drop. Updates are the client's
-synchronous path, one message per verb; queries are ``view``, ``state``, ``trace``, ``inbox``.
+synchronous path, one message per verb; queries are ``view``, ``state``, ``trace``, ``inbox``
+(and ``recovery``, read by ``recover`` from a terminated run).
 Each handler's ``description`` (``contract/handler_docs.py``) is what the web UI's dialogs show.
 """
 
@@ -40,7 +41,7 @@ from toolnexus_temporal.workflows.approvals.carry import CarryOver
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.children.delegation import Delegation
-from toolnexus_temporal.workflows.inbox import Inbox
+from toolnexus_temporal.workflows.inbox import HISTORY_FULL, Inbox, post_history_error
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.lifecycle.runloop import RunLoop
@@ -83,7 +84,12 @@ with workflow.unsafe.imports_passed_through():
         InboxItem,
         TraceEntry,
     )
-    from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, PoolFloor
+    from toolnexus_temporal.workflows.contract.state import (
+        AgentInput,
+        HandleState,
+        PoolFloor,
+        RecoveryPoint,
+    )
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)
@@ -176,6 +182,12 @@ class AgentWorkflow:
     def inbox(self) -> list[InboxItem]:
         """Items waiting for the next wake, oldest first."""
         return list(self.s.intake.items)
+
+    @workflow.query(name=names.QUERY_RECOVERY, description=docs.RECOVERY)
+    def recovery(self) -> RecoveryPoint:
+        """What a run started again from here carries (``carry.py``; read from a run the
+        server terminated by ``AgentRuntime.recover``)."""
+        return self._parking.recovery()
 
     # ------------------------------------------------------------------ spawn and leases
 
@@ -272,6 +284,10 @@ class AgentWorkflow:
         Returns:
             ``ok`` True, or ``ok`` False with ``inbox closed`` / ``inbox full (N)``: loud to
             the sender, and a trace line.
+
+        Raises (in the validator, so a refusal adds nothing to history):
+            ApplicationError: ``HistoryFull`` past ``inbox.POST_HISTORY_BYTES`` of this
+                run's history (the client sends it again, then returns ``ok`` False).
         """
         self._lifecycle.updates += 1
         if self._updates.repeat() is not None:  # sent again after a continue-as-new
@@ -280,6 +296,18 @@ class AgentWorkflow:
         if error is None:
             self._updates.record()
         return PostResult(ok=error is None, error=error, status=status_of(self.s))
+
+    @admit_post.validator
+    def _validate_post(self, item: InboxItem) -> None:
+        """Refuse a post while this run's history is past ``POST_HISTORY_BYTES`` (nothing
+        reaches history; the run continues as new when it can).
+
+        Raises:
+            ApplicationError: ``HistoryFull``.
+        """
+        error = post_history_error(workflow.info().get_current_history_size())
+        if error is not None:
+            raise ApplicationError(error, type=HISTORY_FULL, non_retryable=True)
 
     @workflow.signal(name=names.SIGNAL_POST, description=docs.POST)
     def post_signal(self, *args: Any) -> None:

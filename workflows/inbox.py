@@ -21,6 +21,7 @@ from toolnexus_temporal.workflows.machine import Machine
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import INBOX_BYTES, text_bytes
     from toolnexus_temporal.workflows.contract.messages import WakeRequest
     from toolnexus_temporal.workflows.contract.models import InboxItem
     from toolnexus_temporal.workflows.contract.state import HandleState
@@ -31,8 +32,11 @@ def post_error(s: HandleState, item: InboxItem) -> str | None:
     """Why ``item`` may not be posted (CONTRACT §3 post), or None.
 
     Returns:
-        ``the root has no inbox: ...``, ``inbox closed`` (closed or closing), or
-        ``inbox full (N)`` at ``options.inbox_cap`` items.
+        ``the root has no inbox: ...``, ``inbox closed`` (closed or closing),
+        ``inbox full (N)`` at ``options.inbox_cap`` items, or ``inbox full (524,288
+        bytes)`` when the item would take the inbox's text past
+        :data:`~toolnexus_temporal.workflows.contract.limits.INBOX_BYTES` (the inbox travels
+        in the carried state, one payload of at most 2 MB).
     """
     if s.defn is None:
         return "the root has no inbox: post to a spawned handle"
@@ -40,7 +44,32 @@ def post_error(s: HandleState, item: InboxItem) -> str | None:
         return "inbox closed"
     if len(s.intake.items) >= s.options.inbox_cap:
         return f"inbox full ({s.options.inbox_cap})"
+    held = sum(text_bytes(i.text) for i in s.intake.items)
+    if held + text_bytes(item.text) > INBOX_BYTES:
+        return f"inbox full ({INBOX_BYTES:,} bytes)"
     return None
+
+
+POST_HISTORY_BYTES = 16 * 2**20
+"""History bytes of one run past which the ``admit_post`` update is refused by its validator
+(nothing reaches history) until the run continues as new: a flood of posts through the client
+can no longer grow a run that cannot continue as new yet (a turn in flight, a run younger than
+its shortest length) towards Temporal's 50 MiB. The client reads the refusal (type
+:data:`HISTORY_FULL`) as ``PostResult(ok=False)``, after retrying it for a while."""
+
+HISTORY_FULL = "HistoryFull"
+"""The ``ApplicationError`` type of a post refused at :data:`POST_HISTORY_BYTES`."""
+
+
+def post_history_error(history_bytes: int) -> str | None:
+    """Why a post through the ``admit_post`` update is refused for the run's history size
+    (``history_bytes``, bytes), or None."""
+    if history_bytes < POST_HISTORY_BYTES:
+        return None
+    return (
+        f"history full ({history_bytes / 2**20:.1f} MiB in this run, {POST_HISTORY_BYTES // 2**20}"
+        " MiB admitted): retry once it has continued as new"
+    )
 
 
 def wake_error(s: HandleState) -> str | None:

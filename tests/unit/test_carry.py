@@ -16,6 +16,7 @@ from toolnexus_temporal.workflows.contract.models import (
     ToolResult,
 )
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.lifecycle.lifecycle import MIN_RUN
 from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
 
 REQ = Request(id="root/a.1#3", kind="approval", prompt="may I?", data={"path": ["root", "a.1"]})
@@ -153,3 +154,12 @@ def test_continue_as_new_thresholds_stay_below_temporals_limits() -> None:
         RuntimeOptions(continue_as_new_signals=9_000)
     with pytest.raises(ValueError):
         RuntimeOptions(continue_as_new_bytes=40 * 2**20)
+
+
+def test_the_shortest_run_is_an_option() -> None:
+    """1.2 s by default (Temporal's 1 s minimal interval between runs); 0 for a server whose
+    ``history.workflowIdReuseMinimalInterval`` is 0; never negative."""
+    assert RuntimeOptions().continue_as_new_min_run_ms == MIN_RUN.total_seconds() * 1000
+    assert RuntimeOptions(continue_as_new_min_run_ms=0).continue_as_new_min_run_ms == 0
+    with pytest.raises(ValueError):
+        RuntimeOptions(continue_as_new_min_run_ms=-1)

@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.fakes import handle
+from toolnexus_temporal.workflows.contract.limits import BLOB_BYTES, INBOX_BYTES, text_bytes
 from toolnexus_temporal.workflows.contract.models import InboxItem, RuntimeOptions
 from toolnexus_temporal.workflows.inbox import (
+    POST_HISTORY_BYTES,
     drain,
     post_error,
+    post_history_error,
     restore_drained,
     take_turn_input,
     wake_error,
@@ -39,6 +42,28 @@ def test_post_bounds(fields, queued, expected):
     s = handle(options=RuntimeOptions(inbox_cap=2), **fields)
     s.intake.items = [item(f"q{i}") for i in range(queued)]
     assert post_error(s, item("new")) == expected
+
+
+def test_the_inbox_is_bounded_in_bytes_too():
+    """The inbox travels in the carried state (one payload of at most 2 MB): its text is
+    bounded in bytes whatever ``inbox_cap`` is."""
+    s = handle(options=RuntimeOptions(inbox_cap=100))
+    big = "é" * 60_000  # 120,002 bytes as JSON
+    for _ in range(4):
+        assert post_error(s, item(big)) is None
+        s.intake.items.append(item(big))
+    assert post_error(s, item(big)) == "inbox full (524,288 bytes)"
+    assert post_error(s, item("x" * 40_000)) is None  # what still fits is taken
+    assert text_bytes('a"b') == 6
+    assert INBOX_BYTES * 2 < BLOB_BYTES
+
+
+def test_a_post_update_is_refused_once_the_run_is_full():
+    assert post_history_error(POST_HISTORY_BYTES - 1) is None
+    assert post_history_error(POST_HISTORY_BYTES) == (
+        "history full (16.0 MiB in this run, 16 MiB admitted): retry once it has continued as new"
+    )
+    assert POST_HISTORY_BYTES < 50 * 2**20 // 2  # well below Temporal's 50 MiB
 
 
 @pytest.mark.parametrize(

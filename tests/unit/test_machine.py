@@ -7,6 +7,7 @@ import base64
 import json
 from itertools import pairwise, product
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,6 +80,14 @@ def test_a_legal_transition_records_nothing():
     assert s.last_error == "earlier"
 
 
+def _carried_start(started: dict[str, Any]) -> bool:
+    """The run starts from a carried state: continued as new, or recovered (``recover``)."""
+    if started.get("continuedExecutionRunId"):
+        return True
+    carried = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
+    return bool(carried["state"].get("recovered_from"))
+
+
 def _published_states(path: Path) -> list[str]:
     """The ``AgentState`` values a recorded history set, in order: the one its workflow
     started with (protocol 2: set by its creator), then one upsert per transition
@@ -88,9 +97,10 @@ def _published_states(path: Path) -> list[str]:
     for event in json.loads(path.read_text())["events"]:
         attrs = event.get("upsertWorkflowSearchAttributesEventAttributes")
         started = event.get("workflowExecutionStartedEventAttributes")
-        if started is not None and started.get("continuedExecutionRunId"):
+        if started is not None and _carried_start(started):
             # a continued run starts in the state its input carried (a parked turn carried
-            # across continue-as-new starts it `suspended`, protocol 3)
+            # across continue-as-new starts it `suspended`, protocol 3), and so does a run
+            # `recover` started from a terminated one
             carried = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
             states.append(carried["state"].get("state", "idle"))
             from_start = True  # its first upsert repeats it
@@ -123,7 +133,7 @@ def test_every_recorded_transition_is_in_the_table(name):
     assert states
     if states[0] != "idle":  # only a continued run starts elsewhere: the state it carried
         first = json.loads((HISTORIES / name).read_text())["events"][0]
-        assert first["workflowExecutionStartedEventAttributes"].get("continuedExecutionRunId")
+        assert _carried_start(first["workflowExecutionStartedEventAttributes"])
     illegal = [(a, b) for a, b in pairwise(states) if transition_error(a, b) is not None]
     assert illegal == KNOWN_ILLEGAL.get(name, []), f"{name}: {illegal}"
 

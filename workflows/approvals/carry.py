@@ -10,7 +10,9 @@ ParkedTurn` in the carried state, and the next run resumes it (the turn waits fo
 Answer, re-runs the tool with it, resolves the later suspensions in call order and goes on
 with the LLM loop). The Request and its id stay the same, so an Answer sent to the workflow
 id (``temporal workflow signal --name answer``, the web UI, the client) reaches whichever run
-is current.
+is current. A run the server terminates anyway (large signals from concurrent senders can fail
+every workflow task, so it cannot continue as new) is read back by the ``recovery`` query
+(:meth:`CarryOver.recovery`, the same rules) and started again by ``AgentRuntime.recover``.
 
 The rules (:func:`carry_blocker`): a turn is carried when it is parked on its own tool's
 Request (its tool jobs have finished), or when every unfinished tool job of its reply is a
@@ -35,11 +37,17 @@ from toolnexus_temporal.workflows.children.roster import compact
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.trust import masked
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.approvals.rules import parked_on
-    from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, ParkedTurn
+    from toolnexus_temporal.workflows.contract.state import (
+        AgentInput,
+        HandleState,
+        ParkedTurn,
+        RecoveryPoint,
+    )
 
 
 def carry_blocker(
@@ -192,6 +200,35 @@ class CarryOver:
             and workflow.all_handlers_finished()
             and self.life.continue_as_new_due()
         )
+
+    def recovery(self) -> RecoveryPoint:
+        """What a run started again from the current state carries (the ``recovery`` query;
+        ``AgentRuntime.recover`` reads it from a run the server terminated): the state as a
+        continue-as-new would carry it, without its nonces (the client takes them from the
+        run's history). An idle handle is carried as it is; a parked one with its parked
+        turn (the same Request and id, :func:`carry_blocker`'s rules, whatever the run's
+        length); a handle with a turn in flight, or closed, has none (``why`` says so).
+        Never raises; changes nothing."""
+        s = self.s
+        if s.state == "closed":
+            return RecoveryPoint(why="closed")
+        if s.state == "idle" and not s.intake.turn_pending and not s.closing:
+            carried = s.model_copy(deep=True)
+        elif s.state == "suspended" and self.scratch.batch is None and self.scratch.jobs is None:
+            if s.approval.parked is None:
+                return RecoveryPoint(why="suspended, but the turn is not parked")
+            carried = s.model_copy(deep=True)  # carried in, not resumed yet
+        elif s.state == "suspended":
+            children = self.parked_children()
+            blocker = carry_blocker(s, self.scratch, self.approvals.own_parked, children)
+            if blocker is not None:
+                return RecoveryPoint(why=f"suspended, but {blocker}")
+            carried = s.model_copy(deep=True)
+            carried.approval.parked = snapshot(s, self.scratch, children)
+        else:
+            return RecoveryPoint(why=f"{s.state}: a turn was in flight")
+        compact(carried)
+        return RecoveryPoint(input=AgentInput(state=masked(carried)))
 
     async def run_turn(self, turn: Callable[[], Coroutine[Any, Any, None]]) -> None:
         """Run the admitted (or carried) turn to its end. When the run grows long while the

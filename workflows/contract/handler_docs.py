@@ -82,3 +82,6 @@ TRACE: Final = (
     " at_ms (ms since the epoch) and line."
 )
 INBOX: Final = "Items waiting for the next wake, oldest first."
+RECOVERY: Final = (
+    "What `tnx recover` starts again from this run (its state, a parked turn; secrets masked)."
+)

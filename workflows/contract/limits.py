@@ -40,7 +40,26 @@ SEARCH_ATTRIBUTE_TEXT_BYTES: Final = 1_900
 measures it, with quotes and escapes) below :data:`SEARCH_ATTRIBUTE_VALUE_BYTES` with
 room for the payload's metadata (a 2,048-byte string measured 2,053 on the dev server)."""
 
+BLOB_BYTES: Final = 2 * 1024 * 1024
+"""The largest payload the server takes, bytes (``limit.blobSize.error``): one signal's input,
+one activity result, and the whole carried state of a continue-as-new (one payload). A
+continue-as-new whose input is larger fails its workflow task for good, so what a handle
+carries is bounded below it (:data:`INBOX_BYTES`)."""
+
+INBOX_BYTES: Final = 512 * 1024
+"""The most text one inbox holds, bytes of its JSON encoding: the inbox and the items a turn
+drained travel in the carried state, so together they stay within half of
+:data:`BLOB_BYTES` whatever ``inbox_cap`` is (eight items of 64,000 characters are 512 KB
+of ASCII, up to four times that in other scripts). A post past it is refused like one past
+``inbox_cap``: ``inbox full (524,288 bytes)``."""
+
 ELLIPSIS: Final = "…"
+
+
+def text_bytes(text: str) -> int:
+    """The size of ``text`` as a JSON string in a payload, bytes (UTF-8, with its escapes and
+    quotes)."""
+    return len(json.dumps(text, ensure_ascii=False).encode())
 
 
 def fit(text: str, max_bytes: int) -> str:

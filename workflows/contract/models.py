@@ -291,6 +291,11 @@ class RuntimeOptions(WireModel):
         continue_as_new_bytes: history bytes of one run after which a handle continues as
             new (Temporal terminates a run at 50 MiB). Large signals arrive
             faster than one per workflow task, so the margin is wide.
+        continue_as_new_min_run_ms: the shortest run that continues as new, in ms (default
+            1,200: Temporal delays the first workflow task of a run that follows one shorter
+            than ``history.workflowIdReuseMinimalInterval``, 1 s by default). 0 only on a
+            server whose interval is 0: then a flooded run continues as new as soon as it is
+            long (``docs/guide/production.md``, "Server limits and floods").
         live_usage_ms: usage rolls up to the parent at most once per this many ms of
             workflow time (CONTRACT §4 "live"), as one coalesced report: within a turn after
             an LLM call, and after a turn settles, flushed by a durable timer,
@@ -318,6 +323,7 @@ class RuntimeOptions(WireModel):
     continue_as_new_events: int = Field(default=20_000, ge=100, le=40_000)
     continue_as_new_signals: int = Field(default=2_000, ge=10, le=8_000)
     continue_as_new_bytes: int = Field(default=4 * 2**20, ge=2**16, le=20 * 2**20)
+    continue_as_new_min_run_ms: int = Field(default=1_200, ge=0, le=60_000)
     live_usage_ms: int | None = Field(default=1_000, ge=0)
     prompt_in_visibility: bool = True
 

@@ -67,6 +67,7 @@ QUERY_VIEW: Final = "view"
 QUERY_STATE: Final = "state"
 QUERY_TRACE: Final = "trace"
 QUERY_INBOX: Final = "inbox"
+QUERY_RECOVERY: Final = "recovery"
 
 # ---- activities ----
 

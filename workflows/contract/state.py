@@ -374,6 +374,9 @@ class HandleState(WireModel):
             ``{namespace}/{workflow id}@{first run id}``, so a store shared by several
             servers, or an id used again after its handle was gone, never mixes transcripts
             (set by the workflow's first run).
+        recovered_from: the id of the run the server terminated that this handle was
+            started again from (``AgentRuntime.recover``, ``tnx recover``); None when it
+            never was. A recovered run does not run ``on_spawn`` again.
         state: the Handle state.
         last_result: the most recent settled result.
         result_seq: how many results have settled (waiters wait for it to grow).
@@ -410,6 +413,7 @@ class HandleState(WireModel):
     pool_tokens_limit: int | None = None
     pool_tool_calls_limit: int | None = None
     store_key: str | None = None
+    recovered_from: str | None = None
     # The state machine (``machine.py``), and ``closing`` (``lifecycle/``).
     state: HandleStateName = "idle"
     last_result: TaskResult | None = None
@@ -455,3 +459,18 @@ class AgentInput(WireModel):
         keep.setdefault("id", "unknown")
         keep.setdefault("task_queue", "unknown")
         return {"state": {**keep, "protocol": protocol if isinstance(protocol, int) else -1}}
+
+
+class RecoveryPoint(WireModel):
+    """The answer of the ``recovery`` query: what a run started again from this run's
+    current state would carry (``carry.py``). ``AgentRuntime.recover`` reads it from a run
+    the server terminated (a worker replays that run's history to answer).
+
+    Attributes:
+        input: the input of the new run (the state without its nonces, as the ``state``
+            query shows it; a parked turn travels in ``approval.parked``), or None.
+        why: why there is none (a turn in flight, closed).
+    """
+
+    input: AgentInput | None = None
+    why: str | None = None

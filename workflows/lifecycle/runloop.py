@@ -73,7 +73,9 @@ class RunLoop:
         life = self._lifecycle
         info = workflow.info()
         self._vis.publish()
-        first_run = info.continued_run_id is None
+        first_run = info.continued_run_id is None and s.recovered_from is None
+        if info.continued_run_id is None and s.recovered_from is not None:
+            self._vis.trace(f"{s.id}: recovered (run {s.recovered_from} was terminated)")
         try:
             if first_run and s.defn is not None and s.defn.on_spawn:
                 await life.run_hook(s.defn.on_spawn, "spawn", None)
