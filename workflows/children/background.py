@@ -220,13 +220,15 @@ class Background:
 
     def wake_if_due(self) -> None:
         """Wake this handle when a child item waits and the handle is idle (not closing,
-        not already waiting for a slot); a running or parked handle is woken once its turn
-        settles (the run loop calls this again)."""
+        not already waiting for a slot, not a one-shot ``task`` child, which closes after its
+        turn); a running or parked handle is woken once its turn settles (the run loop calls
+        this again)."""
         s = self.s
         if (
             not s.background.waiting
             or s.state != "idle"
             or s.closing
+            or s.one_shot
             or s.defn is None
             or s.intake.turn_pending
             or s.leases.slot_waiting
