@@ -258,7 +258,11 @@ async def test_exactly_once_across_the_parents_continue_as_new(make_runtime, cli
         await asyncio.sleep(1)
         assert items_seen(llm) == 2 and llm.calls("m-lead") == 4
         s = await state_of(client, rt, lead.id)
-        assert s.background.waiting == [] and s.background.followed[KID].delivered == 2
+        assert s.background.waiting == []
+        # the closed kid leaves the books at the lead's next continue-as-new (it may have
+        # run already: the thresholds are low here)
+        followed = s.background.followed
+        assert KID not in followed or followed[KID].delivered == 2
         await replay_every_run(client, rt, lead.id)
 
 
