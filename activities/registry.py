@@ -25,6 +25,14 @@ from toolnexus_temporal.workflows.contract.messages import (
 )
 from toolnexus_temporal.workflows.contract.models import AgentDef
 from toolnexus_temporal.workflows.contract.names import (
+    BACKGROUND_CLOSE_TOOL,
+    BACKGROUND_LIST_TOOL,
+    BACKGROUND_POST_TOOL,
+    BACKGROUND_TOOLS,
+    BACKGROUND_WAIT_DEFAULT_S,
+    BACKGROUND_WAIT_MAX_S,
+    BACKGROUND_WAIT_TOOL,
+    CHILD_CHANNEL,
     RESOLVE_AGENT_ACTIVITY,
     RUN_HOOK_ACTIVITY,
     TASK_TOOL,
@@ -32,6 +40,45 @@ from toolnexus_temporal.workflows.contract.names import (
 
 Hook = Callable[[HookInput], Awaitable[None] | None]
 """An ``on_spawn`` / ``on_close`` hook: called with the event; sync or async."""
+
+
+def _function(name: str, description: str, properties: dict[str, Any]) -> dict[str, Any]:
+    required = [key for key in properties if key in ("id", "text")]
+    parameters = {"type": "object", "properties": properties, "required": required}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
+def background_schemas() -> list[dict[str, Any]]:
+    """The schemas of the background tools (``workflows/children/background.py``), offered
+    with ``task``: list, wait for, post to and close the children started with
+    ``"background": true``."""
+    child = {"type": "string", "description": "the background child's id"}
+    return [
+        _function(
+            BACKGROUND_LIST_TOOL,
+            "List your background children: id, state, results, the last one",
+            {},
+        ),
+        _function(
+            BACKGROUND_WAIT_TOOL,
+            "Wait for a background child's result (one not read yet, else its next); "
+            f"timeout_s in seconds (default {BACKGROUND_WAIT_DEFAULT_S}, at most "
+            f"{BACKGROUND_WAIT_MAX_S})",
+            {"id": child, "timeout_s": {"type": "number"}},
+        ),
+        _function(
+            BACKGROUND_POST_TOOL,
+            "Post a message to an idle background child and wake it; its result arrives "
+            f"in your inbox (channel {CHILD_CHANNEL})",
+            {"id": child, "text": {"type": "string"}},
+        ),
+        _function(
+            BACKGROUND_CLOSE_TOOL, "Close a background child (and its subtree)", {"id": child}
+        ),
+    ]
 
 
 class RegistryError(ValueError):
@@ -43,7 +90,8 @@ class Registry:
 
     Args:
         agents: the definitions; names must be unique.
-        tools: tools built with ``define_tool``; names must be unique and not ``task``.
+        tools: tools built with ``define_tool``; names must be unique and not ``task`` nor
+            a background tool's (``background_list``, ``_wait``, ``_post``, ``_close``).
         interpreters: ``wait_for`` interpreters by registered name.
         hooks: ``on_spawn`` / ``on_close`` hooks by registered name.
 
@@ -65,7 +113,7 @@ class Registry:
         self.interpreters: dict[str, Interpreter] = dict(interpreters or {})
         self.hooks: dict[str, Hook] = dict(hooks or {})
         for tool in tools:
-            if tool.name in self.tools or tool.name == TASK_TOOL:
+            if tool.name in self.tools or tool.name in (TASK_TOOL, *BACKGROUND_TOOLS):
                 raise RegistryError(f"tool {tool.name!r} is defined twice or is reserved")
             self.tools[tool.name] = tool
         for defn in agents:
@@ -169,9 +217,10 @@ class RegistryActivities:
         return ResolveAgentResult(defn=defn, tool_options=options)
 
     def tool_schemas(self, tools: list[str], team: list[str]) -> list[dict[str, Any]]:
-        """OpenAI-style function schemas for ``tools``, plus the ``task`` tool when ``team``
-        is not empty (CONTRACT §4: the team sorted by name as ``name: description``). Names
-        this registry lacks are left out, never an error."""
+        """OpenAI-style function schemas for ``tools``, plus the ``task`` tool and the
+        background tools when ``team`` is not empty (CONTRACT §4: the team sorted by name as
+        ``name: description``; :func:`background_schemas`). Names this registry lacks are left
+        out, never an error."""
         known = self.registry.tools
         schemas = [known[name].schema() for name in tools if name in known]
         # A name the registry lacks (a deploy dropped it under a running agent) is left out:
@@ -188,18 +237,24 @@ class RegistryActivities:
                     "type": "function",
                     "function": {
                         "name": TASK_TOOL,
-                        "description": f"Delegate a task to a team member. Team: {listing}",
+                        "description": (
+                            f"Delegate a task to a team member. Team: {listing}. With "
+                            '"background": true the call returns at once with the '
+                            "child's id and its result arrives later in your inbox"
+                        ),
                         "parameters": {
                             "type": "object",
                             "properties": {
                                 "agent": {"type": "string", "enum": members},
                                 "prompt": {"type": "string"},
+                                "background": {"type": "boolean"},
                             },
                             "required": ["agent", "prompt"],
                         },
                     },
                 }
             )
+            schemas.extend(background_schemas())
         return schemas
 
     @activity.defn(name=RUN_HOOK_ACTIVITY)

@@ -197,11 +197,23 @@ def spawn_command(
             help="Also wake the new agent with TEXT, in the same message (see `tnx wait`).",
         ),
     ] = None,
+    notify: Annotated[
+        bool,
+        typer.Option(
+            "--notify",
+            help=(
+                "A background child that reports back: each settled turn reaches PARENT "
+                "(a spawned agent, not the root) once, as a `child` inbox item that wakes it."
+            ),
+        ),
+    ] = False,
 ) -> None:
     """Spawn agent NAME under PARENT (the root is created if missing); print the new id."""
     override = args.parse_budget(budget)
     target = args.ref(opts, parent)
-    spawned = ops.run(opts, lambda rt: rt.spawn(target, name, override, prompt=prompt), create=True)
+    spawned = ops.run(
+        opts, lambda rt: rt.spawn(target, name, override, prompt=prompt, notify=notify), create=True
+    )
     if isinstance(spawned, SpawnError):
         if opts.json:
             emit(args.dump(spawned))

@@ -174,6 +174,7 @@ class AgentRuntime(HandleReads):
         *,
         wake: bool = False,
         prompt: str | None = None,
+        notify: bool = False,
     ) -> Handle | SpawnError:
         """Spawn a child of ``parent`` (CONTRACT §3 spawn). Never raises for a refused spawn.
 
@@ -186,6 +187,12 @@ class AgentRuntime(HandleReads):
                 ``queued`` for a slot) with ``prompt``; :meth:`wait` gives that turn's result.
                 A ``prompt`` implies ``wake``.
             prompt: the first wake's prompt.
+            notify: a background child that reports back: each turn of the child that
+                settles (a result, or a ``pending`` one parked on a Request) reaches
+                ``parent`` once as one inbox item ``[from=<child id> channel=child] [status]
+                text``, never refused by a full inbox, and wakes ``parent`` if it is idle
+                (else its next wake reads it). The parent must be a spawned handle: under the
+                root it is a SpawnError.
 
         Returns:
             The child Handle (state ``idle``, id ``{parent.id}/{name}.{n}``), or a SpawnError
@@ -197,7 +204,11 @@ class AgentRuntime(HandleReads):
         pid = handle_id(parent)
         try:
             request = SpawnRequest(
-                name=name, budget=budget, wake=wake or prompt is not None, prompt=prompt
+                name=name,
+                budget=budget,
+                wake=wake or prompt is not None,
+                prompt=prompt,
+                notify=notify,
             )
             result = await self._rpc.update(pid, AgentWorkflow.spawn, request)
         except VerbRejectedError as err:  # the parent's workflow has ended: it is closed

@@ -46,6 +46,7 @@ SCENARIOS = (
     "terminated",
     "race",
     "recovered",
+    "background",
 )
 """Each recorder's file-name prefix (``test_replay.py`` checks each has files)."""
 
@@ -597,6 +598,50 @@ async def test_record_task_histories(make_runtime, client) -> None:
         gated.release_all()
         ids = {"root": "root", "boss": boss.id, "kid1": f"{boss.id}/kid.1", "kid2": kid2}
         await _record_each(client, rt, "task", ids)
+
+
+@RECORDING
+async def test_record_background_histories(make_runtime, client) -> None:
+    """A background child (``task`` with ``"background": true``) whose result wakes its
+    parent; the woken turn posts to it, waits for it and closes it (issue 25 item 2).
+    Writes ``background_*.json``."""
+    from toolnexus_temporal.activities import Registry
+
+    reg = Registry(
+        [
+            AgentDef(name="lead", team=["kid"], model="m-lead"),
+            AgentDef(name="kid", description="does work", model="m-kid"),
+        ]
+    )
+    kid = "root/lead.1/kid.1"
+    llm = ScriptedLLM(
+        {
+            "m-lead": [
+                tool_calls(("task", {"agent": "kid", "prompt": "job", "background": True})),
+                text("started"),
+                tool_calls(("background_post", {"id": kid, "text": "more"})),
+                tool_calls(("background_wait", {"id": kid}), ("background_list", {})),
+                tool_calls(("background_close", {"id": kid})),
+                text("all read"),
+            ],
+            "m-kid": [text("did the job"), text("did more")],
+        }
+    )
+    gated = _Gated(llm, "m-kid")
+    async with make_runtime(reg, gated.transport()) as rt:
+        lead = await rt.spawn(rt.root, "lead")
+        assert isinstance(lead, Handle)
+        assert (await rt.run_turn(lead, "go")).text == "started"
+        gated.release_all()  # the kid settles while the lead is idle: it wakes the lead
+        for _ in range(300):
+            view = await rt.inspect(lead)
+            if view.result_seq == 2 and view.state == "idle":
+                break
+            await asyncio.sleep(0.1)
+        assert (await rt.wait(lead)).text == "all read"
+        assert (await rt.inspect(kid)).state == "closed"
+        await rt.close(lead)
+        await _record_each(client, rt, "background", {"lead": lead.id, "kid": kid})
 
 
 @RECORDING

@@ -11,7 +11,8 @@ class that owns one concept; imports only go down):
 * ``inbox``: post bounds, wake admission; ``approvals/``: suspension, Answer routing,
   parking on task children, a parked turn carried across continue-as-new (``carry``);
 * ``children/``: spawn, child reports, closing a child, children whose workflows end
-  (``watch``), the ``task`` tool (``delegation``);
+  (``watch``), the ``task`` tool (``delegation``), background children that report back
+  (``background``);
 * ``turn/``: the LLM loop and tool calls; ``lifecycle/``: wait, interrupt, close, hooks,
   continue-as-new, the run loop (``runloop``), verbs exactly once across runs
   (``updates``).
@@ -39,6 +40,7 @@ from temporalio.exceptions import ApplicationError
 from toolnexus_temporal.workflows.approvals.approvals import Approvals
 from toolnexus_temporal.workflows.approvals.carry import CarryOver
 from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.children.background import Background
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import HISTORY_FULL, Inbox, post_history_error
@@ -122,7 +124,11 @@ class AgentWorkflow:
         self._children = Children(s, self._vis, self._machine, self._budgets, self._leases)
         self._approvals = Approvals(s, self._scratch, self._vis, self._machine, self._outbox)
         self._children.on_change = self._approvals.sync_parking
-        self._delegation = Delegation(s, self._vis, self._children, self._approvals)
+        self._background = Background(s, self._vis, self._children, self._inbox)
+        self._children.on_background = self._background.wake_if_due
+        self._delegation = Delegation(
+            s, self._vis, self._children, self._approvals, self._background
+        )
         self._turn = Turn(
             s,
             self._scratch,
@@ -147,6 +153,7 @@ class AgentWorkflow:
         self._loop = RunLoop(
             s, self._vis, self._outbox, self._lifecycle, self._children, self._parking, self._turn
         )
+        self._loop.after_turn = self._background.wake_if_due
 
     # ------------------------------------------------------------------ run loop
 
@@ -180,8 +187,9 @@ class AgentWorkflow:
 
     @workflow.query(name=names.QUERY_INBOX, description=docs.INBOX)
     def inbox(self) -> list[InboxItem]:
-        """Items waiting for the next wake, oldest first."""
-        return list(self.s.intake.items)
+        """Items waiting for the next wake, oldest first: the posts, then the background
+        children's items (``children/background.py``)."""
+        return [*self.s.intake.items, *self.s.background.waiting]
 
     @workflow.query(name=names.QUERY_RECOVERY, description=docs.RECOVERY)
     def recovery(self) -> RecoveryPoint:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from temporalio import workflow
 
+from toolnexus_temporal.workflows.children.background import take_waiting
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
@@ -82,9 +83,10 @@ def wake_error(s: HandleState) -> str | None:
 
 
 def drain(s: HandleState, prompt: str | None) -> None:
-    """Admit a wake: keep its prompt, move the inbox into the turn, mark the turn pending."""
+    """Admit a wake: keep its prompt, move the inbox into the turn (the posts, then the
+    background children's items: ``children/background.py``), mark the turn pending."""
     s.intake.wake_prompt = prompt
-    s.intake.turn_inbox = s.intake.items
+    s.intake.turn_inbox = s.intake.items + take_waiting(s)
     s.intake.items = []
     s.intake.turn_pending = True
 
@@ -97,7 +99,9 @@ def take_turn_input(s: HandleState) -> str:
 
 
 def restore_drained(s: HandleState) -> None:
-    """An interrupted or failed turn: its drained items return to the front of the inbox."""
+    """An interrupted or failed turn: its drained items return to the front of the inbox
+    (background children's items too: the next turn reads them, past ``inbox_cap`` if it
+    must, since they are never refused)."""
     s.intake.items = s.intake.turn_inbox + s.intake.items
 
 

@@ -20,6 +20,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
+from toolnexus_temporal.workflows.children.background import note, track
 from toolnexus_temporal.workflows.children.definitions import Definitions
 from toolnexus_temporal.workflows.children.roster import (
     children_count,
@@ -181,6 +182,9 @@ class Children:
         self.on_change: Callable[[], None] = lambda: None
         """Called after a child's info changed (a report, or its workflow ended): the
         handle's parking follows its task children (``Approvals.sync_parking``)."""
+        self.on_background: Callable[[], None] = lambda: None
+        """Called after a background child's report noted an item for the next wake
+        (``Background.wake_if_due``: an idle handle is woken)."""
         self.watcher = ChildWatch(
             s,
             vis,
@@ -194,10 +198,21 @@ class Children:
 
     async def spawn(self, req: SpawnRequest) -> SpawnResult:
         """The ``spawn`` update: the child's view, or the SpawnError text (never raises).
-        With ``req.wake`` the child starts with that wake admitted."""
+        With ``req.wake`` the child starts with that wake admitted; with ``req.notify`` it
+        is a background child that reports back (``background.py``), refused under the
+        root (which takes no turns)."""
         wake = req.wake
+        if req.notify and self.s.defn is None:
+            refused = "notify needs a parent that takes turns (the root has no inbox)"
+            self.vis.trace(f"{self.s.id}: spawn {req.name} REJECTED ({refused})")
+            return SpawnResult(error=refused)
         child, error = await self.start(
-            req.name, budget=req.budget, wake=wake, prompt=req.prompt if wake else None
+            req.name,
+            budget=req.budget,
+            wake=wake,
+            prompt=req.prompt if wake else None,
+            report_results=req.notify,
+            notify=req.notify,
         )
         if child is None:
             return SpawnResult(error=error)
@@ -227,8 +242,10 @@ class Children:
         wake: bool = False,
         prompt: str | None = None,
         one_shot: bool = False,
+        notify: bool = False,
     ) -> tuple[HandleState | None, str | None]:
-        """Check, then start a child workflow (CONTRACT §3 spawn).
+        """Check, then start a child workflow (CONTRACT §3 spawn); with ``notify`` it is a
+        background child of this handle (tracked before its workflow starts).
 
         Returns:
             (the child's initial state, None), or (None, the SpawnError text).
@@ -244,6 +261,8 @@ class Children:
         pools = carve(s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
         nonce = str(workflow.uuid4())
         child_id = record_spawn(s, defn.name, nonce)
+        if notify:
+            track(s, child_id)
         lease = self.leases.at_spawn(child_id)
         team_defs = {m: s.roster.agent_defs[m] for m in defn.team if m in s.roster.agent_defs}
         child = child_state(
@@ -347,6 +366,8 @@ class Children:
         self.budgets.push_floors()
         self.machine.report()
         self.on_change()
+        if note(self.s, report.id):
+            self.on_background()
 
     async def close(self, child_id: str, req: CloseRequest) -> None:
         """Close one child (signal ``close``) and wait until it reports ``closed``; a child

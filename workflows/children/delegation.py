@@ -1,5 +1,6 @@
 """Delegation: the ``task`` tool (CONTRACT §4, §5), spawn → wake → wait → close of one child,
-run in workflow code inside the parent's turn.
+run in workflow code inside the parent's turn; with ``"background": true`` the call only
+starts the child and the background tools follow it (``background.py``).
 
 The child starts a fresh transcript; the parent's model gets exactly one tool message (the
 child's text, or ``[status] text``). While the child is parked on a Request, the parent parks
@@ -15,6 +16,7 @@ import json
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.approvals.approvals import Approvals
+from toolnexus_temporal.workflows.children.background import Background
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.machine import require_defn
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
@@ -22,6 +24,7 @@ from toolnexus_temporal.workflows.visibility.visibility import Visibility
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import CloseRequest
     from toolnexus_temporal.workflows.contract.models import TaskResult, ToolCall, ToolResult
+    from toolnexus_temporal.workflows.contract.names import BACKGROUND_TOOLS
     from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState
 
 
@@ -33,6 +36,7 @@ class Delegation:
         vis: trace lines.
         children: spawns and closes the child.
         approvals: parks and unparks this handle with the child.
+        background: background children (``"background": true`` and the background tools).
     """
 
     def __init__(
@@ -41,18 +45,29 @@ class Delegation:
         vis: Visibility,
         children: Children,
         approvals: Approvals,
+        background: Background,
     ) -> None:
         self.s = s
         self.vis = vis
         self.children = children
         self.approvals = approvals
+        self.background = background
+
+    async def tool(self, index: int, call: ToolCall) -> ToolResult:
+        """Run call ``index`` of a reply to a delegation tool: ``task``, or one of the
+        background tools (``names.BACKGROUND_TOOLS``)."""
+        if call.name in BACKGROUND_TOOLS:
+            return await self.background.tool(call)
+        return await self.task(index, call)
 
     async def task(self, index: int, call: ToolCall) -> ToolResult:
-        """Run the ``task`` call ``index`` of a reply (``{"agent": ..., "prompt": ...}``).
+        """Run the ``task`` call ``index`` of a reply (``{"agent": ..., "prompt": ...}``,
+        optionally ``"background": true``).
 
         Returns:
             The child's text, or an error result: bad arguments, an agent outside the team
-            (the team is named), a refused spawn, or the child's non-``done`` result.
+            (the team is named), a refused spawn, or the child's non-``done`` result. In the
+            background: at once, the child's id (its results arrive as inbox items).
 
         Raises:
             asyncio.CancelledError: the parent's turn was interrupted (the child is closed
@@ -63,9 +78,15 @@ class Delegation:
         try:
             args = json.loads(call.arguments or "{}")
             agent, prompt = str(args["agent"]), str(args["prompt"])
-        except (ValueError, KeyError, TypeError):
+            background = args.get("background", False)
+            if not isinstance(background, bool):
+                raise TypeError("background is not a boolean")
+        except (ValueError, KeyError, TypeError, AttributeError):
             return ToolResult(
-                output='error: task needs {"agent": <team member>, "prompt": <text>}',
+                output=(
+                    'error: task needs {"agent": <team member>, "prompt": <text>} '
+                    '(and optionally "background": true)'
+                ),
                 is_error=True,
             )
         if agent not in defn.team:
@@ -74,6 +95,8 @@ class Delegation:
                 output=f"error: agent {agent!r} is not in the team (team: {team})",
                 is_error=True,
             )
+        if background:
+            return await self.background.start(agent, prompt)
         child_id, error = await self.children.spawn_for_task(agent, prompt)
         if child_id is None:
             return ToolResult(output=f"error: spawn {agent} refused: {error}", is_error=True)

@@ -51,12 +51,15 @@ class BudgetReply(WireModel):
 class SpawnRequest(WireModel):
     """``spawn`` update input: the agent name, an optional budget override, and optionally a
     first wake that travels with the spawn (``wake``, with ``prompt``): the child starts
-    running at once, with no second message (a ``wait`` gives its result)."""
+    running at once, with no second message (a ``wait`` gives its result). ``notify``: a
+    background child that reports back: each settled turn of it reaches the parent as one
+    inbox item (``children/background.py``)."""
 
     name: str
     budget: Budget | None = None
     wake: StrictBool = False
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
+    notify: StrictBool = False
 
 
 class SpawnResult(WireModel):

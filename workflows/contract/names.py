@@ -22,7 +22,32 @@ ROOT_ID: Final = "root"
 """The root handle's id (depth 0; never runs an LLM)."""
 
 TASK_TOOL: Final = "task"
-"""The delegation tool's name (CONTRACT §4): ``{"agent": ..., "prompt": ...}``."""
+"""The delegation tool's name (CONTRACT §4): ``{"agent": ..., "prompt": ...}``, and
+``"background": true`` to start the child without waiting for it."""
+
+BACKGROUND_LIST_TOOL: Final = "background_list"
+"""The tool that lists a handle's background children (no arguments)."""
+BACKGROUND_WAIT_TOOL: Final = "background_wait"
+"""The tool that waits for one background child's result: ``{"id": ..., "timeout_s": ...}``."""
+BACKGROUND_WAIT_DEFAULT_S: Final = 300
+"""``background_wait``'s timeout when the model gives none, in seconds."""
+BACKGROUND_WAIT_MAX_S: Final = 3_600
+"""The longest ``background_wait`` timeout, in seconds (longer ones are cut to it)."""
+BACKGROUND_POST_TOOL: Final = "background_post"
+"""The tool that posts to one idle background child and wakes it: ``{"id": ..., "text": ...}``."""
+BACKGROUND_CLOSE_TOOL: Final = "background_close"
+"""The tool that closes one background child: ``{"id": ...}``."""
+BACKGROUND_TOOLS: Final = (
+    BACKGROUND_LIST_TOOL,
+    BACKGROUND_WAIT_TOOL,
+    BACKGROUND_POST_TOOL,
+    BACKGROUND_CLOSE_TOOL,
+)
+"""The built-in tools for background children, offered (with ``task``) to every agent with
+a team."""
+CHILD_CHANNEL: Final = "child"
+"""The inbox channel of a background child's settled result (``[from=<child id>
+channel=child] [status] text``)."""
 
 
 def workflow_id_for(scope: str | None, handle_id: str) -> str:

@@ -8,7 +8,8 @@ each other component writes one nested part, a :class:`WireModel` whose docstrin
 owner: ``leases`` (:class:`LeaseState`, ``leases.py``), ``approval`` (:class:`ApprovalState`,
 ``approvals/``), ``roster`` (:class:`RosterState`, ``children/``), ``intake``
 (:class:`InboxState`, ``inbox.py``), ``usage`` (:class:`UsageState`, ``budgets.py``) and
-``turn`` (:class:`TurnState`, ``turn/``). It is still one model: the ``state`` query returns
+``turn`` (:class:`TurnState`, ``turn/``) and ``background`` (:class:`BackgroundState`,
+``children/background.py``). It is still one model: the ``state`` query returns
 it and continue-as-new carries it whole (``AgentInput(state=...)``); a part left at its
 defaults costs no history bytes. The shape is a durable contract: running workflows carry it
 through continue-as-new, so fields are only ever added, with defaults. Deterministic and I/O
@@ -283,6 +284,39 @@ class InboxState(WireModel):
     start_wake: bool = False
 
 
+class BackgroundChild(WireModel):
+    """One background child as its parent knows it (``children/background.py``).
+
+    Attributes:
+        noted: the child's ``result_seq`` of the last result noted for the parent.
+        delivered: the child's ``result_seq`` of the last result the parent got (drained
+            into a turn, or returned by a background tool).
+        woken: the parent's ``background_post`` woke it and no result has come since (its
+            own reports say nothing of a turn's start).
+    """
+
+    noted: int = 0
+    delivered: int = 0
+    woken: bool = False
+
+
+class BackgroundState(WireModel):
+    """Background children that report back (owner: ``workflows/children/background.py``):
+    children spawned with ``notify`` (``rt.spawn(..., notify=True)``, or the ``task`` tool
+    with ``background: true``) whose settled turns reach this handle as inbox items.
+
+    Attributes:
+        followed: the background children, by child id (closed ones leave at
+            continue-as-new).
+        waiting: one inbox item per child (channel ``child``) for the next wake, never
+            counted against ``inbox_cap``: at most one per background child, a newer result
+            of the same child replacing the older one.
+    """
+
+    followed: dict[str, BackgroundChild] = Field(default_factory=dict)
+    waiting: list[InboxItem] = Field(default_factory=list)
+
+
 class UsageState(WireModel):
     """Subtree usage and the pools it draws from (owner: ``workflows/budgets.py``,
     :class:`Budgets`; the children's reports add theirs through ``children/watch.py``).
@@ -393,6 +427,7 @@ class HandleState(WireModel):
         usage: :class:`UsageState` (``budgets.py``).
         turn: :class:`TurnState` (``turn/``).
         updates: :class:`UpdateState` (``lifecycle/updates.py``).
+        background: :class:`BackgroundState` (``children/background.py``).
     """
 
     # Identity and configuration, set once at creation (spawn, ``roots.py`` for the root).
@@ -433,6 +468,7 @@ class HandleState(WireModel):
     usage: UsageState = Field(default_factory=UsageState)
     turn: TurnState = Field(default_factory=TurnState)
     updates: UpdateState = Field(default_factory=UpdateState)
+    background: BackgroundState = Field(default_factory=BackgroundState)
 
 
 class AgentInput(WireModel):

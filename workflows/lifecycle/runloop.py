@@ -10,10 +10,12 @@ no I/O.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.approvals.carry import CarryOver
+from toolnexus_temporal.workflows.children import background
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.children.roster import compact
 from toolnexus_temporal.workflows.contract.versions import check_protocol
@@ -57,6 +59,9 @@ class RunLoop:
         self._children = children
         self._parking = parking
         self._turn = turn
+        self.after_turn: Callable[[], None] = lambda: None
+        """Called after each turn, once a held wake had its chance: a background child's
+        item that came during the turn wakes the handle (``Background.wake_if_due``)."""
 
     async def run(self) -> HandleView:
         """Serve verbs until the handle is closed; each admitted wake runs one turn.
@@ -116,6 +121,7 @@ class RunLoop:
                 run = self._parking.run_turn(self._turn.run)
                 await asyncio.shield(asyncio.create_task(run))
                 life.inbox.admit_held_wake()  # a wake that came during an interrupt
+                self.after_turn()  # a background child's item that came during the turn
                 await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
@@ -129,4 +135,5 @@ class RunLoop:
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
                 compact(s)  # closed children and old trace lines stay behind
+                background.compact(s)  # closed background children too (unread items stay)
                 workflow.continue_as_new(AgentInput(state=s))

@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         Usage,
     )
     from toolnexus_temporal.workflows.contract.names import (
+        BACKGROUND_TOOLS,
         TASK_TOOL,
         TOOL_CALL_ACTIVITY,
         TOOL_NON_RETRYABLE,
@@ -290,10 +291,12 @@ class Turn:
         result naming the available tools."""
         s = self.s
         defn = require_defn(s)
-        if call.name == TASK_TOOL and defn.team:
-            return await self.delegation.task(index, call)
+        if defn.team and (call.name == TASK_TOOL or call.name in BACKGROUND_TOOLS):
+            return await self.delegation.tool(index, call)
         if call.name not in defn.tools:
-            available = ", ".join([*defn.tools, *([TASK_TOOL] if defn.team else [])])
+            available = ", ".join(
+                [*defn.tools, *([TASK_TOOL, *BACKGROUND_TOOLS] if defn.team else [])]
+            )
             return ToolResult(
                 output=f"error: unknown tool {call.name!r} (available: {available or 'none'})",
                 is_error=True,

@@ -107,9 +107,10 @@ def current_details(s: HandleState, rejection: str | None = None) -> str:
     head = [f"**⚠ {rejection}**"] if rejection else []
     if s.state == "suspended" and s.approval.pending_req is not None:
         head += pending_lines(s, s.approval.pending_req)
+    inbox = len(s.intake.items) + len(s.background.waiting)
     body = [
         f"**{s.id}** — `{s.state}`",
-        f"turns {s.turn.turns_total} · tokens {s.usage.usage_total} · inbox {len(s.intake.items)}"
+        f"turns {s.turn.turns_total} · tokens {s.usage.usage_total} · inbox {inbox}"
         f" · children {children_count(s)}",
         f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
     ]

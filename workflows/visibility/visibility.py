@@ -73,7 +73,7 @@ def view_of(s: HandleState) -> HandleView:
         report_seq=s.report_seq,
         pending_since_ms=s.approval.pending_since_ms,
         name=s.defn.name if s.defn else ROOT_ID,
-        inbox_count=len(s.intake.items),
+        inbox_count=len(s.intake.items) + len(s.background.waiting),
         children=all_children(s),
         conv_id=s.id,
         queued=s.leases.slot_waiting,
@@ -84,7 +84,7 @@ def status_of(s: HandleState) -> HandleStatus:
     """Build the small status returned by verbs."""
     return HandleStatus(
         **_status_fields(s),
-        inbox_count=len(s.intake.items),
+        inbox_count=len(s.intake.items) + len(s.background.waiting),
         children_count=children_count(s),
         queued=s.leases.slot_waiting,
     )

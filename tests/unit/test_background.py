@@ -1,0 +1,78 @@
+"""Background children's rules (``workflows/children/background.py``): one item per settled
+result, outside the inbox cap, read once (issue 25 item 2)."""
+
+from __future__ import annotations
+
+from tests.unit.fakes import parent_with
+from toolnexus_temporal.workflows.children import background
+from toolnexus_temporal.workflows.contract.models import InboxItem, Request, TaskResult
+from toolnexus_temporal.workflows.contract.state import AgentInput, ChildInfo
+from toolnexus_temporal.workflows.inbox import drain, post_error, restore_drained
+from toolnexus_temporal.workflows.turn.render import render_turn_input
+
+
+def settled(s, child: str, seq: int, result: TaskResult, state: str = "idle") -> bool:
+    s.roster.children_info[child] = ChildInfo(state=state, result_seq=seq, last_result=result)
+    return background.note(s, child)
+
+
+def test_a_settled_result_is_one_child_item_read_once() -> None:
+    s = parent_with("p/x.1", "p/y.2", max_concurrent=None)
+    background.track(s, "p/x.1")
+    assert not background.note(s, "p/x.1")  # no result yet
+    assert settled(s, "p/x.1", 1, TaskResult(status="done", text="found it"))
+    assert not background.note(s, "p/x.1")  # the same snapshot again: nothing new
+    assert not settled(s, "p/y.2", 1, TaskResult(status="done", text="x"))  # not background
+    [item] = s.background.waiting
+    assert (item.from_, item.channel, item.text) == ("p/x.1", "child", "[done] found it")
+    drain(s, None)
+    assert s.background.waiting == []
+    text = render_turn_input(None, s.intake.turn_inbox)
+    assert text.endswith("1. [from=p/x.1 channel=child] [done] found it")
+    assert not background.note(s, "p/x.1")  # read: a repeated report adds nothing
+
+
+def test_a_full_inbox_never_refuses_a_child_item() -> None:
+    s = parent_with("p/x.1", max_concurrent=None)
+    s.options = s.options.model_copy(update={"inbox_cap": 1})
+    s.intake.items.append(InboxItem(text="a post"))
+    assert post_error(s, InboxItem(text="another")) == "inbox full (1)"
+    background.track(s, "p/x.1")
+    assert settled(s, "p/x.1", 1, TaskResult(status="done", text="r"))
+    drain(s, "go")
+    assert [i.text for i in s.intake.turn_inbox] == ["a post", "[done] r"]
+    restore_drained(s)  # an interrupted turn: both come back, read by the next one
+    assert [i.text for i in s.intake.items] == ["a post", "[done] r"]
+
+
+def test_unread_results_of_one_child_coalesce_into_its_latest() -> None:
+    s = parent_with("p/x.1", max_concurrent=None)
+    background.track(s, "p/x.1")
+    assert settled(s, "p/x.1", 1, TaskResult(status="done", text="first"))
+    req = Request(id="p/x.1#1", kind="approval", prompt="deploy?")
+    pending = TaskResult(status="pending", text="", pending=req)
+    assert settled(s, "p/x.1", 3, pending, state="suspended")
+    [item] = s.background.waiting
+    assert item.text == "[pending] (latest of 3 results) approval: deploy? (request p/x.1#1)"
+    background.consume(s, "p/x.1")  # a background tool returned it
+    assert s.background.waiting == [] and not background.note(s, "p/x.1")
+
+
+def test_state_survives_continue_as_new_and_closed_children_leave() -> None:
+    s = parent_with("p/x.1", "p/y.2", max_concurrent=None)
+    background.track(s, "p/x.1")
+    background.track(s, "p/y.2")
+    assert settled(s, "p/x.1", 1, TaskResult(status="done", text="r"), state="closed")
+    background.compact(s)
+    assert list(s.background.followed) == ["p/y.2"] and len(s.background.waiting) == 1
+    carried = AgentInput.model_validate_json(AgentInput(state=s).model_dump_json()).state
+    assert carried.background == s.background
+    assert not background.note(carried, "p/x.1")  # a closed child's late report: nothing
+
+
+def test_listing_names_each_child_and_its_unread_item() -> None:
+    s = parent_with("p/x.1", max_concurrent=None)
+    assert background.listing(s) == "no background children"
+    background.track(s, "p/x.1")
+    assert settled(s, "p/x.1", 1, TaskResult(status="error", text="boom", is_error=True))
+    assert background.listing(s) == "p/x.1: idle, 1 result(s), last: [error] boom (unread)"

@@ -1,0 +1,360 @@
+"""Background children that report back (issue 25 item 2): a child started without blocking
+its parent's turn, whose every settled turn reaches the parent once, as one inbox item.
+
+A parent starts one with the ``task`` tool's ``"background": true`` (the call returns at
+once with the child's id) or a host with ``rt.spawn(parent, name, notify=True)``. Such a
+child reports its results (``report_results``, as a ``task`` child does) and is not
+one-shot: it lives until it is closed (by the parent's model, a host, or the close cascade).
+
+The rules:
+
+* when a child report shows a new settled result (``result_seq`` grew: a finished turn, or a
+  ``pending`` one parked on a Request), :func:`note` keeps one item
+  ``[from=<child id> channel=child] [status] text`` in ``HandleState.background.waiting``;
+  a newer result of the same child before the parent read the older one replaces it and
+  says how many results it stands for. That list is not the bounded inbox: it holds at most
+  one item per background child (so at most ``max_children``), and a full inbox never
+  refuses it;
+* the items join the inbox at the next wake (:func:`take_waiting`, called by
+  ``inbox.drain``), after the posts; an interrupted turn returns them to the inbox with
+  the posts (``inbox.restore_drained``), so they are read once;
+* an idle parent is woken by the item (:meth:`Background.wake_if_due`, through the same wake
+  path as a host's wake: ``max_concurrent`` applies); a running or parked parent reads it at
+  its next wake, and one is due as soon as its turn settles;
+* the state is all in :class:`BackgroundState`, so continue-as-new carries it: an item
+  noted and not yet read, and what was read (``delivered``), are never lost nor repeated;
+* the model's tools (offered with ``task`` to an agent with a team): ``background_list``,
+  ``background_wait`` (a result it returns is read: its item is not delivered again),
+  ``background_post`` (post to an idle child and wake it) and ``background_close``.
+
+Budgets, ``max_concurrent`` and the close cascade apply as to any child (it is one); a child
+parked on a Request surfaces it as any child does (the approval queue, ``tnx pending``),
+and its parent gets a ``[pending]`` item. Deterministic; no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING, Final
+
+from temporalio import workflow
+
+from toolnexus_temporal.workflows.visibility.visibility import Visibility
+
+with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.messages import CloseRequest, WakeRequest
+    from toolnexus_temporal.workflows.contract.models import (
+        MAX_TEXT,
+        InboxItem,
+        TaskResult,
+        ToolCall,
+        ToolResult,
+    )
+    from toolnexus_temporal.workflows.contract.names import (
+        BACKGROUND_CLOSE_TOOL,
+        BACKGROUND_LIST_TOOL,
+        BACKGROUND_POST_TOOL,
+        BACKGROUND_WAIT_DEFAULT_S,
+        BACKGROUND_WAIT_MAX_S,
+        BACKGROUND_WAIT_TOOL,
+        CHILD_CHANNEL,
+        SIGNAL_POST,
+        SIGNAL_WAKE,
+        workflow_id_for,
+    )
+    from toolnexus_temporal.workflows.contract.state import (
+        BackgroundChild,
+        ChildInfo,
+        HandleState,
+    )
+
+if TYPE_CHECKING:  # imports only go down: children.py imports this module's rules
+    from toolnexus_temporal.workflows.children.children import Children
+    from toolnexus_temporal.workflows.inbox import Inbox
+
+LIST_TEXT_CHARS: Final = 200
+"""Characters of a child's last result that ``background_list`` shows."""
+
+
+# ---------------------------------------------------------------- the rules (pure)
+
+
+def track(s: HandleState, child_id: str) -> None:
+    """Make ``child_id`` (a child of ``s`` being spawned) a background child of ``s``: its
+    settled results will reach ``s`` as inbox items. Called before the child's workflow
+    starts, so that no report of it can come first."""
+    s.background.followed.setdefault(child_id, BackgroundChild())
+
+
+def is_background(s: HandleState, child_id: str) -> bool:
+    """``child_id`` is a background child ``s`` still tracks."""
+    return child_id in s.background.followed
+
+
+def result_text(result: TaskResult) -> str:
+    """A settled result as one line of text for the parent's model: ``[status] text``, a
+    ``pending`` one with its Request (kind, prompt, id)."""
+    if result.status == "pending" and result.pending is not None:
+        req = result.pending
+        return f"[pending] {req.kind}: {req.prompt} (request {req.id})"
+    return f"[{result.status}] {result.text}"
+
+
+def item_of(child_id: str, result: TaskResult, results: int = 1) -> InboxItem:
+    """The inbox item of a background child's settled ``result``; ``results`` above 1 says
+    it stands for that many results (the older ones were not read), the latest shown. The
+    text is cut to the inbox item's limit."""
+    text = result_text(result)
+    if results > 1:
+        status, _, rest = text.partition("] ")
+        text = f"{status}] (latest of {results} results) {rest}"
+    return InboxItem.model_validate(
+        {"from": child_id, "channel": CHILD_CHANNEL, "text": text[:MAX_TEXT]}
+    )
+
+
+def note(s: HandleState, child_id: str) -> bool:
+    """After a report of ``child_id``: keep the item of its new settled result for the next
+    wake (replacing an unread older one of the same child).
+
+    Returns:
+        True when an item was noted (a background child with a result newer than the last
+        one noted), else False.
+    """
+    bg = s.background.followed.get(child_id)
+    info = s.roster.children_info.get(child_id)
+    if bg is None or info is None or info.last_result is None or info.result_seq <= bg.noted:
+        return False
+    bg.noted = info.result_seq
+    bg.woken = False
+    item = item_of(child_id, info.last_result, info.result_seq - bg.delivered)
+    s.background.waiting = [i for i in s.background.waiting if i.from_ != child_id] + [item]
+    return True
+
+
+def take_waiting(s: HandleState) -> list[InboxItem]:
+    """The child items for the turn a wake admits (``inbox.drain``): they leave
+    ``waiting`` and count as read."""
+    items = s.background.waiting
+    s.background.waiting = []
+    for item in items:
+        bg = s.background.followed.get(item.from_)
+        if bg is not None:
+            bg.delivered = bg.noted
+    return items
+
+
+def consume(s: HandleState, child_id: str) -> None:
+    """A background tool gave the model ``child_id``'s latest result: its waiting item (if
+    any) is not delivered again."""
+    s.background.waiting = [i for i in s.background.waiting if i.from_ != child_id]
+    bg = s.background.followed.get(child_id)
+    if bg is not None:
+        info = s.roster.children_info.get(child_id, ChildInfo())
+        bg.noted = bg.delivered = max(bg.noted, info.result_seq)
+
+
+def compact(s: HandleState) -> None:
+    """At continue-as-new: closed background children (and those the roster no longer
+    knows) leave ``children``; their waiting items stay until read."""
+    infos = s.roster.children_info
+    for child_id in list(s.background.followed):
+        info = infos.get(child_id)
+        if info is None or info.state == "closed":
+            del s.background.followed[child_id]
+
+
+def listing(s: HandleState) -> str:
+    """``background_list``'s text: one line per background child, in spawn order:
+    ``id: state, N result(s), last: [status] text`` (the text cut), and ``(unread)`` when
+    its item waits."""
+    if not s.background.followed:
+        return "no background children"
+    unread = {i.from_ for i in s.background.waiting}
+    lines = []
+    for child_id in s.roster.children:
+        if child_id not in s.background.followed:
+            continue
+        info = s.roster.children_info.get(child_id, ChildInfo())
+        last = result_text(info.last_result)[:LIST_TEXT_CHARS] if info.last_result else "none"
+        flag = " (unread)" if child_id in unread else ""
+        lines.append(f"{child_id}: {info.state}, {info.result_seq} result(s), last: {last}{flag}")
+    return "\n".join(lines)
+
+
+def parse_args(call: ToolCall) -> dict[str, object] | None:
+    """A tool call's JSON arguments as an object, or None when they are not one."""
+    try:
+        args = json.loads(call.arguments or "{}")
+    except ValueError:
+        return None
+    return args if isinstance(args, dict) else None
+
+
+def _error(text: str) -> ToolResult:
+    return ToolResult(output=f"error: {text}", is_error=True)
+
+
+# ---------------------------------------------------------------- the component
+
+
+class Background:
+    """The background children of one handle: starting one, waking the handle with their
+    items, and the model's tools.
+
+    Owns ``HandleState.background`` (:class:`BackgroundState`).
+
+    Args:
+        s: the handle's state model.
+        vis: trace lines.
+        children: spawns and closes the children.
+        inbox: wakes this handle (the same path as a host's wake).
+    """
+
+    def __init__(self, s: HandleState, vis: Visibility, children: Children, inbox: Inbox) -> None:
+        self.s = s
+        self.vis = vis
+        self.children = children
+        self.inbox = inbox
+
+    def wake_if_due(self) -> None:
+        """Wake this handle when a child item waits and the handle is idle (not closing,
+        not already waiting for a slot, not a one-shot ``task`` child, which closes after its
+        turn); a running or parked handle is woken once its turn settles (the run loop calls
+        this again)."""
+        s = self.s
+        if (
+            not s.background.waiting
+            or s.state != "idle"
+            or s.closing
+            or s.one_shot
+            or s.defn is None
+            or s.intake.turn_pending
+            or s.leases.slot_waiting
+        ):
+            return
+        senders = ", ".join(i.from_ for i in s.background.waiting)
+        self.vis.trace(f"{s.id}: woken by background result ({senders})")
+        self.inbox.wake_from_outside(None)
+
+    async def start(self, agent: str, prompt: str) -> ToolResult:
+        """``task`` with ``"background": true``: spawn ``agent`` with its first wake
+        (``prompt``) and return at once with the child's id."""
+        child, error = await self.children.start(
+            agent, report_results=True, wake=True, prompt=prompt, notify=True
+        )
+        if child is None:
+            return _error(f"spawn {agent} refused: {error}")
+        self.vis.trace(f"{self.s.id}: task → {child.id} (background)")
+        return ToolResult(
+            output=(
+                f"started {child.id} in the background: its result will arrive in your inbox "
+                f"as [from={child.id} channel={CHILD_CHANNEL}]; background_wait, "
+                "background_post and background_close take its id"
+            )
+        )
+
+    async def tool(self, call: ToolCall) -> ToolResult:
+        """Run one background tool call (``background_list``, ``_wait``, ``_post``,
+        ``_close``).
+
+        Returns:
+            The tool's text, or an error result (bad arguments, an id that is not one of
+            this handle's background children, a busy child for ``background_post``).
+        """
+        args = parse_args(call)
+        if args is None:
+            return _error(f"{call.name} needs a JSON object of arguments")
+        if call.name == BACKGROUND_LIST_TOOL:
+            return ToolResult(output=listing(self.s))
+        child_id = args.get("id")
+        if not isinstance(child_id, str) or not is_background(self.s, child_id):
+            known = ", ".join(self.s.background.followed) or "none"
+            return _error(f"{call.name} needs the id of a background child (yours: {known})")
+        if call.name == BACKGROUND_WAIT_TOOL:
+            timeout = args.get("timeout_s", BACKGROUND_WAIT_DEFAULT_S)
+            if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+                return _error("background_wait's timeout_s must be a positive number of seconds")
+            return await self.wait(child_id, min(float(timeout), BACKGROUND_WAIT_MAX_S))
+        if call.name == BACKGROUND_POST_TOOL:
+            text = args.get("text")
+            if not isinstance(text, str) or not text:
+                return _error('background_post needs {"id": <child id>, "text": <text>}')
+            return await self.post(child_id, text)
+        if call.name == BACKGROUND_CLOSE_TOOL:
+            return await self.close(child_id)
+        return _error(f"unknown background tool {call.name!r}")
+
+    def _info(self, child_id: str) -> ChildInfo:
+        return self.s.roster.children_info.get(child_id, ChildInfo(state="closed"))
+
+    async def wait(self, child_id: str, timeout_s: float) -> ToolResult:
+        """``background_wait``: the child's result not read yet, at once, or else its next
+        one (a settled turn, a parked one, or its close) within ``timeout_s`` seconds; an
+        idle child whose results were all read gives its last one again.
+
+        Returns:
+            ``[status] text`` (an error result unless ``done`` or ``pending``), or
+            ``[timeout] ...`` when the child is still running.
+        """
+        s = self.s
+        bg = s.background.followed[child_id]
+
+        def settled() -> bool:
+            info = self._info(child_id)
+            if info.result_seq > bg.delivered or info.state == "closed":
+                return True  # a result not read yet (a parked one too), or the end
+            # idle with every result read: its last one again (not while a post woke it)
+            return info.state == "idle" and info.result_seq >= 1 and not bg.woken
+
+        try:
+            await workflow.wait_condition(settled, timeout=timedelta(seconds=timeout_s))
+        except TimeoutError:
+            state = self._info(child_id).state
+            return _error(f"[timeout] {child_id} is still {state} after {timeout_s:g} s")
+        info = self._info(child_id)
+        consume(s, child_id)
+        if info.last_result is None:
+            return ToolResult(output=f"{child_id} is {info.state} with no result yet")
+        status = info.last_result.status
+        return ToolResult(
+            output=result_text(info.last_result), is_error=status not in ("done", "pending")
+        )
+
+    async def post(self, child_id: str, text: str) -> ToolResult:
+        """``background_post``: post ``text`` to an idle child (``[from=<this id>
+        channel=parent]``) and wake it; its result arrives as the next item."""
+        s = self.s
+        state = self._info(child_id).state
+        if state != "idle":
+            hint = "wait for its report (background_wait) first" if state != "closed" else ""
+            return _error(f"{child_id} is {state}" + (f": {hint}" if hint else ""))
+        target = workflow.get_external_workflow_handle(workflow_id_for(s.scope, child_id))
+        item = InboxItem.model_validate({"from": s.id, "channel": "parent", "text": text})
+        bg = s.background.followed[child_id]
+        bg.woken = True  # before the signals: its result may come back before they return
+        try:
+            await target.signal(SIGNAL_POST, item)
+            await target.signal(SIGNAL_WAKE, WakeRequest())
+        except Exception as err:  # the child's workflow is gone
+            bg.woken = False
+            return _error(f"post to {child_id} not delivered ({err})")
+        self.vis.trace(f"{s.id}: background_post → {child_id}")
+        return ToolResult(output=f"posted to {child_id} and woke it: its result will arrive")
+
+    async def close(self, child_id: str) -> ToolResult:
+        """``background_close``: close the child (its subtree first); its latest result, if
+        this handle had not read it, comes with the reply and is not delivered again."""
+        s = self.s
+        unread = next((i for i in s.background.waiting if i.from_ == child_id), None)
+        await self.children.close(child_id, CloseRequest(reason="closed by its parent"))
+        after = next((i for i in s.background.waiting if i.from_ == child_id), None)
+        consume(s, child_id)
+        output = f"closed {child_id}"
+        # the close's own settle (an interrupted turn) is not news; an unread result is
+        if unread is not None:
+            output += f"; its unread result: {unread.text}"
+        elif after is not None and not after.text.startswith("[interrupted]"):
+            output += f"; its last result: {after.text}"
+        return ToolResult(output=output)
