@@ -55,6 +55,7 @@ from toolnexus_temporal.workflows.contract.models import (
     Request,
     RuntimeOptions,
     TaskResult,
+    TickSpec,
 )
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "SearchAttributesMissingError",
     "SpawnError",
     "TaskResult",
+    "TickSpec",
     "TnxError",
     "UpdateLimitError",
     "VerbRejectedError",

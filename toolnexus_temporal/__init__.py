@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         Request,
         RuntimeOptions,
         TaskResult,
+        TickSpec,
     )
 
 _WHERE = {
@@ -91,6 +92,7 @@ _WHERE = {
     "StoreError": "activities.store",
     "StoreUnavailableError": "activities.store",
     "TaskResult": "workflows.contract.models",
+    "TickSpec": "workflows.contract.models",
     "TnxError": "client.errors",
     "Tool": "activities.tools",
     "ToolContext": "activities.tools",
@@ -131,6 +133,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "TaskResult",
+    "TickSpec",
     "TnxError",
     "Tool",
     "ToolContext",

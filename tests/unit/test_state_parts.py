@@ -12,7 +12,17 @@ def test_every_field_has_one_home() -> None:
     top = set(HandleState.model_fields) - set(PARTS)
     names = [name for model in PARTS.values() for name in model.model_fields]
     assert len(names) == len(set(names)) and not top & set(names)
-    assert set(PARTS) == {"leases", "approval", "roster", "intake", "usage", "turn", "updates"}
+    assert set(PARTS) == {
+        "leases",
+        "approval",
+        "roster",
+        "intake",
+        "usage",
+        "turn",
+        "updates",
+        "ticks",
+        "pause",
+    }
     for model in PARTS.values():
         assert model.__doc__ and "owner" in model.__doc__
 
