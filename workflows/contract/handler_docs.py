@@ -28,7 +28,8 @@ ANSWER: Final = (
 )
 WAKE: Final = (
     'Wake the agent for one turn. Input: a prompt string, null, or {"prompt": "..."}.'
-    " Ignored while it runs or waits; refused (trace line) when closed or on the root."
+    " Ignored while it runs or waits; held while paused (it runs on `unpause`); refused"
+    " (trace line) when closed or on the root."
 )
 POST: Final = (
     "Append an item to the agent's inbox (read at its next wake; never wakes it). Input: a"
