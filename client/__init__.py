@@ -22,6 +22,10 @@ wait       the wake's ``turn``, else    TaskResult (blocks in the workflow, not 
 interrupt  update ``admit_interrupt``   the Handle, refreshed (``idle``)
 close      update ``admit_close``       the Handle, refreshed (``closed``), subtree closed
 answer     update ``admit_answer``      AnswerResult (``resume`` finds the handle first)
+schedule   update ``schedule``          the Handle, refreshed (``tick``, ``next_tick_ms``)
+unschedule update ``schedule``          the Handle, refreshed (no ``tick``)
+pause      update ``admit_pause``       the Handle, refreshed (``paused``)
+unpause    update ``admit_pause``       the Handle, refreshed
 inspect    query ``view``               the Handle, refreshed
 list       query ``view`` per handle    the tree, pre-order, children in spawn order
 trace      query ``trace`` per handle   the subtree's lines merged in order of occurrence
