@@ -76,6 +76,10 @@ SANDBOX_PASSTHROUGH = (
     # pydantic: deterministic, and re-importing it per workflow run is slow.
     "pydantic",
     "pydantic_core",
+    # croniter (contract/cron.py): pure given a numeric start time; with dateutil, which it
+    # imports, re-imported per run it would only cost time.
+    "croniter",
+    "dateutil",
     # Our whole workflow package, imported once per worker process instead of once per
     # workflow instance: the sandbox's re-import cost ~200 KiB of RSS per idle agent once the
     # workflow was split into concept modules (bench/idle.py: ~530 KiB/agent re-imported,

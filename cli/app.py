@@ -17,6 +17,11 @@ Commands::
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
     tnx recover ID                       start an agent the server terminated again
+    tnx schedule ID --every 1h|--cron EXPR [--prompt TEXT] [--inbox-only]   a tick schedule
+    tnx schedule ls                      the handles with a tick schedule, their next tick
+    tnx unschedule ID
+    tnx pause ID [--subtree] [--now]     no turn starts; posts and ticks still land
+    tnx unpause ID [--subtree]
     tnx replay-check [--query Q] [--limit N] [--sandbox]   replay running agents on this code
     tnx pending                          the approval queue (no worker needed)
     tnx answer ID --approve|--decline [--data JSON] [--request REQUEST]
@@ -49,7 +54,7 @@ import typer
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.cli import args, live, ops, queue_cmd, render, replaycheck
+from toolnexus_temporal.cli import args, live, ops, queue_cmd, render, replaycheck, tick_cmd
 from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
 from toolnexus_temporal.cli.codec_server import codec_server_command
 from toolnexus_temporal.cli.demo_cmd import demo
@@ -121,8 +126,8 @@ def ls_command(
         float, typer.Option("--interval", min=0.1, help="Seconds between refreshes (--watch).")
     ] = 2.0,
 ) -> None:
-    """List the tree under ID (default: the root): state, how long a pending request has
-    waited, turns, tokens, pools, inbox."""
+    """List the tree under ID (default: the root): state (`paused` too), how long a pending
+    request has waited, turns, tokens, pools, inbox, the next tick."""
     target = args.tree_ref(opts, handle_id)
     if watch:
         watch_tree(opts, target, interval)
@@ -364,6 +369,10 @@ def recover_command(opts: Options, handle_id: IdArg) -> None:
             out.print(Text(f"pending request {h.pending_req.id}: {h.pending_req.prompt}"))
 
 
+host_command("schedule")(tick_cmd.schedule_command)
+host_command("unschedule")(tick_cmd.unschedule_command)
+host_command("pause")(tick_cmd.pause_command)
+host_command("unpause")(tick_cmd.unpause_command)
 host_command("pending")(queue_cmd.pending_command)
 host_command("answer")(queue_cmd.answer_command)
 host_command("replay-check")(replaycheck.replay_check_command)

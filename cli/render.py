@@ -201,7 +201,8 @@ def tree_table(
     handles: list[Handle], now_ms: int | None = None, width: int | None = None
 ) -> RenderableType:
     """``tnx ls``: one row per handle, ids indented by depth below the first one; a
-    suspended handle shows how long its Request has waited (at ``now_ms``, default now).
+    suspended handle shows how long its Request has waited (at ``now_ms``, default now); a
+    paused one says so in STATE; a NEXT TICK column (local time) when a handle ticks.
     A :func:`listing` at ``width``."""
     top = handles[0].depth if handles else 0
     rows: list[list[Cell]] = [
@@ -210,7 +211,9 @@ def tree_table(
                 "  " * (h.depth - top) + one_line(h.id),
                 style="bold" if h.depth == top else "",
             ),
-            _state(h.state),
+            _cell(f"{h.state} paused", STATE_STYLES.get(h.state, ""))
+            if h.paused
+            else _state(h.state),
             waiting(h.pending_since_ms, now_ms) if h.pending_req else "",
             str(h.turns_total),
             str(h.usage_total),
@@ -219,8 +222,13 @@ def tree_table(
         ]
         for h in handles
     ]
+    headers = ["ID", "STATE", "WAITING", "TURNS", "TOKENS", "POOLS", "INBOX"]
+    if any(h.next_tick_ms is not None for h in handles):  # only when something ticks
+        headers.append("NEXT TICK")
+        for row, h in zip(rows, handles, strict=True):
+            row.append(clock(h.next_tick_ms) if h.next_tick_ms is not None else "")
     return listing(
-        ["ID", "STATE", "WAITING", "TURNS", "TOKENS", "POOLS", "INBOX"],
+        headers,
         rows,
         width,
         right=frozenset({"TURNS", "TOKENS", "POOLS", "INBOX"}),
@@ -355,6 +363,8 @@ def handle_table(h: Handle, now_ms: int | None = None) -> Table:
         ("parent", _cell(h.parent or NONE)),
         ("depth", _cell(h.depth)),
         ("state", _state(h.state)),
+        ("paused", _cell("yes: no turn starts until unpaused" if h.paused else "no")),
+        ("ticks", _cell(tick_line(h))),
         ("children", _cell(children)),
         ("inbox", _cell(h.inbox_count)),
         ("usage", _cell(f"{h.usage_total} tokens (this handle and its subtree)")),
@@ -375,6 +385,20 @@ def handle_table(h: Handle, now_ms: int | None = None) -> Table:
     for label, value in rows:
         grid.add_row(label, value)
     return grid
+
+
+def tick_line(h: Handle) -> str:
+    """A handle's tick schedule and next fire time (local), or ``—``."""
+    spec = h.tick
+    if spec is None:
+        return NONE
+    every = spec.every_ms
+    rule = f"every {every / 1000:g}s" if every is not None else f'cron "{spec.cron}" (UTC)'
+    if not spec.wake:
+        rule += " (inbox only)"
+    if h.next_tick_ms is not None:
+        rule += f" · next {stamp(h.next_tick_ms)}"
+    return rule
 
 
 def transcript_table(messages: list[Message]) -> Table:

@@ -31,6 +31,7 @@ _CLI_TYPE_NAMES: Final[dict[int, str]] = {
     IndexedValueType.INDEXED_VALUE_TYPE_INT: "Int",
     IndexedValueType.INDEXED_VALUE_TYPE_TEXT: "Text",
     IndexedValueType.INDEXED_VALUE_TYPE_DATETIME: "Datetime",
+    IndexedValueType.INDEXED_VALUE_TYPE_BOOL: "Bool",
 }
 
 SEARCH_ATTRIBUTES: Final[dict[str, str]] = {

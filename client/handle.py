@@ -16,6 +16,7 @@ from toolnexus_temporal.workflows.contract.models import (
     HandleView,
     Request,
     TaskResult,
+    TickSpec,
 )
 
 
@@ -53,6 +54,10 @@ class Handle(BaseModel):
             the parent's slots (a lease it may already hold).
         pending_since_ms: when ``pending_req`` was made, ms since the epoch (workflow time;
             None without one, or for a Request made before the field existed).
+        paused: the handle is paused: it takes posts and ticks, starts no turn
+            (``AgentRuntime.pause``).
+        tick: the tick schedule in force (``AgentRuntime.schedule``), or None.
+        next_tick_ms: when the next tick fires, ms since the epoch (workflow time), or None.
     """
 
     model_config = ConfigDict(validate_assignment=True)
@@ -80,6 +85,9 @@ class Handle(BaseModel):
     queued: bool = False
     slot_parent: bool | None = None
     pending_since_ms: int | None = None
+    paused: bool = False
+    tick: TickSpec | None = None
+    next_tick_ms: int | None = None
 
     @classmethod
     def from_view(cls, view: HandleView) -> Handle:

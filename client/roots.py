@@ -137,6 +137,7 @@ _TYPE_NAMES = {
     SearchAttributeIndexedValueType.TEXT: "Text",
     SearchAttributeIndexedValueType.INT: "Int",
     SearchAttributeIndexedValueType.DATETIME: "Datetime",
+    SearchAttributeIndexedValueType.BOOL: "Bool",
 }
 
 

@@ -14,6 +14,7 @@ returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``inte
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from types import TracebackType
 from typing import Self
 
@@ -42,7 +43,9 @@ from toolnexus_temporal.workflows.contract.messages import (
     AnswerResult,
     CloseRequest,
     InterruptRequest,
+    PauseRequest,
     PostResult,
+    ScheduleRequest,
     SpawnRequest,
     TurnRequest,
     WaitResponse,
@@ -53,6 +56,7 @@ from toolnexus_temporal.workflows.contract.models import (
     InboxItem,
     RuntimeOptions,
     TaskResult,
+    TickSpec,
 )
 from toolnexus_temporal.workflows.contract.names import (
     ROOT_ID,
@@ -476,3 +480,113 @@ class AgentRuntime(HandleReads):
         await confirm_at_owner(self._rpc, answer, result)
         await self._apply(h, result.status)
         return result
+
+    # ------------------------------------------------------------------ ticks and pause
+
+    async def schedule(
+        self,
+        h: HandleRef,
+        *,
+        every: float | timedelta | None = None,
+        cron: str | None = None,
+        prompt: str | None = None,
+        wake: bool = True,
+    ) -> Handle:
+        """Put a tick schedule in force on ``h``, replacing any (its own or its definition's
+        ``AgentDef.tick``): a durable timer in the handle's workflow (``workflows/ticks.py``).
+
+        A tick that finds the handle idle wakes it with ``prompt``; the turn's input ends
+        with the inbox line ``[from=clock channel=timer] tick (xN coalesced)``. Ticks that
+        fire while it runs, is parked or paused coalesce into that one inbox item (its
+        count grows); a worker outage yields one catch-up tick counting the fire times
+        missed, never a flood.
+
+        Args:
+            h: a spawned handle.
+            every: the interval, in seconds (a float, at least 1) or a timedelta; the first
+                tick fires one interval from now.
+            cron: instead of ``every``: a five-field cron expression, in UTC.
+            prompt: the prompt of each tick's wake (None: the inbox block alone).
+            wake: False: ticks only land in the inbox, for the next wake.
+
+        Returns:
+            The handle, refreshed (``tick``, ``next_tick_ms``).
+
+        Raises:
+            ValueError: not exactly one of ``every`` and ``cron``, an interval under 1 s or
+                an invalid cron expression (nothing is sent).
+            VerbRejectedError: the root, or a closed handle.
+            HandleNotFoundError: no such handle.
+        """
+        seconds = every.total_seconds() if isinstance(every, timedelta) else every
+        spec = TickSpec(
+            every_ms=None if seconds is None else round(seconds * 1000),
+            cron=cron,
+            prompt=prompt,
+            wake=wake,
+        )
+        return await self._schedule(h, spec)
+
+    async def unschedule(self, h: HandleRef) -> Handle:
+        """Remove the tick schedule of ``h`` (the definition's too); ticks already coalesced
+        in its inbox stay there for the next wake.
+
+        Raises:
+            VerbRejectedError: the root, or a closed handle.
+            HandleNotFoundError: no such handle.
+        """
+        return await self._schedule(h, None)
+
+    async def _schedule(self, h: HandleRef, spec: TickSpec | None) -> Handle:
+        view = await self._rpc.update(
+            handle_id(h), AgentWorkflow.schedule, ScheduleRequest(tick=spec)
+        )
+        if isinstance(h, Handle):
+            h.apply(view)
+            return h
+        return Handle.from_view(view)
+
+    async def pause(self, h: HandleRef, *, now: bool = False, subtree: bool = False) -> Handle:
+        """Pause ``h``: it keeps taking posts and ticks into its inbox but starts no turn;
+        the latest wake sent meanwhile is kept and runs on :meth:`unpause`
+        (``workflows/pause.py``). A running turn is let finish; a parked one stays parked
+        (an Answer still resumes it). Its wall-clock budget keeps running: ``max_wall_ms``
+        is a deadline from spawn.
+
+        Args:
+            h: a spawned handle.
+            now: interrupt a running or parked turn at once (returns once it stopped).
+            subtree: pause every open handle under ``h`` too (pre-order).
+
+        Returns:
+            ``h``, refreshed (``paused`` True).
+
+        Raises:
+            VerbRejectedError: the root (without ``subtree``), or a closed handle.
+            HandleNotFoundError: no such handle.
+        """
+        return await self._pause(h, PauseRequest(paused=True, now=now), subtree)
+
+    async def unpause(self, h: HandleRef, *, subtree: bool = False) -> Handle:
+        """Unpause ``h`` (and with ``subtree`` every open handle under it): a wake held
+        while it was paused runs now.
+
+        Returns:
+            ``h``, refreshed.
+
+        Raises:
+            VerbRejectedError: the root (without ``subtree``), or a closed handle.
+            HandleNotFoundError: no such handle.
+        """
+        return await self._pause(h, PauseRequest(paused=False), subtree)
+
+    async def _pause(self, h: HandleRef, req: PauseRequest, subtree: bool) -> Handle:
+        hid = handle_id(h)
+        if subtree:
+            for node in await self.list(hid):
+                if node.id != hid and node.state != "closed":
+                    await self._rpc.update(node.id, AgentWorkflow.admit_pause, req)
+            if hid == ROOT_ID:
+                return await self.inspect(h)
+        status = await self._rpc.update(hid, AgentWorkflow.admit_pause, req)
+        return await self._apply(h, status)

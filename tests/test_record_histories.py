@@ -47,6 +47,7 @@ SCENARIOS = (
     "race",
     "recovered",
     "background",
+    "ticks",
 )
 """Each recorder's file-name prefix (``test_replay.py`` checks each has files)."""
 
@@ -846,3 +847,52 @@ async def test_record_recovered_histories(make_runtime, client) -> None:
         done = await rt.wait(back)
         assert (done.status, done.text) == ("done", "recovered done")
         await _record_each(client, rt, "recovered", {"root": "root", "guard": h.id})
+
+
+async def test_record_ticks_histories(make_runtime, client) -> None:
+    """Ticks and pause (issue 25): a definition's 1 s tick that wakes the handle, a pause
+    during which ticks coalesce and a wake is held, the pause and unpause signals (one with
+    bad input), unpause running the held wake, a schedule update to inbox-only ticks, an
+    unschedule, and a continue-as-new carrying the schedule."""
+    from toolnexus_temporal.client import RuntimeOptions, TickSpec
+
+    llm = ScriptedLLM({"stub-model": [text("ticked")]}, repeat_last=True)
+    registry = {
+        "ticker": AgentDef(name="ticker", tick=TickSpec(every_ms=1_000, prompt="look")),
+    }
+    options = RuntimeOptions(continue_as_new_events=150)
+    async with make_runtime(registry, llm.transport(), options=options) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        assert isinstance(h, Handle)
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+
+        async def turns_at_least(n: int) -> None:
+            for _ in range(200):
+                if (await rt.inspect(h)).turns_total >= n:
+                    return
+                await asyncio.sleep(0.1)
+            raise AssertionError(f"fewer than {n} turns")
+
+        await turns_at_least(2)
+        await rt.pause(h)
+        await wf.signal("pause", {"now": "yes"})  # rejected: bad input
+        await rt.wake(h, "held")
+        await asyncio.sleep(2.5)  # ticks coalesce while paused
+        await wf.signal("unpause", None)
+        await turns_at_least(3)
+        await rt.schedule(h, every=1, wake=False)
+        await asyncio.sleep(2.2)
+        await rt.post(h, InboxItem(from_="ops", channel="chat", text="note"))
+        await rt.unschedule(h)
+        await rt.run_turn(h, "drain")
+        await rt.schedule(h, every=1, prompt="again")
+        for _ in range(300):  # until the run continued as new at least once
+            started = (await wf.fetch_history()).events[0]
+            if started.workflow_execution_started_event_attributes.continued_execution_run_id:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("never continued as new")
+        await asyncio.sleep(1.5)
+        await rt.close(h)
+        await _record_every_run(client, wf.id, "ticks_ticker")

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         Request,
         RuntimeOptions,
         TaskResult,
+        TickSpec,
     )
 
 _WHERE = {
@@ -93,6 +94,7 @@ _WHERE = {
     "StoreError": "activities.store",
     "StoreUnavailableError": "activities.store",
     "TaskResult": "workflows.contract.models",
+    "TickSpec": "workflows.contract.models",
     "TnxError": "client.errors",
     "Tool": "activities.tools",
     "ToolContext": "activities.tools",
@@ -134,6 +136,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailableError",
     "TaskResult",
+    "TickSpec",
     "TnxError",
     "Tool",
     "ToolContext",

@@ -50,6 +50,13 @@ from toolnexus_temporal.workflows.lifecycle.runloop import RunLoop
 from toolnexus_temporal.workflows.lifecycle.updates import UpdateLog
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.pause import Pause
+from toolnexus_temporal.workflows.ticks import (
+    NOT_AN_AGENT_START,
+    Ticks,
+    parse_payload,
+    start_input,
+)
 from toolnexus_temporal.workflows.trust import Trust, masked
 from toolnexus_temporal.workflows.turn.turn import Turn
 from toolnexus_temporal.workflows.visibility.visibility import (
@@ -69,7 +76,9 @@ with workflow.unsafe.imports_passed_through():
         ChildReport,
         CloseRequest,
         InterruptRequest,
+        PauseRequest,
         PostResult,
+        ScheduleRequest,
         SlotRecall,
         SlotRelease,
         SlotRequest,
@@ -103,8 +112,17 @@ class AgentWorkflow:
     """
 
     @workflow.init
-    def __init__(self, inp: AgentInput) -> None:
-        s = inp.state
+    def __init__(self, inp: Any = None) -> None:
+        # ``Any``: a start from outside with input the runtime never sends (a Temporal
+        # Schedule's, ``temporal workflow start``) must fail the run at once with a message
+        # (``ticks.start_input``), not a workflow task that cannot decode it and retries.
+        parsed = start_input(inp)
+        self._bad_start: str | None = None
+        if isinstance(parsed, str):
+            self._bad_start = parsed
+            info = workflow.info()
+            parsed = AgentInput(state=HandleState(id=info.workflow_id, task_queue=info.task_queue))
+        s = parsed.state
         self.s: HandleState = s
         """The whole handle state, shared by every component (``state`` query)."""
         # Set before any handler: a cold worker may run an update before ``run`` (#1591).
@@ -150,21 +168,37 @@ class AgentWorkflow:
         self._parking = CarryOver(
             s, self._scratch, self._vis, self._approvals, self._outbox, self._lifecycle
         )
+        self._ticks = Ticks(s, self._vis, self._inbox)
+        self._pause = Pause(s, self._vis, self._inbox, self._lifecycle)
         self._loop = RunLoop(
-            s, self._vis, self._outbox, self._lifecycle, self._children, self._parking, self._turn
+            s,
+            self._vis,
+            self._outbox,
+            self._lifecycle,
+            self._children,
+            self._parking,
+            self._turn,
+            self._ticks,
         )
         self._loop.after_turn = self._background.wake_if_due
 
     # ------------------------------------------------------------------ run loop
 
     @workflow.run
-    async def run(self, inp: AgentInput) -> HandleView:
+    async def run(self, inp: Any = None) -> HandleView:
         """Serve verbs until the handle is closed; each admitted wake runs one turn
         (``runloop.py``).
 
         Returns:
             The final view (readable after close: close is not loss).
+
+        Raises:
+            ApplicationError: ``NotAnAgentStart`` (non-retryable, at once): the workflow was
+                started with input that is not an ``AgentInput``; the message says how to
+                schedule an agent instead (``ticks.start_input``).
         """
+        if self._bad_start is not None:
+            raise ApplicationError(self._bad_start, type=NOT_AN_AGENT_START, non_retryable=True)
         return await self._loop.run()
 
     # ------------------------------------------------------------------ queries
@@ -378,6 +412,65 @@ class AgentWorkflow:
         req = self._vis.parse_close(args)
         if req is not None:
             await self._lifecycle.close(req)
+
+    # ------------------------------------------------------------------ ticks and pause
+
+    @workflow.update(name=names.UPDATE_SCHEDULE, description=docs.SCHEDULE)
+    def schedule(self, req: ScheduleRequest | Any) -> HandleView:
+        """Put a tick schedule in force, replacing any (``req.tick`` None: remove it); the
+        next fire time counts from now (``ticks.py``). The input is parsed by the validator
+        (``ticks.parse_payload``), so a bad one is refused with its reason.
+
+        Returns:
+            The view (``tick``, ``next_tick_ms``).
+        """
+        self._lifecycle.updates += 1
+        self._ticks.set(parse_payload(ScheduleRequest, req, "ScheduleRejected").tick)
+        return view_of(self.s)
+
+    @schedule.validator
+    def _validate_schedule(self, req: ScheduleRequest | Any) -> None:
+        """Reject a bad payload, or a schedule on the root or a closed handle, before it
+        reaches history.
+
+        Raises:
+            ApplicationError: ``ScheduleRejected``.
+        """
+        parse_payload(ScheduleRequest, req, "ScheduleRejected")
+        error = self._ticks.schedule_error()
+        if error is not None:
+            raise ApplicationError(error, type="ScheduleRejected", non_retryable=True)
+
+    @workflow.update(name=names.UPDATE_PAUSE, description=docs.ADMIT_PAUSE)
+    async def admit_pause(self, req: PauseRequest | Any) -> HandleStatus:
+        """Pause (``req.now``: interrupt the running turn, returning once it stopped) or
+        unpause (``req.paused`` False; a held wake is admitted) (``pause.py``)."""
+        self._lifecycle.updates += 1
+        await self._pause.apply(parse_payload(PauseRequest, req, "PauseRejected"))
+        return status_of(self.s)
+
+    @admit_pause.validator
+    def _validate_pause(self, req: PauseRequest | Any) -> None:
+        """Reject a bad payload, or a pause of the root or a closed handle, before it
+        reaches history.
+
+        Raises:
+            ApplicationError: ``PauseRejected``.
+        """
+        parse_payload(PauseRequest, req, "PauseRejected")
+        error = self._pause.error()
+        if error is not None:
+            raise ApplicationError(error, type="PauseRejected", non_retryable=True)
+
+    @workflow.signal(name=names.SIGNAL_PAUSE, description=docs.PAUSE)
+    async def pause_signal(self, *args: Any) -> None:
+        """``pause`` as a signal: ``null`` or ``{"now": true}``."""
+        await self._pause.signal(names.SIGNAL_PAUSE, args)
+
+    @workflow.signal(name=names.SIGNAL_UNPAUSE, description=docs.UNPAUSE)
+    async def unpause_signal(self, *args: Any) -> None:
+        """``unpause`` as a signal (``null``)."""
+        await self._pause.signal(names.SIGNAL_UNPAUSE, args)
 
     # ------------------------------------------------------------------ answer
 

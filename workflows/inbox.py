@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import WakeRequest
     from toolnexus_temporal.workflows.contract.models import InboxItem
     from toolnexus_temporal.workflows.contract.state import HandleState
-    from toolnexus_temporal.workflows.turn.render import render_turn_input
+    from toolnexus_temporal.workflows.turn.render import coalesce_ticks, render_turn_input
 
 
 def post_error(s: HandleState, item: InboxItem) -> str | None:
@@ -43,7 +43,9 @@ def post_error(s: HandleState, item: InboxItem) -> str | None:
         return "the root has no inbox: post to a spawned handle"
     if s.state == "closed" or s.closing:
         return "inbox closed"
-    if len(s.intake.items) >= s.options.inbox_cap:
+    # The one coalesced tick item takes no place: ticks never fill the inbox (``ticks.py``).
+    ticks = any(i.from_ == "clock" and i.channel == "timer" for i in s.intake.items)
+    if len(s.intake.items) - ticks >= s.options.inbox_cap:
         return f"inbox full ({s.options.inbox_cap})"
     held = sum(text_bytes(i.text) for i in s.intake.items)
     if held + text_bytes(item.text) > INBOX_BYTES:
@@ -101,8 +103,8 @@ def take_turn_input(s: HandleState) -> str:
 def restore_drained(s: HandleState) -> None:
     """An interrupted or failed turn: its drained items return to the front of the inbox
     (background children's items too: the next turn reads them, past ``inbox_cap`` if it
-    must, since they are never refused)."""
-    s.intake.items = s.intake.turn_inbox + s.intake.items
+    must, since they are never refused; ticks coalesce again into one item)."""
+    s.intake.items = coalesce_ticks(s.intake.turn_inbox + s.intake.items)
 
 
 class Inbox:
@@ -170,6 +172,9 @@ class Inbox:
         first: admitted at once with a held lease, else the parent is asked
         (:mod:`~toolnexus_temporal.workflows.leases`)."""
         s = self.s
+        if s.pause.paused:  # no turn starts while paused: the latest wake is kept (pause.py)
+            self.hold_wake(prompt, "wake while paused")
+            return
         if s.state in ("running", "suspended"):
             if self.interrupting():
                 # The wake came after an interrupt that is still stopping the turn: it runs
@@ -185,11 +190,19 @@ class Inbox:
             self.leases.ask(prompt)
             self.vis.publish()
 
-    def admit_held_wake(self) -> None:
-        """After a turn ended: admit the wake held while an interrupt stopped it, unless the
-        handle closed or is busy meanwhile."""
+    def hold_wake(self, prompt: str | None, why: str) -> None:
+        """Keep one wake (the latest) for later: :meth:`admit_held_wake` admits it."""
         s = self.s
-        if not s.intake.held_wake or s.state != "idle":
+        s.intake.held_wake, s.intake.held_prompt = True, prompt
+        self.vis.trace(f"{s.id}: {why}: wake held")
+        self.vis.publish()
+
+    def admit_held_wake(self) -> None:
+        """After a turn ended, or on unpause: admit the wake held while an interrupt stopped
+        the turn or while the handle was paused, unless the handle closed, is busy or is
+        (still) paused."""
+        s = self.s
+        if not s.intake.held_wake or s.state != "idle" or s.pause.paused:
             return
         prompt = s.intake.held_prompt
         s.intake.held_wake, s.intake.held_prompt = False, None

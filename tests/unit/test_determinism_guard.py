@@ -19,12 +19,14 @@ ALLOWED_IMPORTS = {
     "collections.abc",
     "datetime",  # timedelta only (below)
     "json",
+    "re",  # contract/cron.py: a pattern, compiled once
     "types",
     "typing",
     "pydantic",
     "temporalio",
     "temporalio.common",
     "temporalio.exceptions",
+    "croniter",  # pure given a numeric start time (contract/cron.py); passed through
 }
 ALLOWED_FROM_DATETIME = {"timedelta"}
 FORBIDDEN_CALLS = {"print", "open", "input", "exec", "eval", "__import__"}

@@ -21,6 +21,8 @@ def test_every_field_has_one_home() -> None:
         "turn",
         "updates",
         "background",
+        "ticks",
+        "pause",
     }
     for model in PARTS.values():
         assert model.__doc__ and "owner" in model.__doc__

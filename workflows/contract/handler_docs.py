@@ -28,7 +28,8 @@ ANSWER: Final = (
 )
 WAKE: Final = (
     'Wake the agent for one turn. Input: a prompt string, null, or {"prompt": "..."}.'
-    " Ignored while it runs or waits; refused (trace line) when closed or on the root."
+    " Ignored while it runs or waits; held while paused (it runs on `unpause`); refused"
+    " (trace line) when closed or on the root."
 )
 POST: Final = (
     "Append an item to the agent's inbox (read at its next wake; never wakes it). Input: a"
@@ -41,6 +42,12 @@ CLOSE: Final = (
     'Close the agent and its subtree. Input: null or {"force": false, "reason": "..."}'
     " (force: abort a running turn first)."
 )
+PAUSE: Final = (
+    "Pause the agent: it keeps taking posts and ticks into its inbox but starts no turn; the"
+    " latest wake sent meanwhile is kept and runs on `unpause`. A running turn finishes."
+    ' Input: null, or {"now": true} to interrupt the running turn at once.'
+)
+UNPAUSE: Final = "Unpause the agent: a wake held while paused runs now. Input: null."
 
 # ---- public updates (return a result to the sender)
 
@@ -54,6 +61,15 @@ ADMIT_POST: Final = (
     ' "external", "text": "..."}; returns {"ok": false, "error": ...} on a full or closed inbox.'
 )
 ADMIT_INTERRUPT: Final = "Like the signal `interrupt`, returning once idle. Input: {}."
+ADMIT_PAUSE: Final = (
+    'Like the signals `pause` / `unpause`, with the status. Input: {"paused": true, "now":'
+    " false} (paused false: unpause)."
+)
+SCHEDULE: Final = (
+    'Put a tick schedule in force (replacing any), or remove it. Input: {"tick":'
+    ' {"every_ms": 60000, "prompt": "...", "wake": true}} or {"tick": {"cron": "0 * * * *"}};'
+    " {} removes it. Returns the view (next_tick_ms)."
+)
 ADMIT_CLOSE: Final = (
     'Like the signal `close`, returning once closed. Input: {"force": false, "reason": "..."}.'
 )

@@ -20,6 +20,7 @@ from toolnexus_temporal.workflows.contract.models import (
     Message,
     Request,
     TaskResult,
+    TickSpec,
     ToolOptions,
     Usage,
     WireModel,
@@ -133,6 +134,25 @@ class PostResult(WireModel):
 
 class InterruptRequest(WireModel):
     """``interrupt`` input (reserved for future fields)."""
+
+
+class ScheduleRequest(WireModel):
+    """``schedule`` update input: the tick schedule to put in force (``ticks.py``); None
+    removes it (``rt.unschedule``)."""
+
+    tick: TickSpec | None = None
+
+
+class PauseRequest(WireModel):
+    """``admit_pause`` update input, and the ``pause`` signal's (``{"now": true}``).
+
+    Attributes:
+        paused: True to pause, False to unpause.
+        now: (pause) interrupt a running turn at once rather than let it finish.
+    """
+
+    paused: StrictBool = True
+    now: StrictBool = False
 
 
 class CloseRequest(WireModel):

@@ -19,7 +19,10 @@ from pydantic import (
     SerializerFunctionWrapHandler,
     StrictBool,
     model_serializer,
+    model_validator,
 )
+
+from toolnexus_temporal.workflows.contract.cron import cron_error
 
 HandleStateName = Literal["idle", "running", "suspended", "closed"]
 """The four Handle states (CONTRACT §2)."""
@@ -125,6 +128,45 @@ class Budget(WireModel):
     max_depth: int | None = Field(default=3, ge=0)
 
 
+TICK_MIN_MS = 1_000
+"""The shortest tick interval, in ms: Temporal's durable timers fire at about 1 s
+granularity."""
+
+CRON_MAX = 200
+"""The longest cron expression, in characters."""
+
+
+class TickSpec(WireModel):
+    """A tick schedule: a durable timer in the handle's own workflow (``workflows/ticks.py``).
+
+    Exactly one of ``every_ms`` and ``cron`` is set.
+
+    Attributes:
+        every_ms: fire every this many ms (at least :data:`TICK_MIN_MS`), counted from the
+            moment the schedule was set.
+        cron: a five-field cron expression (``"0 * * * *"``), read by croniter in UTC.
+        prompt: the prompt of the wake a tick starts (None: the turn input is the inbox
+            block alone, with its tick line).
+        wake: a tick that finds the handle idle wakes it (True, the default); False: ticks
+            only land in the inbox, as one coalesced line, for the next wake.
+    """
+
+    every_ms: int | None = Field(default=None, ge=TICK_MIN_MS, le=MAX_WAIT_MS)
+    cron: str | None = Field(default=None, min_length=1, max_length=CRON_MAX)
+    prompt: str | None = Field(default=None, max_length=MAX_TEXT)
+    wake: StrictBool = True
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> TickSpec:
+        if (self.every_ms is None) == (self.cron is None):
+            raise ValueError("a tick needs exactly one of every_ms and cron")
+        if self.cron is not None:
+            error = cron_error(self.cron)
+            if error is not None:
+                raise ValueError(error)
+        return self
+
+
 class AgentDef(WireModel):
     """An agent definition; a registry maps names to these (CONTRACT §1).
 
@@ -141,6 +183,8 @@ class AgentDef(WireModel):
         on_spawn: name of a registered hook run after spawn.
         on_close: name of a registered hook run at close.
         style: wire style override for this agent; ``None`` uses the worker's.
+        tick: a tick schedule every handle of this agent starts with (``rt.schedule``
+            changes it at run time; ``workflows/ticks.py``).
     """
 
     name: str = Field(min_length=1, max_length=AGENT_NAME_MAX, pattern=r"^[A-Za-z0-9_-]+$")
@@ -154,17 +198,24 @@ class AgentDef(WireModel):
     on_spawn: str | None = None
     on_close: str | None = None
     style: WireStyle | None = None
+    tick: TickSpec | None = None
 
 
 class InboxItem(WireModel):
     """One unsolicited message waiting for the next wake (CONTRACT §1).
 
     The sender field is ``from`` on the wire (``from_`` in Python).
+
+    Attributes:
+        count: how many ticks a ``timer`` item stands for (None: one). Ticks coalesce into
+            one ``from=clock channel=timer`` item whose count grows (``workflows/ticks.py``),
+            so they never fill the bounded inbox.
     """
 
     from_: str = Field(default="external", alias="from", min_length=1, max_length=200)
     channel: str = Field(default="external", min_length=1, max_length=64)
     text: str = Field(max_length=MAX_TEXT)
+    count: int | None = Field(default=None, ge=1)
 
 
 class Request(WireModel):
@@ -412,6 +463,13 @@ class HandleView(WireModel):
     pending_since_ms: int | None = None
     """When ``pending_req`` was made, ms since the epoch (workflow time); None without one
     (and for a Request made before the field existed)."""
+    paused: bool = False
+    """The handle is paused: it takes posts and ticks but starts no turn (``pause.py``)."""
+    tick: TickSpec | None = None
+    """The tick schedule in force (``ticks.py``); None: none."""
+    next_tick_ms: int | None = None
+    """When the next tick fires, ms since the epoch (workflow time); None without a
+    schedule."""
 
 
 class HandleStatus(WireModel):
@@ -435,6 +493,8 @@ class HandleStatus(WireModel):
     last_error: str | None = None
     queued: bool = False
     """A wake waits for one of the parent's ``max_concurrent`` slots."""
+    paused: bool = False
+    """The handle is paused (``pause.py``)."""
 
 
 # ---- verb payloads (one model per signal / update so fields can be added later) ----

@@ -66,7 +66,17 @@ SIGNAL_POST: Final = "post"
 SIGNAL_INTERRUPT: Final = "interrupt"
 SIGNAL_CLOSE: Final = "close"
 SIGNAL_ANSWER: Final = "answer"
-PUBLIC_SIGNALS: Final = (SIGNAL_WAKE, SIGNAL_POST, SIGNAL_INTERRUPT, SIGNAL_CLOSE, SIGNAL_ANSWER)
+SIGNAL_PAUSE: Final = "pause"
+SIGNAL_UNPAUSE: Final = "unpause"
+PUBLIC_SIGNALS: Final = (
+    SIGNAL_WAKE,
+    SIGNAL_POST,
+    SIGNAL_INTERRUPT,
+    SIGNAL_CLOSE,
+    SIGNAL_ANSWER,
+    SIGNAL_PAUSE,
+    SIGNAL_UNPAUSE,
+)
 """The signals of the host verbs, in the order the rejection message lists them."""
 
 # Signals between handle workflows (runtime-internal: not for hosts).
@@ -86,6 +96,8 @@ UPDATE_INTERRUPT: Final = "admit_interrupt"
 UPDATE_CLOSE: Final = "admit_close"
 UPDATE_ANSWER: Final = "admit_answer"
 UPDATE_WAIT: Final = "wait"
+UPDATE_SCHEDULE: Final = "schedule"
+UPDATE_PAUSE: Final = "admit_pause"
 
 # Queries.
 QUERY_VIEW: Final = "view"
@@ -170,6 +182,14 @@ AGENT_WAITING_SINCE = SearchAttributeKey.for_datetime("AgentWaitingSince")
 """When the handle parked on its pending Request (workflow time, UTC); kept while it surfaces
 another Request without resuming."""
 
+AGENT_PAUSED = SearchAttributeKey.for_bool("AgentPaused")
+"""True while the handle is paused (``pause.py``); unset (or False) otherwise:
+``temporal workflow list --query 'AgentPaused=true'``."""
+
+AGENT_NEXT_TICK = SearchAttributeKey.for_datetime("AgentNextTick")
+"""When the handle's next tick fires (workflow time, UTC; ``ticks.py``); unset without a tick
+schedule."""
+
 REQUEST_PROMPT_CHARS: Final = 160
 """How much of a pending prompt ``AgentRequestPrompt`` keeps (the full prompt: the ``view``
 query, the current details)."""
@@ -194,6 +214,8 @@ ALL_SEARCH_ATTRIBUTES = (
     AGENT_PARENT,
     AGENT_DEPTH,
     *REQUEST_SEARCH_ATTRIBUTES,
+    AGENT_PAUSED,
+    AGENT_NEXT_TICK,
 )
 """Every custom search attribute, for registration."""
 

@@ -31,6 +31,7 @@ from toolnexus_temporal.workflows.contract.models import (
     Request,
     RuntimeOptions,
     TaskResult,
+    TickSpec,
     ToolCall,
     ToolOptions,
     ToolResult,
@@ -317,6 +318,41 @@ class BackgroundState(WireModel):
     waiting: list[InboxItem] = Field(default_factory=list)
 
 
+class TickState(WireModel):
+    """The handle's tick schedule (owner: ``workflows/ticks.py``, :class:`Ticks`).
+
+    Attributes:
+        spec: the schedule in force (None: none).
+        started: ``spec`` was taken from the definition (``AgentDef.tick``) once, at the
+            first run; later runs keep what ``spec`` holds (``rt.unschedule`` included).
+        next_ms: when the next tick fires, ms since the epoch (workflow time); None without
+            a schedule.
+        fired: ticks over the lifetime, each missed fire time counted (a catch-up tick after
+            an outage counts every fire time it stands for).
+        woke: ticks that woke the handle (each wake counts the ticks it delivered once).
+    """
+
+    spec: TickSpec | None = None
+    started: bool = False
+    next_ms: int | None = None
+    fired: int = 0
+    woke: int = 0
+
+
+class PauseState(WireModel):
+    """Whether the handle is paused (owner: ``workflows/pause.py``, :class:`Pause`; the wake
+    it holds meanwhile is ``InboxState.held_wake``).
+
+    Attributes:
+        paused: no turn starts: wakes are held (one, the latest), posts and ticks land in
+            the inbox.
+        since_ms: when it was paused, ms since the epoch (workflow time).
+    """
+
+    paused: bool = False
+    since_ms: int | None = None
+
+
 class UsageState(WireModel):
     """Subtree usage and the pools it draws from (owner: ``workflows/budgets.py``,
     :class:`Budgets`; the children's reports add theirs through ``children/watch.py``).
@@ -428,6 +464,8 @@ class HandleState(WireModel):
         turn: :class:`TurnState` (``turn/``).
         updates: :class:`UpdateState` (``lifecycle/updates.py``).
         background: :class:`BackgroundState` (``children/background.py``).
+        ticks: :class:`TickState` (``ticks.py``).
+        pause: :class:`PauseState` (``pause.py``).
     """
 
     # Identity and configuration, set once at creation (spawn, ``roots.py`` for the root).
@@ -469,6 +507,8 @@ class HandleState(WireModel):
     turn: TurnState = Field(default_factory=TurnState)
     updates: UpdateState = Field(default_factory=UpdateState)
     background: BackgroundState = Field(default_factory=BackgroundState)
+    ticks: TickState = Field(default_factory=TickState)
+    pause: PauseState = Field(default_factory=PauseState)
 
 
 class AgentInput(WireModel):

@@ -160,6 +160,10 @@ class Lifecycle:
             await workflow.wait_condition(lambda: s.state not in ("running", "suspended"))
             if self.inbox.wake_error() is not None:
                 return await self.wait(WaitRequest())
+        if s.pause.paused:  # held, whatever the state: it runs on unpause (pause.py)
+            seen = s.result_seq
+            self.inbox.wake_from_outside(req.prompt)
+            return await self.wait(WaitRequest(after_seq=seen))
         if s.state != "idle":
             return await self.wait(WaitRequest())
         seen = s.result_seq

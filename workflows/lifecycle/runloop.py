@@ -21,6 +21,7 @@ from toolnexus_temporal.workflows.children.roster import compact
 from toolnexus_temporal.workflows.contract.versions import check_protocol
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.ticks import Ticks
 from toolnexus_temporal.workflows.turn.turn import Turn
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, view_of
 
@@ -40,6 +41,7 @@ class RunLoop:
         children: watching the children of earlier runs.
         parking: runs a turn, or the parked turn carried over.
         turn: the LLM loop.
+        ticks: the tick schedule's timer loop (runs beside the serve loop).
     """
 
     def __init__(
@@ -51,6 +53,7 @@ class RunLoop:
         children: Children,
         parking: CarryOver,
         turn: Turn,
+        ticks: Ticks,
     ) -> None:
         self.s = s
         self._vis = vis
@@ -62,6 +65,7 @@ class RunLoop:
         self.after_turn: Callable[[], None] = lambda: None
         """Called after each turn, once a held wake had its chance: a background child's
         item that came during the turn wakes the handle (``Background.wake_if_due``)."""
+        self._ticks = ticks
 
     async def run(self) -> HandleView:
         """Serve verbs until the handle is closed; each admitted wake runs one turn.
@@ -86,7 +90,11 @@ class RunLoop:
                 await life.run_hook(s.defn.on_spawn, "spawn", None)
             life.resume_run()
             self._children.watcher.watch_earlier()
+            # The timer loop ends with the handle's close; a continue-as-new drops its timer
+            # and the next run starts it again from ``TickState.next_ms`` (ticks.py).
+            ticking = asyncio.create_task(self._ticks.run())
             await self._serve()
+            await ticking  # closed: the loop unsets AgentNextTick and ends
         except asyncio.CancelledError:
             # A cancellation request (web UI "Request Cancellation", `temporal workflow
             # cancel`) is a graceful close of this subtree. The run then completes with its

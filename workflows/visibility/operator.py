@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
         fit,
         fit_search_attribute,
     )
-    from toolnexus_temporal.workflows.contract.models import Request
+    from toolnexus_temporal.workflows.contract.models import Request, iso_utc
     from toolnexus_temporal.workflows.contract.names import (
         AGENT_REQUEST_ID,
         AGENT_REQUEST_KIND,
@@ -108,12 +108,20 @@ def current_details(s: HandleState, rejection: str | None = None) -> str:
     if s.state == "suspended" and s.approval.pending_req is not None:
         head += pending_lines(s, s.approval.pending_req)
     inbox = len(s.intake.items) + len(s.background.waiting)
+    paused = " · **paused**" if s.pause.paused else ""
     body = [
-        f"**{s.id}** — `{s.state}`",
+        f"**{s.id}** — `{s.state}`{paused}",
         f"turns {s.turn.turns_total} · tokens {s.usage.usage_total} · inbox {inbox}"
         f" · children {children_count(s)}",
         f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
     ]
+    if s.pause.paused:
+        held = " (a wake is held: it runs on unpause)" if s.intake.held_wake else ""
+        body.append(f"paused: no turn starts until Signal `unpause`{held}")
+    if s.ticks.spec is not None and s.ticks.next_ms is not None:
+        rule = s.ticks.spec.every_ms
+        how = f"every {rule / 1000:g}s" if rule is not None else f"cron `{s.ticks.spec.cron}`"
+        body.append(f"ticks {how}: next at {iso_utc(s.ticks.next_ms)} · {s.ticks.fired} so far")
     return "\n\n".join(head + body) if head else "\n".join(body)
 
 

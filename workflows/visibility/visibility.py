@@ -77,6 +77,11 @@ def view_of(s: HandleState) -> HandleView:
         children=all_children(s),
         conv_id=s.id,
         queued=s.leases.slot_waiting,
+        paused=s.pause.paused,
+        tick=s.ticks.spec,
+        next_tick_ms=(
+            s.ticks.next_ms if s.ticks.spec is not None and s.state != "closed" else None
+        ),
     )
 
 
@@ -87,6 +92,7 @@ def status_of(s: HandleState) -> HandleStatus:
         inbox_count=len(s.intake.items) + len(s.background.waiting),
         children_count=children_count(s),
         queued=s.leases.slot_waiting,
+        paused=s.pause.paused,
     )
 
 

@@ -1,0 +1,278 @@
+"""Ticks (issue 25 item 1): a handle's tick schedule is a durable timer in its own workflow.
+
+Against the dev server, whose durable timers fire at about 1 s granularity: schedules of one
+or two seconds. The turn input the scripted LLM sees is the contract's rendering (CONTRACT
+§4): ``[from=clock channel=timer] tick (xN coalesced)``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from tests.helpers import eventually, replay_every_run
+from toolnexus_temporal.activities import LlmConfig, Registry
+from toolnexus_temporal.client import AgentDef, AgentRuntime, InboxItem, RuntimeOptions, TickSpec
+from toolnexus_temporal.client.errors import VerbRejectedError
+from toolnexus_temporal.client.testing import text
+from toolnexus_temporal.worker import create_worker
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.contract.names import AGENT_NEXT_TICK, WORKFLOW_TYPE
+from toolnexus_temporal.workflows.contract.state import HandleState
+from toolnexus_temporal.workflows.turn.render import UNTRUSTED_HEADER
+
+TICK_LINE = "[from=clock channel=timer] tick (x{n} coalesced)"
+
+
+def tick_block(n: int, *others: str) -> str:
+    """The inbox block of a turn woken by ticks (CONTRACT §4): the tick line first."""
+    lines = [TICK_LINE.format(n=n), *others]
+    numbered = [f"{k}. {line}" for k, line in enumerate(lines, start=1)]
+    return "\n".join([UNTRUSTED_HEADER.format(n=len(lines)), *numbered])
+
+
+class Recorder:
+    """An LLM transport that records each call's last user message; a message containing
+    ``BLOCK`` waits until :meth:`release`."""
+
+    def __init__(self) -> None:
+        self.prompts: list[str] = []
+        self.gate = asyncio.Event()
+        self.blocked = asyncio.Event()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        users = [m for m in body["messages"] if m["role"] == "user"]
+        last = users[-1]["content"] if users else ""
+        self.prompts.append(last)
+        if "BLOCK" in last:
+            self.blocked.set()
+            await self.gate.wait()
+        return httpx.Response(200, json=text("checked"))
+
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+
+def registry(tick: TickSpec | None = None) -> Registry:
+    return Registry([AgentDef(name="ticker", description="looks at a queue", tick=tick)])
+
+
+async def inbox_of(rt: AgentRuntime, h: Any) -> list[InboxItem]:
+    """The handle's inbox (the ``inbox`` query)."""
+    wf = rt.client.get_workflow_handle(rt.workflow_id(h.id))
+    return await wf.query(AgentWorkflow.inbox)
+
+
+async def state_of(rt: AgentRuntime, h: Any) -> HandleState:
+    """The handle's state model (the ``state`` query)."""
+    wf = rt.client.get_workflow_handle(rt.workflow_id(h.id))
+    return await wf.query(AgentWorkflow.state)
+
+
+async def next_tick_attribute(client: Client, rt: AgentRuntime, hid: str) -> Any:
+    desc = await client.get_workflow_handle(rt.workflow_id(hid)).describe()
+    return desc.typed_search_attributes.get(AGENT_NEXT_TICK)
+
+
+async def test_definition_tick_wakes_an_idle_handle(make_runtime: Any, client: Client) -> None:
+    """AgentDef.tick: each tick that finds the handle idle wakes it with the prompt, and the
+    turn's input ends with the contract's tick line; the next fire time is in the view and
+    the AgentNextTick search attribute."""
+    llm = Recorder()
+    spec = TickSpec(every_ms=1_000, prompt="look at the queue")
+    async with make_runtime(registry(spec), llm.transport()) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        await eventually(lambda: len(llm.prompts) >= 2, within_s=15, what="two tick turns")
+        assert llm.prompts[0] == f"look at the queue\n\n{tick_block(1)}"
+        view = await rt.inspect(h)
+        assert view.tick == spec and view.next_tick_ms is not None
+        shown = await next_tick_attribute(client, rt, h.id)
+        assert shown is not None
+        await rt.close(h)
+        closed = await rt.inspect(h)
+        assert closed.next_tick_ms is None
+        assert await next_tick_attribute(client, rt, h.id) is None
+        await replay_every_run(client, rt, h.id)
+
+
+async def test_ticks_coalesce_while_running_and_never_fill_the_inbox(make_runtime: Any) -> None:
+    """Ticks that fire while a turn runs become ONE inbox item whose count grows; posts still
+    fill the inbox up to its cap; the next tick after the turn wakes the handle with one
+    line ``tick (xN coalesced)`` counting them all."""
+    llm = Recorder()
+    async with make_runtime(registry(), llm.transport()) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        await rt.wake(h, "BLOCK until released")
+        await llm.blocked.wait()
+        await rt.schedule(h, every=1, prompt="tick turn")
+
+        async def ticks() -> int:
+            items = await inbox_of(rt, h)
+            return sum(i.count or 1 for i in items if i.channel == "timer")
+
+        await eventually(lambda: _ge(ticks(), 3), within_s=15, what="three ticks coalesced")
+        for k in range(8):  # the default inbox cap: the tick item takes no place
+            result = await rt.post(h, InboxItem(from_="ops", channel="chat", text=f"post {k}"))
+            assert result.ok, result.error
+        full = await rt.post(h, "one too many")
+        assert not full.ok and full.error == "inbox full (8)"
+        items = await inbox_of(rt, h)
+        assert [i.channel for i in items].count("timer") == 1
+        llm.release()
+        await eventually(lambda: len(llm.prompts) >= 2, within_s=15, what="the tick turn")
+        tick_turn = llm.prompts[1]
+        assert tick_turn.startswith("tick turn\n\n[inbox: 9 item(s)")
+        line = tick_turn.splitlines()[3]
+        assert line.startswith("1. [from=clock channel=timer] tick (x") and "coalesced" in line
+        n = int(line.split("(x")[1].split()[0])
+        assert n >= 4
+        assert "9. [from=ops channel=chat] post 7" in tick_turn
+        view = await rt.inspect(h)
+        await rt.close(h)
+        assert view.tick is not None and view.tick.every_ms == 1_000
+
+
+async def _ge(value: Any, n: int) -> bool:
+    return (await value) >= n
+
+
+async def test_inbox_only_ticks_schedule_and_unschedule(make_runtime: Any, client: Client) -> None:
+    """A ``wake: false`` schedule only counts ticks into the inbox; unschedule removes the
+    next fire time (view and search attribute); a cron schedule fires on its minute; bad
+    schedules are refused and change nothing; the root takes none."""
+    llm = Recorder()
+    async with make_runtime(registry(), llm.transport()) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        await rt.schedule(h, every=1, wake=False)
+        assert h.tick == TickSpec(every_ms=1_000, wake=False) and h.next_tick_ms is not None
+
+        async def counted() -> int:
+            return sum(i.count or 1 for i in await inbox_of(rt, h))
+
+        await eventually(lambda: _ge(counted(), 2), within_s=15, what="two inbox-only ticks")
+        assert (await rt.inspect(h)).turns_total == 0 and llm.prompts == []
+        assert len(await inbox_of(rt, h)) == 1
+        await rt.unschedule(h)
+        assert h.tick is None and h.next_tick_ms is None
+        assert await next_tick_attribute(client, rt, h.id) is None
+        before = await counted()
+        await asyncio.sleep(1.5)
+        assert await counted() == before  # no tick after unschedule
+        # the coalesced ticks go with the next wake
+        await rt.run_turn(h, "now")
+        assert llm.prompts[-1] == f"now\n\n{tick_block(before)}"
+
+        await rt.schedule(h, cron="*/5 * * * *", prompt="every five minutes")
+        assert h.next_tick_ms is not None and h.next_tick_ms % 300_000 == 0
+        with pytest.raises(ValueError, match="cron expression"):
+            await rt.schedule(h, cron="61 * * * *")
+        with pytest.raises(ValueError, match="exactly one"):
+            await rt.schedule(h, every=5, cron="* * * * *")
+        with pytest.raises(ValueError):
+            await rt.schedule(h, every=0.2)
+        # the same bad input sent raw: refused, the schedule in force unchanged
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await wf.execute_update("schedule", {"tick": {"cron": "bogus"}})
+        assert "cron" in str(refused.value.cause)
+        after = await rt.inspect(h)
+        assert after.tick is not None and after.tick.cron == "*/5 * * * *"
+        with pytest.raises(VerbRejectedError, match="root"):
+            await rt.schedule(rt.root, every=5)
+        await rt.close(h)
+        with pytest.raises(VerbRejectedError):
+            await rt.schedule(h, every=5)
+
+
+async def test_an_outage_yields_one_catch_up_tick(client: Client) -> None:
+    """With the worker down for several fire times, the timer fires once: one wake whose
+    tick line counts every fire time missed, never a flood of turns."""
+    llm = Recorder()
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    queue = f"tq-{scope}"
+    reg = registry(TickSpec(every_ms=1_000, prompt="catch up"))
+
+    def worker() -> Any:
+        return create_worker(
+            client,
+            registry=reg,
+            llm=LlmConfig(base_url="http://mock.local/v1", model="stub-model"),
+            task_queue=queue,
+            transport=llm.transport(),
+        )
+
+    async with worker() as w, w:
+        rt = await AgentRuntime(client, task_queue=queue, scope=scope).start()
+        h = await rt.spawn(rt.root, "ticker")
+        await eventually(lambda: len(llm.prompts) >= 1, within_s=15, what="a first tick")
+    down_from = len(llm.prompts)
+    await asyncio.sleep(6)  # the worker is down for ~6 fire times
+    async with worker() as w, w:
+        await eventually(lambda: len(llm.prompts) > down_from, within_s=20, what="catch-up")
+        await asyncio.sleep(0.5)
+        catch_up = llm.prompts[down_from]
+        n = int(catch_up.split("tick (x")[1].split()[0])
+        assert n >= 4, catch_up
+        view = await rt.inspect(h)
+        # one turn for the outage, then one per tick again (not one per missed fire time)
+        assert view.turns_total <= down_from + 3
+        assert view.next_tick_ms is not None
+        await rt.close(h)
+        await replay_every_run(client, rt, h.id)
+
+
+async def test_ticks_continue_across_continue_as_new(make_runtime: Any, client: Client) -> None:
+    """The schedule and its next fire time travel with continue-as-new: ticks go on in the
+    next runs, every one counted (woken or coalesced)."""
+    llm = Recorder()
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(
+        registry(TickSpec(every_ms=1_000)), llm.transport(), options=options
+    ) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+
+        async def runs() -> int:
+            n = 0
+            async for _ in client.list_workflows(f'WorkflowId="{wf.id}"'):
+                n += 1
+            return n
+
+        await eventually(lambda: _ge(runs(), 3), within_s=40, what="two continue-as-new")
+        state = await state_of(rt, h)
+        await rt.close(h)
+        ticks = state.ticks
+        assert ticks.spec == TickSpec(every_ms=1_000) and ticks.fired >= 3
+        pending = sum(i.count or 1 for i in state.intake.items if i.channel == "timer")
+        assert ticks.woke + pending == ticks.fired
+        await replay_every_run(client, rt, h.id)
+
+
+async def test_a_start_from_outside_fails_at_once(make_runtime: Any, client: Client) -> None:
+    """``temporal schedule create --type AgentWorkflow`` (or ``temporal workflow start``)
+    starts the workflow with no usable input: the run fails at once, non-retryable, with a
+    message that says how to schedule an agent instead."""
+    async with make_runtime(registry(), Recorder().transport()) as rt:
+        for args in ([], ["hello"], [{"state": "x"}], [{"schedule": 1}]):
+            wf = await client.start_workflow(
+                WORKFLOW_TYPE,
+                args=args,
+                id=f"outside-{uuid.uuid4().hex[:8]}",
+                task_queue=rt.task_queue,
+            )
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(wf.result(), 15)
+            cause = failed.value.cause
+            assert isinstance(cause, ApplicationError) and cause.type == "NotAnAgentStart"
+            assert cause.non_retryable
+            assert "AgentDef.tick" in cause.message and "tnx schedule" in cause.message
