@@ -7,6 +7,7 @@ the real ``tnx`` with the variant installed as the worker's workflow."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 
@@ -23,7 +24,7 @@ class TimerFirstAgentWorkflow(AgentWorkflow):
     expects another first command."""
 
     @workflow.run
-    async def run(self, inp: AgentInput) -> HandleView:
+    async def run(self, inp: Any = None) -> HandleView:
         await workflow.sleep(timedelta(milliseconds=1))
         return await super().run(inp)
 
@@ -34,8 +35,9 @@ class RaisingAgentWorkflow(AgentWorkflow):
     fails without a command mismatch."""
 
     @workflow.run
-    async def run(self, inp: AgentInput) -> HandleView:
-        raise RuntimeError(f"bug in the new code\n(second line for {inp.state.id})")
+    async def run(self, inp: Any = None) -> HandleView:
+        state = AgentInput.model_validate(inp).state
+        raise RuntimeError(f"bug in the new code\n(second line for {state.id})")
 
 
 def install() -> None:

@@ -52,6 +52,7 @@ PUBLIC = {
     "StoreError",
     "StoreUnavailableError",
     "TaskResult",
+    "TickSpec",
     "TnxError",
     "Tool",
     "ToolContext",
