@@ -114,3 +114,14 @@ def make_runtime(client: Client, store: SqliteConversationStore) -> RuntimeFacto
             yield await runtime.start()
 
     return factory
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``soak`` tests run only when asked for (``pytest -m soak``): never in the default run,
+    the inner loop or CI (issue 25: "not in the default CI run")."""
+    if "soak" in (config.option.markexpr or ""):
+        return
+    skip = pytest.mark.skip(reason="a soak test: run it with pytest -m soak")
+    for item in items:
+        if "soak" in item.keywords:
+            item.add_marker(skip)
