@@ -35,6 +35,7 @@ stream     ``view``, describe, history  live events of the running turn (``strea
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
+    InvalidCursorError,
     NoWorkerError,
     OrphanedHandlesError,
     SearchAttributesMissingError,
@@ -66,6 +67,7 @@ __all__ = [
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
+    "InvalidCursorError",
     "NoWorkerError",
     "OrphanedHandlesError",
     "QueueRow",
