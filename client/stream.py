@@ -176,7 +176,8 @@ class ToolCallEnd(BaseModel):
 
 class TokenCount(BaseModel):
     """Tokens of the turn so far: the usage of its answered LLM calls, plus the stream events
-    of the call in flight (about one token each); it never goes down within a turn.
+    of the call in flight (about one token each; the call's usage replaces them once it is
+    answered, and a retried call counts its own).
 
     Attributes:
         tokens: the count.
@@ -288,6 +289,7 @@ class _Follow:
         if self.open_llm is not None:
             call = self.calls[self.open_llm]
             call.attempt, call.upto, call.started = at.attempt, at.chars, at.calls
+            call.chunks = max(at.tokens - self.tokens_done, 0)
 
     def new_run(self, run_id: str) -> None:
         """Follow ``run_id``, which continued the run followed (its event ids start over)."""
@@ -310,9 +312,10 @@ class _Follow:
         call.held = out.reply is not None
         events: list[LiveEvent] = []
         restart = False
+        chunks = max(call.chunks, out.chunks)  # details read before: not fewer
         if out.attempt != call.attempt:
             restart = call.attempt > 0 and call.upto > 0
-            call.attempt, call.upto = out.attempt, 0
+            call.attempt, call.upto, chunks = out.attempt, 0, out.chunks
         if out.length > call.upto or restart:
             skipped = max(out.offset - call.upto, 0)
             text = out.tail[max(call.upto - out.offset, 0) :]
@@ -324,7 +327,7 @@ class _Follow:
         for announced in out.calls[call.started :]:
             call.started += 1
             events += self._stamp([ToolCallStart(call_id=announced.id, name=announced.name)])
-        call.chunks = out.chunks
+        call.chunks = chunks
         return events + self._tokens()
 
     def answered(
@@ -358,7 +361,7 @@ class _Follow:
 
     def _tokens(self, event: int | None = None) -> list[LiveEvent]:
         total = self.tokens_done + sum(c.chunks for c in self.calls.values() if not c.done)
-        if total <= self.tokens_shown:  # never down (a retry's chunks count again from 0)
+        if total == self.tokens_shown:
             return []
         self.tokens_shown = total
         return self._stamp([TokenCount(tokens=total)], event)
