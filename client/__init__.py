@@ -28,7 +28,8 @@ trace      query ``trace`` per handle   the subtree's lines merged in order of o
 pending    visibility list, ``view``    the suspended handles (``names.APPROVAL_QUEUE``)
 queue      visibility list              the same, from search attributes alone (no worker)
 stream     ``view``, describe, history  live events of the running turn (``stream.py``):
-                                        text deltas, tool calls, then ``wait``'s result
+                                        text deltas, tool calls, then the result; each
+                                        event's ``seq`` resumes it (``after=``)
 =========  ==========================  =====================================================
 """
 
