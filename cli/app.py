@@ -66,9 +66,10 @@ from toolnexus_temporal.cli.hostcmd import (
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.server import server_app
 from toolnexus_temporal.cli.watch import watch_tree
-from toolnexus_temporal.client.errors import SpawnError
+from toolnexus_temporal.client.errors import InvalidCursorError, SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.client.stream import Cursor
 from toolnexus_temporal.workflows.contract.messages import PostResult
 from toolnexus_temporal.workflows.contract.models import InboxItem, Message
 
@@ -284,6 +285,11 @@ def wait_command(
     """Wait for a handle's result: the next one while it runs, else at once its last one; exit 0
     when done or pending, 1 otherwise. On a terminal a live status line shows the running turn."""
     target = args.ref(opts, handle_id)
+    if after is not None:
+        try:
+            Cursor.parse(after)
+        except InvalidCursorError as err:
+            raise CliError(f"invalid --after: {err.reason}", ops.EXIT_ENV) from err
     limit = None if timeout_ms is None else timeout_ms / 1000 + ops.VERB_TIMEOUT_S
     streamed = False
     if follow or after is not None or (out.is_terminal and not opts.json):

@@ -23,7 +23,7 @@ from tests.test_cli import TNX, Cli
 from tests.test_parked_history import continue_as_new_by_rejections, guarded
 from tests.test_stream import LONG_REPLY, REPLY, _config, cursor_now, held
 from toolnexus_temporal.activities import Registry, define_tool
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, Handle
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, Handle, InvalidCursorError
 from toolnexus_temporal.client.stream import (
     Cursor,
     LiveEvent,
@@ -301,3 +301,16 @@ async def test_fifty_hosts_follow_one_agent_at_once(make_runtime, client) -> Non
     # one poll for all 50 (at most one describe every POLL_S while the call streams)
     assert shared is not None and shared <= (figures["shared"]["seconds"] + 2) / 0.2, figures
     assert streaming_s < alone[0] + 1
+
+
+async def test_a_cursor_that_is_not_this_handles_is_refused(make_runtime, env) -> None:
+    llm = ScriptedLLM({MODEL: [text("hello")]})
+    async with make_runtime({"chat": AgentDef(name="chat")}, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "chat")
+        other = await spawn(rt, rt.root, "chat")
+        foreign = await cursor_now(rt, other)  # a run of another workflow
+        for bad in ("nonsense", foreign, "not-a-run-id.3.0.0.0.0"):
+            with pytest.raises(InvalidCursorError):
+                await take(rt, h, bad, None)
+        run = await Cli(env, rt)("wait", h.id, "--follow", "--after", "nonsense")
+        assert run.code == 2 and "invalid --after: expected RUN.EVENT" in run.err, run
