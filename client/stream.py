@@ -270,6 +270,9 @@ class _Follow:
     """The activity id of the LLM call in flight (per the history read)."""
     tokens_done: int = 0
     tokens_shown: int = 0
+    unread: list[Any] = field(default_factory=list)
+    """Results (payloads) of this turn's LLM calls answered while :attr:`silent`, not yet
+    decoded: :meth:`wake` adds their usage."""
 
     def cursor(self, event: int | None = None) -> Cursor:
         """The position after the events yielded so far (``event``: another history event)."""
@@ -282,6 +285,15 @@ class _Follow:
             calls=call.started if call else 0,
             tokens=self.tokens_shown,
         )
+
+    async def wake(self, converter: Any) -> None:
+        """Stop rebuilding: count the usage of the turn's calls answered so far."""
+        self.silent = False
+        for payloads in self.unread:
+            with contextlib.suppress(Exception):
+                [result] = await converter.decode(payloads, [LlmCallResult])
+                self.tokens_done += result.usage.total_tokens
+        self.unread = []
 
     def restore(self, at: Cursor) -> None:
         """Take what the stream had shown at ``at`` (after rebuilding its history part)."""
@@ -374,6 +386,7 @@ class _Follow:
         before, self.state = self.state, value
         if value == "running" and before != "running":
             self.in_turn, self.tokens_done, self.tokens_shown = True, 0, 0
+            self.unread = []
         elif value != "running" and before == "running":
             self.in_turn = False
             self.ended = not self.silent
@@ -429,7 +442,10 @@ class _Follow:
         completed = kind == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
         if sched.kind == "llm":
             events: list[LiveEvent] = []
-            if completed:
+            if completed and self.silent:  # only its usage counts: read when needed
+                self.calls.setdefault(sched.activity_id, _Call()).done = True
+                self.unread.append(attrs.result.payloads)
+            elif completed:
                 [result] = await converter.decode(attrs.result.payloads, [LlmCallResult])
                 events = self.answered(sched.activity_id, result, sched.attempt, event.event_id)
             else:
@@ -686,7 +702,7 @@ async def follow_turn(
             for ev in await state.observe(converter, event):
                 yield ev
             if state.silent and (run_id != start.run_id or event.event_id >= start.event):
-                state.silent = False
+                await state.wake(converter)
                 if start_at is not None:
                     state.restore(start_at)
             if state.ended:
