@@ -12,8 +12,10 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.client import Client
 
@@ -23,7 +25,15 @@ from tests.test_cli import TNX, Cli
 from tests.test_parked_history import continue_as_new_by_rejections, guarded
 from tests.test_stream import LONG_REPLY, REPLY, _config, cursor_now, held
 from toolnexus_temporal.activities import Registry, define_tool
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, Handle, InvalidCursorError
+from toolnexus_temporal.client import (
+    AgentDef,
+    AgentRuntime,
+    Answer,
+    Handle,
+    InvalidCursorError,
+    RuntimeOptions,
+)
+from toolnexus_temporal.client.scripted_wire import SlowFrames, render
 from toolnexus_temporal.client.stream import (
     Cursor,
     LiveEvent,
@@ -149,8 +159,6 @@ async def test_resume_follows_the_turn_into_the_run_that_continued_it(make_runti
         [AgentDef(name="worker", tools=["guarded"])],
         tools=[define_tool(guarded, input_schema={"type": "object", "properties": {}})],
     )
-    from toolnexus_temporal.client import RuntimeOptions
-
     with ScriptedLLMServer(script_parking()) as server:
         options = RuntimeOptions(continue_as_new_events=100)
         async with make_runtime(registry, None, llm=_config(server), options=options) as rt:
@@ -313,3 +321,69 @@ async def test_a_cursor_that_is_not_this_handles_is_refused(make_runtime, env) -
                 await take(rt, h, bad, None)
         run = await Cli(env, rt)("wait", h.id, "--follow", "--after", "nonsense")
         assert run.code == 2 and "invalid --after: expected RUN.EVENT" in run.err, run
+
+
+class BrokenFrames(SlowFrames):
+    """A stream that breaks (the connection is reset) before frame ``cut``."""
+
+    def __init__(self, frames: list[bytes], delay_s: float, cut: int) -> None:
+        super().__init__(frames, delay_s)
+        self.cut = cut
+
+    def __iter__(self) -> Iterator[bytes]:
+        for i, frame in enumerate(self.frames):
+            if i == self.cut:
+                raise ConnectionResetError("the model's stream broke")
+            time.sleep(self.delay_s)
+            yield frame
+
+
+PARTIAL = "".join(f"broken{i:02d} " for i in range(10))
+
+
+def broken_stream(_view: Any) -> httpx.Response:
+    """A streamed reply that breaks after 6 of its pieces: the LLM call fails, is retried."""
+    whole = render(text(PARTIAL), "openai", stream=True, chunk_delay_s=0.2)
+    assert isinstance(whole.stream, SlowFrames)
+    return httpx.Response(
+        200, headers=whole.headers, stream=BrokenFrames(whole.stream.frames, 0.2, 7)
+    )
+
+
+async def test_a_retried_call_restarts_its_text_for_followers_and_resumed_ones(
+    make_runtime,
+) -> None:
+    """The model's stream breaks mid-reply and the LLM call is retried: a follower's text of
+    the call is the retry's whole reply, the broken partial text replaced (``restart``), and
+    so for a follower that disconnected during the partial text and resumed after the retry
+    had begun."""
+    release = threading.Event()
+
+    def held_broken(view: Any) -> httpx.Response:
+        release.wait(120)
+        return broken_stream(view)
+
+    llm = ScriptedLLM({MODEL: [held_broken, text(REPLY)]}, chunk_delay_s=0.2)
+    options = RuntimeOptions(llm_initial_retry_ms=200)
+    with ScriptedLLMServer(llm) as server:
+        async with make_runtime(
+            {"chat": AgentDef(name="chat")}, None, llm=_config(server), options=options
+        ) as rt:
+            h = await spawn(rt, rt.root, "chat")
+            await rt.wake(h, "talk")
+            start = await cursor_now(rt, h)
+            straight = asyncio.ensure_future(take(rt, h, start, None))
+            release.set()
+            partial = await take(rt, h, start, 1)  # the broken attempt's first text
+            whole = await straight
+            resumed = partial + await take(rt, h, partial[-1].seq, None)
+    assert llm.calls(MODEL) == 2, llm.requests
+    deltas = [ev for ev in whole if isinstance(ev, TextDelta)]
+    assert deltas[0].attempt == 1 and deltas[0].text.startswith("broken"), deltas
+    restarts = [d for d in deltas if d.restart]
+    assert len(restarts) == 1 and restarts[0].attempt == 2, deltas
+    for events in (whole, resumed):
+        got = shape(events)
+        assert got["end"].text == REPLY and list(got["text"].values()) == [REPLY], events
+    first = resumed[0]
+    assert isinstance(first, TextDelta) and first.attempt == 1 and "broken" in first.text
