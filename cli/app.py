@@ -13,7 +13,7 @@ Commands::
     tnx spawn PARENT NAME [--budget JSON]
     tnx post ID TEXT [--from X] [--channel Y]
     tnx wake ID [PROMPT]
-    tnx wait ID [--timeout-ms N] [--follow]
+    tnx wait ID [--timeout-ms N] [--follow] [--after SEQ]
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
     tnx recover ID                       start an agent the server terminated again
@@ -72,9 +72,10 @@ from toolnexus_temporal.cli.hostcmd import (
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.server import server_app
 from toolnexus_temporal.cli.watch import watch_tree
-from toolnexus_temporal.client.errors import SpawnError
+from toolnexus_temporal.client.errors import InvalidCursorError, SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.client.stream import Cursor
 from toolnexus_temporal.workflows.contract.messages import PostResult
 from toolnexus_temporal.workflows.contract.models import InboxItem, Message
 
@@ -289,24 +290,44 @@ def wait_command(
             help="Print the model's text and tool calls as they stream (--json: JSON lines).",
         ),
     ] = False,
+    after: Annotated[
+        str | None,
+        typer.Option(
+            "--after",
+            metavar="SEQ",
+            help="Continue a follow after the event SEQ (the seq of --json events, or the"
+            " one an interrupted follow printed): every later event once.",
+        ),
+    ] = None,
 ) -> None:
     """Wait for a handle's result: the next one while it runs, else at once its last one; exit 0
     when done or pending, 1 otherwise. On a terminal a live status line shows the running turn."""
     target = args.ref(opts, handle_id)
+    if after is not None:
+        try:
+            Cursor.parse(after)
+        except InvalidCursorError as err:
+            raise CliError(f"invalid --after: {err.reason}", ops.EXIT_ENV) from err
     limit = None if timeout_ms is None else timeout_ms / 1000 + ops.VERB_TIMEOUT_S
     streamed = False
-    if follow or (out.is_terminal and not opts.json):
+    if follow or after is not None or (out.is_terminal and not opts.json):
         result, streamed = ops.run(
             opts,
             lambda rt: live.follow(
-                rt, target, timeout_ms, console=out, show_text=follow, json_lines=opts.json
+                rt,
+                target,
+                timeout_ms,
+                console=out,
+                show_text=follow,
+                json_lines=opts.json,
+                after=after,
             ),
             timeout_s=limit,
         )
     else:
         result = ops.run(opts, lambda rt: rt.wait(target, timeout_ms=timeout_ms), timeout_s=limit)
     if opts.json:
-        if not follow:
+        if not follow and after is None:
             emit(args.dump(result))
     else:
         out.print(render.result_summary(result))

@@ -1,13 +1,17 @@
 """``tnx wait`` while the turn runs (issue 14, item 4), over ``AgentRuntime.stream``:
 
 * ``--follow``: the model's text printed as it streams, a line per tool call started and
-  ended (``--json``: one JSON object per event, the last of kind ``end``);
+  ended (``--json``: one JSON object per event, the last of kind ``end``, each with its
+  ``seq``); interrupted (Ctrl-C, ``--timeout-ms``'s process limit), it prints the line that
+  resumes it: ``resume with: tnx wait ID --follow --after SEQ``;
+* ``--after SEQ``: continue a follow after the event ``SEQ`` (every later event once);
 * without it, on a terminal: a live status line (state, elapsed seconds, tokens so far,
   current tool), gone when the turn ends; not on a terminal: nothing extra (plain ``wait``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -81,8 +85,18 @@ async def follow(
     console: Console,
     show_text: bool,
     json_lines: bool,
+    after: str | None = None,
 ) -> tuple[TaskResult, bool]:
     """Follow the handle's turn to its end; print as the module docstring says.
+
+    Args:
+        rt: the runtime.
+        target: the handle.
+        timeout_ms: give up after this many ms (a ``timeout`` result).
+        console: where tool lines and notes go.
+        show_text: print the text (``--follow``); else a status line on a terminal.
+        json_lines: print every event as a JSON line.
+        after: continue after this event's ``seq`` (``--after``).
 
     Returns:
         The turn's result (``wait``'s when the handle never ran a turn: the next result) and
@@ -98,8 +112,10 @@ async def follow(
     live = None if show_text or json_lines else Live(status, console=console, transient=True)
     if live is not None:
         live.start()
+    seq = after
     try:
-        async for event in rt.stream(target, timeout_ms):
+        async for event in rt.stream(target, timeout_ms, after=after):
+            seq = event.seq or seq
             status.take(event)
             if json_lines and not (isinstance(event, TurnEnd) and event.result is None):
                 _write(json.dumps(event.model_dump(mode="json"), ensure_ascii=False) + "\n")
@@ -108,6 +124,10 @@ async def follow(
                 printed = printed or bool(printer.attempts)
             if isinstance(event, TurnEnd):
                 result = event.result
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        if show_text and not json_lines and seq:
+            printer.resume_hint(status.handle_id, seq)
+        raise
     finally:
         if live is not None:
             live.stop()
@@ -141,7 +161,7 @@ class TextPrinter:
         """Print one event."""
         if isinstance(event, TextDelta):
             seen = self.attempts.get(event.call)
-            if seen is not None and event.attempt > seen:
+            if event.restart or (seen is not None and event.attempt > seen):
                 self._break()
                 self.console.print(
                     f"[dim]↻ the model call failed and was retried (attempt {event.attempt});"
@@ -161,6 +181,14 @@ class TextPrinter:
             self.console.print(
                 f"[dim]{arrow} tool {escape(event.name)} ({escape(event.call_id)}){end}[/]"
             )
+
+    def resume_hint(self, handle_id: str, seq: str) -> None:
+        """Print the command that continues this follow after the last event shown."""
+        self._break()
+        self.console.print(
+            f"[dim]resume with: tnx wait {escape(handle_id)} --follow --after {escape(seq)}[/]",
+            soft_wrap=True,
+        )
 
     def _break(self) -> None:
         if self.printed:

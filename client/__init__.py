@@ -10,38 +10,12 @@ never the worker or an activity; the ``tnx`` command line is :mod:`toolnexus_tem
 
 Each verb and the Temporal message it sends to the handle's workflow:
 
-==========  ==========================  =====================================================
-verb        Temporal message             result
-==========  ==========================  =====================================================
-spawn       update ``spawn`` on parent   Handle, or a SpawnError value (never raises)
-wake        update ``turn`` (accepted)   the Handle, refreshed: ``running`` when admitted
-run_turn    update ``turn`` (completed)  TaskResult of that turn (wake + wait in one update)
-post        update ``admit_post``        PostResult (``inbox full`` / ``inbox closed`` loud,
-                                         ``history full`` refused before history)
-wait        the wake's ``turn``, else    TaskResult (blocks in the workflow, not by polling)
-            update ``wait``
-interrupt   update ``admit_interrupt``   the Handle, refreshed (``idle``)
-close       update ``admit_close``       the Handle, refreshed (``closed``), subtree closed
-answer      update ``admit_answer``      AnswerResult (``resume`` finds the handle first)
-schedule    update ``schedule``          the Handle, refreshed (``tick``, ``next_tick_ms``)
-unschedule  update ``schedule``          the Handle, refreshed (no ``tick``)
-pause       update ``admit_pause``       the Handle, refreshed (``paused``)
-unpause     update ``admit_pause``       the Handle, refreshed
-inspect     query ``view``               the Handle, refreshed
-list        query ``view`` per handle    the tree, pre-order, children in spawn order
-trace       query ``trace`` per handle   the subtree's lines merged in order of occurrence
-pending     visibility list, ``view``    the suspended handles (``names.APPROVAL_QUEUE``)
-queue       visibility list              the same, from search attributes alone (no worker)
-stream      ``view``, describe, history  live events of the running turn (``stream.py``):
-                                         text deltas, tool calls, then ``wait``'s result
-recover     query ``recovery``, history, the Handle of a new run from a terminated run's
-            start workflow               last state (``recover.py``)
-==========  ==========================  =====================================================
-"""
+==========  ==========================  =============================================="""
 
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
+    InvalidCursorError,
     NoWorkerError,
     OrphanedHandlesError,
     RecoverRefusedError,
@@ -75,6 +49,7 @@ __all__ = [
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
+    "InvalidCursorError",
     "NoWorkerError",
     "OrphanedHandlesError",
     "QueueRow",

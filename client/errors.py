@@ -160,6 +160,21 @@ class UpdateLimitError(TnxError):
         self.reason = reason
 
 
+class InvalidCursorError(TnxError, ValueError):
+    """A live-output cursor (``rt.stream(h, after=SEQ)``, ``tnx wait --follow --after SEQ``)
+    that is not one ``stream`` gave, or names a run that is not of this handle's workflow.
+
+    Attributes:
+        cursor: the cursor as given.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, cursor: str, reason: str) -> None:
+        super().__init__(f"live-output cursor {cursor!r} is not usable: {reason}")
+        self.cursor = cursor
+        self.reason = reason
+
+
 class OrphanedHandlesError(TnxError):
     """A new runtime would start a new root run while handles of the old root's tree are
     still running (the old root was terminated): they would

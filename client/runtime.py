@@ -331,24 +331,36 @@ class AgentRuntime(HandleReads):
         await self._apply(h, resp.status, resp.result)
         return resp.result
 
-    def stream(self, h: HandleRef, timeout_ms: int | None = None) -> AsyncIterator[LiveEvent]:
-        """Follow the running turn of ``h`` live: text deltas, tool-call starts and ends,
-        token counts, and last a ``TurnEnd`` with :meth:`wait`'s result (``stream.py``).
+    def stream(
+        self, h: HandleRef, timeout_ms: int | None = None, *, after: str | None = None
+    ) -> AsyncIterator[LiveEvent]:
+        """Follow the turn of ``h`` live: text deltas, tool-call starts and ends, token
+        counts, and last a ``TurnEnd`` with the turn's result (``stream.py``). Sends no
+        update: any number of hosts can follow one handle.
 
         Not running (idle, suspended, closed): ends at once with the last result. Use as
         ``async for event in rt.stream(h)``; to leave early, close it (``async with
         contextlib.aclosing(rt.stream(h)) as events``): its polls stop at once.
 
+        Args:
+            h: the handle.
+            timeout_ms: end with a ``timeout`` result after this many ms (the turn keeps
+                running).
+            after: the ``seq`` of the last event a host saw: continue with the events after
+                it (every event once), across continue-as-new.
+
         Raises:
             HandleNotFoundError: no such handle.
+            InvalidCursorError: ``after`` is not a cursor of this handle's live output.
         """
         hid = handle_id(h)
         return follow_turn(
             self.client,
             hid,
             self.workflow_id(hid),
-            lambda: self.wait(h, timeout_ms),
-            lambda: self.inspect(hid),
+            lambda: self.inspect(h),
+            after=after,
+            timeout_ms=timeout_ms,
         )
 
     async def interrupt(self, h: HandleRef) -> Handle:

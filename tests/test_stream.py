@@ -220,27 +220,41 @@ async def once_following(
     return await task
 
 
+async def cursor_now(rt: AgentRuntime, h: Handle) -> str:
+    """The live-output position of ``h`` now (a stream's ``seq`` that ends at once)."""
+    [end] = [ev async for ev in rt.stream(h, timeout_ms=0)]
+    assert isinstance(end, TurnEnd) and end.seq, end
+    return end.seq
+
+
 async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env, client) -> None:
+    """``tnx`` takes seconds to start and sends no update while it follows (nothing on the
+    server says it is following): it follows from a cursor taken while the reply is held,
+    so it prints the whole text however late it started."""
     llm, (first, second) = held_long_replies(2)
     with ScriptedLLMServer(llm) as server:
         async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
             h = await spawn(rt, rt.root, "chat")
             tnx = Cli(env, rt)
             await rt.wake(h, "talk")
-            run = await once_following(client, rt, h, first, tnx("wait", h.id, "--follow"))
+            seq = await cursor_now(rt, h)
+            first.set()
+            run = await tnx("wait", h.id, "--follow", "--after", seq)
             assert run.code == 0, run
             # the text streamed first, then the result line (the text not printed again)
             assert run.out.index(LONG_REPLY.rstrip()) < run.out.index("done · "), run
             assert run.out.count("piece39") == 1, run
+            assert "resume with" not in run.out, run  # an uninterrupted follow: as before
             await rt.wake(h, "again")
-            jsonl = await once_following(
-                client, rt, h, second, tnx("wait", h.id, "--follow", "--json")
-            )
+            seq = await cursor_now(rt, h)
+            second.set()
+            jsonl = await tnx("wait", h.id, "--follow", "--json", "--after", seq)
             assert jsonl.code == 0, jsonl
             events = [json.loads(line) for line in jsonl.out.splitlines()]
             assert events[-1]["kind"] == "end" and events[-1]["result"]["status"] == "done"
             texts = [e["text"] for e in events if e["kind"] == "text"]
             assert "".join(texts) == LONG_REPLY, jsonl
+            assert all(e["seq"] for e in events), jsonl
 
 
 async def test_tnx_wait_shows_a_status_line_on_a_terminal_only(make_runtime, env, client) -> None:
@@ -254,13 +268,19 @@ async def test_tnx_wait_shows_a_status_line_on_a_terminal_only(make_runtime, env
             assert piped.code == 0 and "running ·" not in piped.out, piped
             assert piped.out.startswith("done · "), piped
             await rt.wake(h, "again")
-            shown = await once_following(client, rt, h, second, _on_a_terminal(tnx, "wait", h.id))
+            # the status line is up before the stream begins: the reply goes once it shows
+            shown = await _on_a_terminal(
+                tnx, "wait", h.id, on_output=lambda out: b"running" in out and second.set()
+            )
     assert "running · " in shown and "tokens" in shown, shown
     assert "done · turns 1" in shown, shown
 
 
-async def _on_a_terminal(tnx: Cli, *args: str) -> str:
-    """Run ``tnx`` with its stdout on a pseudo-terminal; everything it wrote there."""
+async def _on_a_terminal(
+    tnx: Cli, *args: str, on_output: Callable[[bytes], object] | None = None
+) -> str:
+    """Run ``tnx`` with its stdout on a pseudo-terminal; everything it wrote there
+    (``on_output`` sees what it wrote so far, after each read)."""
     leader, follower = pty.openpty()
     proc = await asyncio.create_subprocess_exec(
         str(TNX), *args, env=tnx.environ, stdout=follower, stderr=asyncio.subprocess.PIPE
@@ -276,6 +296,8 @@ async def _on_a_terminal(tnx: Cli, *args: str) -> str:
         if not chunk:
             break
         chunks.append(chunk)
+        if on_output is not None:
+            on_output(b"".join(chunks))
     await asyncio.wait_for(proc.wait(), 90)
     os.close(leader)
     return b"".join(chunks).decode(errors="replace")

@@ -43,3 +43,28 @@ def test_one_attempt_and_tool_lines_print_as_before(capsys: pytest.CaptureFixtur
         "← tool lookup (c1) ok",
         "found it",
     ]
+
+
+def test_a_restart_marker_starts_over_even_for_a_resumed_printer(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A printer resumed with ``--after`` never saw attempt 1: the ``restart`` marker alone
+    ends the line and says the reply starts over."""
+    printer = TextPrinter(Console(width=200))
+    printer.show(TextDelta(text=WHOLE[:30], call="llm-1", attempt=2, restart=True))
+    printer.show(TextDelta(text=WHOLE[30:], call="llm-1", attempt=2))
+    note, last = capsys.readouterr().out.splitlines()
+    assert "retried (attempt 2)" in note and last == WHOLE
+
+
+def test_the_resume_hint_names_the_handle_and_the_last_seq(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    printer = TextPrinter(Console(width=40))  # narrower than the line: never wrapped
+    printer.show(TextDelta(text="half a sen", call="llm-1"))
+    seq = "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.17.1.10.0.3"
+    printer.resume_hint("ops-1", seq)
+    assert capsys.readouterr().out.splitlines() == [
+        "half a sen",
+        f"resume with: tnx wait ops-1 --follow --after {seq}",
+    ]

@@ -9,13 +9,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore, wire
 from toolnexus_temporal.activities.heartbeat import Beat
 from toolnexus_temporal.activities.live import TAIL_MAX_CHARS, LiveFeed
 from toolnexus_temporal.activities.llm import LlmActivities
-from toolnexus_temporal.client.stream import TextDelta, TokenCount, ToolCallStart, _Follow
+from toolnexus_temporal.client.errors import InvalidCursorError
+from toolnexus_temporal.client.stream import (
+    Cursor,
+    TextDelta,
+    TokenCount,
+    ToolCallStart,
+    _Call,
+    _Follow,
+)
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.messages import (
     LiveCall,
@@ -103,35 +112,115 @@ async def test_the_activity_announces_tool_calls_while_their_arguments_stream(
     assert any([(c.id, c.name) for c in o.calls] == [("c1", "lookup")] for o in outs), beats
 
 
-def test_the_host_rebuilds_deltas_from_tails_and_catches_up_from_the_answer() -> None:
-    """``client/stream.py``'s bookkeeping: new text only, skipped characters counted, a retry
-    streams again, tool calls announced once, the answered reply completes the text."""
-    follow = _Follow(start_len=0)
+def _following(activity_id: str) -> _Follow:
+    """A consumer whose history shows the LLM call ``activity_id`` in flight."""
+    follow = _Follow(run_id="run-1", last_event=5)
+    follow.calls[activity_id] = _Call()
+    follow.open_llm = activity_id
+    return follow
 
-    def texts(events: list[Any]) -> list[tuple[str, int, int]]:
-        return [(e.text, e.skipped, e.attempt) for e in events if isinstance(e, TextDelta)]
 
-    assert texts(follow.live("7", LiveOutput(tail="abc"))) == [("abc", 0, 1)]
-    assert texts(follow.live("7", LiveOutput(tail="abcdef"))) == [("def", 0, 1)]
-    assert follow.live("7", LiveOutput(tail="abcdef")) == []  # nothing new: no event
-    far = LiveOutput(offset=3000, tail="xyz", calls=[LiveCall(id="c1", name="lookup")])
-    events = follow.live("7", far)
-    assert texts(events) == [("xyz", 2994, 1)]
-    assert [e.call_id for e in events if isinstance(e, ToolCallStart)] == ["c1"]
-    content = "a" * 3003 + "tail!"
-    answer = LlmCallResult(
+def _answer(content: str, *calls: str) -> LlmCallResult:
+    return LlmCallResult(
         message=Message(
             role="assistant",
             content=content,
-            tool_calls=[ToolCall(id="c1", name="lookup", arguments="{}")],
+            tool_calls=[ToolCall(id=c, name="lookup", arguments="{}") for c in calls],
         ),
         usage=Usage(prompt_tokens=5, completion_tokens=7, total_tokens=12),
         stored_len=2,
     )
-    done = follow.answered("7", answer)
-    assert texts(done) == [("tail!", 0, 1)]
+
+
+def texts(events: list[Any]) -> list[tuple[str, int, int, bool]]:
+    return [(e.text, e.skipped, e.attempt, e.restart) for e in events if isinstance(e, TextDelta)]
+
+
+def test_the_host_rebuilds_deltas_from_tails_and_catches_up_from_the_answer() -> None:
+    """``client/stream.py``'s bookkeeping: new text only, skipped characters counted, tool
+    calls announced once, the answered reply completes the text."""
+    follow = _following("7")
+    assert texts(follow.live("7", LiveOutput(tail="abc"))) == [("abc", 0, 1, False)]
+    assert texts(follow.live("7", LiveOutput(tail="abcdef"))) == [("def", 0, 1, False)]
+    assert follow.live("7", LiveOutput(tail="abcdef")) == []  # nothing new: no event
+    assert follow.live("8", LiveOutput(tail="other")) == []  # not the call in flight
+    far = LiveOutput(offset=3000, tail="xyz", calls=[LiveCall(id="c1", name="lookup")])
+    events = follow.live("7", far)
+    assert texts(events) == [("xyz", 2994, 1, False)]
+    assert [e.call_id for e in events if isinstance(e, ToolCallStart)] == ["c1"]
+    done = follow.answered("7", _answer("a" * 3003 + "tail!", "c1"), 1, 9)
+    assert texts(done) == [("tail!", 0, 1, False)]
     assert not any(isinstance(e, ToolCallStart) for e in done)  # announced already
     assert [e.tokens for e in done if isinstance(e, TokenCount)] == [12]
+    follow.open_llm = None
     assert follow.live("7", LiveOutput(tail="late")) == []  # the call is answered
-    assert texts(follow.live("9", LiveOutput(tail="one"))) == [("one", 0, 1)]
-    assert texts(follow.live("9", LiveOutput(attempt=2, tail="on"))) == [("on", 0, 2)]
+
+
+def test_a_retry_restarts_the_text_instead_of_following_it() -> None:
+    """A later attempt's first delta has ``restart`` (the consumer replaces the partial text),
+    from the heartbeats or, when they were missed, from the answer of that attempt."""
+    follow = _following("9")
+    assert texts(follow.live("9", LiveOutput(tail="broken par"))) == [("broken par", 0, 1, False)]
+    assert texts(follow.live("9", LiveOutput(attempt=2, tail="wh"))) == [("wh", 0, 2, True)]
+    assert texts(follow.live("9", LiveOutput(attempt=2, tail="whole"))) == [("ole", 0, 2, False)]
+    assert follow.live("9", LiveOutput(attempt=1, tail="broken partial")) == []  # stale
+    missed = _following("4")
+    missed.live("4", LiveOutput(tail="broken"))
+    done = missed.answered("4", _answer("whole reply"), 3, 12)
+    assert texts(done) == [("whole reply", 0, 3, True)]
+    held = _following("5")  # the held reply, answered by the next attempt: the same text
+    held.live("5", LiveOutput(tail="whole", reply=_answer("whole reply"), fence=1))
+    assert texts(held.answered("5", _answer("whole reply"), 2, 12)) == [(" reply", 0, 2, False)]
+
+
+def test_a_cursor_round_trips_and_bad_ones_are_refused() -> None:
+    cursor = Cursor(run_id="0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", event=17, attempt=2, chars=40)
+    assert Cursor.parse(str(cursor)) == cursor
+    for bad in ("", "17", "run.1.2.3", "run.a.0.0.0.0", ".1.0.0.0.0", "run.1.0.0.0.-1"):
+        with pytest.raises(InvalidCursorError):
+            Cursor.parse(bad)
+
+
+def test_a_consumer_resumed_at_any_event_shows_each_event_once() -> None:
+    """Cut one stream after each of its events; a consumer rebuilt at that event's cursor
+    (what the history gives, then :meth:`_Follow.restore`) and fed the same observations
+    again yields exactly the events that came after it."""
+    feed = [
+        ("live", LiveOutput(tail="Let me ")),
+        ("live", LiveOutput(tail="Let me look", chunks=3)),
+        ("live", LiveOutput(tail="Let me look", calls=[LiveCall(id="c1", name="lookup")])),
+        ("answer", _answer("Let me look it up", "c1", "c2")),
+    ]
+
+    def run(follow: _Follow, skip_live: int = 0) -> list[Any]:
+        out: list[Any] = []
+        for kind, value in feed:
+            if kind == "live":
+                assert isinstance(value, LiveOutput)
+                out += follow.live("7", value)
+            else:
+                assert isinstance(value, LlmCallResult)
+                out += follow.answered("7", value, 1, 9)
+        return out
+
+    whole = run(_following("7"))
+    assert [type(e).__name__ for e in whole].count("ToolCallStart") == 2
+    for cut in range(len(whole)):
+        at = Cursor.parse(whole[cut].seq)
+        resumed = _following("7")
+        resumed.last_event = at.event
+        resumed.restore(at)
+        rest = run(resumed)
+
+        def key(events: list[Any]) -> list[Any]:
+            return [
+                (type(e).__name__, getattr(e, "call_id", ""), getattr(e, "tokens", 0))
+                for e in events
+                if not isinstance(e, TextDelta)
+            ]
+
+        assert key(whole[cut + 1 :]) == key(rest), cut
+        shown = "".join(e.text for e in whole[: cut + 1] if isinstance(e, TextDelta))
+        assert shown + "".join(e.text for e in rest if isinstance(e, TextDelta)) == (
+            "Let me look it up"
+        ), cut
