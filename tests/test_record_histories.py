@@ -928,6 +928,16 @@ async def test_record_context_histories(make_runtime, client) -> None:
         for i in range(8):
             await rt.run_turn(keeper, f"turn {i} " + "p" * 300)
             await rt.run_turn(dropper, f"turn {i} " + "p" * 300)
+        await asyncio.sleep(1.3)  # past continue_as_new_min_run_ms
+        wf = client.get_workflow_handle(rt.workflow_id(keeper.id))
+        for i in range(8, 30):  # until the run continued as new, carrying the summary
+            await rt.run_turn(keeper, f"turn {i} " + "p" * 300)
+            started = (await wf.fetch_history()).events[0]
+            if started.workflow_execution_started_event_attributes.continued_execution_run_id:
+                break
+        else:
+            raise AssertionError("never continued as new")
+        await rt.run_turn(keeper, "after")
         await rt.close(keeper)
         await rt.close(dropper)
         await _record_every_run(client, rt.workflow_id(keeper.id), "context_keeper")
