@@ -349,6 +349,7 @@ async def _worker(
                 tool_activities.tool_call,
                 tool_activities.interpret,
                 llm_activities.llm_call,
+                llm_activities.llm_summarize,
                 WatchActivities(client).watch_children,
             ],
             workflow_runner=workflow_runner(sandboxed=sandboxed),

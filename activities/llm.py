@@ -1,6 +1,9 @@
 """The LLM call as a Temporal activity, over httpx (CONTRACT §4, §8).
 
-One activity execution is one model round trip. It reads the transcript from the
+One activity execution is one model round trip. Under a context policy
+(``LlmCallInput.context``) the model is sent the view ``workflows/contract/context.py`` builds
+from the whole stored transcript and the summary the workflow passes; ``tnx.llm_summarize``
+(``LlmActivities.llm_summarize``) writes that summary. It reads the transcript from the
 ``ConversationStore`` (``store.py``) (the workflow sends only new messages and the
 committed length), calls the model in the worker's wire style (``openai`` or ``anthropic``,
 overridable per AgentDef; see ``wire.py``), streaming the response (SSE) while it
@@ -69,13 +72,16 @@ from toolnexus_temporal.activities.store import (
     StoreError,
     StoreUnavailableError,
 )
+from toolnexus_temporal.workflows.contract import context
 from toolnexus_temporal.workflows.contract.messages import (
     LiveOutput,
     LlmCallInput,
     LlmCallResult,
+    SummarizeInput,
+    SummarizeResult,
 )
-from toolnexus_temporal.workflows.contract.models import Message, Usage, WireStyle
-from toolnexus_temporal.workflows.contract.names import LLM_CALL_ACTIVITY
+from toolnexus_temporal.workflows.contract.models import ContextSummary, Message, Usage, WireStyle
+from toolnexus_temporal.workflows.contract.names import LLM_CALL_ACTIVITY, LLM_SUMMARIZE_ACTIVITY
 
 T = TypeVar("T")
 
@@ -250,6 +256,56 @@ class LlmActivities:
         except Exception as err:
             raise redacted_error(err, self.config.secrets()) from None
 
+    @activity.defn(name=LLM_SUMMARIZE_ACTIVITY)
+    async def llm_summarize(self, inp: SummarizeInput) -> SummarizeResult:
+        """Fold the older turns of a transcript into its summary with one model call (context
+        policy ``older="summarize"``): the turns ``context.summary_span`` picks, each message
+        clipped, sent as one text with the current summary; the reply, cut to
+        ``summary_max_tokens`` (4 characters per token), is the new summary. A retry asks the
+        model again (nothing is stored).
+
+        Returns:
+            The new summary and the call's usage (tokens); no summary when nothing is old
+            enough to fold.
+
+        Raises:
+            ApplicationError: typed as ``tnx.llm_call``'s (module docstring), redacted.
+        """
+        info = activity.info()
+        timeout = info.heartbeat_timeout.total_seconds() if info.heartbeat_timeout else None
+        every = min(HEARTBEAT_EVERY_S, timeout / 4) if timeout else HEARTBEAT_EVERY_S
+        store = _StoreCalls(_attempt_ends_at(info), repr(self.store))
+        try:
+            async with heartbeating(every) as beat:
+                return await self._summarize(inp, LiveFeed(beat, info.attempt), store)
+        except Exception as err:
+            raise redacted_error(err, self.config.secrets()) from None
+
+    async def _summarize(
+        self, inp: SummarizeInput, live: LiveFeed, store: _StoreCalls
+    ) -> SummarizeResult:
+        _check_deadline(inp.deadline_ms)
+        transcript = await store.call(
+            lambda: self.store.read(inp.conv_id, inp.length), deadline_ms=inp.deadline_ms
+        )
+        start, end = context.summary_span(transcript, inp.policy, inp.summary)
+        if end <= start:
+            return SummarizeResult()
+        style: WireStyle = inp.style or self.config.style
+        body = wire.request_body(
+            style,
+            model=self.config.model if inp.model == "inherit" else inp.model,
+            messages=context.summary_request(transcript[start:end], inp.policy, inp.summary),
+            tools=[],
+            max_tokens=inp.policy.summary_max_tokens,
+            stream=False,
+        )
+        async with self._slots or contextlib.nullcontext():
+            message, usage = await self._call(style, body, live)
+        limit = inp.policy.summary_max_tokens * context.CHARS_PER_TOKEN
+        text = (message.content or "").strip()[:limit] or "(no summary)"
+        return SummarizeResult(summary=ContextSummary(text=text, upto=end), usage=usage)
+
     async def _store_held(
         self,
         inp: LlmCallInput,
@@ -299,6 +355,7 @@ class LlmActivities:
         transcript = await store.call(
             lambda: self.store.read(inp.conv_id, stored_len), deadline_ms=deadline
         )
+        view = context.model_view(transcript, inp.context, inp.summary) if inp.context else None
         tools = (
             self.tool_schemas(inp.tools, inp.team)
             if (inp.tools or inp.team) and self.tool_schemas is not None
@@ -307,7 +364,7 @@ class LlmActivities:
         body = wire.request_body(
             style,
             model=self.config.model if inp.model == "inherit" else inp.model,
-            messages=transcript,
+            messages=view.messages if view is not None else transcript,
             tools=tools,
             max_tokens=self.config.max_tokens,
             stream=self.config.stream,
@@ -321,7 +378,13 @@ class LlmActivities:
         except TimeoutError:
             _check_deadline(inp.deadline_ms, aborted=True)
             raise
-        result = LlmCallResult(message=message, usage=usage, stored_len=stored_len + 1)
+        result = LlmCallResult(
+            message=message,
+            usage=usage,
+            stored_len=stored_len + 1,
+            dropped=view.dropped if view is not None else 0,
+            sent_estimate=view.estimate_tokens if view is not None else 0,
+        )
 
         def hold() -> None:  # the model was paid: a retried attempt must not ask it again
             if not live.hold(result, inp.fence):

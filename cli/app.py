@@ -8,7 +8,7 @@ Commands::
     tnx codec-server [--port N] [--keys ID:B64,...] [--cors-origin URL]   (README "Production")
 
     tnx ls [ID] [--watch [--interval S]] the tree under ID (default: the root)
-    tnx inspect ID [--transcript]        every field of a handle (and its transcript)
+    tnx inspect ID [--transcript] [--model-view]  every field of a handle (and its transcript)
     tnx trace [ID]                       the subtree's trace lines, merged, with dates
     tnx spawn PARENT NAME [--budget JSON]
     tnx post ID TEXT [--from X] [--channel Y]
@@ -76,6 +76,7 @@ from toolnexus_temporal.client.errors import InvalidCursorError, SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.stream import Cursor
+from toolnexus_temporal.workflows.contract.context import ModelView
 from toolnexus_temporal.workflows.contract.messages import PostResult
 from toolnexus_temporal.workflows.contract.models import InboxItem, Message
 
@@ -148,20 +149,34 @@ def inspect_command(
         bool,
         typer.Option("--transcript", help="Also show the committed transcript (needs --store)."),
     ] = False,
+    model_view: Annotated[
+        bool,
+        typer.Option(
+            "--model-view",
+            help="Also show what the model is sent of it under the context policy (needs --store).",
+        ),
+    ] = False,
 ) -> None:
-    """Show every field of a handle (and its transcript with --transcript)."""
+    """Show every field of a handle (and its transcript with --transcript, the model's view of
+    it with --model-view)."""
     target = args.ref(opts, handle_id)
-    store = args.open_store(opts.store) if transcript else None
+    store = args.open_store(opts.store) if transcript or model_view else None
 
-    async def verb(rt: AgentRuntime) -> tuple[Handle, list[Message] | None]:
+    async def verb(rt: AgentRuntime) -> tuple[Handle, list[Message] | None, ModelView | None]:
         h = await rt.inspect(target)
-        return h, (await rt.transcript(h) if transcript else None)
+        return (
+            h,
+            await rt.transcript(h) if transcript else None,
+            await rt.model_view(h) if model_view else None,
+        )
 
-    h, messages = ops.run(opts, verb, store=store)
+    h, messages, view = ops.run(opts, verb, store=store)
     if opts.json:
         doc = args.dump(h)
         if messages is not None:
             doc["transcript"] = args.dump(messages)
+        if view is not None:
+            doc["model_view"] = view.model_dump(mode="json", exclude_none=True)
         emit(doc)
         return
     out.print(render.handle_table(h))
@@ -169,6 +184,14 @@ def inspect_command(
         out.print()
         out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
         out.print(render.transcript_table(messages))
+    if view is not None:
+        out.print()
+        out.print(
+            f"[bold]model view[/bold] ({len(view.messages)} message(s), ~{view.estimate_tokens} "
+            f"tokens estimated; summarized {view.summarized}, dropped {view.dropped}, "
+            f"clipped {view.clipped})"
+        )
+        out.print(render.transcript_table(view.messages))
 
 
 @host_command("trace")

@@ -1,8 +1,8 @@
 """The read verbs of :class:`~toolnexus_temporal.client.runtime.AgentRuntime` (CONTRACT §3
 inspect, list, trace): queries only, nothing changes. ``HandleReads`` is the base class of
-``AgentRuntime``; it holds the root handle, ``workflow_id``, ``inspect``, ``list``, ``transcript``,
-``pending``, ``trace`` and ``trace_lines``, and the refresh of a Handle after a verb
-(``_apply``, ``_view``, ``_closed_result``).
+``AgentRuntime``; it holds the root handle, ``workflow_id``, ``inspect``, ``list``,
+``transcript``, ``model_view``, ``pending``, ``trace`` and ``trace_lines``, and the refresh of
+a Handle after a verb (``_apply``, ``_view``, ``_closed_result``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.roots import QueueRow, suspended
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.contract.context import ModelView, model_view
 from toolnexus_temporal.workflows.contract.models import (
     HandleStatus,
     HandleView,
@@ -99,6 +100,27 @@ class HandleReads:
         if view.store_key is None:
             return []
         return await self.store.read(view.store_key, view.transcript_len)
+
+    async def model_view(self, h: HandleRef) -> ModelView:
+        """What the model is sent of the handle's committed transcript on its next call: the
+        view its context policy (``AgentDef.context``, else ``RuntimeOptions.context``) and
+        summary give (``workflows/contract/context.py``; without a policy, the whole
+        transcript). The stored transcript (:meth:`transcript`) stays complete.
+
+        Raises:
+            TnxError: the runtime was built without ``store``.
+            ConnectionError: as :meth:`transcript`.
+            RuntimeError: as :meth:`transcript`.
+        """
+        if self.store is None:
+            raise TnxError("AgentRuntime(store=...) is needed to read the model's view")
+        state = await self._rpc.query(handle_id(h), AgentWorkflow.state)
+        if state.store_key is None:
+            return ModelView(messages=[])
+        messages = await self.store.read(state.store_key, state.turn.transcript_len)
+        defn = state.defn
+        policy = (defn.context if defn is not None else None) or state.options.context
+        return model_view(messages, policy, state.turn.summary)
 
     async def pending(self) -> Handles:
         """Every suspended handle of this runtime, found through the approval queue's

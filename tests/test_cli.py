@@ -163,6 +163,11 @@ async def test_post_wake_wait_inspect_trace(make_runtime, env, store) -> None:
 
         shown = (await tnx.ok("inspect", h.id, "--transcript", columns=80)).out
         assert fits(shown, 80), shown
+        seen = (await tnx.ok("inspect", h.id, "--model-view", "--json")).json()["model_view"]
+        assert [m["content"] for m in seen["messages"]] == [
+            m["content"] for m in view["transcript"]
+        ], "no context policy: the model is sent the whole transcript"
+        assert "model view (2 message(s)" in (await tnx.ok("inspect", h.id, "--model-view")).out
         assert "scripted answer" in shown and "team member" in shown
         assert re.search(r"last result\s+done · turns 1", shown), shown
         assert re.search(r"^1\s+user\s+do it \[inbox: 1 item\(s\).*…\s*$", shown, re.M), shown

@@ -30,6 +30,7 @@ PUBLIC = {
     "AnswerRejectedError",
     "AnswerResult",
     "Budget",
+    "ContextPolicy",
     "ClusterConfig",
     "ClusterConfigError",
     "ClusterConnectError",

@@ -48,6 +48,7 @@ SCENARIOS = (
     "recovered",
     "background",
     "ticks",
+    "context",
 )
 """Each recorder's file-name prefix (``test_replay.py`` checks each has files)."""
 
@@ -896,3 +897,48 @@ async def test_record_ticks_histories(make_runtime, client) -> None:
         await asyncio.sleep(1.5)
         await rt.close(h)
         await _record_every_run(client, wf.id, "ticks_ticker")
+
+
+@RECORDING
+async def test_record_context_histories(make_runtime, client) -> None:
+    """A bounded context (issue 26 item 1): an agent under a ``summarize`` policy whose views
+    leave turns out, so the summarizer activity runs (its tokens counted), and a
+    continue-as-new that carries the summary; a second agent under ``drop``."""
+    from toolnexus_temporal.client import ContextPolicy, RuntimeOptions
+    from toolnexus_temporal.workflows.contract.context import SUMMARIZER_INSTRUCTIONS
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        if request["messages"][0].get("content") == SUMMARIZER_INSTRUCTIONS:
+            return text("summary: they talked", prompt_tokens=300, completion_tokens=10)
+        return text("noted " + "r" * 300, prompt_tokens=250, completion_tokens=80)
+
+    llm = ScriptedLLM({"stub-model": [answer]}, repeat_last=True)
+    summarize = ContextPolicy(
+        max_tokens=400, keep_turns=1, older="summarize", summary_max_tokens=64
+    )
+    registry = {
+        "keeper": AgentDef(name="keeper", system_prompt="be brief", context=summarize),
+        "dropper": AgentDef(name="dropper", context=ContextPolicy(max_tokens=300, keep_turns=1)),
+    }
+    options = RuntimeOptions(continue_as_new_events=150)
+    async with make_runtime(registry, llm.transport(), options=options) as rt:
+        keeper = await rt.spawn(rt.root, "keeper")
+        dropper = await rt.spawn(rt.root, "dropper")
+        assert isinstance(keeper, Handle) and isinstance(dropper, Handle)
+        for i in range(8):
+            await rt.run_turn(keeper, f"turn {i} " + "p" * 300)
+            await rt.run_turn(dropper, f"turn {i} " + "p" * 300)
+        await asyncio.sleep(1.3)  # past continue_as_new_min_run_ms
+        wf = client.get_workflow_handle(rt.workflow_id(keeper.id))
+        for i in range(8, 30):  # until the run continued as new, carrying the summary
+            await rt.run_turn(keeper, f"turn {i} " + "p" * 300)
+            started = (await wf.fetch_history()).events[0]
+            if started.workflow_execution_started_event_attributes.continued_execution_run_id:
+                break
+        else:
+            raise AssertionError("never continued as new")
+        await rt.run_turn(keeper, "after")
+        await rt.close(keeper)
+        await rt.close(dropper)
+        await _record_every_run(client, rt.workflow_id(keeper.id), "context_keeper")
+        await _record_each(client, rt, "context", {"dropper": dropper.id})

@@ -14,6 +14,8 @@ from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Answer,
     Budget,
+    ContextPolicy,
+    ContextSummary,
     HandleStateName,
     HandleStatus,
     HandleView,
@@ -286,6 +288,11 @@ class LlmCallInput(WireModel):
         team: agent names of the ``task`` tool (empty: no ``task`` tool).
         deadline_ms: the handle's wall deadline (epoch ms): no model call starts
             past it and one in flight is aborted at it (``LlmWallDeadline``).
+        context: the handle's context policy: the model is sent the view
+            ``workflows/contract/context.py`` builds from the stored transcript (None: the
+            whole transcript).
+        summary: the summary of the older messages the view uses (bounded, from the
+            handle's state).
     """
 
     conv_id: str
@@ -297,14 +304,57 @@ class LlmCallInput(WireModel):
     tools: list[str] = Field(default_factory=list)
     team: list[str] = Field(default_factory=list)
     deadline_ms: int | None = None
+    context: ContextPolicy | None = None
+    summary: ContextSummary | None = None
 
 
 class LlmCallResult(WireModel):
-    """Result of ``tnx.llm_call``: the assistant message, its usage, the new stored length."""
+    """Result of ``tnx.llm_call``: the assistant message, its usage, the new stored length.
+
+    Attributes:
+        dropped: under a context policy, the stored messages the call's view left out
+            (neither sent nor summarized); the workflow runs the summarizer when it is
+            above 0 or ``usage.prompt_tokens`` passed the bound.
+        sent_estimate: under a context policy, the estimated size of what was sent, in
+            tokens (``context.estimate_tokens``).
+    """
 
     message: Message
     usage: Usage
     stored_len: int
+    dropped: int = 0
+    sent_estimate: int = 0
+
+
+class SummarizeInput(WireModel):
+    """Input of the ``tnx.llm_summarize`` activity: fold the older turns of the committed
+    transcript (its first ``length`` messages) into the summary.
+
+    Attributes:
+        conv_id: the conversation key.
+        length: committed transcript length.
+        policy: the handle's context policy (``older="summarize"``).
+        summary: the current summary (None: none yet).
+        model: model name or ``"inherit"``.
+        style: wire style override, or None for the worker's.
+        deadline_ms: the handle's wall deadline (epoch ms).
+    """
+
+    conv_id: str
+    length: int
+    policy: ContextPolicy
+    summary: ContextSummary | None = None
+    model: str = "inherit"
+    style: WireStyle | None = None
+    deadline_ms: int | None = None
+
+
+class SummarizeResult(WireModel):
+    """Result of ``tnx.llm_summarize``: the new summary (None: nothing to fold) and the
+    summarizer call's usage, in tokens."""
+
+    summary: ContextSummary | None = None
+    usage: Usage = Field(default_factory=Usage)
 
 
 class WatchChildrenInput(WireModel):

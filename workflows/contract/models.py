@@ -167,6 +167,67 @@ class TickSpec(WireModel):
         return self
 
 
+class ContextPolicy(WireModel):
+    """How much of the stored transcript the model is sent per call (issue 26 item 1; the
+    view is built by ``workflows/contract/context.py``). The stored transcript always stays
+    complete; only the model's view is bounded.
+
+    Attributes:
+        max_tokens: the most the model is sent per call, in tokens (estimated: characters/4
+            plus 4 per message, see ``context.estimate_tokens``). The system prompt, the
+            summary and the ``keep_turns`` recent turns are always sent; older turns fill
+            what is left, newest first.
+        keep_turns: recent turns always kept whole (a turn: a user message and everything
+            after it up to the next one).
+        older: what happens to older turns that do not fit: ``summarize`` (a model call,
+            activity ``tnx.llm_summarize``, whose tokens count in usage and budgets) or
+            ``drop`` (replaced by one marker message).
+        message_max_tokens: a single message over this many tokens is clipped in what the
+            model sees (None: half of ``max_tokens``).
+        summary_max_tokens: the longest summary kept, in tokens (its text is cut at 4
+            characters per token).
+    """
+
+    max_tokens: int = Field(ge=64, le=10_000_000)
+    keep_turns: int = Field(default=4, ge=1, le=1_000)
+    older: Literal["summarize", "drop"] = "drop"
+    message_max_tokens: int | None = Field(default=None, ge=16)
+    summary_max_tokens: int = Field(default=512, ge=16, le=4_096)
+
+    @model_validator(mode="after")
+    def _fits(self) -> ContextPolicy:
+        if self.message_max_tokens is not None and self.message_max_tokens > self.max_tokens:
+            raise ValueError(
+                f"message_max_tokens ({self.message_max_tokens}) is over max_tokens "
+                f"({self.max_tokens})"
+            )
+        if self.older == "summarize" and self.summary_max_tokens * 2 > self.max_tokens:
+            raise ValueError(
+                f"summary_max_tokens ({self.summary_max_tokens}) must be at most half of "
+                f"max_tokens ({self.max_tokens})"
+            )
+        return self
+
+    @property
+    def clip_tokens(self) -> int:
+        """The per-message bound of the model's view, in tokens."""
+        return self.message_max_tokens or self.max_tokens // 2
+
+
+class ContextSummary(WireModel):
+    """The summary of a transcript's older messages (kept in ``TurnState.summary``, carried by
+    continue-as-new; bounded by ``ContextPolicy.summary_max_tokens``).
+
+    Attributes:
+        text: the summary the model wrote.
+        upto: the transcript messages it stands for: the first ``upto`` (after the system
+            prompt), always a turn boundary.
+    """
+
+    text: str = ""
+    upto: int = 0
+
+
 class AgentDef(WireModel):
     """An agent definition; a registry maps names to these (CONTRACT §1).
 
@@ -185,6 +246,8 @@ class AgentDef(WireModel):
         style: wire style override for this agent; ``None`` uses the worker's.
         tick: a tick schedule every handle of this agent starts with (``rt.schedule``
             changes it at run time; ``workflows/ticks.py``).
+        context: this agent's context policy (None: the runtime's ``RuntimeOptions.context``,
+            and with none either, the whole transcript is sent).
     """
 
     name: str = Field(min_length=1, max_length=AGENT_NAME_MAX, pattern=r"^[A-Za-z0-9_-]+$")
@@ -199,6 +262,7 @@ class AgentDef(WireModel):
     on_close: str | None = None
     style: WireStyle | None = None
     tick: TickSpec | None = None
+    context: ContextPolicy | None = None
 
 
 class InboxItem(WireModel):
@@ -360,6 +424,8 @@ class RuntimeOptions(WireModel):
             it False when its client has a payload codec unless it is given explicitly; the
             queue then shows each Request's id, kind and waiting time, and the prompt is read
             through the ``view`` query (encrypted like every payload).
+        context: the context policy of agents whose AgentDef sets none (None: the whole
+            transcript is sent).
     """
 
     inbox_cap: int = Field(default=8, ge=1)
@@ -377,6 +443,7 @@ class RuntimeOptions(WireModel):
     continue_as_new_min_run_ms: int = Field(default=1_200, ge=0, le=60_000)
     live_usage_ms: int | None = Field(default=1_000, ge=0)
     prompt_in_visibility: bool = True
+    context: ContextPolicy | None = None
 
 
 class TraceLine(WireModel):

@@ -111,6 +111,9 @@ QUERY_RECOVERY: Final = "recovery"
 LLM_CALL_ACTIVITY: Final = "tnx.llm_call"
 """One LLM round trip."""
 
+LLM_SUMMARIZE_ACTIVITY: Final = "tnx.llm_summarize"
+"""One summarizer call: folds a transcript's older turns into its summary (context policy)."""
+
 TOOL_CALL_ACTIVITY: Final = "tnx.tool_call"
 """One tool call."""
 

@@ -25,6 +25,7 @@ from pydantic import Field, model_validator
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
+    ContextSummary,
     HandleStateName,
     InboxItem,
     Message,
@@ -387,6 +388,12 @@ class TurnState(WireModel):
         turns_total: LLM round trips over the lifetime.
         own_tokens: this handle's own tokens.
         tool_calls_total: this handle's own tool calls over the lifetime.
+        summary: the summary of the transcript's older turns under a ``summarize`` context
+            policy (bounded by ``summary_max_tokens``; ``workflows/turn/context.py``).
+        context_due: the last call's view left messages out, or its reported prompt tokens
+            passed the bound: the summarizer runs before the next call.
+        summary_tokens: tokens spent by the summarizer over the lifetime (part of
+            ``own_tokens``).
     """
 
     transcript_len: int = 0
@@ -395,6 +402,9 @@ class TurnState(WireModel):
     turns_total: int = 0
     own_tokens: int = 0
     tool_calls_total: int = 0
+    summary: ContextSummary | None = None
+    context_due: bool = False
+    summary_tokens: int = 0
 
 
 class UpdateState(WireModel):

@@ -25,6 +25,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from toolnexus_temporal.workflows.machine import TurnScratch, require_defn
+from toolnexus_temporal.workflows.turn.context import policy_of
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
@@ -77,6 +78,8 @@ async def llm_round_trip(
         tools=defn.tools,
         team=defn.team,
         deadline_ms=s.wall_deadline_ms,
+        context=policy_of(s),
+        summary=s.turn.summary,
     )
     options: dict[str, Any] = {
         "result_type": LlmCallResult,

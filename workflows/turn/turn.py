@@ -33,6 +33,7 @@ from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.turn.context import note_reply, summarize_if_due
 from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
@@ -184,9 +185,15 @@ class Turn:
             limit = self.budgets.limit(0)
             if limit is not None:
                 return self._budget_stop(limit)
+            if s.turn.context_due:
+                await summarize_if_due(s, self._count_tokens)
+                limit = self.budgets.limit(0)
+                if limit is not None:
+                    return self._budget_stop(limit)
             reply = await self._llm_call(self.scratch.next_messages)
             self._count(reply.usage)
             s.turn.transcript_len = reply.stored_len
+            note_reply(s, reply)
             self.scratch.next_messages = []
             calls = reply.message.tool_calls or []
             if not calls:
@@ -277,11 +284,15 @@ class Turn:
 
     def _count(self, usage: Usage) -> None:
         """Count one answered LLM call: its round trip and its tokens (CONTRACT §6)."""
-        s = self.s
         self.scratch.llm_calls += 1
+        self.s.turn.turns_total += 1
+        self._count_tokens(usage)
+
+    def _count_tokens(self, usage: Usage) -> None:
+        """Count tokens spent (an LLM call's, or the summarizer's), in tokens, on the handle
+        and its budgets."""
         self.scratch.tokens += usage.total_tokens
-        s.turn.turns_total += 1
-        s.turn.own_tokens += usage.total_tokens
+        self.s.turn.own_tokens += usage.total_tokens
         self.budgets.recount()
 
     # ------------------------------------------------------------------ tools
