@@ -1,21 +1,23 @@
-"""``tnx demo``: one agent, end to end, on a real Temporal server.
+"""``tnx demo``: a tour of the runtime, end to end, on a real Temporal server.
 
 The demo starts the embedded Temporal dev server
 (:class:`~toolnexus_temporal.cli.devserver.DevServer`, SQLite data under ``{data_dir}/temporal``)
 unless a server address is configured (``--address``, or Temporal's client configuration:
 ``TEMPORAL_ADDRESS`` or the address of the config file's profile, with its TLS and API key:
 :class:`~toolnexus_temporal.client.cluster.ClusterConfig`), runs an in-process worker with
-:data:`REGISTRY`, spawns the ``assistant`` agent under the root handle, wakes it with a prompt,
-waits for the result and prints it with the handle's trace and a web UI link.
+:data:`REGISTRY` and runs the tour of :mod:`~toolnexus_temporal.cli.demo_tour` (delegation,
+the tree, an approval, the trace, usage and budgets, ticks, a background child, the web UI
+links); then it waits until nothing is due (:func:`quiesce`) and the worker leaves.
 
 The LLM is a real OpenAI-compatible endpoint when ``--llm-base-url`` or ``OPENAI_BASE_URL`` is
 set (model from ``--model``, ``TNX_MODEL`` or ``OPENAI_MODEL``; the key from
 ``OPENAI_API_KEY``, read by the activity). Otherwise a scripted OpenAI-compatible server
 (:class:`~toolnexus_temporal.client.testing.ScriptedLLMServer`) answers on loopback over real
-HTTP, and says so in every reply.
+HTTP with the tour's script (:func:`~toolnexus_temporal.cli.demo_setup.demo_script`), and says
+so in every reply.
 
 The root workflow lives in the server's SQLite database, so it survives between demo runs: the
-spawned handle ids count up (``root/assistant.1``, ``root/assistant.2``, ...).
+spawned handle ids count up (``root/coordinator.1``, ``root/monitor.2``, ...).
 
 This module holds the demo's constants and :data:`REGISTRY`, :func:`run_demo` and its
 output; the connection and the LLM it sets up (and :class:`DemoError`) are in
@@ -163,10 +165,10 @@ async def run_demo(
     ui_port: int = 8233,
     local_model: bool = False,
 ) -> int:
-    """Run one agent turn end to end and print what happened.
+    """Run the tour end to end and print what each step showed.
 
     Args:
-        prompt: the wake prompt.
+        prompt: the coordinator's wake prompt.
         address: a Temporal frontend ``host:port`` to use (else ``TEMPORAL_ADDRESS``, else the
             profile's address; TLS and API key from the same configuration); when none is
             set, the embedded dev server is started (or reused when it already runs
@@ -185,8 +187,8 @@ async def run_demo(
             serving SmolLM2-135M-Instruct (built by ``scripts/build-llama-server.sh``).
 
     Returns:
-        The process exit code: 0 when the turn's result is ``done``, 1 otherwise (including
-        expected failures, which are printed as one readable message).
+        The process exit code: 0 when the coordinator's last result is ``done``, 1 otherwise
+        (including expected failures, which are printed as one readable message).
     """
     data_dir = _absolute(data_dir)
     server: DevServer | None = None
@@ -279,7 +281,7 @@ def _finish_server(console: Console, server: DevServer, *, keep: bool) -> None:
         return
     console.print(
         "[bold]Temporal[/bold]: dev server stopped (its data stays in "
-        f"{escape(str(server.db_file))}); pass --keep-server to keep it running and open the link"
+        f"{escape(str(server.db_file))}); pass --keep-server to keep it running and open the links"
     )
 
 

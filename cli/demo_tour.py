@@ -68,6 +68,15 @@ TURN_WAIT_MS: Final = 120_000
 POLL_WAIT_S: Final = 30.0
 """The longest the tour waits for ticks, or for a background report to be read."""
 
+BRIEF_CHARS: Final = 200
+"""The most of a model's text one line of the tour shows."""
+
+
+def _brief(text: str | None) -> str:
+    """A model's text on one line, cut to :data:`BRIEF_CHARS` (a real model may ramble)."""
+    flat = " ".join((text or "(empty)").split())
+    return flat if len(flat) <= BRIEF_CHARS else flat[: BRIEF_CHARS - 1] + "…"
+
 
 def deploy(service: str, ctx: ToolContext) -> ToolResult | str:
     """Deploy a service to production (needs an approval)."""
@@ -203,7 +212,7 @@ async def _delegate(tour: Tour, prompt: str) -> tuple[Handle, TaskResult]:
     await rt.wake(coord, prompt)
     tour.line(f"wake {prompt!r} → state {coord.state}; waiting for its turn ...")
     result = await rt.wait(coord, timeout_ms=TURN_WAIT_MS)
-    tour.line(f"wait → status {result.status}" + (f": {result.text}" if result.text else ""))
+    tour.line(f"wait → status {result.status}: {_brief(result.text)}")
     await rt.inspect(coord)
     tasks = len(coord.children)
     tour.showed(
@@ -224,6 +233,9 @@ async def _show_tree(tour: Tour, coord: Handle) -> None:
         indent = "  " * (h.depth - coord.depth)
         tour.line(f"{indent}{tour.wid(h.id)}  {h.state}")
     parked = [h.id for h in tree if h.state == "suspended"]
+    if len(tree) == 1:
+        tour.showed("the model started no child (a real model need not follow the script)")
+        return
     tour.showed(
         "a child whose task is done is closed (it reported its result); "
         + (
@@ -248,7 +260,7 @@ def _answer_lines(tour: Tour, coord: Handle, req: Request) -> list[str]:
 async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
     rt = tour.rt
     tour.head("the approval: a tool asked for one, its agent parked")
-    tour.line(f"Request {req.id}  kind {req.kind}: {req.prompt}")
+    tour.line(f"Request {req.id}  kind {req.kind}: {_brief(req.prompt)}")
     for h in (coord.id, req.id.rpartition("#")[0]):
         row = await rt.queue_row(h)
         if row is not None:
@@ -262,7 +274,7 @@ async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
     origin = await rt.resume(Answer(id=req.id, ok=True))
     tour.line(f"the demo answers it itself (rt.resume): {origin.id} → {origin.state}")
     result = await rt.wait(coord, timeout_ms=TURN_WAIT_MS)
-    tour.line(f"coordinator → status {result.status}: {result.text}")
+    tour.line(f"coordinator → status {result.status}: {_brief(result.text)}")
     tour.showed(
         "the parked turn went on where it stopped (no LLM call repeated): deploy ran with "
         "the Answer, and the coordinator got both task results"
@@ -346,7 +358,7 @@ async def _tick(tour: Tour) -> None:
         if "tick" in line:
             tour.line(line)
     last = monitor.last_result.text if monitor.last_result else "(none)"
-    tour.line(f"last result: {last}")
+    tour.line(f"last result: {_brief(last)}")
     tour.showed(
         (
             f"{monitor.turns_total} turn(s) started by a durable timer in its own workflow"
@@ -369,7 +381,7 @@ async def _background(tour: Tour, coord: Handle, result: TaskResult) -> TaskResu
     child = spawned
     tour.line(f"spawned {tour.wid(child.id)} under the coordinator, running on its own")
     report = await rt.wait(child, timeout_ms=TURN_WAIT_MS)
-    tour.line(f"reporter → status {report.status}: {report.text}")
+    tour.line(f"reporter → status {report.status}: {_brief(report.text)}")
 
     async def coordinator_read_it() -> bool:
         await rt.inspect(coord)
@@ -377,7 +389,7 @@ async def _background(tour: Tour, coord: Handle, result: TaskResult) -> TaskResu
 
     if await _until(coordinator_read_it, POLL_WAIT_S) and coord.last_result is not None:
         result = coord.last_result
-        tour.line(f"coordinator, woken by the report → {result.status}: {result.text}")
+        tour.line(f"coordinator, woken by the report → {result.status}: {_brief(result.text)}")
         tour.showed(
             "the child's result reached the coordinator once, as an inbox item on channel "
             "`child`, and woke it: no one waited on the child"
