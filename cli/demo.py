@@ -1,21 +1,23 @@
-"""``tnx demo``: one agent, end to end, on a real Temporal server.
+"""``tnx demo``: a tour of the runtime, end to end, on a real Temporal server.
 
 The demo starts the embedded Temporal dev server
 (:class:`~toolnexus_temporal.cli.devserver.DevServer`, SQLite data under ``{data_dir}/temporal``)
 unless a server address is configured (``--address``, or Temporal's client configuration:
 ``TEMPORAL_ADDRESS`` or the address of the config file's profile, with its TLS and API key:
 :class:`~toolnexus_temporal.client.cluster.ClusterConfig`), runs an in-process worker with
-:data:`REGISTRY`, spawns the ``assistant`` agent under the root handle, wakes it with a prompt,
-waits for the result and prints it with the handle's trace and a web UI link.
+:data:`REGISTRY` and runs the tour of :mod:`~toolnexus_temporal.cli.demo_tour` (delegation,
+the tree, an approval, the trace, usage and budgets, ticks, a background child, the web UI
+links); then it waits until nothing is due (:func:`quiesce`) and the worker leaves.
 
 The LLM is a real OpenAI-compatible endpoint when ``--llm-base-url`` or ``OPENAI_BASE_URL`` is
 set (model from ``--model``, ``TNX_MODEL`` or ``OPENAI_MODEL``; the key from
 ``OPENAI_API_KEY``, read by the activity). Otherwise a scripted OpenAI-compatible server
 (:class:`~toolnexus_temporal.client.testing.ScriptedLLMServer`) answers on loopback over real
-HTTP, and says so in every reply.
+HTTP with the tour's script (:func:`~toolnexus_temporal.cli.demo_setup.demo_script`), and says
+so in every reply.
 
 The root workflow lives in the server's SQLite database, so it survives between demo runs: the
-spawned handle ids count up (``root/assistant.1``, ``root/assistant.2``, ...).
+spawned handle ids count up (``root/coordinator.1``, ``root/monitor.2``, ...).
 
 This module holds the demo's constants and :data:`REGISTRY`, :func:`run_demo` and its
 output; the connection and the LLM it sets up (and :class:`DemoError`) are in
@@ -45,6 +47,7 @@ from temporalio.client import (
 from temporalio.service import RPCError
 
 from toolnexus_temporal.activities.llm import LlmConfig
+from toolnexus_temporal.activities.registry import Registry
 from toolnexus_temporal.activities.store import SqliteConversationStore
 from toolnexus_temporal.cli.demo_setup import (
     SCRIPTED_MODEL,
@@ -54,11 +57,12 @@ from toolnexus_temporal.cli.demo_setup import (
     demo_script,
     start_local_model,
 )
+from toolnexus_temporal.cli.demo_tour import TOUR_AGENTS, TOUR_TOOLS, Tour, run_tour
 from toolnexus_temporal.cli.devserver import DevServer, DevServerError, ensure_search_attributes
 from toolnexus_temporal.cli.ops import DEFAULT_ADDRESS
-from toolnexus_temporal.cli.render import clock
+from toolnexus_temporal.cli.queue_cmd import approval_queue_url
 from toolnexus_temporal.client.cluster import ClusterConfig
-from toolnexus_temporal.client.errors import ClusterConfigError, SpawnError, TnxError
+from toolnexus_temporal.client.errors import ClusterConfigError, TnxError
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.testing import ScriptedLLMServer
 from toolnexus_temporal.worker import create_worker
@@ -66,13 +70,12 @@ from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
     RuntimeOptions,
-    TaskResult,
-    TraceLine,
 )
 from toolnexus_temporal.workflows.contract.names import ROOT_ID, workflow_id_for
 
 DEMO_AGENT: Final = "assistant"
-"""The agent the demo spawns."""
+"""A plain agent with no tools (the scripted model echoes to it), for ``tnx-worker`` and
+tests; the tour's agents are :data:`~toolnexus_temporal.cli.demo_tour.TOUR_AGENTS`."""
 
 DEMO_TASK_QUEUE: Final = "tnx-demo"
 """The task queue of the demo's worker and runtime."""
@@ -84,8 +87,8 @@ so they never collide with a runtime on the default scope (``root``) of the same
 DEMO_ROOT: Final = workflow_id_for(DEMO_SCOPE, ROOT_ID)
 """The demo root's workflow id."""
 
-DEFAULT_PROMPT: Final = "Say hello and tell me, in one sentence, what a durable agent is."
-"""The prompt used when none is given."""
+DEFAULT_PROMPT: Final = "Ship the latest billing release: find what changed, then deploy it."
+"""The coordinator's prompt when none is given."""
 
 DEFAULT_DATA_DIR: Final = Path(".tnx")
 """Where the demo keeps its state: ``temporal/`` (the dev server) and ``conversations.sqlite``."""
@@ -93,22 +96,23 @@ DEFAULT_DATA_DIR: Final = Path(".tnx")
 DEFAULT_UI_URL: Final = "http://localhost:8233"
 """The usual web UI location of a Temporal dev server, used for external addresses."""
 
-WAIT_TIMEOUT_MS: Final = 15 * 60 * 1000
-"""How long the demo waits for the turn before giving up (the agent keeps running)."""
-
-REGISTRY: dict[str, AgentDef] = {
-    DEMO_AGENT: AgentDef(
-        name=DEMO_AGENT,
-        description="A friendly general-purpose assistant that answers in a few sentences.",
-        system_prompt=(
-            "You are a concise, friendly assistant. Answer the user's message in at most three "
-            "sentences. You have no tools."
+REGISTRY: Final = Registry(
+    [
+        AgentDef(
+            name=DEMO_AGENT,
+            description="A friendly general-purpose assistant that answers in a few sentences.",
+            system_prompt=(
+                "You are a concise, friendly assistant. Answer the user's message in at most "
+                "three sentences. You have no tools."
+            ),
+            budget=Budget(max_turns=3),
         ),
-        budget=Budget(max_turns=3),
-    ),
-}
+        *TOUR_AGENTS,
+    ],
+    tools=TOUR_TOOLS,
+)
 """The demo's agent registry: ``toolnexus_temporal.cli.demo:REGISTRY`` (also usable with
-``tnx-worker``)."""
+``tnx-worker``): ``assistant`` and the tour's agents, with the ``deploy`` tool."""
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -145,20 +149,6 @@ def default_workflow_url(workflow_id: str, namespace: str = "default") -> str:
     )
 
 
-def _format_trace(line: TraceLine) -> str:
-    return f"{clock(line.at_ms)}  {line.line}"
-
-
-def _print_result(console: Console, result: TaskResult) -> None:
-    colour = "green" if result.status == "done" else "red"
-    console.print(f"[bold]result[/bold]: status [{colour}]{escape(result.status)}[/{colour}]")
-    label = "text" if not result.is_error else "error"
-    console.print(f"  {label}: {escape(result.text) if result.text else '(empty)'}")
-    if result.limit:
-        console.print(f"  limit: {escape(result.limit)}")
-    console.print(f"  turns {result.turns} · tokens {result.total_tokens}")
-
-
 # ---------------------------------------------------------------------------- the demo
 
 
@@ -175,10 +165,10 @@ async def run_demo(
     ui_port: int = 8233,
     local_model: bool = False,
 ) -> int:
-    """Run one agent turn end to end and print what happened.
+    """Run the tour end to end and print what each step showed.
 
     Args:
-        prompt: the wake prompt.
+        prompt: the coordinator's wake prompt.
         address: a Temporal frontend ``host:port`` to use (else ``TEMPORAL_ADDRESS``, else the
             profile's address; TLS and API key from the same configuration); when none is
             set, the embedded dev server is started (or reused when it already runs
@@ -197,8 +187,8 @@ async def run_demo(
             serving SmolLM2-135M-Instruct (built by ``scripts/build-llama-server.sh``).
 
     Returns:
-        The process exit code: 0 when the turn's result is ``done``, 1 otherwise (including
-        expected failures, which are printed as one readable message).
+        The process exit code: 0 when the coordinator's last result is ``done``, 1 otherwise
+        (including expected failures, which are printed as one readable message).
     """
     data_dir = _absolute(data_dir)
     server: DevServer | None = None
@@ -291,7 +281,7 @@ def _finish_server(console: Console, server: DevServer, *, keep: bool) -> None:
         return
     console.print(
         "[bold]Temporal[/bold]: dev server stopped (its data stays in "
-        f"{escape(str(server.db_file))}); pass --keep-server to keep it running and open the link"
+        f"{escape(str(server.db_file))}); pass --keep-server to keep it running and open the links"
     )
 
 
@@ -356,37 +346,62 @@ async def _run(
         # A new demo root reports usage at each settle (no usage timer left due when the
         # in-process worker leaves: the web UI would show it as "Workflow Task Timed Out").
         options = RuntimeOptions(live_usage_ms=None)
+        rt = AgentRuntime(client, task_queue=DEMO_TASK_QUEUE, scope=DEMO_SCOPE, options=options)
+        ui = server.ui_url if server is not None else DEFAULT_UI_URL
+        namespace = cluster.namespace.value
+        tour = Tour(
+            rt=rt,
+            console=console,
+            flag=_address_flag(cluster),
+            workflow_url=lambda wid: (
+                server.workflow_url(wid, namespace)
+                if server is not None
+                else default_workflow_url(wid, namespace)
+            ),
+            queue_url=approval_queue_url(ui, namespace, DEMO_SCOPE),
+        )
+        began = time.monotonic()
         try:
-            result, workflow_id = await _turn(
-                console,
-                AgentRuntime(client, task_queue=DEMO_TASK_QUEUE, scope=DEMO_SCOPE, options=options),
-                prompt,
-            )
-            await quiesce(client, [workflow_id, DEMO_ROOT])
+            await rt.start()
+            result, workflow_id = await run_tour(tour, prompt)
+            await quiesce(client, [*await _open_workflows(rt, tour.ids), DEMO_ROOT])
         except (TnxError, RPCError) as err:
             raise DemoError(str(err)) from err
+        took = time.monotonic() - began
 
-    _print_next(console, workflow_id, cluster)
+    console.print(f"\n[bold]tour[/bold]: done in {took:.1f} s")
     if not link:
         console.print(
             "[bold]web UI[/bold]: the dev server stops with this demo; run [bold]tnx demo "
-            "--keep-server[/bold] to keep it and open this agent in the web UI"
+            "--keep-server[/bold] to keep it and open the links above"
         )
-    elif server is not None:
-        console.print(f"[bold]web UI[/bold]: {server.workflow_url(workflow_id)}")
-    else:
+    elif server is None:
         console.print(
-            f"[bold]web UI[/bold]: {default_workflow_url(workflow_id)} "
-            "(the default UI location of a dev server; adjust if yours differs)"
+            f"[bold]web UI[/bold]: links at {DEFAULT_UI_URL}, the default UI location of a dev "
+            "server (adjust if yours differs)"
         )
+    _print_next(console, workflow_id, cluster)
     return 0 if result.status == "done" else 1
+
+
+def _address_flag(cluster: ClusterConfig) -> str:
+    """The ``--address`` flag a printed command needs ("" for the default address)."""
+    address = cluster.address.value
+    return "" if address == DEFAULT_ADDRESS else f" --address {address}"
+
+
+async def _open_workflows(rt: AgentRuntime, handle_ids: list[str]) -> list[str]:
+    """The workflow ids of the handles (and their descendants) that are not closed."""
+    out: list[str] = []
+    for hid in handle_ids:
+        out.extend(rt.workflow_id(h.id) for h in await rt.list(hid) if h.state != "closed")
+    return out
 
 
 def _print_next(console: Console, workflow_id: str, cluster: ClusterConfig) -> None:
     """What to paste next: the ids are the workflow ids the web UI shows (``tnx`` takes them
     as they are: the ``demo/`` prefix names the demo's scope)."""
-    address = cluster.address.value
-    flag = "" if address == DEFAULT_ADDRESS else f" --address {address}"
+    flag = _address_flag(cluster)
     console.print("[bold]next[/bold] (the agent waits for its next wake):")
     console.print(
         f"  temporal workflow describe -w {workflow_id}{flag}   [dim]# no worker needed[/dim]"
@@ -436,33 +451,3 @@ async def _busy_for(client: Client, workflow_id: str, horizon_s: float) -> float
     due = [(fire - now).total_seconds() for fire in started.values()]
     soon = [left for left in due if left <= horizon_s]
     return max(soon, default=0.0) + (0.5 if soon else 0.0)
-
-
-async def _turn(console: Console, rt: AgentRuntime, prompt: str) -> tuple[TaskResult, str]:
-    """Spawn, wake, wait and report; returns the result and the handle's workflow id."""
-    await rt.start()
-    spawned = await rt.spawn(rt.root, DEMO_AGENT)
-    if isinstance(spawned, SpawnError):
-        raise DemoError(str(spawned))
-    h = spawned
-    wid = rt.workflow_id(h.id)
-    console.print(
-        f"[bold]spawned[/bold] {escape(wid)} (handle {escape(h.id)} of scope {DEMO_SCOPE}; "
-        f"state {h.state})"
-    )
-    await rt.wake(h, prompt)
-    console.print(f"[bold]wake[/bold] {escape(repr(prompt))} → state {h.state}")
-    console.print("[dim]waiting for the result ...[/dim]")
-    result = await rt.wait(h, timeout_ms=WAIT_TIMEOUT_MS)
-    _print_result(console, result)
-    if result.status == "timeout":
-        console.print("  (the agent keeps running; the demo stopped waiting)")
-    await rt.inspect(h)
-    console.print(
-        f"[bold]handle[/bold] {escape(wid)}: state {h.state} · turns_total {h.turns_total}"
-        f" · usage_total {h.usage_total} tokens"
-    )
-    console.print("[bold]trace[/bold]:")
-    for line in await rt.trace(h):
-        console.print(f"  {escape(_format_trace(line))}")
-    return result, rt.workflow_id(h.id)

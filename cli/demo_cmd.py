@@ -19,7 +19,7 @@ console = Console(highlight=False, soft_wrap=True)
 
 
 def demo(
-    prompt: Annotated[str, typer.Option(help="What to ask the agent.")] = DEFAULT_PROMPT,
+    prompt: Annotated[str, typer.Option(help="The coordinator's prompt.")] = DEFAULT_PROMPT,
     address: Annotated[
         str | None,
         typer.Option(
@@ -32,7 +32,7 @@ def demo(
         str | None,
         typer.Option(
             help="OpenAI-compatible base URL (else OPENAI_BASE_URL); "
-            "default: a scripted server that echoes the prompt."
+            "default: a scripted server that plays the tour."
         ),
     ] = None,
     model: Annotated[
@@ -61,7 +61,10 @@ def demo(
         ),
     ] = False,
 ) -> None:
-    """Spawn one agent, wake it with a prompt and show its result, trace and web UI link."""
+    """Tour the runtime in under a minute: a coordinator delegating to two workers through
+    task, an approval that parks and is answered (with the tnx answer and temporal workflow
+    signal lines), the trace and the answer's record, usage and budgets per agent, a ticking
+    monitor, a background child and the web UI links (the approval queue among them)."""
     try:
         code = asyncio.run(
             run_demo(

@@ -1,7 +1,8 @@
-"""What ``tnx demo`` (:mod:`~toolnexus_temporal.cli.demo`) sets up before its turn: the
+"""What ``tnx demo`` (:mod:`~toolnexus_temporal.cli.demo`) sets up before its tour: the
 connection to Temporal (:func:`connect_client`, :func:`check_root`) and the LLM, either the
-scripted echo (:func:`demo_script`) or a real local model (:func:`start_local_model`); and
-:class:`DemoError`, the demo's expected failure.
+scripted model (:func:`demo_script`: it plays every agent of the tour, and echoes for any
+other agent) or a real local model (:func:`start_local_model`); and :class:`DemoError`, the
+demo's expected failure.
 """
 
 from __future__ import annotations
@@ -24,13 +25,31 @@ from toolnexus_temporal.cli.localmodel import (
 )
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.errors import ClusterConnectError
-from toolnexus_temporal.client.testing import ScriptedLLM, text
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 """The model name sent to the local llama-server (it serves the one model it loaded)."""
 
 SCRIPTED_MODEL: Final = "scripted-demo"
 """The model name the scripted LLM answers for."""
+
+COORDINATOR_ROLE: Final = "You are the release coordinator."
+"""How the coordinator's system prompt starts (the scripted model knows each agent by it)."""
+
+RESEARCHER_ROLE: Final = "You are the release researcher."
+"""How the researcher's system prompt starts."""
+
+DEPLOYER_ROLE: Final = "You are the deployer."
+"""How the deployer's system prompt starts."""
+
+MONITOR_ROLE: Final = "You are the queue monitor."
+"""How the monitor's system prompt starts."""
+
+REPORTER_ROLE: Final = "You are the release reporter."
+"""How the reporter's system prompt starts."""
+
+TOUR_SERVICE: Final = "billing"
+"""The service the scripted tour researches and deploys."""
 
 CONNECT_TIMEOUT_S: Final = 15.0
 """Seconds allowed for connecting to Temporal."""
@@ -94,25 +113,90 @@ def _words(value: object) -> int:
 def _echo(body: dict[str, Any]) -> dict[str, Any]:
     """Answer a chat-completion request by echoing its last user message."""
     reply = f"[scripted LLM] you said: {_last_user_text(body)}"
+    return text(reply, prompt_tokens=_prompt_tokens(body), completion_tokens=_words(reply))
+
+
+def _prompt_tokens(body: dict[str, Any]) -> int:
     messages = body.get("messages")
-    prompt_tokens = sum(
+    return sum(
         _words(m.get("content"))
         for m in (messages if isinstance(messages, list) else [])
         if isinstance(m, dict)
     )
-    return text(reply, prompt_tokens=prompt_tokens, completion_tokens=_words(reply))
+
+
+def _scripted(reply: str, body: dict[str, Any]) -> dict[str, Any]:
+    content = f"[scripted LLM] {reply}"
+    return text(content, prompt_tokens=_prompt_tokens(body), completion_tokens=_words(content))
+
+
+def _calls(body: dict[str, Any], *calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return tool_calls(*calls, prompt_tokens=_prompt_tokens(body), completion_tokens=8)
+
+
+def _role_and_last(body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The system prompt of a request and its last message."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    system = next((str(m.get("content") or "") for m in messages if m.get("role") == "system"), "")
+    return system, (messages[-1] if messages else {})
+
+
+def _tool_results(body: dict[str, Any]) -> list[str]:
+    """The tool results after the last assistant message, in order."""
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    out: list[str] = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        out.append(str(message.get("content") or ""))
+    return list(reversed(out))
+
+
+def _tour(body: dict[str, Any]) -> dict[str, Any]:
+    """One reply of the tour's script, chosen by the agent (its system prompt) and where its
+    turn is (its last message); an agent the tour does not know gets the echo."""
+    system, last = _role_and_last(body)
+    after_tools = last.get("role") == "tool"
+    said = _last_user_text(body)
+    if system.startswith(COORDINATOR_ROLE):
+        if after_tools:
+            return _scripted("both workers reported: " + " | ".join(_tool_results(body)), body)
+        if "channel=child" in said:
+            return _scripted("read the background reporter's note; nothing else to do", body)
+        return _calls(
+            body,
+            ("task", {"agent": "researcher", "prompt": f"What changed in {TOUR_SERVICE}?"}),
+            ("task", {"agent": "deployer", "prompt": f"Deploy {TOUR_SERVICE} to production."}),
+        )
+    if system.startswith(RESEARCHER_ROLE):
+        return _scripted(f"{TOUR_SERVICE} 2.4 fixes invoice rounding", body)
+    if system.startswith(DEPLOYER_ROLE):
+        if after_tools:
+            return _scripted(_tool_results(body)[-1], body)
+        return _calls(body, ("deploy", {"service": TOUR_SERVICE}))
+    if system.startswith(MONITOR_ROLE):
+        return _scripted("the deploy queue is empty", body)
+    if system.startswith(REPORTER_ROLE):
+        return _scripted(f"release note: {TOUR_SERVICE} 2.4 is live", body)
+    return _echo(body)
 
 
 def demo_script() -> ScriptedLLM:
-    """The scripted LLM of the demo: it echoes the user's message, labelled as scripted.
+    """The scripted LLM of the demo: it plays the tour, deterministically, for any order of
+    requests.
 
-    Every request for model ``scripted-demo`` gets the reply
-    ``"[scripted LLM] you said: <last user message>"``; token usage is a word count.
+    Every request for model ``scripted-demo`` is answered from the agent's system prompt and
+    its last message: the coordinator calls ``task`` twice in one reply (the researcher and
+    the deployer), then sums up their results (and, woken by a background child's report,
+    says it read it); the deployer calls its ``deploy`` tool (which parks on an approval),
+    then reports the tool's result; the researcher, the monitor and the reporter answer in
+    one line. Any other agent (``assistant``) gets ``"[scripted LLM] you said: <last user
+    message>"``. Every reply starts ``[scripted LLM]``; token usage is a word count.
 
     Returns:
         A :class:`ScriptedLLM` that answers indefinitely (``repeat_last``).
     """
-    return ScriptedLLM({SCRIPTED_MODEL: [_echo]}, repeat_last=True)
+    return ScriptedLLM({SCRIPTED_MODEL: [_tour]}, repeat_last=True)
 
 
 def start_local_model(stack: AsyncExitStack, console: Console) -> LlmConfig:

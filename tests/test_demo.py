@@ -1,13 +1,18 @@
-"""``tnx demo`` looks healthy at its own link, and what it prints can be pasted (issue 24
-item 7): the in-process worker leaves no task or timer due behind it (the web UI showed a red
-"Workflow Task Timed Out": a usage timer fell due after the worker left), the ids it prints
-are the workflow ids the web UI shows, and ``tnx inspect`` takes them as they are."""
+"""``tnx demo`` tours the product (issue 26 item 4) and looks healthy at its own links (issue
+24 item 7): every step of the tour prints what it showed (delegation through ``task``, the
+tree, the approval with the commands that answer it, the trace and the answer's record,
+usage and budgets, a ticking monitor, a background child, the web UI links) and the whole
+tour finishes well under a minute; the in-process worker leaves no task or timer due behind
+it (the web UI showed a red "Workflow Task Timed Out": a usage timer fell due after the
+worker left), the ids it prints are the workflow ids the web UI shows, and ``tnx inspect``
+takes them as they are."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -30,13 +35,21 @@ from toolnexus_temporal.client.testing import ScriptedLLMServer
 from toolnexus_temporal.worker import create_worker
 
 
-async def test_the_demo_leaves_nothing_due_and_prints_ids_that_paste(
+def _step(out: str, n: int) -> str:
+    """The text of step ``n`` of the tour (from its heading to the next one)."""
+    found = re.search(rf"\n{n}\. (.*?)(?=\n\d\. |\ntour: )", out, re.S)
+    assert found is not None, f"no step {n} in:\n{out}"
+    return found.group(1)
+
+
+async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name in ("OPENAI_BASE_URL", "TNX_MODEL", "OPENAI_MODEL"):
         monkeypatch.delenv(name, raising=False)
     address = client.service_client.config.target_host
     shown = io.StringIO()
+    began = time.monotonic()
     code = await run_demo(
         prompt="hello demo",
         address=address,
@@ -45,18 +58,68 @@ async def test_the_demo_leaves_nothing_due_and_prints_ids_that_paste(
         data_dir=tmp_path / "demo",
         console=Console(file=shown, width=300, highlight=False),
     )
+    took = time.monotonic() - began
     out = shown.getvalue()
     assert code == 0, out
-    found = re.search(r"spawned (demo/root/assistant\.\d+) ", out)
+    assert took < 60, (took, out)
+    assert re.search(r"\ntour: done in \d+\.\d s\n", out), out
+    found = re.search(r"spawned (demo/root/coordinator\.\d+) ", out)
     assert found is not None, out
     wid = found.group(1)
+    hid = wid.removeprefix("demo/")
+    deployer = re.search(rf"{re.escape(wid)}/(deployer\.\d+)  suspended", out)
+    assert deployer is not None, out
+    deployer_id = f"{hid}/{deployer.group(1)}"
+    request = f"{deployer_id}#1"
+
+    # each step printed, and said what it showed
+    for n in range(1, 9):
+        assert "  → " in _step(out, n), (n, out)
+    delegation = _step(out, 1)
+    assert "wait → status pending: deploy billing to production?" in delegation, out
+    assert "one model reply started 2 child agent(s)" in delegation, out
+    tree = _step(out, 2)
+    assert re.search(rf"  {re.escape(wid)}  suspended\n", tree), out
+    assert re.search(rf"    {re.escape(wid)}/researcher\.\d+  closed\n", tree), out
+    approval = _step(out, 3)
+    assert f"Request {request}  kind approval: deploy billing to production?" in approval
+    assert f"AgentRequestId {request}  AgentRequestKind approval" in approval, out
+    assert f"    tnx pending --address {address}\n" in approval, out
+    assert f"    tnx answer {wid} --approve --address {address}\n" in approval, out
+    signal = (
+        f"    temporal workflow signal --workflow-id '{wid}' --name answer --input "
+        f'\'{{"id": "{request}", "ok": true}}\' --address {address}\n'
+    )
+    assert signal in approval, out
+    assert "coordinator → status done: [scripted LLM] both workers reported: " in approval
+    assert "deployed billing to production" in approval, out
+    trace = _step(out, 4)
+    assert f"{deployer_id}: running→suspended (deploy needs approval" in trace, out
+    assert f"{hid}: answer {request} (ok) → {deployer_id}" in trace, out
+    assert f"{deployer_id}: answer {request} (ok)\n" in trace, out
+    usage = _step(out, 5)
+    assert re.search(rf"{re.escape(hid)}: \d+ tokens .* token pool \d+ left of 40000", usage)
+    assert re.search(rf"{re.escape(deployer_id)}: \d+ tokens .* 1 tool call\(s\)", usage)
+    ticks = _step(out, 6)
+    assert ticks.count(": tick wakes") >= 2 and "tick schedule removed" in ticks, out
+    assert "2 turn(s) started by a durable timer" in ticks, out
+    background = _step(out, 7)
+    assert "reporter → status done: [scripted LLM] release note" in background, out
+    assert "coordinator, woken by the report → done" in background, out
+    links = _step(out, 8)
+    assert f"/namespaces/default/workflows/{wid.replace('/', '%2F')}\n" in links, out
+    assert "approval queue (tnx pending --ui): " in links, out
+    assert "/namespaces/default/workflows?query=AgentState%3D%22suspended%22" in links, out
+
     assert f"tnx inspect {wid} --address {address}" in out, out
     assert f"temporal workflow describe -w {wid} --address {address}" in out, out
-    assert "/namespaces/default/workflows/" in out  # a server the demo did not start: linked
+    monitor = re.search(r"spawned (demo/root/monitor\.\d+):", out)
+    reporter = re.search(rf"spawned ({re.escape(wid)}/reporter\.\d+) ", out)
+    assert monitor is not None and reporter is not None, out
 
-    # nothing is due on the agent or the root: no task, activity or timer left to a worker
-    # that has gone (each would end on its sticky queue as "Workflow Task Timed Out")
-    for workflow_id in (wid, DEMO_ROOT):
+    # nothing is due on the agents left open or the root: no task, activity or timer left to
+    # a worker that has gone (each would end on its sticky queue as "Workflow Task Timed Out")
+    for workflow_id in (wid, monitor.group(1), reporter.group(1), DEMO_ROOT):
         assert await _busy_for(client, workflow_id, 60.0) == 0, workflow_id
         history = client.get_workflow_handle(workflow_id).fetch_history_events()
         types = [event.event_type async for event in history]

@@ -1,0 +1,411 @@
+"""The tour of ``tnx demo`` (:mod:`~toolnexus_temporal.cli.demo`): its agents, its one tool,
+and its steps, each printed small and followed by one line saying what it showed.
+
+1. delegation: the coordinator calls ``task`` twice in one reply (the researcher, the deployer);
+2. the tree: the coordinator and its children, with their states;
+3. the approval: the deployer's ``deploy`` tool parks on a Request; the exact ``tnx pending``,
+   ``tnx answer`` and ``temporal workflow signal`` lines; the demo answers it itself;
+4. the trace of the coordinator's subtree, and the answer's record (:func:`_show_answer_record`);
+5. usage and budgets per agent;
+6. a ticking monitor (``AgentDef.tick``), unscheduled once it has ticked twice;
+7. a background child (``rt.spawn(..., notify=True)``) whose report wakes the coordinator;
+8. the web UI links: each agent's page and the approval queue.
+
+Every wait is bounded (:data:`TURN_WAIT_MS`, :data:`POLL_WAIT_S`): a real model that does not
+follow the script makes a step say what happened instead, and the tour goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from rich.console import Console
+from rich.markup import escape
+
+from toolnexus_temporal.activities.tools import ToolContext, define_tool, pending
+from toolnexus_temporal.cli.demo_setup import (
+    COORDINATOR_ROLE,
+    DEPLOYER_ROLE,
+    MONITOR_ROLE,
+    REPORTER_ROLE,
+    RESEARCHER_ROLE,
+    DemoError,
+)
+from toolnexus_temporal.cli.render import clock
+from toolnexus_temporal.client.errors import SpawnError
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.workflows.contract.models import (
+    AgentDef,
+    Answer,
+    Budget,
+    Request,
+    TaskResult,
+    TickSpec,
+    ToolResult,
+)
+from toolnexus_temporal.workflows.visibility.operator import answer_json, shell_quote
+
+COORDINATOR: Final = "coordinator"
+"""The tour's top agent: it delegates to the researcher and the deployer."""
+
+MONITOR: Final = "monitor"
+"""The tour's ticking agent."""
+
+REPORTER: Final = "reporter"
+"""The tour's background child of the coordinator."""
+
+TICK_EVERY_MS: Final = 1_000
+"""The monitor's tick interval."""
+
+TURN_WAIT_MS: Final = 120_000
+"""The longest the tour waits for one turn (a real model may be slow); then it says so."""
+
+POLL_WAIT_S: Final = 30.0
+"""The longest the tour waits for ticks, or for a background report to be read."""
+
+BRIEF_CHARS: Final = 200
+"""The most of a model's text one line of the tour shows."""
+
+
+def _brief(text: str | None) -> str:
+    """A model's text on one line, cut to :data:`BRIEF_CHARS` (a real model may ramble)."""
+    flat = " ".join((text or "(empty)").split())
+    return flat if len(flat) <= BRIEF_CHARS else flat[: BRIEF_CHARS - 1] + "…"
+
+
+def deploy(service: str, ctx: ToolContext) -> ToolResult | str:
+    """Deploy a service to production (needs an approval)."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt=f"deploy {service} to production?")
+    if not ctx.answer.ok:
+        return f"deploy of {service} declined"
+    return f"deployed {service} to production"
+
+
+TOUR_TOOLS: Final = [define_tool(deploy)]
+"""The tour's tools: ``deploy``."""
+
+TOUR_AGENTS: Final = [
+    AgentDef(
+        name=COORDINATOR,
+        description="Coordinates a release: delegates research and the deploy.",
+        system_prompt=(
+            f"{COORDINATOR_ROLE} For each request, call the task tool twice in one reply: "
+            "agent researcher to find what changed, agent deployer to deploy. Then sum up "
+            "their results in one sentence."
+        ),
+        team=["researcher", "deployer", REPORTER],
+        budget=Budget(max_turns=8, max_tokens=40_000, max_tool_calls=8, max_children=6),
+    ),
+    AgentDef(
+        name="researcher",
+        description="Finds what changed in a service's latest release.",
+        system_prompt=f"{RESEARCHER_ROLE} Answer in one sentence.",
+        budget=Budget(max_turns=2, max_tokens=8_000),
+    ),
+    AgentDef(
+        name="deployer",
+        description="Deploys a service with the deploy tool (it needs an approval).",
+        system_prompt=(
+            f"{DEPLOYER_ROLE} Call the deploy tool with the service to deploy, then report "
+            "its result in one sentence."
+        ),
+        tools=["deploy"],
+        budget=Budget(max_turns=3, max_tokens=8_000, max_tool_calls=2),
+    ),
+    AgentDef(
+        name=MONITOR,
+        description="Looks at the deploy queue on every tick.",
+        system_prompt=f"{MONITOR_ROLE} Say in a few words what the deploy queue holds.",
+        tick=TickSpec(every_ms=TICK_EVERY_MS, prompt="look at the deploy queue"),
+        budget=Budget(max_turns=20, max_tokens=20_000),
+    ),
+    AgentDef(
+        name=REPORTER,
+        description="Writes a one-line release note.",
+        system_prompt=f"{REPORTER_ROLE} Write a one-line release note.",
+        budget=Budget(max_turns=2, max_tokens=4_000),
+    ),
+]
+"""The tour's agents."""
+
+
+@dataclass
+class Tour:
+    """What the tour's steps share; :attr:`ids` collects every handle it started.
+
+    Args:
+        rt: the demo's runtime.
+        console: where to print.
+        flag: the ``--address`` flag the printed commands need ("" for the default).
+        workflow_url: a workflow id's web UI link.
+        queue_url: the web UI link of the demo's approval queue.
+    """
+
+    rt: AgentRuntime
+    console: Console
+    flag: str
+    workflow_url: Callable[[str], str]
+    queue_url: str
+    ids: list[str] = field(default_factory=list)
+    step: int = 0
+
+    def head(self, title: str) -> None:
+        """Print a step's heading."""
+        self.step += 1
+        self.console.print(f"\n[bold cyan]{self.step}. {escape(title)}[/bold cyan]")
+
+    def line(self, text: str) -> None:
+        """Print one line of a step, escaped."""
+        self.console.print(f"  {escape(text)}")
+
+    def showed(self, text: str) -> None:
+        """Print what a step showed."""
+        self.console.print(f"  [green]→ {escape(text)}[/green]")
+
+    def wid(self, handle_id: str) -> str:
+        """The workflow id of a handle id."""
+        return self.rt.workflow_id(handle_id)
+
+
+async def run_tour(tour: Tour, prompt: str) -> tuple[TaskResult, str]:
+    """Run every step; returns the coordinator's last result and its workflow id.
+
+    Raises:
+        DemoError: the coordinator could not be spawned.
+    """
+    coord, result = await _delegate(tour, prompt)
+    await _show_tree(tour, coord)
+    if result.status == "pending" and result.pending is not None:
+        result = await _approve(tour, coord, result.pending)
+    else:
+        tour.head("the approval")
+        tour.showed(
+            f"nothing to answer: the coordinator's turn ended {result.status} without parking "
+            "on a Request (a real model need not follow the script)"
+        )
+    await _show_trace(tour, coord)
+    await _show_usage(tour, coord)
+    await _tick(tour)
+    result = await _background(tour, coord, result)
+    await _show_links(tour)
+    return result, tour.wid(coord.id)
+
+
+async def _delegate(tour: Tour, prompt: str) -> tuple[Handle, TaskResult]:
+    rt = tour.rt
+    tour.head("delegation: the coordinator hands work to two workers through `task`")
+    spawned = await rt.spawn(rt.root, COORDINATOR)
+    if isinstance(spawned, SpawnError):
+        raise DemoError(str(spawned))
+    coord = spawned
+    tour.ids.append(coord.id)
+    tour.console.print(
+        f"  [bold]spawned[/bold] {escape(tour.wid(coord.id))} (handle {escape(coord.id)}; "
+        f"state {coord.state})"
+    )
+    await rt.wake(coord, prompt)
+    tour.line(f"wake {prompt!r} → state {coord.state}; waiting for its turn ...")
+    result = await rt.wait(coord, timeout_ms=TURN_WAIT_MS)
+    tour.line(f"wait → status {result.status}: {_brief(result.text)}")
+    await rt.inspect(coord)
+    tasks = len(coord.children)
+    tour.showed(
+        f"one model reply started {tasks} child agent(s), each a workflow of its own; "
+        + (
+            "the coordinator waits on them, parked with the child that needs an approval"
+            if result.status == "pending"
+            else f"the turn ended {result.status}"
+        )
+    )
+    return coord, result
+
+
+async def _show_tree(tour: Tour, coord: Handle) -> None:
+    tour.head("the tree")
+    tree = await tour.rt.list(coord)
+    for h in tree:
+        indent = "  " * (h.depth - coord.depth)
+        tour.line(f"{indent}{tour.wid(h.id)}  {h.state}")
+    parked = [h.id for h in tree if h.state == "suspended"]
+    if len(tree) == 1:
+        tour.showed("the model started no child (a real model need not follow the script)")
+        return
+    tour.showed(
+        "a child whose task is done is closed (it reported its result); "
+        + (
+            f"{' and '.join(parked)} wait on the same Request, each suspended"
+            if parked
+            else "nothing is suspended"
+        )
+    )
+
+
+def _answer_lines(tour: Tour, coord: Handle, req: Request) -> list[str]:
+    """The commands a user would type to see and answer ``req`` (at the topmost handle)."""
+    wid = tour.wid(coord.id)
+    return [
+        f"tnx pending{tour.flag}",
+        f"tnx answer {wid} --approve{tour.flag}",
+        f"temporal workflow signal --workflow-id {shell_quote(wid)} --name answer "
+        f"--input {shell_quote(answer_json(req))}{tour.flag}",
+    ]
+
+
+async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
+    rt = tour.rt
+    tour.head("the approval: a tool asked for one, its agent parked")
+    tour.line(f"Request {req.id}  kind {req.kind}: {_brief(req.prompt)}")
+    for h in (coord.id, req.id.rpartition("#")[0]):
+        row = await rt.queue_row(h)
+        if row is not None:
+            tour.line(
+                f"approval queue row (search attributes): {row.id}  AgentRequestId "
+                f"{row.request_id}  AgentRequestKind {row.kind}"
+            )
+    tour.line("a user would see and answer it with any one of:")
+    for command in _answer_lines(tour, coord, req):
+        tour.line(f"  {command}")
+    origin = await rt.resume(Answer(id=req.id, ok=True))
+    tour.line(f"the demo answers it itself (rt.resume): {origin.id} → {origin.state}")
+    result = await rt.wait(coord, timeout_ms=TURN_WAIT_MS)
+    tour.line(f"coordinator → status {result.status}: {_brief(result.text)}")
+    tour.showed(
+        "the parked turn went on where it stopped (no LLM call repeated): deploy ran with "
+        "the Answer, and the coordinator got both task results"
+    )
+    return result
+
+
+async def _show_trace(tour: Tour, coord: Handle) -> None:
+    tour.head("the trace of the coordinator's subtree (and the answer's record)")
+    lines = await tour.rt.trace(coord)
+    moves = [line for line in lines if "→" in line.line]  # state transitions, answer routes
+    tour.line(
+        f"{len(lines)} lines; the {len(moves)} transitions and hand-offs among them "
+        f"(`tnx trace {tour.wid(coord.id)}` shows all):"
+    )
+    for line in moves:
+        tour.line(f"  {clock(line.at_ms)}  {line.line}")
+    await _show_answer_record(tour, coord)
+    tour.showed("each agent's workflow keeps its own trace; the runtime merges them in order")
+
+
+async def _show_answer_record(tour: Tour, h: Handle) -> None:
+    """The audit step: the record of the Answers given in ``h``'s subtree.
+
+    Today it is the trace's answer lines (``answer <id> (ok)``). This is the one place to
+    swap in the audit (``rt.audit(h)``, ``tnx audit ID``) when it lands: who answered, when,
+    through which path.
+    """
+    answers = [line for line in await tour.rt.trace_lines(h) if ": answer " in line]
+    tour.line("the answer's record (every hop of the Answer, from the trace):")
+    for line in answers or ["(no answer in this subtree)"]:
+        tour.line(f"  {line}")
+
+
+async def _show_usage(tour: Tour, coord: Handle) -> None:
+    tour.head("usage and budgets per agent")
+    for h in await tour.rt.list(coord):
+        budget = h.defn.budget if h.defn is not None else Budget()
+        pool = "unlimited" if h.pool_tokens is None else f"{h.pool_tokens} left"
+        cap = "" if budget.max_tokens is None else f" of {budget.max_tokens}"
+        tour.line(
+            f"{h.id}: {h.usage_total} tokens (its subtree) · {h.turns_total} turn(s) · "
+            f"{h.tool_calls_total} tool call(s) · token pool {pool}{cap} · max_turns "
+            f"{budget.max_turns}"
+        )
+    tour.showed(
+        "children's usage rolls up to the coordinator live; each child's pool was carved "
+        "from its parent's remainder at spawn"
+    )
+
+
+async def _until(check: Callable[[], Awaitable[bool]], within_s: float) -> bool:
+    """Poll ``check`` every 0.3 s until it is true (True) or ``within_s`` passed (False)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        if await check():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.3)
+
+
+async def _tick(tour: Tour) -> None:
+    rt = tour.rt
+    tour.head(f"a ticking monitor (AgentDef.tick every {TICK_EVERY_MS // 1000} s)")
+    spawned = await rt.spawn(rt.root, MONITOR)
+    if isinstance(spawned, SpawnError):
+        tour.showed(f"the monitor was not spawned: {spawned.error}")
+        return
+    monitor = spawned
+    tour.ids.append(monitor.id)
+    tour.line(f"spawned {tour.wid(monitor.id)}: nobody wakes it, its ticks do")
+
+    async def ticked_twice() -> bool:
+        await rt.inspect(monitor)
+        return monitor.turns_total >= 2 and monitor.state == "idle"
+
+    ticked = await _until(ticked_twice, POLL_WAIT_S)
+    await rt.unschedule(monitor)
+    for line in await rt.trace_lines(monitor):
+        if "tick" in line:
+            tour.line(line)
+    last = monitor.last_result.text if monitor.last_result else "(none)"
+    tour.line(f"last result: {_brief(last)}")
+    tour.showed(
+        (
+            f"{monitor.turns_total} turn(s) started by a durable timer in its own workflow"
+            if ticked
+            else f"only {monitor.turns_total} turn(s) within {POLL_WAIT_S:g} s"
+        )
+        + "; the demo then unscheduled it (rt.unschedule), so no timer is left due"
+    )
+
+
+async def _background(tour: Tour, coord: Handle, result: TaskResult) -> TaskResult:
+    rt = tour.rt
+    tour.head("a background child that reports back (rt.spawn(..., notify=True))")
+    await rt.inspect(coord)
+    before = coord.result_seq
+    spawned = await rt.spawn(coord, REPORTER, prompt="write the release note", notify=True)
+    if isinstance(spawned, SpawnError):
+        tour.showed(f"the reporter was not spawned: {spawned.error}")
+        return result
+    child = spawned
+    tour.line(f"spawned {tour.wid(child.id)} under the coordinator, running on its own")
+    report = await rt.wait(child, timeout_ms=TURN_WAIT_MS)
+    tour.line(f"reporter → status {report.status}: {_brief(report.text)}")
+
+    async def coordinator_read_it() -> bool:
+        await rt.inspect(coord)
+        return coord.result_seq > before and coord.state == "idle"
+
+    if await _until(coordinator_read_it, POLL_WAIT_S) and coord.last_result is not None:
+        result = coord.last_result
+        tour.line(f"coordinator, woken by the report → {result.status}: {_brief(result.text)}")
+        tour.showed(
+            "the child's result reached the coordinator once, as an inbox item on channel "
+            "`child`, and woke it: no one waited on the child"
+        )
+    else:
+        tour.showed(f"the coordinator did not settle a turn within {POLL_WAIT_S:g} s")
+    return result
+
+
+async def _show_links(tour: Tour) -> None:
+    tour.head("the web UI")
+    for hid in tour.ids:
+        for h in await tour.rt.list(hid):
+            tour.line(f"{h.id}: {tour.workflow_url(tour.wid(h.id))}")
+    tour.line(f"approval queue (tnx pending --ui): {tour.queue_url}")
+    tour.showed(
+        "each agent is a workflow with its own page; the approval queue is a search over "
+        "the agents' search attributes"
+    )
