@@ -29,7 +29,7 @@ from toolnexus_temporal.cli.hostcmd import (
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
 from toolnexus_temporal.client.audit import AuditRecord
-from toolnexus_temporal.client.cluster import default_identity
+from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.roots import QueueRow, approval_queue_query
@@ -176,7 +176,7 @@ def answer_command(
         raise fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
     payload = args.parse_json_object(data, "--data")
     target = args.ref(opts, handle_id)
-    who = by if by is not None else default_identity()
+    who = by if by is not None else default_answerer()
     if not who.strip() or len(who) > 200:
         raise fail_line("--by must be 1 to 200 characters", ops.EXIT_ENV)
 

@@ -326,14 +326,20 @@ class ClusterConfig:
         return dataclasses.replace(self, **changes)
 
 
-def default_identity(program: str = "tnx") -> str:
-    """The identity a client sends by default, recorded by Temporal on every signal and
-    update event (the audit's ``identity``): ``{user}@{host} ({program})``."""
+def default_answerer() -> str:
+    """Who answers by default (``Answer.by`` from ``tnx answer`` and ``AgentRuntime.answer``,
+    what an approvers list names): ``{user}@{host}``."""
     try:
         user = getpass.getuser()
     except (KeyError, OSError):  # no user name in the environment or the password database
         user = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
-    return f"{user}@{socket.gethostname()} ({program})"
+    return f"{user}@{socket.gethostname()}"
+
+
+def default_identity(program: str = "tnx") -> str:
+    """The identity a client sends by default, recorded by Temporal on every signal and
+    update event (the audit's ``identity``): ``{user}@{host} ({program})``."""
+    return f"{default_answerer()} ({program})"
 
 
 async def connect(

@@ -23,6 +23,7 @@ from temporalio.client import Client
 
 from toolnexus_temporal.client.answers import confirm_at_owner
 from toolnexus_temporal.client.audit import AuditRecord, audit_of
+from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
@@ -474,8 +475,8 @@ class AgentRuntime(HandleReads):
             HandleNotFoundError: no such handle.
         """
         hid = handle_id(h)
-        if answer.by is None:  # the audit's stated identity: this client's (user@host)
-            answer = answer.model_copy(update={"by": self._rpc.client.identity[:200]})
+        if answer.by is None:  # the audit's stated identity: user@host
+            answer = answer.model_copy(update={"by": default_answerer()})
         closed = await self._rpc.closed_reason(hid)
         if closed == TERMINATED:
             raise AnswerRejectedError(

@@ -15,6 +15,7 @@ from tests.test_parked_history import cli_answer, continue_as_new_by_rejections
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Request, RuntimeOptions
 from toolnexus_temporal.client.audit import AuditRecord
+from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.models import ApprovalPolicy, Escalation
 from toolnexus_temporal.workflows.contract.names import AGENT_ESCALATED_TO
@@ -193,7 +194,7 @@ async def test_escalation_to_a_named_operator_queue(make_runtime, client: Client
         (record,) = await rt.audit(h)
         assert (record.path, record.ok, record.data) == ("update", True, {"n": 1})
         assert record.escalated_to == "queue:ops-oncall"
-        assert record.identity == client.identity and record.by == client.identity
+        assert record.identity == client.identity and record.by == default_answerer()
 
 
 async def test_approvers_refuse_loudly_and_the_audit_names_each_sender(
@@ -243,3 +244,64 @@ async def test_approvers_refuse_loudly_and_the_audit_names_each_sender(
         await rt.close(h)
         assert await rt.audit(h) == records
         assert await rt.audit(rt.root, subtree=True) == records
+
+
+async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
+    """A parked child whose Request expires while no worker runs (SIGKILL): the next worker
+    answers it ``expired`` at once, and the parent parked on it goes on."""
+    import signal
+    import uuid
+
+    from tests.test_restart import start_worker
+    from toolnexus_temporal.client import AgentRuntime, Handle
+    from toolnexus_temporal.client.testing import ScriptedLLMServer
+
+    llm = ScriptedLLM(
+        {
+            "m-parent": [
+                tool_calls(("task", {"agent": "asker", "prompt": "get the secret"})),
+                text("parent done"),
+            ],
+            "stub-model": [tool_calls(("check_secret", {})), text("asker: it expired")],
+        }
+    )
+    address = env.client.service_client.config.target_host
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    task_queue = f"tq-{scope}"
+    store = tmp_path / "store.sqlite"
+    with ScriptedLLMServer(llm) as server:
+        first = await start_worker(
+            address, task_queue, server.base_url, store, registry="tests.registries:EXPIRING"
+        )
+        try:
+            rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
+            parent = await rt.spawn(rt.root, "parent")
+            assert isinstance(parent, Handle)
+            result = await rt.run_turn(parent, "do the secret thing")
+            assert result.status == "pending" and result.pending is not None
+            req = result.pending
+            assert req.expires_at is not None
+        finally:
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+        await asyncio.sleep(5)  # past the 4 s deadline, with no worker at all
+        second = await start_worker(
+            address, task_queue, server.base_url, store, registry="tests.registries:EXPIRING"
+        )
+        try:
+            result = await finished(rt, parent, within_s=30)
+            assert (result.status, result.text) == ("done", "parent done")
+            child = f"{parent.id}/asker.1"
+            asker_calls = [r for r in llm.requests if r.get("model") == "stub-model"]
+            asker_tool = asker_calls[1]["messages"][-1]
+            assert asker_tool["content"] == "expired: approve secret access?"
+            records = await rt.audit(parent, subtree=True)
+            assert [(r.handle_id, r.request_id, r.path) for r in records] == [
+                (child, req.id, "expiry")
+            ]
+            late = lateness_ms(records[0], req.expires_at)
+            print(f"\nexpiry across a worker kill: answered {late} ms after its deadline")
+            assert late >= 0  # no worker ran at the deadline: it fires when one polls
+        finally:
+            second.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(second.wait(), 30)
