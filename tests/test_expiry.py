@@ -305,3 +305,50 @@ async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
         finally:
             second.send_signal(signal.SIGTERM)
             await asyncio.wait_for(second.wait(), 30)
+
+
+@pytest.mark.stress  # a second dev server, stopped and started again
+async def test_expiry_survives_a_server_restart(tmp_path, store) -> None:
+    """The deadline passes while the server is down: once it is back, the durable timer
+    fires and the Request is answered ``expired``."""
+    import uuid
+
+    from tests.conftest import MODEL
+    from tests.test_outage import free_port, start_server
+    from toolnexus_temporal.activities import LlmConfig
+    from toolnexus_temporal.client import AgentRuntime
+    from toolnexus_temporal.client.cluster import connect
+    from toolnexus_temporal.worker import create_worker
+
+    port, db = free_port(), tmp_path / "temporal.db"
+    server = await start_server(port, db)
+    llm = one_call("slow", "expired while the server was down")
+    agent = AgentDef(name="w", tools=["slow"], approval=ApprovalPolicy(timeout_ms=4_000))
+    try:
+        client = await connect(f"127.0.0.1:{port}")
+        task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+        async with (
+            create_worker(
+                client,
+                registry=registry(agent),
+                llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
+                task_queue=task_queue,
+                store=store,
+                transport=llm.transport(),
+            ) as worker,
+            worker,
+        ):
+            rt = await AgentRuntime(client, task_queue=task_queue, scope="expiry").start()
+            h = await spawn(rt, rt.root, "w")
+            r = await rt.run_turn(h, "go")
+            assert r.status == "pending" and r.pending is not None
+            await server.shutdown()
+            await asyncio.sleep(6)  # the deadline passes with no server
+            server = await start_server(port, db)
+            r = await finished(rt, h, within_s=60)
+            assert (r.status, r.text) == ("done", "expired while the server was down")
+            assert tool_message(llm) == "expired: delete?"
+            (record,) = await rt.audit(h)
+            assert record.path == "expiry"
+    finally:
+        await server.shutdown()
