@@ -46,6 +46,7 @@ class AuditRecord(BaseModel):
         verified: whether the answerer was checked against a server-stamped principal.
         escalated_to: where it escalated before the Answer (``queue:NAME``,
             ``interpreter:NAME``).
+        expires_at: the Request's deadline, if it had one (ISO-8601).
         workflow_id / run_id: the workflow run whose event carried the Answer.
     """
 
@@ -65,6 +66,7 @@ class AuditRecord(BaseModel):
     principal: str | None = None
     verified: bool = False
     escalated_to: str | None = None
+    expires_at: str | None = None
     workflow_id: str | None = None
     run_id: str | None = None
 
@@ -180,6 +182,7 @@ async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.l
                 principal=sender.principal if sender else None,
                 verified=entry.verified,
                 escalated_to=entry.escalated_to,
+                expires_at=entry.expires_at,
                 workflow_id=sender.workflow_id if sender else None,
                 run_id=sender.run_id if sender else None,
             )

@@ -102,6 +102,7 @@ async def test_request_expires_and_the_model_sees_it_declined(make_runtime) -> N
         (record,) = await rt.audit(h)
         assert (record.path, record.ok, record.reason) == ("expiry", False, "expired")
         assert record.identity is None and not record.verified
+        assert record.expires_at == req.expires_at
         late = lateness_ms(record, req.expires_at)
         print(f"\nexpiry fired {late} ms after its deadline")
         assert 0 <= late < GRANULARITY_MS
@@ -131,16 +132,24 @@ async def test_agent_timeout_expires_across_continue_as_new(make_runtime, client
         (record,) = await rt.audit(h)
         assert record.path == "expiry"
         assert r.pending is None
-        assert 0 <= lateness_ms(record, r_pending_expiry(record, agent)) < GRANULARITY_MS
+        assert record.expires_at is not None
+        assert record.expires_at == r_pending_expiry(record, agent, rounded=record.expires_at)
+        late = lateness_ms(record, record.expires_at)
+        print(f"\nexpiry after continue-as-new fired {late} ms after its deadline")
+        assert 0 <= late < GRANULARITY_MS
 
 
-def r_pending_expiry(record: AuditRecord, agent: AgentDef) -> str:
-    """The deadline of an agent-timeout Request: asked + timeout."""
+def r_pending_expiry(record: AuditRecord, agent: AgentDef, *, rounded: str) -> str:
+    """The deadline of an agent-timeout Request, asked + timeout, when it is within 100 ms
+    of ``rounded`` (asked is when it was published, a moment after it was raised)."""
     from datetime import datetime, timedelta
 
     assert record.asked_at is not None and agent.approval.timeout_ms is not None
     asked = datetime.fromisoformat(record.asked_at)
-    return (asked + timedelta(milliseconds=agent.approval.timeout_ms)).isoformat()
+    due = asked + timedelta(milliseconds=agent.approval.timeout_ms)
+    stamped = datetime.fromisoformat(rounded.replace("Z", "+00:00"))
+    assert abs((due - stamped).total_seconds()) < 0.1, (due, stamped)
+    return rounded
 
 
 async def test_escalation_to_an_interpreter_for_the_parent(make_runtime) -> None:

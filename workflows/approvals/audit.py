@@ -144,6 +144,7 @@ def entry_of(
         by=answer.by,
         verified=False,
         escalated_to=escalated_to,
+        expires_at=req.expires_at,
     )
 
 

@@ -219,6 +219,7 @@ class AuditEntry(WireModel):
             server without an authorizer: the dev server has none).
         escalated_to: where it escalated before it was answered (``queue:NAME`` or
             ``interpreter:NAME``).
+        expires_at: its deadline (``Request.expires_at``), if it had one.
     """
 
     request_id: str
@@ -234,6 +235,7 @@ class AuditEntry(WireModel):
     by: str | None = None
     verified: bool = False
     escalated_to: str | None = None
+    expires_at: str | None = None
 
 
 class ApprovalState(WireModel):
