@@ -177,6 +177,7 @@ class Approvals:
         s = self.s
         nearest = s.approval.interpreters[0] if s.approval.interpreters else None
         if carried is None:
+            s.approval.escalated_to = None  # a new Request: not escalated yet
             fields = dict(fields)
             expires = expires_at_for(fields, self.policy, now_ms())
             if expires is not None:
