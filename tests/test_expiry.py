@@ -361,3 +361,26 @@ async def test_expiry_survives_a_server_restart(tmp_path, store) -> None:
             assert record.path == "expiry"
     finally:
         await server.shutdown()
+
+
+async def test_each_request_escalates_on_its_own(make_runtime, client: Client) -> None:
+    """A second Request of the same turn escalates again after its own delay (the first
+    one's escalation does not carry over to it)."""
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("slow", {})), tool_calls(("slow", {})), text("both")]}
+    )
+    agent = AgentDef(
+        name="w",
+        tools=["slow"],
+        approval=ApprovalPolicy(escalate=Escalation(after_ms=300, interpreter="approve")),
+    )
+    async with make_runtime(registry(agent), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        await rt.wake(h, "go")
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "both")
+        records = await rt.audit(h)
+        assert [(x.request_id, x.path, x.escalated_to) for x in records] == [
+            (f"{h.id}#1", "escalation", "interpreter:approve"),
+            (f"{h.id}#2", "escalation", "interpreter:approve"),
+        ]
