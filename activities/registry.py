@@ -131,6 +131,13 @@ class Registry:
                     f"agent {defn.name!r} waits for interpreter {defn.wait_for!r}, which is "
                     "not registered"
                 )
+            esc = defn.approval.escalate
+            if esc is not None and esc.interpreter is not None:
+                if esc.interpreter not in self.interpreters:
+                    raise RegistryError(
+                        f"agent {defn.name!r} escalates to interpreter {esc.interpreter!r},"
+                        " which is not registered"
+                    )
             for hook in (defn.on_spawn, defn.on_close):
                 if hook is not None and hook not in self.hooks:
                     raise RegistryError(

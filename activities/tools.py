@@ -17,6 +17,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, NoReturn, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -52,6 +53,7 @@ def pending(
     url: str | None = None,
     data: dict[str, Any] | None = None,
     expires_at: str | None = None,
+    timeout_ms: int | None = None,
 ) -> ToolResult:
     """A suspension (CONTRACT §1): the tool needs an Answer before it can finish.
 
@@ -62,8 +64,22 @@ def pending(
         prompt: what the answerer is asked.
         url: where to act (for example an authorization page).
         data: extra data for the answerer.
-        expires_at: ISO-8601 time after which the request is moot.
+        expires_at: ISO-8601 time (no zone: UTC) at which the Request, unanswered, is
+            answered ``ok=false, reason="expired"`` by a durable timer.
+        timeout_ms: instead of ``expires_at``: expire this long after it is raised (ms).
+
+    Raises:
+        ValueError: ``expires_at`` is not an ISO-8601 time, or ``timeout_ms`` is not positive.
     """
+    if expires_at is not None:
+        try:
+            when = datetime.fromisoformat(expires_at)
+        except ValueError:
+            raise ValueError(f"expires_at {expires_at!r} is not an ISO-8601 time") from None
+        if when.tzinfo is None:
+            expires_at = when.replace(tzinfo=UTC).isoformat()
+    if timeout_ms is not None and (isinstance(timeout_ms, bool) or timeout_ms < 1):
+        raise ValueError(f"timeout_ms must be a positive number of ms, not {timeout_ms!r}")
     request: dict[str, Any] = {"kind": kind, "prompt": prompt}
     if url is not None:
         request["url"] = url
@@ -71,6 +87,8 @@ def pending(
         request["data"] = data
     if expires_at is not None:
         request["expiresAt"] = expires_at
+    if timeout_ms is not None:
+        request["timeoutMs"] = timeout_ms
     return ToolResult(metadata={"pending": request})
 
 

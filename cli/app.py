@@ -419,6 +419,7 @@ host_command("pause")(tick_cmd.pause_command)
 host_command("unpause")(tick_cmd.unpause_command)
 host_command("pending")(queue_cmd.pending_command)
 host_command("answer")(queue_cmd.answer_command)
+host_command("audit")(queue_cmd.audit_command)
 host_command("replay-check")(replaycheck.replay_check_command)
 
 

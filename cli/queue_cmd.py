@@ -8,6 +8,7 @@ host verbs by :mod:`~toolnexus_temporal.cli.app`.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Final
 from urllib.parse import quote
 
@@ -27,6 +28,8 @@ from toolnexus_temporal.cli.hostcmd import (
 )
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
+from toolnexus_temporal.client.audit import AuditRecord
+from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.roots import QueueRow, approval_queue_query
@@ -155,6 +158,15 @@ def answer_command(
             "its search attributes when no worker runs).",
         ),
     ] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            metavar="WHO",
+            help="Who answers, as recorded in the audit and checked against the agent's "
+            "approvers (default: user@host; stated, not verified by the server).",
+        ),
+    ] = None,
 ) -> None:
     """Answer the pending request of ID (or of the deepest agent below it waiting on the same
     request); the parked turn continues where it stopped. With no worker running, the
@@ -164,10 +176,17 @@ def answer_command(
         raise fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
     payload = args.parse_json_object(data, "--data")
     target = args.ref(opts, handle_id)
+    who = by if by is not None else default_answerer()
+    if not who.strip() or len(who) > 200:
+        raise fail_line("--by must be 1 to 200 characters", ops.EXIT_ENV)
 
     def answer_to(request_id: str) -> Answer:
         return Answer(
-            id=request_id, ok=approve, data=payload, reason=None if approve else "declined"
+            id=request_id,
+            ok=approve,
+            data=payload,
+            reason=None if approve else "declined",
+            by=who,
         )
 
     async def deliver(rt: AgentRuntime) -> AnswerResult | tuple[NoWorkerError, str]:
@@ -208,5 +227,41 @@ def answer_command(
     else:
         out.print(
             f"answered → delivered to {escape(result.answered or '?')} ({verdict})",
+            soft_wrap=True,
+        )
+
+
+def audit_command(
+    opts: Options,
+    handle_id: IdArg,
+    subtree: Annotated[
+        bool, typer.Option("--subtree", help="The handle's whole subtree, not only its own.")
+    ] = False,
+) -> None:
+    """Every answered request of ID (of its subtree with --subtree): when, who (the identity
+    Temporal recorded on the signal or update, the server's principal where it stamps one,
+    the stated --by), through which path (signal, update, interpreter, expiry, escalation),
+    the decision and its data; across every run, after close too."""
+    target = args.ref(opts, handle_id)
+
+    async def read(rt: AgentRuntime) -> list[AuditRecord]:
+        return await rt.audit(target, subtree=subtree)
+
+    records = ops.run(opts, read)
+    if opts.json:
+        emit(args.dump(records))
+        return
+    if not records:
+        out.print(f"{escape(target)}: no answered requests", soft_wrap=True)
+        return
+    for r in records:
+        verdict = "ok" if r.ok else (r.reason or "declined")
+        who = r.principal or r.identity or "-"
+        checked = "verified" if r.verified else "unverified"
+        out.print(
+            f"{escape(r.answered_at or '?')}  {escape(r.request_id)}  {verdict}  via {r.path}"
+            f"  by {escape(r.by or '-')} ({checked}; identity {escape(who)})"
+            + (f"  escalated to {escape(r.escalated_to)}" if r.escalated_to else "")
+            + (f"  data {escape(json.dumps(r.data, sort_keys=True))}" if r.data else ""),
             soft_wrap=True,
         )

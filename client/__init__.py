@@ -12,6 +12,7 @@ Each verb and the Temporal message it sends to the handle's workflow:
 
 ==========  ==========================  =============================================="""
 
+from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
@@ -32,8 +33,10 @@ from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Answer,
+    ApprovalPolicy,
     Budget,
     ContextPolicy,
+    Escalation,
     InboxItem,
     Request,
     RuntimeOptions,
@@ -46,8 +49,11 @@ __all__ = [
     "AgentRuntime",
     "Answer",
     "AnswerRejectedError",
+    "ApprovalPolicy",
+    "AuditRecord",
     "Budget",
     "ContextPolicy",
+    "Escalation",
     "Handle",
     "HandleNotFoundError",
     "InboxItem",

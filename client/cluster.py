@@ -27,7 +27,9 @@ form, that each TLS file exists and holds PEM, that a client certificate comes w
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -289,6 +291,7 @@ class ClusterConfig:
                 settings in use.
         """
         kwargs = {**self.connect_kwargs(), "data_converter": self.data_converter(codec)}
+        client_options.setdefault("identity", default_identity())
         try:
             return await Client.connect(**kwargs, **client_options)
         except RuntimeError as err:
@@ -321,6 +324,22 @@ class ClusterConfig:
     def replace(self, **changes: Any) -> ClusterConfig:
         """A copy with ``changes`` (fields of this class, as :class:`Setting` values)."""
         return dataclasses.replace(self, **changes)
+
+
+def default_answerer() -> str:
+    """Who answers by default (``Answer.by`` from ``tnx answer`` and ``AgentRuntime.answer``,
+    what an approvers list names): ``{user}@{host}``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name in the environment or the password database
+        user = f"uid{os.getuid()}" if hasattr(os, "getuid") else "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def default_identity(program: str = "tnx") -> str:
+    """The identity a client sends by default, recorded by Temporal on every signal and
+    update event (the audit's ``identity``): ``{user}@{host} ({program})``."""
+    return f"{default_answerer()} ({program})"
 
 
 async def connect(

@@ -13,6 +13,7 @@ returns its last result, ``post`` says ``inbox closed``, ``wake`` raises, ``inte
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from types import TracebackType
@@ -21,6 +22,8 @@ from typing import Self
 from temporalio.client import Client
 
 from toolnexus_temporal.client.answers import confirm_at_owner
+from toolnexus_temporal.client.audit import AuditRecord, audit_of
+from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
     HandleNotFoundError,
@@ -472,6 +475,8 @@ class AgentRuntime(HandleReads):
             HandleNotFoundError: no such handle.
         """
         hid = handle_id(h)
+        if answer.by is None:  # the audit's stated identity: user@host
+            answer = answer.model_copy(update={"by": default_answerer()})
         closed = await self._rpc.closed_reason(hid)
         if closed == TERMINATED:
             raise AnswerRejectedError(
@@ -492,6 +497,21 @@ class AgentRuntime(HandleReads):
         await confirm_at_owner(self._rpc, answer, result)
         await self._apply(h, result.status)
         return result
+
+    async def audit(self, h: HandleRef, *, subtree: bool = False) -> builtins.list[AuditRecord]:
+        """Every answered Request of ``h`` (and of its subtree with ``subtree``): who answered
+        (the identity Temporal recorded on the signal or update event, the server-stamped
+        principal where there is one, the stated ``by``), when, through which path
+        (``signal``, ``update``, ``interpreter``, ``expiry``, ``escalation``), the decision and
+        its data; across every run of a continued-as-new handle, and after close
+        (:mod:`.audit`).
+
+        Raises:
+            HandleNotFoundError: no such handle.
+        """
+        hid = handle_id(h)
+        ids = [node.id for node in await self.list(hid)] if subtree else [hid]
+        return await audit_of(self._rpc, ids)
 
     # ------------------------------------------------------------------ ticks and pause
 

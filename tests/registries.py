@@ -8,6 +8,7 @@ from typing import Any
 
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import AgentDef
+from toolnexus_temporal.workflows.contract.models import ApprovalPolicy
 
 
 async def check_secret(ctx: ToolContext) -> Any:
@@ -25,6 +26,20 @@ APPROVALS = Registry(
     tools=[define_tool(check_secret, input_schema={"type": "object", "properties": {}})],
 )
 """A parent that delegates to an asker whose tool needs an approval (no interpreter)."""
+
+EXPIRING = Registry(
+    [
+        AgentDef(name="parent", description="delegates", team=["asker"], model="m-parent"),
+        AgentDef(
+            name="asker",
+            description="needs approvals that expire",
+            tools=["check_secret"],
+            approval=ApprovalPolicy(timeout_ms=4_000),
+        ),
+    ],
+    tools=[define_tool(check_secret, input_schema={"type": "object", "properties": {}})],
+)
+""":data:`APPROVALS` with the asker's Requests expiring 4 s after they are raised."""
 
 
 async def lookup(q: str) -> str:

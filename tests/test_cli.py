@@ -275,3 +275,19 @@ async def test_pending_and_answer_drive_the_approval_queue(make_runtime, env) ->
         assert (result.status, result.text) == ("done", "parent done")
         again = await cli("answer", parent.id, "--approve")
         assert again.code == 1 and "no pending request" in again.err
+        # the audit: the answer routed down, who sent it (tnx's default identity and --by)
+        from toolnexus_temporal.client.cluster import default_answerer
+
+        audit = await cli("audit", parent.id, "--subtree", "--json")
+        assert audit.code == 0, audit
+        (record,) = audit.json()
+        assert (record["handle_id"], record["path"], record["ok"]) == (child_id, "update", True)
+        assert record["by"] == default_answerer() and record["data"] == {"by": "cli"}
+        assert record["identity"] == f"{default_answerer()} (tnx)"
+        assert record["verified"] is False and record["principal"] is None
+        own = await cli("audit", parent.id, "--json")
+        assert own.code == 0 and own.json() == []  # the parent raised none itself
+        text_form = await cli("audit", child_id, columns=200)
+        assert "via update" in text_form.out and "unverified" in text_form.out
+        missing = await cli("audit", f"{parent.id}/nobody.9")
+        assert missing.code != 0 and missing.err

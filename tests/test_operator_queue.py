@@ -199,6 +199,7 @@ async def test_a_namespace_without_the_queue_attributes_is_refused_at_start() ->
         with pytest.raises(SearchAttributesMissingError) as info:
             await rt.start()
         assert info.value.missing == [
+            "AgentEscalatedTo",
             "AgentNextTick",
             "AgentPaused",
             "AgentRequestId",
@@ -209,6 +210,7 @@ async def test_a_namespace_without_the_queue_attributes_is_refused_at_start() ->
         assert "temporal operator search-attribute create" in str(info.value)
         assert "AgentWaitingSince --type Datetime" in str(info.value)
         assert "AgentPaused --type Bool" in str(info.value)
+        assert "AgentEscalatedTo --type Keyword" in str(info.value)
         assert [wf async for wf in env.client.list_workflows()] == []  # nothing started
 
 

@@ -49,6 +49,7 @@ SCENARIOS = (
     "background",
     "ticks",
     "context",
+    "expiry",
 )
 """Each recorder's file-name prefix (``test_replay.py`` checks each has files)."""
 
@@ -942,3 +943,71 @@ async def test_record_context_histories(make_runtime, client) -> None:
         await rt.close(dropper)
         await _record_every_run(client, rt.workflow_id(keeper.id), "context_keeper")
         await _record_each(client, rt, "context", {"dropper": dropper.id})
+
+
+async def test_record_expiry_histories(make_runtime, client) -> None:
+    """Expiry, escalation, approvers and the audit (issue 26): a tool's 1.5 s timeout that
+    expires and a late Answer rejected; an agent escalating to a named queue after 300 ms, an
+    approver refused and one accepted; an agent escalating to an interpreter for its parent;
+    an agent timeout carried across a continue-as-new while parked."""
+    from tests.test_expiry import finished, registry
+    from toolnexus_temporal.client import Answer, AnswerRejectedError, RuntimeOptions
+    from toolnexus_temporal.workflows.contract.models import ApprovalPolicy, Escalation
+
+    llm = ScriptedLLM(
+        {
+            "stub-model": [tool_calls(("quick", {})), text("done")],
+            "m-queue": [tool_calls(("slow", {})), text("done")],
+            "m-interp": [tool_calls(("slow", {})), text("done")],
+            "m-carry": [tool_calls(("slow", {})), text("done")],
+        }
+    )
+    agents = registry(
+        AgentDef(name="dead", tools=["quick"]),
+        AgentDef(
+            name="queue",
+            model="m-queue",
+            tools=["slow"],
+            approval=ApprovalPolicy(
+                escalate=Escalation(after_ms=300, queue="ops"),
+                approvers={"approval": ["alice"]},
+            ),
+        ),
+        AgentDef(
+            name="interp",
+            model="m-interp",
+            tools=["slow"],
+            approval=ApprovalPolicy(escalate=Escalation(after_ms=300, interpreter="approve")),
+        ),
+        AgentDef(
+            name="carry", model="m-carry", tools=["slow"], approval=ApprovalPolicy(timeout_ms=4_000)
+        ),
+    )
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(agents, llm.transport(), options=options) as rt:
+        handles = {}
+        for name in ("dead", "queue", "interp", "carry"):
+            h = await rt.spawn(rt.root, name)
+            assert isinstance(h, Handle)
+            handles[name] = h
+            assert (await rt.run_turn(h, "go")).status == "pending"
+        carry = client.get_workflow_handle(rt.workflow_id(handles["carry"].id))
+        first_run = (await carry.describe()).run_id
+        for batch in range(100):
+            for i in range(50):
+                await carry.signal("answer", {"id": f"nope#{batch}.{i}", "ok": True})
+            if (await carry.describe()).run_id != first_run:
+                break
+        queue = handles["queue"]
+        await asyncio.sleep(0.8)  # escalated to the queue by now
+        req = f"{queue.id}#1"
+        with pytest.raises(AnswerRejectedError):
+            await rt.answer(queue, Answer(id=req, ok=True, by="bob"))
+        await rt.answer(queue, Answer(id=req, ok=True, by="alice"))
+        for h in handles.values():
+            assert (await finished(rt, h)).status == "done"
+        with pytest.raises(AnswerRejectedError, match="expired"):
+            await rt.answer(handles["dead"], Answer(id=f"{handles['dead'].id}#1", ok=True))
+        for name, h in handles.items():
+            await rt.close(h)
+            await _record_every_run(client, rt.workflow_id(h.id), f"expiry_{name}")

@@ -17,12 +17,16 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 async def start_worker(
-    address: str, task_queue: str, base_url: str, store: Path
+    address: str,
+    task_queue: str,
+    base_url: str,
+    store: Path,
+    registry: str = "tests.registries:APPROVALS",
 ) -> asyncio.subprocess.Process:
     proc = await asyncio.create_subprocess_exec(
         str(Path(sys.executable).parent / "tnx-worker"),
         "--registry",
-        "tests.registries:APPROVALS",
+        registry,
         "--address",
         address,
         "--task-queue",

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     )
     from toolnexus_temporal.activities.stores import open_store
     from toolnexus_temporal.activities.tools import Tool, ToolContext, define_tool, pending
+    from toolnexus_temporal.client.audit import AuditRecord
     from toolnexus_temporal.client.cluster import ClusterConfig, connect
     from toolnexus_temporal.client.errors import (
         AnswerRejectedError,
@@ -57,8 +58,10 @@ if TYPE_CHECKING:
     from toolnexus_temporal.workflows.contract.models import (
         AgentDef,
         Answer,
+        ApprovalPolicy,
         Budget,
         ContextPolicy,
+        Escalation,
         InboxItem,
         Request,
         RuntimeOptions,
@@ -72,12 +75,15 @@ _WHERE = {
     "Answer": "workflows.contract.models",
     "AnswerRejectedError": "client.errors",
     "AnswerResult": "workflows.contract.messages",
+    "ApprovalPolicy": "workflows.contract.models",
+    "AuditRecord": "client.audit",
     "Budget": "workflows.contract.models",
     "ContextPolicy": "workflows.contract.models",
     "ClusterConfig": "client.cluster",
     "ClusterConfigError": "client.errors",
     "ClusterConnectError": "client.errors",
     "ConversationStore": "activities.store",
+    "Escalation": "workflows.contract.models",
     "Handle": "client.handle",
     "HandleNotFoundError": "client.errors",
     "InboxItem": "workflows.contract.models",
@@ -115,12 +121,15 @@ __all__ = [
     "Answer",
     "AnswerRejectedError",
     "AnswerResult",
+    "ApprovalPolicy",
+    "AuditRecord",
     "Budget",
     "ClusterConfig",
     "ClusterConfigError",
     "ClusterConnectError",
     "ContextPolicy",
     "ConversationStore",
+    "Escalation",
     "Handle",
     "HandleNotFoundError",
     "InboxItem",

@@ -31,6 +31,16 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from toolnexus_temporal.workflows.approvals.audit import (
+    answered_error,
+    approver_error,
+    deadline_ms,
+    entry_of,
+    escalation_due_ms,
+    expires_at_for,
+    expires_while_escalated,
+    record,
+)
 from toolnexus_temporal.workflows.approvals.rules import (
     answer_hop,
     parked_on,
@@ -45,13 +55,24 @@ from toolnexus_temporal.workflows.visibility.visibility import Visibility, error
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import InterpretInput
-    from toolnexus_temporal.workflows.contract.models import Answer, Request, ToolCall, ToolResult
+    from toolnexus_temporal.workflows.contract.models import (
+        Answer,
+        ApprovalPolicy,
+        Request,
+        ToolCall,
+        ToolResult,
+    )
     from toolnexus_temporal.workflows.contract.names import (
         INTERPRET_ACTIVITY,
         INTERPRET_NON_RETRYABLE,
         SIGNAL_ANSWER,
     )
     from toolnexus_temporal.workflows.contract.state import HandleState
+
+
+def now_ms() -> int:
+    """Workflow time, ms since the epoch."""
+    return int(workflow.now().timestamp() * 1000)
 
 
 class Answered(NamedTuple):
@@ -118,6 +139,13 @@ class Approvals:
         self.own_suspension = False
         """A tool of this handle's own suspended and is being resolved (inline or parked):
         its suspension is not a parking on task children."""
+        self.own_tool: str | None = None
+        """The tool whose Request is parked (``own_parked``): its approvers apply."""
+
+    @property
+    def policy(self) -> ApprovalPolicy:
+        """The agent's expiry, escalation and approvers (the root's: none)."""
+        return self.s.defn.approval if self.s.defn is not None else ApprovalPolicy()
 
     async def suspend(
         self, call: ToolCall, fields: dict[str, Any], carried: Request | None = None
@@ -148,14 +176,24 @@ class Approvals:
         """:meth:`suspend` itself."""
         s = self.s
         nearest = s.approval.interpreters[0] if s.approval.interpreters else None
+        if carried is None:
+            s.approval.escalated_to = None  # a new Request: not escalated yet
+            fields = dict(fields)
+            expires = expires_at_for(fields, self.policy, now_ms())
+            if expires is not None:
+                fields["expiresAt"] = expires
         if carried is not None:  # still parked on it (its Answer may have come already)
             req = carried
-            answer = await self._await_answer(req)
+            answer = await self._await_answer(req, call.name)
         elif nearest is not None:
             req = s.approval.pending_req = stamped(s, fields)
+            asked = now_ms()
             self.machine.transition("suspended", f"{call.name} needs {req.kind}")
             self.vis.trace(f"{s.id}: escalate → {nearest.handle_id} answers ({nearest.name})")
             answer = await self.interpret(nearest.name, nearest.handle_id, req)
+            if answer.by is None:
+                answer = answer.model_copy(update={"by": f"interpreter {nearest.name}"})
+            self._audit(req, answer, "interpreter", call.name, asked)
         else:
             # Park: waiters get `pending` now; the Answer continues this very turn.
             req = s.approval.pending_req = stamped(s, fields)
@@ -163,22 +201,104 @@ class Approvals:
             self.machine.transition(
                 "suspended", f"{call.name} needs {req.kind}; waiting for an answer"
             )
-            answer = await self._await_answer(req)
+            answer = await self._await_answer(req, call.name)
         if s.state == "suspended":  # else the Answer's handler resumed it
             s.approval.pending_req = None
+            s.approval.escalated_to = None
             self.machine.transition("running", f"answer {verdict_of(answer)}")
         if not answer.ok:
             return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
         return Answered(request=req, answer=answer)
 
-    async def _await_answer(self, req: Request) -> Answer:
-        """Wait, parked, for the Answer to ``req`` (``own_parked`` names it meanwhile)."""
-        self.own_parked = req.id
+    async def _await_answer(self, req: Request, tool: str) -> Answer:
+        """Wait, parked, for the Answer to ``req`` (``own_parked`` names it meanwhile), with a
+        durable timer for its deadline and its escalation (``audit.py``): unanswered at the
+        deadline it is answered ``expired``; an escalation asks an interpreter for the
+        parent, or sets ``AgentEscalatedTo``. No deadline and no escalation: no timer."""
+        self.own_parked, self.own_tool = req.id, tool
         try:
-            await workflow.wait_condition(lambda: req.id in self.answers)
+            await self._deadlines(req, tool)
         finally:
-            self.own_parked = None
+            self.own_parked = self.own_tool = None
         return self.answers.pop(req.id)
+
+    async def _deadlines(self, req: Request, tool: str) -> None:
+        """:meth:`_await_answer`'s wait: until ``req.id`` is in ``answers``."""
+        s, policy = self.s, self.policy
+        expires = deadline_ms(req)
+        while req.id not in self.answers:
+            asked = s.approval.pending_since_ms or now_ms()
+            escalated = s.approval.escalated_to is not None
+            escalate_at = escalation_due_ms(policy, asked, expires, escalated)
+            decline_at = expires if expires_while_escalated(policy) else None
+            due = [t for t in (escalate_at, decline_at) if t is not None]
+            if not due:
+                await workflow.wait_condition(lambda: req.id in self.answers)
+                return
+            wait_ms = max(0, min(due) - now_ms())
+            try:
+                await workflow.wait_condition(
+                    lambda: req.id in self.answers, timeout=timedelta(milliseconds=wait_ms)
+                )
+            except TimeoutError:
+                pass
+            if req.id in self.answers:
+                return
+            if escalate_at is not None and now_ms() >= escalate_at:
+                await self._escalate(req, tool, asked)
+            elif decline_at is not None and now_ms() >= decline_at:
+                answer = Answer(id=req.id, ok=False, reason="expired", by="expiry timer")
+                late = now_ms() - decline_at
+                self.vis.trace(
+                    f"{s.id}: request {req.id} expired (deadline {req.expires_at}, fired"
+                    f" {late} ms after it)"
+                )
+                self._audit(req, answer, "expiry", tool, asked)
+                self.answers[req.id] = answer
+
+    async def _escalate(self, req: Request, tool: str, asked: int) -> None:
+        """Escalate ``req`` (:class:`~toolnexus_temporal.workflows.contract.models.
+        Escalation`): to an interpreter answering for the parent, or to a named queue."""
+        s = self.s
+        esc = self.policy.escalate
+        assert esc is not None
+        if esc.queue is not None:
+            s.approval.escalated_to = f"queue:{esc.queue}"
+            self.vis.trace(f"{s.id}: escalate {req.id} → queue {esc.queue} (unanswered)")
+            self.vis.publish()
+            return
+        assert esc.interpreter is not None
+        s.approval.escalated_to = f"interpreter:{esc.interpreter}"
+        parent = s.parent or s.id
+        self.vis.trace(f"{s.id}: escalate {req.id} → {parent} answers ({esc.interpreter})")
+        answer = await self.interpret(esc.interpreter, parent, req)
+        if req.id in self.answers:  # an Answer from outside came first
+            return
+        if answer.by is None:
+            answer = answer.model_copy(update={"by": f"interpreter {esc.interpreter}"})
+        answer = answer.model_copy(update={"id": req.id})
+        self._audit(req, answer, "escalation", tool, asked)
+        self.answers[req.id] = answer
+
+    def _audit(
+        self, req: Request, answer: Answer, path: str, tool: str | None, asked: int | None
+    ) -> None:
+        """Record ``req`` answered by ``answer`` through ``path`` in the audit."""
+        s = self.s
+        entry = entry_of(
+            req,
+            answer,
+            path=path,
+            tool=tool,
+            asked_ms=asked,
+            now_ms=now_ms(),
+            escalated_to=s.approval.escalated_to,
+        )
+        record(s, entry)
+        self.vis.trace(
+            f"{s.id}: audit {req.id}: {verdict_of(answer)} via {path}"
+            + (f" by {answer.by}" if answer.by else "")
+        )
 
     async def interpret(self, name: str, answerer: str, req: Request) -> Answer:
         """Ask interpreter ``name`` (on behalf of handle ``answerer``) to answer ``req``
@@ -206,7 +326,7 @@ class Approvals:
             return Answer(id=req.id, ok=False, reason="cancelled")
         return answer
 
-    def answer(self, answer: Answer) -> tuple[str | None, str | None]:
+    def answer(self, answer: Answer, path: str = "signal") -> tuple[str | None, str | None]:
         """Route an Answer (CONTRACT §3 resume; :meth:`routed`), then report it to the parent
         at once (``answer_id`` and ``answer_error``: a parent's ``admit_answer`` update waits
         for it), unless the id is outside this handle's subtree (no parent forwarded that: no
@@ -217,13 +337,13 @@ class Approvals:
             Request, another id, already answered, or being cancelled. A rejection changes
             nothing and is recorded loudly (CONTRACT §9.2).
         """
-        error, answered = self.routed(answer)
+        error, answered = self.routed(answer, path)
         if answer_hop(self.s, answer.id).to is not None:
             self.s.approval.answer_id, self.s.approval.answer_error = answer.id, error
             self.machine.report(now=True)
         return error, answered
 
-    def routed(self, answer: Answer) -> tuple[str | None, str | None]:
+    def routed(self, answer: Answer, path: str = "signal") -> tuple[str | None, str | None]:
         """Route ``answer`` by its id's handle part (:func:`answer_hop`).
 
         This handle's own parked Request takes it, and the handle is ``running`` again at
@@ -241,12 +361,17 @@ class Approvals:
         error = hop.error
         if hop.to == s.id:
             pending = s.approval.pending_req
-            if self.own_parked is None or pending is None:
+            earlier = answered_error(s, answer.id)
+            if earlier is not None and answer.id != self.own_parked:
+                error = earlier
+            elif self.own_parked is None or pending is None:
                 error = f"answer {answer.id!r}: {s.id} has no pending request"
             elif answer.id != self.own_parked:
                 error = f"answer {answer.id!r} matches no pending request (pending: {pending.id!r})"
             elif answer.id in self.answers:
-                error = f"request {answer.id!r} is already answered"
+                error = answered_error(s, answer.id) or f"request {answer.id!r} is already answered"
+            else:
+                error = approver_error(self.policy, pending, self.own_tool, answer.by)
         elif hop.to is not None and answer.id in self.forwarded:
             error = f"request {answer.id!r} is already answered"
         if error is None and (self.scratch.interrupt_requested or s.closing):
@@ -258,8 +383,13 @@ class Approvals:
         verdict = verdict_of(answer)
         if hop.to == s.id:
             self.vis.trace(f"{s.id}: answer {answer.id} ({verdict})")
+            assert s.approval.pending_req is not None
+            self._audit(
+                s.approval.pending_req, answer, path, self.own_tool, s.approval.pending_since_ms
+            )
             self.answers[answer.id] = answer
             s.approval.pending_req = None
+            s.approval.escalated_to = None
             self.machine.transition("running", f"answer {verdict}")
             return None, s.id
         info = s.roster.children_info[hop.to]
@@ -286,7 +416,7 @@ class Approvals:
         for the continued turn, never for the answered Request. A child that closed before it
         took the Answer (its close was on its way when the Answer was forwarded) rejects it,
         loudly: an Answer is never reported taken when nobody took it."""
-        error, answered = self.answer(answer)
+        error, answered = self.answer(answer, "update")
         seen = self.delivering.pop(answer.id, None)
         if error is None and answered is not None and seen is not None:
             s = self.s

@@ -23,8 +23,10 @@ ANSWER: Final = (
     "Answer this agent's pending Request (CONTRACT §5). Input: "
     '{"id": "<request id>", "ok": true} to approve (optional "data": {...}), or '
     '{"id": "<request id>", "ok": false, "reason": "declined"} (reason: declined | cancelled'
-    " | expired). The id and the exact JSON are at the top of Current Details. A wrong id is"
-    " rejected: Current Details and the trace then say 'answer rejected: <reason>'."
+    ' | expired); optional "by": "<who>" names the answerer for the audit and the'
+    " agent's approvers (stated, not verified). The id and the exact JSON are at the top of"
+    " Current Details. A wrong id, an expired Request or a refused approver is rejected:"
+    " Current Details and the trace then say 'answer rejected: <reason>'."
 )
 WAKE: Final = (
     'Wake the agent for one turn. Input: a prompt string, null, or {"prompt": "..."}.'

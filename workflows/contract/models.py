@@ -228,6 +228,52 @@ class ContextSummary(WireModel):
     upto: int = 0
 
 
+AnswerPath = Literal["signal", "update", "interpreter", "expiry", "escalation"]
+"""How an Answer reached the Request's owner (the audit, ``workflows/approvals/audit.py``)."""
+
+
+class Escalation(WireModel):
+    """Escalate an unanswered Request instead of declining it (issue 26 item 2).
+
+    Exactly one of ``interpreter`` and ``queue`` is set.
+
+    Attributes:
+        after_ms: how long the Request waits unanswered before it escalates (ms); None:
+            at its expiry deadline (``expiresAt``, the tool's or the agent's timeout).
+        interpreter: a registered interpreter that answers on behalf of the handle's parent
+            (the next ancestor); its Answer is audited as ``escalation``.
+        queue: a named operator queue: the handle keeps waiting, with the search attribute
+            ``AgentEscalatedTo`` set to this name (``AgentEscalatedTo="ops"`` in the web UI).
+    """
+
+    after_ms: int | None = Field(default=None, ge=1)
+    interpreter: str | None = Field(default=None, min_length=1, max_length=200)
+    queue: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Escalation:
+        if (self.interpreter is None) == (self.queue is None):
+            raise ValueError("an escalation names exactly one of interpreter and queue")
+        return self
+
+
+class ApprovalPolicy(WireModel):
+    """How an agent's Requests expire, escalate and who may answer them (issue 26).
+
+    Attributes:
+        timeout_ms: a Request with no ``expiresAt`` of its own expires this long after it
+            was raised (ms); None: never (unless the tool set one).
+        escalate: escalate instead of declining (:class:`Escalation`).
+        approvers: who may answer, by Request kind or tool name (either key matches): the
+            answerer's identity must be one of them. Checked against the ``by`` the sender
+            states (recorded ``verified: false``: the workflow sees no server principal).
+    """
+
+    timeout_ms: int | None = Field(default=None, ge=1)
+    escalate: Escalation | None = None
+    approvers: dict[str, list[str]] = Field(default_factory=dict)
+
+
 class AgentDef(WireModel):
     """An agent definition; a registry maps names to these (CONTRACT §1).
 
@@ -248,6 +294,7 @@ class AgentDef(WireModel):
             changes it at run time; ``workflows/ticks.py``).
         context: this agent's context policy (None: the runtime's ``RuntimeOptions.context``,
             and with none either, the whole transcript is sent).
+        approval: expiry, escalation and approvers of its Requests (:class:`ApprovalPolicy`).
     """
 
     name: str = Field(min_length=1, max_length=AGENT_NAME_MAX, pattern=r"^[A-Za-z0-9_-]+$")
@@ -263,6 +310,7 @@ class AgentDef(WireModel):
     style: WireStyle | None = None
     tick: TickSpec | None = None
     context: ContextPolicy | None = None
+    approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
 
 
 class InboxItem(WireModel):
@@ -294,12 +342,18 @@ class Request(WireModel):
 
 
 class Answer(WireModel):
-    """The answer to a Request (CONTRACT §1). ``reason`` only when not ok."""
+    """The answer to a Request (CONTRACT §1). ``reason`` only when not ok.
+
+    ``by`` (optional, ours): who answers, as the sender states it (``tnx answer`` and the
+    Python client fill in ``user@host``); checked against the agent's approvers and recorded
+    in the audit as unverified.
+    """
 
     id: str = Field(min_length=1, max_length=1_100)  # a Request id: a handle id (<= 1,000 B) + "#n"
     ok: StrictBool
     data: dict[str, Any] | None = None
     reason: Literal["declined", "cancelled", "expired"] | None = None
+    by: str | None = Field(default=None, min_length=1, max_length=200)
 
 
 class TaskResult(WireModel):

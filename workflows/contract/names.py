@@ -193,6 +193,11 @@ AGENT_NEXT_TICK = SearchAttributeKey.for_datetime("AgentNextTick")
 """When the handle's next tick fires (workflow time, UTC; ``ticks.py``); unset without a tick
 schedule."""
 
+AGENT_ESCALATED_TO = SearchAttributeKey.for_keyword("AgentEscalatedTo")
+"""The operator queue the pending Request escalated to (``AgentDef.approval.escalate.queue``;
+``workflows/approvals/audit.py``); unset once it is answered:
+``temporal workflow list --query 'AgentEscalatedTo="ops"'``, the web UI's search box."""
+
 REQUEST_PROMPT_CHARS: Final = 160
 """How much of a pending prompt ``AgentRequestPrompt`` keeps (the full prompt: the ``view``
 query, the current details)."""
@@ -219,6 +224,7 @@ ALL_SEARCH_ATTRIBUTES = (
     *REQUEST_SEARCH_ATTRIBUTES,
     AGENT_PAUSED,
     AGENT_NEXT_TICK,
+    AGENT_ESCALATED_TO,
 )
 """Every custom search attribute, for registration."""
 

@@ -200,6 +200,45 @@ class LeaseState(WireModel):
     slot_parent: bool = False
 
 
+class AuditEntry(WireModel):
+    """One answered Request (issue 26 item 3): kept by the handle that raised it.
+
+    Attributes:
+        request_id: the Request's id (``{handle id}#{n}``).
+        kind: its kind.
+        prompt: its prompt (cut to 500 characters).
+        tool: the tool that raised it.
+        asked_ms: when it was raised (workflow time, ms since the epoch).
+        answered_ms: when the Answer was taken (workflow time, ms since the epoch).
+        path: how the Answer came: ``signal``, ``update``, ``interpreter``, ``expiry`` or
+            ``escalation`` (a forwarded Answer keeps the path it came to the first handle by).
+        ok: the decision.
+        reason: why not, when not ok.
+        data: the Answer's data.
+        by: who answered, as the sender stated it (``Answer.by``), or the interpreter.
+        verified: whether ``by`` was checked against a server-stamped principal (never on a
+            server without an authorizer: the dev server has none).
+        escalated_to: where it escalated before it was answered (``queue:NAME`` or
+            ``interpreter:NAME``).
+        expires_at: its deadline (``Request.expires_at``), if it had one.
+    """
+
+    request_id: str
+    kind: str = ""
+    prompt: str = ""
+    tool: str | None = None
+    asked_ms: int | None = None
+    answered_ms: int = 0
+    path: str = "signal"
+    ok: bool = False
+    reason: str | None = None
+    data: dict[str, Any] | None = None
+    by: str | None = None
+    verified: bool = False
+    escalated_to: str | None = None
+    expires_at: str | None = None
+
+
 class ApprovalState(WireModel):
     """Requests and Answers (owner: ``workflows/approvals/``: :class:`Approvals`, and
     ``carry.py`` for ``parked``; ``pending_since_*`` are stamped by ``Visibility.publish``
@@ -218,6 +257,10 @@ class ApprovalState(WireModel):
         pending_since_id: the Request id ``pending_since_ms`` belongs to.
         interpreters: the interpreter chain, nearest first: the handle's own ``wait_for``,
             then its ancestors' (CONTRACT §5); set at spawn.
+        audit: the answered Requests of this handle, oldest first, the last
+            ``audit.AUDIT_KEEP`` of them (``workflows/approvals/audit.py``).
+        escalated_to: where the pending Request escalated (``queue:NAME`` /
+            ``interpreter:NAME``), None before; cleared with ``pending_req``.
     """
 
     pending_req: Request | None = None
@@ -228,6 +271,8 @@ class ApprovalState(WireModel):
     pending_since_ms: int | None = None
     pending_since_id: str | None = None
     interpreters: list[Interpreter] = Field(default_factory=list)
+    audit: list[AuditEntry] = Field(default_factory=list)
+    escalated_to: str | None = None
 
 
 class RosterState(WireModel):

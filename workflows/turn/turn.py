@@ -152,6 +152,7 @@ class Turn:
                 watchdog.cancel()
         s.intake.turn_inbox = []
         s.approval.pending_req = None
+        s.approval.escalated_to = None
         self.scratch.interrupt_requested = False
         # a carried turn stopped before it waited again leaves what carry.py pre-set
         self.approvals.own_parked, self.approvals.own_suspension = None, False

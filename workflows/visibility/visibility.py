@@ -31,6 +31,7 @@ with workflow.unsafe.imports_passed_through():
         TraceLine,
     )
     from toolnexus_temporal.workflows.contract.names import (
+        AGENT_ESCALATED_TO,
         AGENT_REQUEST_ID,
         AGENT_STATE,
         AGENT_WAITING_SINCE,
@@ -114,6 +115,14 @@ def _status_fields(s: HandleState) -> dict[str, Any]:
     }
 
 
+def escalation_queue(s: HandleState) -> str | None:
+    """The operator queue the pending Request escalated to, or None."""
+    to = s.approval.escalated_to
+    if s.state != "suspended" or to is None or not to.startswith("queue:"):
+        return None
+    return to.removeprefix("queue:")
+
+
 def append_trace(s: HandleState, line: str, at_ms: int) -> None:
     """Append a trace line stamped ``at_ms`` (ms since the epoch, workflow time), keeping at
     most ``options.trace_cap`` lines (the oldest go; ``trace_seq`` keeps counting)."""
@@ -184,6 +193,10 @@ class Visibility:
         )
         """The Request id the ``AgentRequest*`` search attributes show: a continued run
         carries them (set here for the same reason as ``published_state``)."""
+        self.published_queue: str | None = workflow.info().typed_search_attributes.get(
+            AGENT_ESCALATED_TO
+        )
+        """The operator queue ``AgentEscalatedTo`` shows (a continued run carries it)."""
         self.rejection: str | None = None
         """The last rejected input (``{verb} rejected: {reason}``) since the state last
         changed: the current details show it first."""
@@ -274,6 +287,12 @@ class Visibility:
             updates.append(AGENT_WAITING_SINCE.value_set(workflow.now()))
         if self.published_state != s.state:
             updates.insert(0, AGENT_STATE.value_set(s.state))
+        queue = escalation_queue(s)
+        if queue != self.published_queue:  # only a handle that escalated ever upserts it
+            updates.append(
+                AGENT_ESCALATED_TO.value_set(queue) if queue else AGENT_ESCALATED_TO.value_unset()
+            )
+            self.published_queue = queue
         if not updates:
             return
         workflow.upsert_search_attributes(updates)

@@ -1,0 +1,191 @@
+"""The audit of every answer (issue 26 item 3): ``AgentRuntime.audit`` and ``tnx audit``.
+
+Each handle keeps an :class:`~toolnexus_temporal.workflows.contract.state.AuditEntry` per
+answered Request in its state (carried across continue-as-new, readable after close). This
+module joins them with what Temporal recorded on the history events that carried the Answer:
+the ``identity`` of the ``answer`` signal or of the ``admit_answer`` update request, and the
+event's ``principal`` where the server stamps one (only with an authorizer configured: the dev
+server and a default self-hosted server stamp none, so there ``verified`` stays False and the
+approver check ran against the sender's stated ``by``). Every run of each workflow is read
+(runs listed by workflow id), the handle's ancestors too: an Answer sent to a parent and
+routed down was first recorded there, and the earliest event with the Request's id is the
+one that names the sender and the path (``signal`` or ``update``).
+"""
+
+from __future__ import annotations
+
+import builtins
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from toolnexus_temporal.client.rpc import HandleRpc
+from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.contract.models import Answer
+from toolnexus_temporal.workflows.contract.names import SIGNAL_ANSWER, UPDATE_ANSWER
+from toolnexus_temporal.workflows.contract.state import AuditEntry
+
+
+class AuditRecord(BaseModel):
+    """One answered Request, as ``rt.audit`` and ``tnx audit`` show it.
+
+    Attributes:
+        handle_id: the handle that raised the Request.
+        request_id: its id.
+        kind: its kind; ``prompt``, ``tool``: what was asked, by which tool.
+        asked_at / answered_at: when it was raised and answered (ISO-8601, UTC).
+        path: ``signal``, ``update``, ``interpreter``, ``expiry`` or ``escalation``.
+        ok / reason / data: the decision and its data.
+        by: who answered, as the sender stated it (``Answer.by``), or the interpreter.
+        identity: the caller identity Temporal recorded on the signal or update event (None
+            for ``interpreter``, ``expiry`` and ``escalation``: no event carried an Answer).
+        principal: the server-stamped principal of that event (None without an authorizer).
+        verified: whether the answerer was checked against a server-stamped principal.
+        escalated_to: where it escalated before the Answer (``queue:NAME``,
+            ``interpreter:NAME``).
+        expires_at: the Request's deadline, if it had one (ISO-8601).
+        workflow_id / run_id: the workflow run whose event carried the Answer.
+    """
+
+    handle_id: str
+    request_id: str
+    kind: str = ""
+    prompt: str = ""
+    tool: str | None = None
+    asked_at: str | None = None
+    answered_at: str | None = None
+    path: str
+    ok: bool
+    reason: str | None = None
+    data: dict[str, Any] | None = None
+    by: str | None = None
+    identity: str | None = None
+    principal: str | None = None
+    verified: bool = False
+    escalated_to: str | None = None
+    expires_at: str | None = None
+    workflow_id: str | None = None
+    run_id: str | None = None
+
+
+class Sender(BaseModel):
+    """What one history event recorded of an Answer's sender."""
+
+    path: str
+    identity: str | None
+    principal: str | None
+    at_ns: int
+    workflow_id: str
+    run_id: str
+
+
+def _iso(ms: int | None) -> str | None:
+    """ms since the epoch as ISO-8601 UTC, or None."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _principal(event: Any) -> str | None:
+    """The event's server-stamped principal (``type:name``), or None."""
+    if not event.HasField("principal"):
+        return None
+    p = event.principal
+    text = ":".join(part for part in (getattr(p, "type", ""), getattr(p, "name", "")) if part)
+    return text or None
+
+
+async def senders(client: Client, workflow_ids: builtins.list[str]) -> dict[str, Sender]:
+    """The earliest ``answer`` signal or ``admit_answer`` update event per Request id, over
+    every run of each workflow in ``workflow_ids`` (continued-as-new and closed runs too)."""
+    found: dict[str, Sender] = {}
+    converter = client.data_converter
+    for wid in workflow_ids:
+        escaped = wid.replace("\\", "\\\\").replace('"', '\\"')
+        async for run in client.list_workflows(f'WorkflowId = "{escaped}"'):
+            history = client.get_workflow_handle(wid, run_id=run.run_id)
+            async for event in history.fetch_history_events():
+                sender: Sender | None = None
+                payloads: Any = None
+                at_ns = event.event_time.ToNanoseconds()
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                    attrs = event.workflow_execution_signaled_event_attributes
+                    if attrs.signal_name != SIGNAL_ANSWER:
+                        continue
+                    payloads = attrs.input.payloads
+                    path, identity = "signal", attrs.identity
+                elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+                    request = event.workflow_execution_update_accepted_event_attributes
+                    req = request.accepted_request
+                    if req.input.name != UPDATE_ANSWER:
+                        continue
+                    payloads = req.input.args.payloads
+                    path, identity = "update", req.meta.identity
+                else:
+                    continue
+                try:
+                    (answer,) = await converter.decode(payloads, [Answer])
+                except Exception:  # an input the workflow rejected loudly: not an Answer
+                    continue
+                sender = Sender(
+                    path=path,
+                    identity=identity or None,
+                    principal=_principal(event),
+                    at_ns=at_ns,
+                    workflow_id=wid,
+                    run_id=run.run_id,
+                )
+                known = found.get(answer.id)
+                if known is None or sender.at_ns < known.at_ns:
+                    found[answer.id] = sender
+    return found
+
+
+async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.list[AuditRecord]:
+    """The audit records of ``handle_ids`` (their state's entries joined with the history
+    events that carried each Answer), in order of answer time.
+
+    Args:
+        rpc: the runtime's RPC helper (state queries, workflow ids).
+        handle_ids: the handles whose Requests are audited.
+    """
+    entries: builtins.list[tuple[str, AuditEntry]] = []
+    for hid in handle_ids:
+        state = await rpc.query(hid, AgentWorkflow.state)
+        entries.extend((hid, entry) for entry in state.approval.audit)
+    scanned: set[str] = set()
+    for hid in handle_ids:
+        parts = hid.split("/")
+        scanned.update("/".join(parts[:n]) for n in range(2, len(parts) + 1))
+    found = await senders(rpc.client, [rpc.workflow_id(h) for h in sorted(scanned)])
+    records = []
+    for hid, entry in entries:
+        sender = found.get(entry.request_id) if entry.path in ("signal", "update") else None
+        records.append(
+            AuditRecord(
+                handle_id=hid,
+                request_id=entry.request_id,
+                kind=entry.kind,
+                prompt=entry.prompt,
+                tool=entry.tool,
+                asked_at=_iso(entry.asked_ms),
+                answered_at=_iso(entry.answered_ms),
+                path=sender.path if sender else entry.path,
+                ok=entry.ok,
+                reason=entry.reason,
+                data=entry.data,
+                by=entry.by,
+                identity=sender.identity if sender else None,
+                principal=sender.principal if sender else None,
+                verified=entry.verified,
+                escalated_to=entry.escalated_to,
+                expires_at=entry.expires_at,
+                workflow_id=sender.workflow_id if sender else None,
+                run_id=sender.run_id if sender else None,
+            )
+        )
+    records.sort(key=lambda r: r.answered_at or "")
+    return records

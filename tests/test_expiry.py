@@ -1,0 +1,386 @@
+"""Approvals that expire or escalate, approvers, and the audit of every answer (issue 26 items
+2 and 3), on a real dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from tests.helpers import eventually, spawn
+from tests.test_parked_history import cli_answer, continue_as_new_by_rejections
+from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Request, RuntimeOptions
+from toolnexus_temporal.client.audit import AuditRecord
+from toolnexus_temporal.client.cluster import default_answerer
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.contract.models import ApprovalPolicy, Escalation
+from toolnexus_temporal.workflows.contract.names import AGENT_ESCALATED_TO
+
+GRANULARITY_MS = 1_000
+"""One timer granularity: the deadline of an expiring Request is met within this."""
+
+
+async def quick(ctx: ToolContext) -> Any:
+    """Needs an approval that expires 1.5 s after it is asked."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="deploy?", timeout_ms=1_500)
+    return "deployed " + json.dumps(ctx.answer.data or {})
+
+
+async def slow(ctx: ToolContext) -> Any:
+    """Needs an approval (the agent's policy sets any timeout)."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="delete?")
+    return "deleted " + json.dumps(ctx.answer.data or {})
+
+
+async def approve(req: Request) -> Answer:
+    return Answer(id=req.id, ok=True, data={"via": "escalation"})
+
+
+TOOLS = [
+    define_tool(quick, input_schema={"type": "object", "properties": {}}),
+    define_tool(slow, input_schema={"type": "object", "properties": {}}),
+]
+
+
+def registry(*agents: AgentDef) -> Registry:
+    return Registry(agents, tools=TOOLS, interpreters={"approve": approve})
+
+
+def one_call(tool: str, reply: str = "finished") -> ScriptedLLM:
+    return ScriptedLLM({"stub-model": [tool_calls((tool, {})), text(reply)]})
+
+
+async def finished(rt: Any, h: Any, within_s: float = 15) -> Any:
+    """The result of ``h``'s turn once it no longer waits on a Request (``wait`` on a
+    suspended handle returns ``pending`` at once)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while loop.time() < deadline:
+        r = await rt.wait(h, timeout_ms=2_000)
+        if r.status not in ("pending", "timeout"):
+            return r
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{h.id} still waits: {r}")
+
+
+def tool_message(llm: ScriptedLLM) -> str:
+    msg = llm.requests[1]["messages"][-1]
+    assert msg["role"] == "tool"
+    return str(msg["content"])
+
+
+def lateness_ms(record: AuditRecord, expires_at: str) -> int:
+    """How long after its deadline the expiry answered (ms)."""
+    from datetime import datetime
+
+    assert record.answered_at is not None
+    done = datetime.fromisoformat(record.answered_at)
+    due = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    return round((done - due).total_seconds() * 1000)
+
+
+async def test_request_expires_and_the_model_sees_it_declined(make_runtime) -> None:
+    llm = one_call("quick")
+    async with make_runtime(registry(AgentDef(name="w", tools=["quick"])), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.status == "pending" and r.pending is not None
+        req = r.pending
+        assert req.expires_at is not None  # the tool's timeout became a deadline
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "finished")
+        assert tool_message(llm) == "expired: deploy?"
+        lines = await rt.trace_lines(h)
+        assert any(f"request {req.id} expired" in line for line in lines)
+        assert any(f"audit {req.id}: expired via expiry" in line for line in lines)
+        (record,) = await rt.audit(h)
+        assert (record.path, record.ok, record.reason) == ("expiry", False, "expired")
+        assert record.identity is None and not record.verified
+        assert record.expires_at == req.expires_at
+        late = lateness_ms(record, req.expires_at)
+        print(f"\nexpiry fired {late} ms after its deadline")
+        assert 0 <= late < GRANULARITY_MS
+        with pytest.raises(AnswerRejectedError, match="expired"):
+            await rt.answer(h, Answer(id=req.id, ok=True))
+        # the late Answer changed nothing, and the rejection is in the trace
+        assert (await rt.inspect(h)).state == "idle"
+        assert (await rt.audit(h)) == [record]
+
+
+async def test_agent_timeout_expires_across_continue_as_new(make_runtime, client) -> None:
+    llm = one_call("slow")
+    agent = AgentDef(name="w", tools=["slow"], approval=ApprovalPolicy(timeout_ms=6_000))
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(registry(agent), llm.transport(), options=options) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.status == "pending" and r.pending is not None
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        first_run = (await wf.describe()).run_id
+        await continue_as_new_by_rejections(wf)
+        assert (await wf.describe()).run_id != first_run
+        assert (await rt.inspect(h)).state == "suspended"
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "finished")
+        assert tool_message(llm) == "expired: delete?"
+        (record,) = await rt.audit(h)
+        assert record.path == "expiry"
+        assert r.pending is None
+        assert record.expires_at is not None
+        assert record.expires_at == r_pending_expiry(record, agent, rounded=record.expires_at)
+        late = lateness_ms(record, record.expires_at)
+        print(f"\nexpiry after continue-as-new fired {late} ms after its deadline")
+        assert 0 <= late < GRANULARITY_MS
+
+
+def r_pending_expiry(record: AuditRecord, agent: AgentDef, *, rounded: str) -> str:
+    """The deadline of an agent-timeout Request, asked + timeout, when it is within 100 ms
+    of ``rounded`` (asked is when it was published, a moment after it was raised)."""
+    from datetime import datetime, timedelta
+
+    assert record.asked_at is not None and agent.approval.timeout_ms is not None
+    asked = datetime.fromisoformat(record.asked_at)
+    due = asked + timedelta(milliseconds=agent.approval.timeout_ms)
+    stamped = datetime.fromisoformat(rounded.replace("Z", "+00:00"))
+    assert abs((due - stamped).total_seconds()) < 0.1, (due, stamped)
+    return rounded
+
+
+async def test_escalation_to_an_interpreter_for_the_parent(make_runtime) -> None:
+    llm = one_call("slow", "escalated and done")
+    agent = AgentDef(
+        name="w",
+        tools=["slow"],
+        approval=ApprovalPolicy(escalate=Escalation(after_ms=1_000, interpreter="approve")),
+    )
+    async with make_runtime(registry(agent), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.status == "pending"
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "escalated and done")
+        assert tool_message(llm) == 'deleted {"via": "escalation"}'
+        lines = await rt.trace_lines(h)
+        assert any(f"{h.id}: escalate {h.id}#1 → root answers (approve)" in x for x in lines)
+        (record,) = await rt.audit(h)
+        assert (record.path, record.ok, record.by) == ("escalation", True, "interpreter approve")
+        assert record.escalated_to == "interpreter:approve"
+
+
+async def test_escalation_to_a_named_operator_queue(make_runtime, client: Client) -> None:
+    llm = one_call("slow", "answered from the queue")
+    agent = AgentDef(
+        name="w",
+        tools=["slow"],
+        approval=ApprovalPolicy(escalate=Escalation(after_ms=500, queue="ops-oncall")),
+    )
+    async with make_runtime(registry(agent), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.status == "pending" and r.pending is not None
+        wid = rt.workflow_id(h.id)
+        query = f'{AGENT_ESCALATED_TO.name}="ops-oncall" AND WorkflowId="{wid}"'
+
+        async def listed() -> bool:
+            return [w.id async for w in client.list_workflows(query)] == [wid]
+
+        await eventually(listed, within_s=10, what="the queue lists the escalated handle")
+        assert (await rt.inspect(h)).state == "suspended"  # still waiting: not declined
+        await rt.answer(h, Answer(id=r.pending.id, ok=True, data={"n": 1}))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "answered from the queue")
+
+        async def unlisted() -> bool:
+            return [w.id async for w in client.list_workflows(query)] == []
+
+        await eventually(unlisted, within_s=10, what="the answered handle leaves the queue")
+        (record,) = await rt.audit(h)
+        assert (record.path, record.ok, record.data) == ("update", True, {"n": 1})
+        assert record.escalated_to == "queue:ops-oncall"
+        assert record.identity == client.identity and record.by == default_answerer()
+
+
+async def test_approvers_refuse_loudly_and_the_audit_names_each_sender(
+    make_runtime, client: Client
+) -> None:
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("slow", {})), tool_calls(("slow", {})), text("both done")]}
+    )
+    agent = AgentDef(
+        name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
+    )
+    async with make_runtime(registry(agent), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        first = r.pending
+        with pytest.raises(AnswerRejectedError, match="'bob' may not answer"):
+            await rt.answer(h, Answer(id=first.id, ok=True, by="bob"))
+        with pytest.raises(AnswerRejectedError, match="may not answer"):
+            await rt.answer(h, Answer(id=first.id, ok=True))  # the client's identity
+        h = await rt.inspect(h)
+        assert h.state == "suspended" and h.pending_req == first  # nothing changed
+        await rt.answer(h, Answer(id=first.id, ok=True, by="alice", data={"k": 1}))
+
+        async def second_parked() -> bool:
+            view = await rt.inspect(h)
+            return view.pending_req is not None and view.pending_req.id != first.id
+
+        await eventually(second_parked, within_s=10, what="the second Request")
+        second = (await rt.inspect(h)).pending_req
+        assert second is not None
+        # as an operator would: `temporal workflow signal --name answer`
+        wid = rt.workflow_id(h.id)
+        await cli_answer(client, wid, {"id": second.id, "ok": False, "by": "alice"})
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "both done")
+        records = await rt.audit(h)
+        assert [(x.request_id, x.path, x.ok, x.by) for x in records] == [
+            (first.id, "update", True, "alice"),
+            (second.id, "signal", False, "alice"),
+        ]
+        assert records[0].identity == client.identity
+        assert records[1].identity  # the temporal CLI's identity
+        assert not any(x.verified for x in records)  # the dev server stamps no principal
+        assert all(x.principal is None for x in records)
+        # after close, too
+        await rt.close(h)
+        assert await rt.audit(h) == records
+        assert await rt.audit(rt.root, subtree=True) == records
+
+
+async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
+    """A parked child whose Request expires while no worker runs (SIGKILL): the next worker
+    answers it ``expired`` at once, and the parent parked on it goes on."""
+    import signal
+    import uuid
+
+    from tests.test_restart import start_worker
+    from toolnexus_temporal.client import AgentRuntime, Handle
+    from toolnexus_temporal.client.testing import ScriptedLLMServer
+
+    llm = ScriptedLLM(
+        {
+            "m-parent": [
+                tool_calls(("task", {"agent": "asker", "prompt": "get the secret"})),
+                text("parent done"),
+            ],
+            "stub-model": [tool_calls(("check_secret", {})), text("asker: it expired")],
+        }
+    )
+    address = env.client.service_client.config.target_host
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    task_queue = f"tq-{scope}"
+    store = tmp_path / "store.sqlite"
+    with ScriptedLLMServer(llm) as server:
+        first = await start_worker(
+            address, task_queue, server.base_url, store, registry="tests.registries:EXPIRING"
+        )
+        try:
+            rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
+            parent = await rt.spawn(rt.root, "parent")
+            assert isinstance(parent, Handle)
+            result = await rt.run_turn(parent, "do the secret thing")
+            assert result.status == "pending" and result.pending is not None
+            req = result.pending
+            assert req.expires_at is not None
+        finally:
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+        await asyncio.sleep(5)  # past the 4 s deadline, with no worker at all
+        second = await start_worker(
+            address, task_queue, server.base_url, store, registry="tests.registries:EXPIRING"
+        )
+        try:
+            result = await finished(rt, parent, within_s=30)
+            assert (result.status, result.text) == ("done", "parent done")
+            child = f"{parent.id}/asker.1"
+            asker_calls = [r for r in llm.requests if r.get("model") == "stub-model"]
+            asker_tool = asker_calls[1]["messages"][-1]
+            assert asker_tool["content"] == "expired: approve secret access?"
+            records = await rt.audit(parent, subtree=True)
+            assert [(r.handle_id, r.request_id, r.path) for r in records] == [
+                (child, req.id, "expiry")
+            ]
+            late = lateness_ms(records[0], req.expires_at)
+            print(f"\nexpiry across a worker kill: answered {late} ms after its deadline")
+            assert late >= 0  # no worker ran at the deadline: it fires when one polls
+        finally:
+            second.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(second.wait(), 30)
+
+
+@pytest.mark.stress  # a second dev server, stopped and started again
+async def test_expiry_survives_a_server_restart(tmp_path, store) -> None:
+    """The deadline passes while the server is down: once it is back, the durable timer
+    fires and the Request is answered ``expired``."""
+    import uuid
+
+    from tests.conftest import MODEL
+    from tests.test_outage import free_port, start_server
+    from toolnexus_temporal.activities import LlmConfig
+    from toolnexus_temporal.client import AgentRuntime
+    from toolnexus_temporal.client.cluster import connect
+    from toolnexus_temporal.worker import create_worker
+
+    port, db = free_port(), tmp_path / "temporal.db"
+    server = await start_server(port, db)
+    llm = one_call("slow", "expired while the server was down")
+    agent = AgentDef(name="w", tools=["slow"], approval=ApprovalPolicy(timeout_ms=4_000))
+    try:
+        client = await connect(f"127.0.0.1:{port}")
+        task_queue = f"tq-{uuid.uuid4().hex[:8]}"
+        async with (
+            create_worker(
+                client,
+                registry=registry(agent),
+                llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
+                task_queue=task_queue,
+                store=store,
+                transport=llm.transport(),
+            ) as worker,
+            worker,
+        ):
+            rt = await AgentRuntime(client, task_queue=task_queue, scope="expiry").start()
+            h = await spawn(rt, rt.root, "w")
+            r = await rt.run_turn(h, "go")
+            assert r.status == "pending" and r.pending is not None
+            await server.shutdown()
+            await asyncio.sleep(6)  # the deadline passes with no server
+            server = await start_server(port, db)
+            r = await finished(rt, h, within_s=60)
+            assert (r.status, r.text) == ("done", "expired while the server was down")
+            assert tool_message(llm) == "expired: delete?"
+            (record,) = await rt.audit(h)
+            assert record.path == "expiry"
+    finally:
+        await server.shutdown()
+
+
+async def test_each_request_escalates_on_its_own(make_runtime, client: Client) -> None:
+    """A second Request of the same turn escalates again after its own delay (the first
+    one's escalation does not carry over to it)."""
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("slow", {})), tool_calls(("slow", {})), text("both")]}
+    )
+    agent = AgentDef(
+        name="w",
+        tools=["slow"],
+        approval=ApprovalPolicy(escalate=Escalation(after_ms=300, interpreter="approve")),
+    )
+    async with make_runtime(registry(agent), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        await rt.wake(h, "go")
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "both")
+        records = await rt.audit(h)
+        assert [(x.request_id, x.path, x.escalated_to) for x in records] == [
+            (f"{h.id}#1", "escalation", "interpreter:approve"),
+            (f"{h.id}#2", "escalation", "interpreter:approve"),
+        ]
