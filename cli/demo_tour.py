@@ -5,7 +5,8 @@ and its steps, each printed small and followed by one line saying what it showed
 2. the tree: the coordinator and its children, with their states;
 3. the approval: the deployer's ``deploy`` tool parks on a Request; the exact ``tnx pending``,
    ``tnx answer`` and ``temporal workflow signal`` lines; the demo answers it itself;
-4. the trace of the coordinator's subtree, and the answer's record (:func:`_show_answer_record`);
+4. the trace of the coordinator's subtree, and the audit of its answers
+   (:func:`_show_answer_record`);
 5. usage and budgets per agent;
 6. a ticking monitor (``AgentDef.tick``), unscheduled once it has ticked twice;
 7. a background child (``rt.spawn(..., notify=True)``) whose report wakes the coordinator;
@@ -297,16 +298,21 @@ async def _show_trace(tour: Tour, coord: Handle) -> None:
 
 
 async def _show_answer_record(tour: Tour, h: Handle) -> None:
-    """The audit step: the record of the Answers given in ``h``'s subtree.
-
-    Today it is the trace's answer lines (``answer <id> (ok)``). This is the one place to
-    swap in the audit (``rt.audit(h)``, ``tnx audit ID``) when it lands: who answered, when,
-    through which path.
-    """
-    answers = [line for line in await tour.rt.trace_lines(h) if ": answer " in line]
-    tour.line("the answer's record (every hop of the Answer, from the trace):")
-    for line in answers or ["(no answer in this subtree)"]:
-        tour.line(f"  {line}")
+    """The audit step: every answered Request of ``h``'s subtree (``rt.audit(h,
+    subtree=True)``, what ``tnx audit ID --subtree`` prints): who answered (the stated ``by``
+    and the identity Temporal recorded on the event), when, through which path, the
+    decision."""
+    records = await tour.rt.audit(h, subtree=True)
+    tour.line(f"the audit (tnx audit {tour.rt.workflow_id(h.id)} --subtree):")
+    for rec in records:
+        verdict = "approved" if rec.ok else f"declined ({rec.reason})"
+        tour.line(
+            f"  {rec.request_id}: {verdict} by {rec.by or '?'} via {rec.path} at "
+            f"{rec.answered_at or '?'} (Temporal identity: {rec.identity or '-'}; "
+            f"{'verified' if rec.verified else 'unverified'})"
+        )
+    if not records:
+        tour.line("  (no answered Request in this subtree)")
 
 
 async def _show_usage(tour: Tour, coord: Handle) -> None:

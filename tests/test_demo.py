@@ -1,6 +1,6 @@
 """``tnx demo`` tours the product (issue 26 item 4) and looks healthy at its own links (issue
 24 item 7): every step of the tour prints what it showed (delegation through ``task``, the
-tree, the approval with the commands that answer it, the trace and the answer's record,
+tree, the approval with the commands that answer it, the trace and the audit of the answer,
 usage and budgets, a ticking monitor, a background child, the web UI links) and the whole
 tour finishes well under a minute; the in-process worker leaves no task or timer due behind
 it (the web UI showed a red "Workflow Task Timed Out": a usage timer fell due after the
@@ -96,7 +96,9 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     trace = _step(out, 4)
     assert f"{deployer_id}: running→suspended (deploy needs approval" in trace, out
     assert f"{hid}: answer {request} (ok) → {deployer_id}" in trace, out
-    assert f"{deployer_id}: answer {request} (ok)\n" in trace, out
+    assert f"the audit (tnx audit {wid} --subtree):" in trace, out
+    assert re.search(rf"  {re.escape(request)}: approved by \S+ via update at 20", trace), out
+    assert "Temporal identity: " in trace and "unverified" in trace, out
     usage = _step(out, 5)
     assert re.search(rf"{re.escape(hid)}: \d+ tokens .* token pool \d+ left of 40000", usage)
     assert re.search(rf"{re.escape(deployer_id)}: \d+ tokens .* 1 tool call\(s\)", usage)
