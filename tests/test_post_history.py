@@ -36,7 +36,9 @@ async def test_posts_are_refused_before_history_once_a_run_is_full(make_runtime,
         refused = await rt.post(h, big)
         assert not refused.ok and refused.error is not None
         assert refused.error.startswith("history full (16.")
-        assert await history_bytes() == full  # refused before it reached history
+        # refused before it reached history: its 64,000 characters are not there (a workflow
+        # task of the earlier rejections may still complete meanwhile: a few hundred bytes)
+        assert await history_bytes() - full < len(big)
         # the turn ends, the idle run continues as new, and posts are taken in again
         gate.release.set()
         assert (await rt.wait(h)).text == "turn done"
