@@ -14,7 +14,7 @@ import typer
 from rich.markup import escape
 
 from toolnexus_temporal.cli import args, ops, render
-from toolnexus_temporal.cli.hostcmd import emit, list_width, out, show
+from toolnexus_temporal.cli.hostcmd import IdArg, emit, list_width, out, show
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -93,7 +93,7 @@ def schedule_command(
 
 def unschedule_command(
     opts: Options,
-    handle_id: Annotated[str, typer.Argument(metavar="ID", help="Handle id, e.g. root/worker.1.")],
+    handle_id: IdArg,
 ) -> None:
     """Remove a handle's tick schedule (its definition's too)."""
     target = args.ref(opts, handle_id)
@@ -111,7 +111,7 @@ Subtree = Annotated[
 
 def pause_command(
     opts: Options,
-    handle_id: Annotated[str, typer.Argument(metavar="ID", help="Handle id, e.g. root/worker.1.")],
+    handle_id: IdArg,
     subtree: Subtree = False,
     now: Annotated[
         bool, typer.Option("--now", help="Interrupt a running turn rather than let it finish.")
@@ -128,7 +128,7 @@ def pause_command(
 
 def unpause_command(
     opts: Options,
-    handle_id: Annotated[str, typer.Argument(metavar="ID", help="Handle id, e.g. root/worker.1.")],
+    handle_id: IdArg,
     subtree: Subtree = False,
 ) -> None:
     """Unpause a handle: a wake held while it was paused runs now."""

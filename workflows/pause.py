@@ -21,6 +21,7 @@ from typing import Any
 
 from temporalio import workflow
 
+from toolnexus_temporal.workflows.approvals.approvals import now_ms
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.visibility.visibility import INVALID, Visibility, short_error
@@ -84,7 +85,7 @@ class Pause:
         s = self.s
         if not s.pause.paused:
             s.pause.paused = True
-            s.pause.since_ms = int(workflow.now().timestamp() * 1000)
+            s.pause.since_ms = now_ms()
             self.vis.trace(f"{s.id}: paused" + (" (now)" if now else ""))
             self._publish()
         if now:

@@ -40,6 +40,7 @@ from typing import Any, Final, TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from toolnexus_temporal.workflows.approvals.approvals import now_ms
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, short_error
 
@@ -207,7 +208,7 @@ class Ticks:
         t = s.ticks
         t.started = True
         t.spec = spec
-        t.next_ms = None if spec is None else first_fire_ms(spec, _now_ms())
+        t.next_ms = None if spec is None else first_fire_ms(spec, now_ms())
         self.version += 1
         self.vis.trace(f"{s.id}: tick schedule " + (describe(spec) if spec else "removed"))
         self._publish()
@@ -224,7 +225,7 @@ class Ticks:
             t.started = True
             if s.defn is not None and s.defn.tick is not None:
                 t.spec = s.defn.tick
-                t.next_ms = first_fire_ms(t.spec, _now_ms())
+                t.next_ms = first_fire_ms(t.spec, now_ms())
         while not self._closed():
             version = self.version
 
@@ -237,9 +238,9 @@ class Ticks:
                 await workflow.wait_condition(changed)
                 continue
             if t.next_ms is None:
-                t.next_ms = first_fire_ms(spec, _now_ms())
+                t.next_ms = first_fire_ms(spec, now_ms())
             self._publish()
-            delay = t.next_ms - _now_ms()
+            delay = t.next_ms - now_ms()
             if delay > 0:
                 try:
                     await workflow.wait_condition(
@@ -256,7 +257,7 @@ class Ticks:
         into the inbox; a wake when it finds the handle idle (see the module docstring)."""
         s = self.s
         t = s.ticks
-        count, t.next_ms = catch_up(spec, due_ms, _now_ms())
+        count, t.next_ms = catch_up(spec, due_ms, now_ms())
         t.fired += count
         add_ticks(s.intake.items, count)
         late = f" (x{count}: fire times missed meanwhile)" if count > 1 else ""
@@ -291,11 +292,6 @@ class Ticks:
         if shown is None:
             workflow.upsert_search_attributes([AGENT_NEXT_TICK.value_unset()])
         else:
-            when = workflow.now() + timedelta(milliseconds=shown - _now_ms())
+            when = workflow.now() + timedelta(milliseconds=shown - now_ms())
             workflow.upsert_search_attributes([AGENT_NEXT_TICK.value_set(when)])
         self.published_ms = shown
-
-
-def _now_ms() -> int:
-    """Workflow time, ms since the epoch."""
-    return int(workflow.now().timestamp() * 1000)
