@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.activities import wire
+from toolnexus_temporal.activities import metrics, wire
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.live import LiveFeed
 from toolnexus_temporal.activities.redact import redacted_error
@@ -301,7 +301,8 @@ class LlmActivities:
             stream=False,
         )
         async with self._slots or contextlib.nullcontext():
-            message, usage = await self._call(style, body, live)
+            with metrics.llm_call(str(body.get("model"))):
+                message, usage = await self._call(style, body, live)
         limit = inp.policy.summary_max_tokens * context.CHARS_PER_TOKEN
         text = (message.content or "").strip()[:limit] or "(no summary)"
         return SummarizeResult(summary=ContextSummary(text=text, upto=end), usage=usage)
@@ -374,7 +375,8 @@ class LlmActivities:
             async with asyncio.timeout(left_s):
                 async with self._slots or contextlib.nullcontext():
                     _check_deadline(inp.deadline_ms)
-                    message, usage = await self._call(style, body, live)
+                    with metrics.llm_call(str(body.get("model"))):
+                        message, usage = await self._call(style, body, live)
         except TimeoutError:
             _check_deadline(inp.deadline_ms, aborted=True)
             raise

@@ -19,12 +19,15 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from toolnexus_temporal.activities.llm import LlmConfig
@@ -39,7 +42,7 @@ from toolnexus_temporal.activities.stores import close_store, open_checked, open
 from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import connect_message, hard_exit
-from toolnexus_temporal.client.cluster import ClusterConfig, connect
+from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.codec import (
     ENV_KEY_FILE,
     ENV_KEYS,
@@ -49,6 +52,12 @@ from toolnexus_temporal.client.codec import (
 )
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
 from toolnexus_temporal.client.keycheck import KeyMismatchError
+from toolnexus_temporal.client.metrics import (
+    DEFAULT_FLEET_INTERVAL_S,
+    FleetGauges,
+    MetricsEndpointError,
+    metrics_runtime,
+)
 from toolnexus_temporal.client.reachability import namespace_exists
 from toolnexus_temporal.worker import (
     DEFAULT_GRACEFUL_SHUTDOWN_S,
@@ -77,6 +86,7 @@ async def serve(
     codec: AesGcmCodec | None = None,
     deployment: WorkerDeploymentVersion | None = None,
     graceful_shutdown_s: float = DEFAULT_GRACEFUL_SHUTDOWN_S,
+    metrics: MetricsOptions | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down gracefully (its store closed):
     it stops taking tasks and lets the activities in flight finish for up to
@@ -90,13 +100,16 @@ async def serve(
         store: the conversation store's URL or SQLite path (see ``open_store``).
         codec: the payload codec (encryption at rest), None for plain payloads.
         deployment: Worker Versioning's deployment version, None for an unversioned worker.
+        metrics: serve Prometheus metrics (:class:`MetricsOptions`: the process's SDK runtime
+            binds the port; :mod:`~toolnexus_temporal.client.metrics`), None for none.
 
     Raises:
         StoreConfigError: ``store`` is not a usable URL.
         StoreUnavailableError: the store's server cannot be reached.
         WorkerStartError: Temporal cannot be reached, or the namespace does not exist (one
-            line: where, why); or the worker stopped itself because its codec keys no longer
-            read the task queue's payloads (:func:`~toolnexus_temporal.worker.stale_keys`).
+            line: where, why); or the metrics port cannot be bound; or the worker stopped
+            itself because its codec keys no longer read the task queue's payloads
+            (:func:`~toolnexus_temporal.worker.stale_keys`).
         KeyMismatchError: the task queue's payloads are encrypted with a key this worker
             lacks (the key canary, :mod:`~toolnexus_temporal.client.keycheck`): it does not
             start.
@@ -106,7 +119,7 @@ async def serve(
     try:
         await _serve(cluster, task_queue, registry_spec, llm, conv_store,
                      max_concurrent_turns, sandboxed, codec, deployment,
-                     graceful_shutdown_s)  # fmt: skip
+                     graceful_shutdown_s, metrics)  # fmt: skip
     finally:
         await close_store(conv_store)
 
@@ -122,10 +135,17 @@ async def _serve(
     codec: AesGcmCodec | None,
     deployment: WorkerDeploymentVersion | None,
     graceful_shutdown_s: float,
+    metrics: MetricsOptions | None,
 ) -> None:
     registry = Registry.load(registry_spec)
+    runtime = None
+    if metrics is not None:
+        try:
+            runtime = metrics_runtime(metrics.host, metrics.port)
+        except MetricsEndpointError as err:
+            raise WorkerStartError(str(err)) from err
     try:
-        client = await connect(config=cluster, codec=codec)
+        client = await cluster.connect(codec=codec, runtime=runtime)
     except ClusterConnectError as err:
         raise WorkerStartError(connect_message(err.target, err.reason)) from err
     if not await namespace_exists(client):
@@ -156,12 +176,14 @@ async def _serve(
             graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
         ) as worker:
             run = asyncio.create_task(worker.run())
+            fleet = _start_fleet_gauges(client, task_queue, runtime, metrics)
             typer.echo(
                 f"worker on {cluster.describe()} task_queue={task_queue} "
                 f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
                 f"store={conv_store!r}"
                 + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
                 + (f" version={deployment.to_canonical_string()}" if deployment else "")
+                + (f" metrics=http://{metrics.host}:{metrics.port}/metrics" if metrics else "")
             )
             done, _ = await asyncio.wait(
                 [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -172,6 +194,8 @@ async def _serve(
                     "to finish (signal again to stop now)..."
                 )
                 await worker.shutdown()
+            if fleet is not None:
+                fleet.cancel()
             await run
             stale = stale_keys(worker)
             if stale is not None:
@@ -181,6 +205,33 @@ async def _serve(
             f"cannot start a worker at {cluster.describe()}: Temporal answered "
             f"{err.status.name}: {err.message}"
         ) from err
+
+
+@dataclass(frozen=True)
+class MetricsOptions:
+    """The Prometheus endpoint of ``tnx-worker`` (``--metrics-port``; docs/guide/metrics.md).
+
+    Attributes:
+        port: the TCP port of ``/metrics``.
+        host: the address it binds (``0.0.0.0``: every interface).
+        fleet_interval_s: seconds between the fleet gauges' visibility reads (0: no fleet
+            gauges from this worker).
+    """
+
+    port: int
+    host: str = "0.0.0.0"
+    fleet_interval_s: float = DEFAULT_FLEET_INTERVAL_S
+
+
+def _start_fleet_gauges(
+    client: Client, task_queue: str, runtime: Runtime | None, metrics: MetricsOptions | None
+) -> asyncio.Task[None] | None:
+    """The fleet gauges' loop (:class:`~toolnexus_temporal.client.metrics.FleetGauges`) on
+    the metrics runtime's meter, or None without metrics or with ``fleet_interval_s`` 0."""
+    if runtime is None or metrics is None or metrics.fleet_interval_s <= 0:
+        return None
+    gauges = FleetGauges(client, task_queue, runtime.metric_meter, metrics.fleet_interval_s)
+    return asyncio.create_task(gauges.run())
 
 
 app = typer.Typer(help="Run a toolnexus-temporal worker.", **APP_SETTINGS)
@@ -292,6 +343,28 @@ def run(
             "SIGTERM/SIGINT before they are cancelled",
         ),
     ] = DEFAULT_GRACEFUL_SHUTDOWN_S,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            envvar="TNX_METRICS_PORT",
+            min=1,
+            max=65535,
+            help="Serve Prometheus metrics (the SDK's and the runtime's) on this port at "
+            "/metrics (docs/guide/metrics.md)",
+        ),
+    ] = None,
+    metrics_host: Annotated[
+        str, typer.Option(envvar="TNX_METRICS_HOST", help="The address --metrics-port binds")
+    ] = "0.0.0.0",
+    fleet_metrics_interval_s: Annotated[
+        float,
+        typer.Option(
+            envvar="TNX_FLEET_METRICS_INTERVAL_S",
+            min=0,
+            help="Seconds between the fleet gauges' visibility reads (approvals waiting, "
+            "handles by state); 0: this worker reports none",
+        ),
+    ] = DEFAULT_FLEET_INTERVAL_S,
     version: WorkerVersion = False,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
@@ -338,6 +411,9 @@ def run(
                 codec=codec,
                 deployment=deployment,
                 graceful_shutdown_s=graceful_shutdown_s,
+                metrics=MetricsOptions(metrics_port, metrics_host, fleet_metrics_interval_s)
+                if metrics_port is not None
+                else None,
             )
         )
     except (StoreUnavailableError, StoreError, WorkerStartError, KeyMismatchError) as err:

@@ -86,3 +86,17 @@ MULTIHOST = Registry(
 )
 """One agent with an idempotent tool and a tool that needs an approval, for the many-hosts
 test (three ``tnx-worker`` processes)."""
+
+METRICS = Registry(
+    [
+        AgentDef(name="chatter", description="answers in plain text", model="m-plain"),
+        AgentDef(name="looker", description="looks things up", tools=["lookup"], model="m-tool"),
+        AgentDef(
+            name="asker", description="needs approvals", tools=["check_secret"], model="m-ask"
+        ),
+        AgentDef(name="spender", description="runs out of tokens", tools=["lookup"], model="m-cap"),
+    ],
+    tools=[lookup_tool(), check_secret_tool()],
+)
+"""One agent per scripted turn of the Prometheus test (``tests/test_metrics_prometheus.py``):
+a plain turn, a tool turn, an approval that waits, a budget stop."""

@@ -33,6 +33,7 @@ from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.metrics import tokens_spent, turn_settled
 from toolnexus_temporal.workflows.turn.context import note_reply, summarize_if_due
 from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
@@ -156,6 +157,7 @@ class Turn:
         self.scratch.interrupt_requested = False
         # a carried turn stopped before it waited again leaves what carry.py pre-set
         self.approvals.own_parked, self.approvals.own_suspension = None, False
+        turn_settled(s, result)
         self.machine.settle(result)
 
     async def _resume(self, parked: ParkedTurn) -> TaskResult:
@@ -294,6 +296,7 @@ class Turn:
         and its budgets."""
         self.scratch.tokens += usage.total_tokens
         self.s.turn.own_tokens += usage.total_tokens
+        tokens_spent(self.s, usage)
         self.budgets.recount()
 
     # ------------------------------------------------------------------ tools
