@@ -182,6 +182,6 @@ class FleetGauges:
         while True:
             try:
                 await self.collect()
-            except RPCError as err:
+            except (RPCError, RuntimeError) as err:  # RuntimeError: the client's connection
                 log.warning("fleet gauges: visibility read failed: %s", err)
             await asyncio.sleep(self.interval_s)

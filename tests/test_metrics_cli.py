@@ -1,0 +1,41 @@
+"""``tnx-worker --metrics-port`` on a port already in use stops at start with one line
+(exit 1), before it connects anywhere (docs/guide/metrics.md)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_metrics_port_in_use_is_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "tnx-worker"),
+                *("--registry", "tests.registries:METRICS"),
+                *("--address", "127.0.0.1:9", "--namespace", "ns-x"),
+                *("--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m"),
+                *("--store", str(tmp_path / "c.sqlite")),
+                *("--metrics-port", str(port), "--metrics-host", "127.0.0.1"),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+    assert done.returncode == 1, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"cannot serve metrics on 127.0.0.1:{port}" in lines[0], lines
+    assert "address already in use" in lines[0].lower(), lines
+    assert "Traceback" not in done.stderr and done.stdout == ""
