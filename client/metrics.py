@@ -128,7 +128,9 @@ class FleetGauges:
         self.client = client
         self.task_queue = task_queue
         self.interval_s = interval_s
-        labelled = meter.with_additional_attributes({"task_queue": task_queue})
+        labelled = meter.with_additional_attributes(
+            {"namespace": client.namespace, "task_queue": task_queue}
+        )
         self._handles = labelled.create_gauge(HANDLES.name, HANDLES.description, HANDLES.unit)
         self._waiting = labelled.create_gauge(
             APPROVALS_WAITING.name, APPROVALS_WAITING.description, APPROVALS_WAITING.unit

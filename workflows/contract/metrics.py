@@ -80,7 +80,8 @@ LLM_CALLS: Final = MetricDef(
     "tnx_llm_calls_total",
     "counter",
     "1",
-    "LLM HTTP round trips (each attempt), by model and outcome (ok, error, cancelled)",
+    "LLM HTTP round trips (each attempt), by model and outcome (ok, error, cancelled: an "
+    "interrupt or the wall deadline)",
     ("model", "outcome"),
     "activity",
 )
@@ -115,7 +116,7 @@ APPROVALS_WAITING: Final = MetricDef(
     "1",
     "Live suspended handles waiting for an Answer (the approval queue) on this task queue; "
     "every worker reports the same fleet value: aggregate with max()",
-    ("task_queue",),
+    ("namespace", "task_queue"),
     "worker",
 )
 APPROVAL_OLDEST_WAIT: Final = MetricDef(
@@ -124,7 +125,7 @@ APPROVAL_OLDEST_WAIT: Final = MetricDef(
     "ms",
     "How long the longest-waiting pending Request has waited (0 with none); fleet value: "
     "aggregate with max()",
-    ("task_queue",),
+    ("namespace", "task_queue"),
     "worker",
 )
 HANDLES: Final = MetricDef(
@@ -133,7 +134,7 @@ HANDLES: Final = MetricDef(
     "1",
     "Live handles (running workflows) by state (idle, running, suspended, closed); fleet "
     "value: aggregate with max()",
-    ("task_queue", "state"),
+    ("namespace", "task_queue", "state"),
     "worker",
 )
 
