@@ -266,3 +266,28 @@ def test_the_rule_for_turning_tracing_on() -> None:
     assert not tracing_wanted(None, {"OTEL_TRACES_EXPORTER": "none",
                                      "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"})  # fmt: skip
     assert not tracing_wanted(True, {"OTEL_SDK_DISABLED": "true"})
+
+
+def test_content_is_recorded_only_when_opted_in_and_bounded(monkeypatch) -> None:
+    from toolnexus_temporal.activities import telemetry
+    from toolnexus_temporal.workflows.contract.models import ToolResult
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    token = telemetry.ACTIVE_TRACER.set(provider.get_tracer("test"))
+    try:
+        for opted in ("", "true"):
+            monkeypatch.setenv(telemetry.ENV_CAPTURE_CONTENT, opted)
+            with telemetry.tool_span(
+                tool="t", call_id="c9", handle_id="root/a.1", arguments='{"q": "secret"}'
+            ) as done:
+                done(ToolResult(output="x" * 20_000))
+    finally:
+        telemetry.ACTIVE_TRACER.reset(token)
+    off, on = (dict(s.attributes or {}) for s in exporter.get_finished_spans())
+    assert "gen_ai.tool.call.arguments" not in off and "gen_ai.tool.call.result" not in off
+    assert on["gen_ai.tool.call.arguments"] == '{"q": "secret"}'
+    result = on["gen_ai.tool.call.result"]
+    assert isinstance(result, str) and len(result) == telemetry.CONTENT_MAX_CHARS + 1
+    assert on["tnx.parent.id"] == "root" and on["gen_ai.agent.name"] == "a"
