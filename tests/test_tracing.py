@@ -21,6 +21,7 @@ from tests.helpers import eventually, spawn
 from toolnexus_temporal.activities import LlmConfig, Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.activities.otel import TnxTracingInterceptor
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer
+from toolnexus_temporal.client.cluster import connect
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.client.tracing import tracing_wanted
 from toolnexus_temporal.worker import create_worker, replayer
@@ -72,7 +73,7 @@ class Traced:
 
 @asynccontextmanager
 async def traced_worker(
-    t: Traced, llm: ScriptedLLM, store: Any, task_queue: str
+    t: Traced, llm: ScriptedLLM, store: Any, task_queue: str, sandboxed: bool = False
 ) -> AsyncIterator[None]:
     async with (
         create_worker(
@@ -82,6 +83,7 @@ async def traced_worker(
             task_queue=task_queue,
             store=store,
             transport=llm.transport(),
+            sandboxed=sandboxed,
         ) as worker,
         worker,
     ):
@@ -90,9 +92,9 @@ async def traced_worker(
 
 @asynccontextmanager
 async def traced_runtime(
-    t: Traced, llm: ScriptedLLM, store: Any, task_queue: str
+    t: Traced, llm: ScriptedLLM, store: Any, task_queue: str, sandboxed: bool = False
 ) -> AsyncIterator[AgentRuntime]:
-    async with traced_worker(t, llm, store, task_queue):
+    async with traced_worker(t, llm, store, task_queue, sandboxed):
         yield await AgentRuntime(
             t.client, task_queue=task_queue, scope=task_queue.removeprefix("tq-")
         ).start()
@@ -113,7 +115,10 @@ def _tokens(span: ReadableSpan) -> int:
     )
 
 
-async def test_a_delegating_wake_is_one_trace_and_a_replay_adds_no_span(client, store) -> None:
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["unsandboxed", "sandboxed"])
+async def test_a_delegating_wake_is_one_trace_and_a_replay_adds_no_span(
+    client, store, sandboxed: bool
+) -> None:
     t = Traced(client)
     llm = ScriptedLLM(
         {
@@ -128,7 +133,7 @@ async def test_a_delegating_wake_is_one_trace_and_a_replay_adds_no_span(client, 
         }
     )
     task_queue = f"tq-t-{uuid.uuid4().hex[:10]}"
-    async with traced_runtime(t, llm, store, task_queue) as rt:
+    async with traced_runtime(t, llm, store, task_queue, sandboxed) as rt:
         coord = await spawn(rt, rt.root, "coord")
         result = await rt.run_turn(coord, "go")
         assert result.status == "done" and result.text == "all done"
@@ -212,9 +217,10 @@ async def test_a_delegating_wake_is_one_trace_and_a_replay_adds_no_span(client, 
             for hid in (coord.id, helper_id)
         ]
     before = len(t.spans())
-    replay = replayer(client.data_converter, interceptors=[t.interceptor])
-    for history in histories:
-        await replay.replay_workflow(history)
+    for sandboxed in (False, True):
+        replay = replayer(client.data_converter, sandboxed=sandboxed, interceptors=[t.interceptor])
+        for history in histories:
+            await replay.replay_workflow(history)
     assert len(t.spans()) == before, [s.name for s in t.spans()[before:]]
 
 
@@ -291,3 +297,48 @@ def test_content_is_recorded_only_when_opted_in_and_bounded(monkeypatch) -> None
     result = on["gen_ai.tool.call.result"]
     assert isinstance(result, str) and len(result) == telemetry.CONTENT_MAX_CHARS + 1
     assert on["tnx.parent.id"] == "root" and on["gen_ai.agent.name"] == "a"
+
+
+async def test_the_otel_environment_installs_the_interceptor_and_off_installs_none(
+    client, store, monkeypatch
+) -> None:
+    def traced(worker: Any) -> bool:
+        return any(isinstance(i, TnxTracingInterceptor) for i in worker.config()["interceptors"])
+
+    llm = LlmConfig(base_url="http://mock.local/v1", model="stub-model")
+
+    def queue() -> str:
+        return f"tq-t-{uuid.uuid4().hex[:10]}"
+
+    async with (
+        create_worker(client, registry=REGISTRY, llm=llm, task_queue=queue(), store=store) as w,
+        w,
+    ):
+        assert not traced(w)  # no OTEL_* variables here: off, nothing installed
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "console")
+    async with (
+        create_worker(client, registry=REGISTRY, llm=llm, task_queue=queue(), store=store) as w,
+        w,
+    ):
+        assert traced(w)
+    async with (
+        create_worker(
+            Traced(client).client, registry=REGISTRY, llm=llm, task_queue=queue(), store=store
+        ) as w,
+        w,
+    ):
+        assert not traced(w)  # the client's interceptor serves the worker: not a second one
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    async with (
+        create_worker(
+            client, registry=REGISTRY, llm=llm, task_queue=queue(), store=store, tracing=True
+        ) as w,
+        w,
+    ):
+        assert not traced(w)
+    monkeypatch.delenv("OTEL_SDK_DISABLED")
+    address = client.service_client.config.target_host
+    for asked, expected in ((True, True), (None, True), (False, False)):  # the env says on
+        host = await connect(address, client.namespace, tracing=asked)
+        found = [i for i in host.config()["interceptors"] if isinstance(i, TnxTracingInterceptor)]
+        assert len(found) == expected, asked
