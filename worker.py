@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.converter import DataConverter, PayloadCodec
 from temporalio.runtime import Runtime
 from temporalio.worker import (
+    Interceptor,
     Replayer,
     UnsandboxedWorkflowRunner,
     Worker,
@@ -51,6 +52,7 @@ from toolnexus_temporal.client.keycheck import (
     check_worker_keys,
     worker_converter,
 )
+from toolnexus_temporal.client.tracing import tracing_wanted
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
 WORKFLOWS: tuple[type, ...] = (AgentWorkflow,)
@@ -80,6 +82,9 @@ SANDBOX_PASSTHROUGH = (
     # imports, re-imported per run it would only cost time.
     "croniter",
     "dateutil",
+    # OpenTelemetry (only imported when tracing is on): the contrib's workflow interceptor
+    # uses its context API inside workflows; its own OpenTelemetryPlugin passes it through.
+    "opentelemetry",
     # Our whole workflow package, imported once per worker process instead of once per
     # workflow instance: the sandbox's re-import cost ~200 KiB of RSS per idle agent once the
     # workflow was split into concept modules (bench/idle.py: ~530 KiB/agent re-imported,
@@ -142,6 +147,7 @@ def replayer(
     sandboxed: bool = False,
     workflows: tuple[type, ...] = (),
     runtime: Runtime | None = None,
+    interceptors: Sequence[Interceptor] = (),
 ) -> Replayer:
     """A Replayer with what a worker registers: :data:`WORKFLOWS` (read at call time), the
     client's ``data_converter`` (so a payload codec decodes the histories as it does for the
@@ -152,12 +158,15 @@ def replayer(
         sandboxed: replay inside Temporal's sandbox (stricter, slower).
         workflows: replay these classes instead (tests: a deliberately changed variant).
         runtime: the SDK core runtime to replay on (default: the process's).
+        interceptors: worker interceptors to replay with (tests: the tracing interceptor,
+            which must add no span on replay).
     """
     return Replayer(
         workflows=list(workflows or WORKFLOWS),
         data_converter=data_converter,
         workflow_runner=workflow_runner(sandboxed=sandboxed),
         runtime=runtime,
+        interceptors=list(interceptors),
     )
 
 
@@ -214,6 +223,7 @@ async def create_worker(
     codec: PayloadCodec | None = None,
     deployment: WorkerDeploymentVersion | None = None,
     check_keys: bool = True,
+    tracing: bool | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
@@ -256,6 +266,11 @@ async def create_worker(
             way a worker whose codec stops decoding its payloads reads the canary again and
             stops polling (``Worker.shutdown``) if its keys cannot read it
             (:func:`stale_keys` then says why). False only for tests of that run-time guard.
+        tracing: OpenTelemetry traces (docs/guide/tracing.md): True on, False off, None
+            (default) on only when the ``OTEL_*`` environment names an exporter
+            (:func:`~toolnexus_temporal.client.tracing.tracing_wanted`). On, the worker
+            gets the tracing interceptor unless ``client`` already has it (``connect(...,
+            tracing=True)``); off, no interceptor is added.
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
@@ -280,6 +295,14 @@ async def create_worker(
     )
     if deployment is not None:
         worker_options["deployment_config"] = deployment_config(deployment)
+    if tracing_wanted(tracing):
+        from toolnexus_temporal.activities.otel import TnxTracingInterceptor, tracing_interceptor
+
+        if not any(isinstance(i, TnxTracingInterceptor) for i in client.config()["interceptors"]):
+            worker_options["interceptors"] = [
+                *worker_options.get("interceptors", ()),
+                tracing_interceptor(),
+            ]
     effective = codec if codec is not None else client.data_converter.payload_codec
     if check_keys:
         await check_worker_keys(client, task_queue, effective)

@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.activities import metrics, wire
+from toolnexus_temporal.activities import metrics, telemetry, wire
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.live import LiveFeed
 from toolnexus_temporal.activities.redact import redacted_error
@@ -300,9 +300,10 @@ class LlmActivities:
             max_tokens=inp.policy.summary_max_tokens,
             stream=False,
         )
-        async with self._slots or contextlib.nullcontext():
-            with metrics.llm_call(str(body.get("model"))):
-                message, usage = await self._call(style, body, live)
+        with telemetry.llm_span(model=body["model"], provider=style) as span:
+            async with self._slots or contextlib.nullcontext():
+                with metrics.llm_call(str(body.get("model"))):
+                    message, usage = await self._call(style, body, live, span)
         limit = inp.policy.summary_max_tokens * context.CHARS_PER_TOKEN
         text = (message.content or "").strip()[:limit] or "(no summary)"
         return SummarizeResult(summary=ContextSummary(text=text, upto=end), usage=usage)
@@ -341,12 +342,26 @@ class LlmActivities:
         self, inp: LlmCallInput, live: LiveFeed, store: _StoreCalls
     ) -> LlmCallResult:
         style: WireStyle = inp.style or self.config.style
+        model = self.config.model if inp.model == "inherit" else inp.model
+        with telemetry.llm_span(model=model, provider=style) as span:
+            return await self._llm_call_in(inp, live, store, style, model, span)
+
+    async def _llm_call_in(
+        self,
+        inp: LlmCallInput,
+        live: LiveFeed,
+        store: _StoreCalls,
+        style: WireStyle,
+        model: str,
+        span: telemetry.LlmSpan,
+    ) -> LlmCallResult:
         deadline = inp.deadline_ms
         recorded = await store.call(
             lambda: self.store.completion(inp.conv_id, inp.fence), deadline_ms=deadline
         )
         if recorded is not None:
             activity.logger.info("LLM call %s/%s already answered", inp.conv_id, inp.fence)
+            span.recorded()
             return _fit(LlmCallResult.model_validate_json(recorded))
         _check_deadline(deadline)
         stored_len = await store.call(
@@ -362,10 +377,12 @@ class LlmActivities:
             if (inp.tools or inp.team) and self.tool_schemas is not None
             else []
         )
+        sent = view.messages if view is not None else transcript
+        span.request(sent)
         body = wire.request_body(
             style,
-            model=self.config.model if inp.model == "inherit" else inp.model,
-            messages=view.messages if view is not None else transcript,
+            model=model,
+            messages=sent,
             tools=tools,
             max_tokens=self.config.max_tokens,
             stream=self.config.stream,
@@ -376,7 +393,7 @@ class LlmActivities:
                 async with self._slots or contextlib.nullcontext():
                     _check_deadline(inp.deadline_ms)
                     with metrics.llm_call(str(body.get("model"))):
-                        message, usage = await self._call(style, body, live)
+                        message, usage = await self._call(style, body, live, span)
         except TimeoutError:
             _check_deadline(inp.deadline_ms, aborted=True)
             raise
@@ -410,10 +427,10 @@ class LlmActivities:
         return _fit(result)
 
     async def _call(
-        self, style: WireStyle, body: dict[str, Any], live: LiveFeed
+        self, style: WireStyle, body: dict[str, Any], live: LiveFeed, span: telemetry.LlmSpan
     ) -> tuple[Message, Usage]:
         """POST the request; read an SSE stream (published live through ``live``) or a
-        plain JSON body."""
+        plain JSON body; the answer is recorded on ``span``."""
         url = wire.endpoint(style, self.config.base_url)
         request = self._http.build_request(
             "POST",
@@ -431,12 +448,15 @@ class LlmActivities:
         try:
             await self._check_status(url, response)
             if response.headers.get("content-type", "").startswith("text/event-stream"):
-                return await self._read_stream(style, url, response, live)
+                return await self._read_stream(style, url, response, live, span)
             await response.aread()
             try:
-                return wire.parse_response(style, response.json())
+                raw = response.json()
+                message, usage = wire.parse_response(style, raw)
             except ValueError as err:  # WireError, or JSON that does not parse
                 raise _malformed(url, err, response.text) from err
+            span.response(message, usage, *wire.response_meta(style, raw))
+            return message, usage
         except httpx.TransportError as err:
             raise ApplicationError(
                 f"LLM endpoint {url} broke off: {type(err).__name__}: {err}",
@@ -464,7 +484,12 @@ class LlmActivities:
         )
 
     async def _read_stream(
-        self, style: WireStyle, url: str, response: httpx.Response, live: LiveFeed
+        self,
+        style: WireStyle,
+        url: str,
+        response: httpx.Response,
+        live: LiveFeed,
+        span: telemetry.LlmSpan,
     ) -> tuple[Message, Usage]:
         assembler = wire.StreamAssembler(style)
         data: list[str] = []
@@ -483,9 +508,11 @@ class LlmActivities:
                         await asyncio.sleep(0)
             if data:
                 assembler.feed("\n".join(data))
-            return assembler.result()
+            message, usage = assembler.result()
         except wire.WireError as err:
             raise _malformed(url, err, "") from err
+        span.response(message, usage, assembler.model, assembler.finish_reasons)
+        return message, usage
 
 
 class _StoreCalls:

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.activities import metrics
+from toolnexus_temporal.activities import metrics, telemetry
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.redact import mentions_secret, redacted_error
 from toolnexus_temporal.activities.threads import run_stoppable
@@ -305,8 +305,15 @@ class ToolActivities:
         ctx = ToolContext(handle_id=inp.handle_id, call_id=inp.call_id, answer=inp.answer)
         try:
             with metrics.tool_call(tool.name) as outcome:
-                async with heartbeating():
-                    result = await tool.invoke(arguments, ctx)
+                with telemetry.tool_span(
+                    tool=inp.tool,
+                    call_id=inp.call_id,
+                    handle_id=inp.handle_id,
+                    arguments=inp.arguments,
+                ) as traced:
+                    async with heartbeating():
+                        result = await tool.invoke(arguments, ctx)
+                    traced(result)
                 outcome.value = metrics.tool_outcome(result)
                 return result
         except ValueError as err:

@@ -161,6 +161,26 @@ def parse_response(style: WireStyle, body: Any) -> tuple[Message, Usage]:
     return _parse_openai(body) if style == "openai" else _parse_anthropic(body)
 
 
+def response_meta(style: WireStyle, body: Any) -> tuple[str | None, list[str]]:
+    """The model that answered and the finish reasons of a complete response (OpenAI:
+    ``model``, ``choices[].finish_reason``; Anthropic: ``model``, ``stop_reason``), for
+    tracing; absent values are None / empty, never an error."""
+    if not isinstance(body, dict):
+        return None, []
+    model = body.get("model") if isinstance(body.get("model"), str) else None
+    if style == "openai":
+        choices: list[Any] = body.get("choices") or []
+        choices = choices if isinstance(choices, list) else []
+        reasons = [
+            str(c["finish_reason"])
+            for c in choices
+            if isinstance(c, dict) and c.get("finish_reason")
+        ]
+    else:
+        reasons = [str(body["stop_reason"])] if body.get("stop_reason") else []
+    return model, reasons
+
+
 def _parse_openai(body: dict[str, Any]) -> tuple[Message, Usage]:
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
@@ -260,6 +280,8 @@ class StreamAssembler:
     usage: Usage = field(default_factory=Usage)
     done: bool = False
     events: int = 0
+    model: str | None = None
+    finish_reasons: list[str] = field(default_factory=list)
 
     def feed(self, data: str) -> None:
         """One SSE data payload.
@@ -287,7 +309,10 @@ class StreamAssembler:
             raise WireError(f"provider error in stream: {event['error']}")
         if event.get("usage"):
             self.usage = openai_usage(event["usage"])
+        self.model = event.get("model") or self.model
         for choice in event.get("choices") or []:
+            if choice.get("finish_reason"):
+                self.finish_reasons.append(str(choice["finish_reason"]))
             delta = choice.get("delta") or {}
             if isinstance(delta.get("content"), str):
                 self.text.append(delta["content"])
@@ -306,6 +331,7 @@ class StreamAssembler:
             raise WireError(f"provider error in stream: {event.get('error')}")
         if kind == "message_start":
             self.usage = anthropic_usage((event.get("message") or {}).get("usage"))
+            self.model = (event.get("message") or {}).get("model") or self.model
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             index = int(event.get("index", len(self.calls)))
@@ -327,6 +353,8 @@ class StreamAssembler:
                 slot["args"] += str(delta.get("partial_json") or "")
         elif kind == "message_delta":
             self.usage = anthropic_usage(event.get("usage"), self.usage)
+            if (event.get("delta") or {}).get("stop_reason"):
+                self.finish_reasons.append(str(event["delta"]["stop_reason"]))
         elif kind == "message_stop":
             self.done = True
 

@@ -87,6 +87,7 @@ async def serve(
     deployment: WorkerDeploymentVersion | None = None,
     graceful_shutdown_s: float = DEFAULT_GRACEFUL_SHUTDOWN_S,
     metrics: MetricsOptions | None = None,
+    tracing: bool | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down gracefully (its store closed):
     it stops taking tasks and lets the activities in flight finish for up to
@@ -102,6 +103,8 @@ async def serve(
         deployment: Worker Versioning's deployment version, None for an unversioned worker.
         metrics: serve Prometheus metrics (:class:`MetricsOptions`: the process's SDK runtime
             binds the port; :mod:`~toolnexus_temporal.client.metrics`), None for none.
+        tracing: OpenTelemetry traces: True/False, None from the ``OTEL_*`` environment
+            (docs/guide/tracing.md).
 
     Raises:
         StoreConfigError: ``store`` is not a usable URL.
@@ -119,7 +122,7 @@ async def serve(
     try:
         await _serve(cluster, task_queue, registry_spec, llm, conv_store,
                      max_concurrent_turns, sandboxed, codec, deployment,
-                     graceful_shutdown_s, metrics)  # fmt: skip
+                     graceful_shutdown_s, metrics, tracing)  # fmt: skip
     finally:
         await close_store(conv_store)
 
@@ -136,6 +139,7 @@ async def _serve(
     deployment: WorkerDeploymentVersion | None,
     graceful_shutdown_s: float,
     metrics: MetricsOptions | None,
+    tracing: bool | None = None,
 ) -> None:
     registry = Registry.load(registry_spec)
     runtime = None
@@ -145,7 +149,7 @@ async def _serve(
         except MetricsEndpointError as err:
             raise WorkerStartError(str(err)) from err
     try:
-        client = await cluster.connect(codec=codec, runtime=runtime)
+        client = await cluster.connect(codec=codec, runtime=runtime, tracing=tracing)
     except ClusterConnectError as err:
         raise WorkerStartError(connect_message(err.target, err.reason)) from err
     if not await namespace_exists(client):
@@ -174,6 +178,7 @@ async def _serve(
             sandboxed=sandboxed,
             deployment=deployment,
             graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
+            tracing=tracing,
         ) as worker:
             run = asyncio.create_task(worker.run())
             fleet = _start_fleet_gauges(client, task_queue, runtime, metrics)
@@ -365,6 +370,14 @@ def run(
             "handles by state); 0: this worker reports none",
         ),
     ] = DEFAULT_FLEET_INTERVAL_S,
+    otel: Annotated[
+        bool | None,
+        typer.Option(
+            "--otel/--no-otel",
+            help="OpenTelemetry traces, exported as the OTEL_* variables say (default: on "
+            "when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set)",
+        ),
+    ] = None,
     version: WorkerVersion = False,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
@@ -414,6 +427,7 @@ def run(
                 metrics=MetricsOptions(metrics_port, metrics_host, fleet_metrics_interval_s)
                 if metrics_port is not None
                 else None,
+                tracing=otel,
             )
         )
     except (StoreUnavailableError, StoreError, WorkerStartError, KeyMismatchError) as err:

@@ -58,6 +58,7 @@ from toolnexus_temporal.client.cluster_sources import (
 )
 from toolnexus_temporal.client.codec import data_converter as codec_data_converter
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
+from toolnexus_temporal.client.tracing import tracing_wanted
 
 DEFAULT_ADDRESS_SETTING: Final = Setting(DEFAULT_ADDRESS, DEFAULT_SOURCE)
 """The address when nothing gives one."""
@@ -277,11 +278,21 @@ class ClusterConfig:
         then ``codec`` when given (:func:`.codec.data_converter`)."""
         return codec_data_converter(codec)
 
-    async def connect(self, codec: PayloadCodec | None = None, **client_options: Any) -> Client:
+    async def connect(
+        self,
+        codec: PayloadCodec | None = None,
+        *,
+        tracing: bool | None = None,
+        **client_options: Any,
+    ) -> Client:
         """Connect a client with :meth:`connect_kwargs` and :meth:`data_converter`.
 
         Args:
             codec: a payload codec (encryption at rest: :mod:`.codec`), None for plain JSON.
+            tracing: OpenTelemetry traces (docs/guide/tracing.md): True on, False off, None
+                from the ``OTEL_*`` environment (:func:`.tracing.tracing_wanted`).
+                On, the client gets the tracing interceptor (so does every worker built on
+                it); off, none.
             **client_options: more ``Client.connect`` arguments (``identity``, ``lazy``, ...).
 
         Raises:
@@ -292,6 +303,13 @@ class ClusterConfig:
         """
         kwargs = {**self.connect_kwargs(), "data_converter": self.data_converter(codec)}
         client_options.setdefault("identity", default_identity())
+        if tracing_wanted(tracing):
+            from toolnexus_temporal.activities.otel import tracing_interceptor
+
+            client_options["interceptors"] = [
+                *client_options.get("interceptors", ()),
+                tracing_interceptor(),
+            ]
         try:
             return await Client.connect(**kwargs, **client_options)
         except RuntimeError as err:
@@ -349,6 +367,7 @@ async def connect(
     config: ClusterConfig | None = None,
     profile: str | None = None,
     codec: PayloadCodec | None = None,
+    tracing: bool | None = None,
 ) -> Client:
     """Connect a client with the pydantic data converter every part of the runtime uses, to
     the cluster of Temporal's standard client configuration (:mod:`.cluster`: the arguments
@@ -363,6 +382,8 @@ async def connect(
         profile: the profile of the config file to read (None: ``TEMPORAL_PROFILE`` or
             ``default``).
         codec: a payload codec (encryption at rest: :mod:`.codec`), None for plain JSON.
+        tracing: OpenTelemetry traces: True on, False off, None (default) from the
+            ``OTEL_*`` environment (:meth:`ClusterConfig.connect`; docs/guide/tracing.md).
 
     Raises:
         ClusterConfigError: a setting is invalid (names the setting and its source).
@@ -370,4 +391,4 @@ async def connect(
     """
     if config is None:
         config = ClusterConfig.load(address=address, namespace=namespace, profile=profile)
-    return await config.connect(codec=codec)
+    return await config.connect(codec=codec, tracing=tracing)

@@ -242,6 +242,8 @@ def render(
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if calls else "stop"}]}
     )
     chunks.append({"choices": [], "usage": usage_raw})
+    if reply.get("model"):  # the model that answered, on every chunk as OpenAI sends it
+        chunks = [{**c, "model": reply["model"]} for c in chunks]
     frames = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
     return _sse(frames, chunk_delay_s)
 

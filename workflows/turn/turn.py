@@ -37,6 +37,7 @@ from toolnexus_temporal.workflows.metrics import tokens_spent, turn_settled
 from toolnexus_temporal.workflows.turn.context import note_reply, summarize_if_due
 from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
+from toolnexus_temporal.workflows.turn.tracing import TurnTrace
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -103,6 +104,7 @@ class Turn:
         self.tools = ToolBatch(
             s, scratch, budgets, approvals, delegation, self._tool_job, self._exec_tool
         )
+        self.span = TurnTrace()  # OpenTelemetry, when the worker traces (tracing.py)
 
     # ------------------------------------------------------------------ the turn
 
@@ -133,6 +135,7 @@ class Turn:
             self.scratch.turn_start_len = s.turn.transcript_len
             self.scratch.unsent_before = unsent_before
             body = self._loop()
+        self.span.start(s)
         watchdog = self._start_watchdog()
         result: TaskResult
         try:
@@ -159,6 +162,7 @@ class Turn:
         self.approvals.own_parked, self.approvals.own_suspension = None, False
         turn_settled(s, result)
         self.machine.settle(result)
+        self.span.end(result)
 
     async def _resume(self, parked: ParkedTurn) -> TaskResult:
         """Go on with a turn carried across continue-as-new while parked: wait for the
@@ -297,6 +301,7 @@ class Turn:
         self.scratch.tokens += usage.total_tokens
         self.s.turn.own_tokens += usage.total_tokens
         tokens_spent(self.s, usage)
+        self.span.count(usage)
         self.budgets.recount()
 
     # ------------------------------------------------------------------ tools
