@@ -18,7 +18,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NoReturn, get_type_hints
+from typing import TYPE_CHECKING, Any, NoReturn, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from temporalio import activity
@@ -30,6 +30,9 @@ from toolnexus_temporal.activities.threads import run_stoppable
 from toolnexus_temporal.workflows.contract.messages import InterpretInput, ToolCallInput
 from toolnexus_temporal.workflows.contract.models import Answer, Request, ToolOptions, ToolResult
 from toolnexus_temporal.workflows.contract.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
+
+if TYPE_CHECKING:
+    from toolnexus_temporal.activities.mcp import McpPool
 
 
 @dataclass(frozen=True)
@@ -263,17 +266,20 @@ Interpreter = Callable[[Request], Awaitable[Answer] | Answer]
 
 class ToolActivities:
     """Registers ``tnx.tool_call`` and ``tnx.interpret`` for a registry's tools and
-    interpreters."""
+    interpreters; a call of an MCP server's tool (``<server>__<tool>``) goes to ``mcp``
+    (``activities/mcp.py``)."""
 
     def __init__(
         self,
         tools: dict[str, Tool],
         interpreters: dict[str, Interpreter],
         secrets: Callable[[], list[str]] | None = None,
+        mcp: McpPool | None = None,
     ) -> None:
         self.tools = tools
         self.interpreters = interpreters
         self.secrets = secrets or (lambda: [])
+        self.mcp = mcp
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def tool_call(self, inp: ToolCallInput) -> ToolResult:
@@ -285,6 +291,12 @@ class ToolActivities:
                 the workflow turns the final failure into an ``is_error`` result).
         """
         tool = self.tools.get(inp.tool)
+        if tool is None and self.mcp is not None and self.mcp.owns(inp.tool):
+            try:
+                async with heartbeating():
+                    return await self.mcp.call(inp)
+            except Exception as err:
+                self._raise_clean(err)
         if tool is None:
             raise ApplicationError(
                 f"tool {inp.tool!r} is not registered on this worker",
