@@ -5,8 +5,8 @@ speaks anything but stdio).
 Run as ``python tests/mcp_http_server.py``: it binds 127.0.0.1 on a free port, prints
 ``PORT <n>`` on stdout once it listens, and serves ``/mcp`` until it is terminated. Its
 tools: ``word_count`` (counts the words of a text), ``whoami`` (echoes the ``x-tnx-team``
-header the client sent) and ``add_tool`` (registers a tool named by the caller and sends
-``notifications/tools/list_changed``).
+header the client sent), ``add_tool`` (registers a tool named by the caller and sends
+``notifications/tools/list_changed``) and ``nap`` (answers after the seconds it is given).
 """
 
 from __future__ import annotations
@@ -45,6 +45,13 @@ async def add_tool(name: str, ctx: Context) -> str:  # type: ignore[type-arg]
     server.add_tool(added, name=name, description=f"the added tool {name}")
     await ctx.session.send_tool_list_changed()
     return f"added {name}"
+
+
+@server.tool()
+async def nap(seconds: float) -> str:
+    """Answer after this many seconds."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds} s"
 
 
 async def main() -> None:

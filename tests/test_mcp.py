@@ -24,7 +24,7 @@ from tests.helpers import eventually, spawn
 from tests.test_parked_history import cli_answer
 from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.activities.mcp import McpPool, offered_name
-from toolnexus_temporal.client import AgentDef, McpServer
+from toolnexus_temporal.client import AgentDef, Answer, McpServer
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.models import ToolOptions
 
@@ -207,6 +207,77 @@ async def test_an_approval_gated_mcp_tool_suspends_until_a_signal_answers(
         assert git(repo, "log", "--format=%s").splitlines()[0] == "approved change"
         result = tool_messages(llm.requests[1])["c1"]
         assert "approved change" in result or "Changes committed" in result, result
+        await rt.close(h)
+
+
+async def test_a_declined_mcp_call_never_runs(make_runtime: RuntimeFactory, repo: Path) -> None:
+    git(repo, "add", "notes.txt")
+    registry = Registry([AgentDef(name="ops", mcp=[git_server(repo, approval=["*"])])])
+    commit = ("git__git_commit", {"repo_path": str(repo), "message": "declined change"})
+    llm = ScriptedLLM({MODEL: [tool_calls(commit), text("left it")]})
+    async with make_runtime(registry, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "ops")
+        parked = await rt.run_turn(h, "commit the notes")
+        assert parked.status == "pending" and parked.pending is not None, parked
+        await rt.resume(Answer(id=parked.pending.id, ok=False, reason="declined"))
+        done = await rt.wait(h, timeout_ms=60_000)
+        assert done.status == "done" and done.text == "left it", done
+        await rt.close(h)
+    assert tool_messages(llm.requests[1])["c1"].startswith("declined: call MCP tool git/")
+    assert git(repo, "log", "--format=%s").splitlines() == ["first commit"]
+
+
+async def test_an_mcp_call_has_its_timeout_and_an_interrupt_stops_it(
+    make_runtime: RuntimeFactory, client: Client, http_url: str
+) -> None:
+    """The server's ``options.timeout_ms`` bounds a call (an error result, the turn goes on),
+    and an interrupt reaches a call in flight (the activity heartbeats)."""
+    server = McpServer(name="loop", url=http_url, options=ToolOptions(timeout_ms=1_000))
+    registry = Registry([AgentDef(name="napper", mcp=[server])])
+    llm = ScriptedLLM(
+        {
+            MODEL: [
+                tool_calls(("loop__nap", {"seconds": 20})),
+                text("gave up"),
+                tool_calls(("loop__nap", {"seconds": 0.05})),
+                text("rested"),
+            ]
+        }
+    )
+    async with make_runtime(registry, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "napper")
+        started = asyncio.get_running_loop().time()
+        result = await rt.run_turn(h, "nap long")
+        assert asyncio.get_running_loop().time() - started < 15
+        assert result.status == "done" and result.text == "gave up", result
+        assert tool_messages(llm.requests[1])["c1"].startswith("error:")
+        # the session was dropped with the timed-out call; the next call starts a new one
+        result = await rt.run_turn(h, "nap short")
+        assert result.status == "done" and result.text == "rested", result
+        assert tool_messages(llm.requests[3])["c1"] == "slept 0.05 s"
+        await rt.close(h)
+
+    slow = McpServer(name="loop", url=http_url, options=ToolOptions(timeout_ms=60_000))
+    registry = Registry([AgentDef(name="napper", mcp=[slow])])
+    llm = ScriptedLLM({MODEL: [tool_calls(("loop__nap", {"seconds": 30}))]})
+    async with make_runtime(registry, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "napper")
+        await rt.wake(h, "nap")
+
+        async def napping() -> bool:
+            wf = client.get_workflow_handle(rt.workflow_id(h.id))
+            pending = (await wf.describe()).raw_description.pending_activities
+            return any(
+                a.activity_type.name == "tnx.tool_call" and a.attempt >= 1 and a.state == 2
+                for a in pending
+            )  # state 2: PENDING_ACTIVITY_STATE_STARTED
+
+        await eventually(napping, within_s=30, what="the nap call")
+        started = asyncio.get_running_loop().time()
+        await rt.interrupt(h)
+        stopped = await rt.wait(h, timeout_ms=20_000)
+        assert stopped.status == "interrupted", stopped
+        assert asyncio.get_running_loop().time() - started < 15
         await rt.close(h)
 
 
