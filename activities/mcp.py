@@ -260,29 +260,36 @@ class McpPool:
     def _lock(self, server: str) -> asyncio.Lock:
         return self._locks.setdefault(server, asyncio.Lock())
 
-    async def _session(self, spec: McpServer) -> ClientSession:
+    async def _session(self, spec: McpServer) -> tuple[_Session, ClientSession]:
+        """The server's session (started if there is none or it broke) and its owner.
+
+        The look-up and the replacement of a broken session happen with no ``await`` between
+        them, so concurrent callers never start two sessions of one server."""
         if self._closed:
             raise ApplicationError("the worker is shutting down", type="McpServerUnavailable")
-        current = self._sessions.get(spec.name)
-        if current is None or current.broken:
-            if current is not None:
-                await self._drop(spec.name)
+        owner = self._sessions.get(spec.name)
+        if owner is None or owner.broken:
+            old = owner
 
             def changed() -> None:
                 self._listings.pop(spec.name, None)
 
-            current = self._sessions[spec.name] = _Session(spec, changed)
+            owner = self._sessions[spec.name] = _Session(spec, changed)
+            self._listings.pop(spec.name, None)
+            if old is not None:
+                await old.aclose()
         try:
-            return await current.session()
+            return owner, await owner.session()
         except ApplicationError:
-            await self._drop(spec.name)
+            await self._drop(spec.name, owner)
             raise
 
-    async def _drop(self, server: str) -> None:
-        session = self._sessions.pop(server, None)
-        self._listings.pop(server, None)
-        if session is not None:
-            await session.aclose()
+    async def _drop(self, server: str, owner: _Session) -> None:
+        """Close ``owner``, and forget it (and the listing) if it is still the server's."""
+        if self._sessions.get(server) is owner:
+            del self._sessions[server]
+            self._listings.pop(server, None)
+        await owner.aclose()
 
     async def listing(self, server: str, *, refresh: bool = False) -> _Listing:
         """The tools ``server`` offers, cached per the refresh rule (module docstring).
@@ -300,11 +307,11 @@ class McpPool:
                 and (self._clock() - cached.at) * 1000 < spec.list_ttl_ms
             ):
                 return cached
-            session = await self._session(spec)
+            owner, session = await self._session(spec)
             try:
                 tools = await _list_all(session)
             except Exception as err:
-                await self._drop(server)
+                await self._drop(server, owner)
                 raise ApplicationError(
                     f"MCP server {server!r} could not list its tools: {_describe(err)}",
                     type="McpServerUnavailable",
@@ -373,7 +380,7 @@ class McpPool:
                 prompt=fit(f"call MCP tool {server}/{tool.name} with {shown}?", PROMPT_CHARS),
                 data={"server": server, "tool": tool.name, "arguments": shown},
             )
-        session = await self._session(spec)
+        owner, session = await self._session(spec)
         try:
             result = await session.call_tool(
                 tool.name,
@@ -381,27 +388,29 @@ class McpPool:
                 read_timeout_seconds=timedelta(milliseconds=spec.options.timeout_ms),
             )
         except Exception as err:
-            raise await self._call_error(server, tool.name, err) from None
+            raise await self._call_error(server, owner, tool.name, err) from None
         return ToolResult(
             output=fit(_text_of(result), MCP_OUTPUT_BYTES),
             is_error=bool(result.isError),
             metadata={"mcp": {"server": server, "tool": tool.name}},
         )
 
-    async def _call_error(self, server: str, tool: str, err: Exception) -> ApplicationError:
+    async def _call_error(
+        self, server: str, owner: _Session, tool: str, err: Exception
+    ) -> ApplicationError:
         from mcp import McpError
 
         if isinstance(err, McpError):
             code = err.error.code
             if code not in _NON_RETRYABLE_CODES:
-                await self._drop(server)  # closed, timed out, or failing: start afresh
+                await self._drop(server, owner)  # closed, timed out, failing: start afresh
             return ApplicationError(
                 f"MCP tool {server}/{tool} failed: {err.error.message} (JSON-RPC {code})",
                 code,
                 type="McpError",
                 non_retryable=code in _NON_RETRYABLE_CODES,
             )
-        await self._drop(server)
+        await self._drop(server, owner)
         return ApplicationError(
             f"MCP tool {server}/{tool} failed: {_describe(err)}", type="McpServerUnavailable"
         )

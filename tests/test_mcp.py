@@ -26,6 +26,7 @@ from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.activities.mcp import McpPool, offered_name
 from toolnexus_temporal.client import AgentDef, Answer, McpServer
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.contract.messages import ToolCallInput
 from toolnexus_temporal.workflows.contract.models import ToolOptions
 
 pytestmark = pytest.mark.mcp
@@ -289,8 +290,6 @@ async def test_listing_is_cached_and_refreshed_on_list_changed(http_url: str) ->
         first = await pool.listing("loop")
         assert await pool.listing("loop") is first  # cached (default TTL 5 minutes)
         assert "loop__greet" not in first.tools
-        from toolnexus_temporal.workflows.contract.messages import ToolCallInput
-
         added = await pool.call(
             ToolCallInput(
                 tool="loop__add_tool", arguments='{"name": "greet"}', handle_id="h", call_id="c"
@@ -304,6 +303,39 @@ async def test_listing_is_cached_and_refreshed_on_list_changed(http_url: str) ->
         await eventually(relisted, within_s=10, what="the list_changed refresh")
     finally:
         await pool.aclose()
+
+
+async def test_the_pool_shares_one_session_and_ends_its_process() -> None:
+    """Concurrent first calls start one stdio server process; closing the pool (the worker's
+    shutdown) ends it."""
+    marker = "America/Argentina/Ushuaia"  # names this test's process on the command line
+    spec = McpServer(
+        name="time",
+        command=sys.executable,
+        args=["-m", "mcp_server_time", "--local-timezone", marker],
+    )
+    pool = McpPool({"time": spec})
+
+    def processes() -> list[str]:
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        return found.stdout.split()
+
+    try:
+        calls = [
+            ToolCallInput(
+                tool="time__get_current_time",
+                arguments=json.dumps({"timezone": "UTC"}),
+                handle_id="h",
+                call_id=f"c{i}",
+            )
+            for i in range(6)
+        ]
+        results = await asyncio.gather(*(pool.call(c) for c in calls))
+        assert all(json.loads(r.output)["timezone"] == "UTC" for r in results)
+        assert len(processes()) == 1
+    finally:
+        await pool.aclose()
+    await eventually(lambda: not processes(), within_s=10, what="the server's exit")
 
 
 def test_offered_names_are_valid_stable_and_distinct() -> None:
