@@ -65,6 +65,11 @@ PROMPT_CHARS: Final = 1_000
 LIST_PAGES_MAX: Final = 50
 """Pages of ``tools/list`` followed at most (a server that never stops paginating)."""
 
+FAILED_LISTING_HOLD_S: Final = 30.0
+"""After a server could not be started or listed, LLM calls leave it out without trying again
+for this long, seconds (a hanging server would otherwise hold every model call for its
+``connect_timeout_ms``); tool calls still try."""
+
 CLOSE_TIMEOUT_S: Final = 5.0
 """How long closing one session may take at shutdown, seconds (the SDK gives a stdio server
 2 s to exit before it kills the process tree)."""
@@ -250,6 +255,7 @@ class McpPool:
         self._sessions: dict[str, _Session] = {}
         self._listings: dict[str, _Listing] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._failed_at: dict[str, float] = {}
         self._closed = False
 
     def owns(self, name: str) -> bool:
@@ -323,15 +329,22 @@ class McpPool:
 
     async def schemas(self, servers: list[str]) -> list[dict[str, Any]]:
         """The OpenAI-style function schemas of ``servers``' tools, in server order; a server
-        this worker lacks or cannot list is left out (logged)."""
+        this worker lacks or cannot list is left out (logged), and then not tried again by
+        this method for :data:`FAILED_LISTING_HOLD_S`."""
         out: list[dict[str, Any]] = []
         for server in servers:
             if server not in self.servers:
                 logger.warning("MCP server %r is not in this worker's registry", server)
                 continue
+            failed = self._failed_at.get(server)
+            if failed is not None and self._clock() - failed < FAILED_LISTING_HOLD_S:
+                logger.warning("MCP server %r left out of this LLM call: it failed lately", server)
+                continue
             try:
                 out.extend((await self.listing(server)).schemas)
+                self._failed_at.pop(server, None)
             except ApplicationError as err:
+                self._failed_at[server] = self._clock()
                 logger.warning("MCP server %r left out of this LLM call: %s", server, err)
         return out
 

@@ -23,7 +23,7 @@ from tests.conftest import MODEL, RuntimeFactory
 from tests.helpers import eventually, spawn
 from tests.test_parked_history import cli_answer
 from toolnexus_temporal.activities import Registry
-from toolnexus_temporal.activities.mcp import McpPool, offered_name
+from toolnexus_temporal.activities.mcp import FAILED_LISTING_HOLD_S, McpPool, offered_name
 from toolnexus_temporal.client import AgentDef, Answer, McpServer
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.messages import ToolCallInput
@@ -336,6 +336,41 @@ async def test_the_pool_shares_one_session_and_ends_its_process() -> None:
     finally:
         await pool.aclose()
     await eventually(lambda: not processes(), within_s=10, what="the server's exit")
+
+
+async def test_a_hanging_server_is_left_out_of_llm_calls_for_a_while() -> None:
+    """A server that never answers ``initialize`` costs one LLM call its
+    ``connect_timeout_ms``; the calls of the next ``FAILED_LISTING_HOLD_S`` leave it out at
+    once, and its process is ended."""
+    marker = "tnx-mcp-hang-test"
+    spec = McpServer(
+        name="hang",
+        command=sys.executable,
+        args=["-c", "import sys, time; time.sleep(120)", marker],
+        connect_timeout_ms=500,
+    )
+    now = [1_000.0]
+    pool = McpPool({"hang": spec}, clock=lambda: now[0])
+    loop = asyncio.get_running_loop()
+    try:
+        started = loop.time()
+        assert await pool.schemas(["hang"]) == []
+        assert loop.time() - started >= 0.5
+        started = loop.time()
+        assert await pool.schemas(["hang"]) == []
+        assert loop.time() - started < 0.2  # not tried again
+        now[0] += FAILED_LISTING_HOLD_S
+        started = loop.time()
+        assert await pool.schemas(["hang"]) == []
+        assert loop.time() - started >= 0.5  # tried again after the hold
+    finally:
+        await pool.aclose()
+
+    def processes() -> list[str]:
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        return found.stdout.split()
+
+    await eventually(lambda: not processes(), within_s=10, what="the hung server's end")
 
 
 def test_offered_names_are_valid_stable_and_distinct() -> None:
