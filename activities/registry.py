@@ -135,10 +135,10 @@ class Registry:
                         f" ({defn.name!r} and an earlier one): give one of them another name"
                     )
         for tool_name in self.tools:
-            if tool_name.partition(MCP_SEP)[0] in self.mcp_servers and MCP_SEP in tool_name:
+            prefix, sep, _ = tool_name.partition(MCP_SEP)
+            if sep and prefix in self.mcp_servers:
                 raise RegistryError(
-                    f"tool {tool_name!r} is named like a tool of MCP server "
-                    f"{tool_name.partition(MCP_SEP)[0]!r}"
+                    f"tool {tool_name!r} is named like a tool of MCP server {prefix!r}"
                 )
         for defn in self.agents.values():
             for tool_name in defn.tools:

@@ -22,7 +22,7 @@ from temporalio.client import Client
 from tests.conftest import MODEL, RuntimeFactory
 from tests.helpers import eventually, spawn
 from tests.test_parked_history import cli_answer
-from toolnexus_temporal.activities import Registry
+from toolnexus_temporal.activities import Registry, RegistryError, define_tool
 from toolnexus_temporal.activities.mcp import FAILED_LISTING_HOLD_S, McpPool, offered_name
 from toolnexus_temporal.client import AgentDef, Answer, McpServer
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -384,3 +384,21 @@ def test_offered_names_are_valid_stable_and_distinct() -> None:
         McpServer(name="a__b", command="x")
     with pytest.raises(ValueError):
         McpServer(name="both", command="x", url="http://127.0.0.1/mcp")
+
+
+def test_the_registry_checks_its_mcp_servers() -> None:
+    one = McpServer(name="time", command="python3")
+    other = McpServer(name="time", command="python3", args=["-m", "mcp_server_time"])
+    reg = Registry([AgentDef(name="a", mcp=[one]), AgentDef(name="b", mcp=[one])])
+    assert reg.mcp_servers == {"time": one}
+    with pytest.raises(RegistryError, match="defined differently"):
+        Registry([AgentDef(name="a", mcp=[one]), AgentDef(name="b", mcp=[other])])
+    with pytest.raises(RegistryError, match="named like a tool of MCP server 'time'"):
+        Registry(
+            [AgentDef(name="a", mcp=[one])],
+            tools=[define_tool(lambda: "x", name="time__now", input_schema={"type": "object"})],
+        )
+    with pytest.raises(ValueError, match="twice"):
+        AgentDef(name="a", mcp=[one, other])
+    with pytest.raises(ValueError, match="headers need a url"):
+        McpServer(name="x", command="y", headers={"a": "b"})
