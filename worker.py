@@ -39,6 +39,7 @@ from temporalio.worker import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
+from toolnexus_temporal.activities.mcp import McpPool
 from toolnexus_temporal.activities.registry import Registry, RegistryActivities
 from toolnexus_temporal.activities.store import (
     ConversationStore,
@@ -227,7 +228,8 @@ async def create_worker(
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
-    tools, interpreters, hooks and registry look-ups) and close the HTTP client afterwards.
+    tools, interpreters, hooks and registry look-ups) and close the HTTP client and the MCP
+    sessions (``activities/mcp.py``) afterwards.
 
     Use as ``async with create_worker(...) as worker: await worker.run()`` or wrap the worker
     in ``async with worker:`` for an in-process worker in tests and demos.
@@ -276,6 +278,8 @@ async def create_worker(
 
     Raises:
         RegistryError: the registry is not usable.
+        ImportError: agents list MCP servers and the ``mcp`` package is missing
+            (``pip install 'toolnexus-temporal[mcp]'``; docs/guide/mcp.md).
         ValueError: ``max_concurrent_turns`` below 1.
         StoreConfigError: ``store`` is a URL of an unknown scheme (or its driver is missing).
         StoreUnavailableError: the store's server cannot be reached.
@@ -351,7 +355,8 @@ async def _worker(
     worker_options: dict[str, Any],
 ) -> AsyncIterator[Worker]:
     registry_activities = RegistryActivities(reg)
-    tool_activities = ToolActivities(reg.tools, reg.interpreters, secrets=llm.secrets)
+    mcp_pool = McpPool(reg.mcp_servers)  # sessions start on first use, end with the worker
+    tool_activities = ToolActivities(reg.tools, reg.interpreters, secrets=llm.secrets, mcp=mcp_pool)
     cap = max_concurrent_turns or DEFAULT_MAX_CONCURRENT_TURNS
     llm_activities = LlmActivities(
         llm,
@@ -359,6 +364,7 @@ async def _worker(
         transport=transport,
         tool_schemas=registry_activities.tool_schemas,
         max_concurrent=cap,
+        mcp_schemas=mcp_pool.schemas,
     )
     options = {**WORKER_DEFAULTS, **worker_options}
     try:
@@ -384,6 +390,7 @@ async def _worker(
         )
     finally:
         await llm_activities.aclose()
+        await mcp_pool.aclose()
 
 
 def main() -> None:

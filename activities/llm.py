@@ -202,6 +202,8 @@ class LlmActivities:
             ``httpx.MockTransport``). httpx's own retries stay off either way.
         tool_schemas: builds the ``tools`` payload from tool names and a team (the
             registry's ``RegistryActivities.tool_schemas``).
+        mcp_schemas: the schemas of MCP servers' tools by server names (the worker's
+            ``McpPool.schemas``), offered after ``tool_schemas``'.
         max_concurrent: HTTP calls in flight at once through this object (the runtime-wide
             LLM cap, CONTRACT §6); None for no cap. Only the HTTP call holds a slot; a call
             waiting for one heartbeats, so an interrupt cancels it.
@@ -218,6 +220,7 @@ class LlmActivities:
         transport: httpx.AsyncBaseTransport | None = None,
         tool_schemas: ToolSchemas | None = None,
         max_concurrent: int | None = None,
+        mcp_schemas: Callable[[list[str]], Awaitable[list[dict[str, Any]]]] | None = None,
     ) -> None:
         if max_concurrent is not None and max_concurrent < 1:
             raise ValueError(f"max_concurrent must be at least 1, got {max_concurrent}")
@@ -225,6 +228,7 @@ class LlmActivities:
         self.config = config
         self.store = store
         self.tool_schemas = tool_schemas
+        self.mcp_schemas = mcp_schemas
         self._http = httpx.AsyncClient(
             transport=transport or httpx.AsyncHTTPTransport(retries=0),
             timeout=httpx.Timeout(config.request_timeout_ms / 1000),
@@ -377,6 +381,8 @@ class LlmActivities:
             if (inp.tools or inp.team) and self.tool_schemas is not None
             else []
         )
+        if inp.mcp and self.mcp_schemas is not None:
+            tools = [*tools, *await self.mcp_schemas(inp.mcp)]
         sent = view.messages if view is not None else transcript
         span.request(sent)
         body = wire.request_body(

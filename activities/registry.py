@@ -18,12 +18,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.activities.tools import Interpreter, Tool
+from toolnexus_temporal.workflows.contract.mcp import MCP_SEP
 from toolnexus_temporal.workflows.contract.messages import (
     HookInput,
     ResolveAgentInput,
     ResolveAgentResult,
 )
-from toolnexus_temporal.workflows.contract.models import AgentDef
+from toolnexus_temporal.workflows.contract.models import AgentDef, McpServer
 from toolnexus_temporal.workflows.contract.names import (
     BACKGROUND_CLOSE_TOOL,
     BACKGROUND_LIST_TOOL,
@@ -95,9 +96,14 @@ class Registry:
         interpreters: ``wait_for`` interpreters by registered name.
         hooks: ``on_spawn`` / ``on_close`` hooks by registered name.
 
+    Attributes:
+        mcp_servers: the MCP servers the defs list (``AgentDef.mcp``), by name: the worker's
+            ``McpPool`` starts and calls them by these (docs/guide/mcp.md).
+
     Raises:
-        RegistryError: duplicate names, or a def naming a tool, interpreter, hook or team
-            member that is not registered.
+        RegistryError: duplicate names, a def naming a tool, interpreter, hook or team
+            member that is not registered, two defs listing different MCP servers under one
+            name, or a tool named like an MCP server's (``<server>__...``).
     """
 
     def __init__(
@@ -112,6 +118,7 @@ class Registry:
         self.tools: dict[str, Tool] = {}
         self.interpreters: dict[str, Interpreter] = dict(interpreters or {})
         self.hooks: dict[str, Hook] = dict(hooks or {})
+        self.mcp_servers: dict[str, McpServer] = {}
         for tool in tools:
             if tool.name in self.tools or tool.name in (TASK_TOOL, *BACKGROUND_TOOLS):
                 raise RegistryError(f"tool {tool.name!r} is defined twice or is reserved")
@@ -120,6 +127,19 @@ class Registry:
             if defn.name in self.agents:
                 raise RegistryError(f"agent {defn.name!r} is defined twice")
             self.agents[defn.name] = defn
+            for server in defn.mcp:
+                known = self.mcp_servers.setdefault(server.name, server)
+                if known != server:
+                    raise RegistryError(
+                        f"MCP server {server.name!r} is defined differently by two agents"
+                        f" ({defn.name!r} and an earlier one): give one of them another name"
+                    )
+        for tool_name in self.tools:
+            prefix, sep, _ = tool_name.partition(MCP_SEP)
+            if sep and prefix in self.mcp_servers:
+                raise RegistryError(
+                    f"tool {tool_name!r} is named like a tool of MCP server {prefix!r}"
+                )
         for defn in self.agents.values():
             for tool_name in defn.tools:
                 if tool_name not in self.tools:

@@ -18,7 +18,7 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, NoReturn, get_type_hints
+from typing import TYPE_CHECKING, Any, NoReturn, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from temporalio import activity
@@ -31,6 +31,9 @@ from toolnexus_temporal.activities.threads import run_stoppable
 from toolnexus_temporal.workflows.contract.messages import InterpretInput, ToolCallInput
 from toolnexus_temporal.workflows.contract.models import Answer, Request, ToolOptions, ToolResult
 from toolnexus_temporal.workflows.contract.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
+
+if TYPE_CHECKING:
+    from toolnexus_temporal.activities.mcp import McpPool
 
 
 @dataclass(frozen=True)
@@ -264,17 +267,20 @@ Interpreter = Callable[[Request], Awaitable[Answer] | Answer]
 
 class ToolActivities:
     """Registers ``tnx.tool_call`` and ``tnx.interpret`` for a registry's tools and
-    interpreters."""
+    interpreters; a call of an MCP server's tool (``<server>__<tool>``) goes to ``mcp``
+    (``activities/mcp.py``)."""
 
     def __init__(
         self,
         tools: dict[str, Tool],
         interpreters: dict[str, Interpreter],
         secrets: Callable[[], list[str]] | None = None,
+        mcp: McpPool | None = None,
     ) -> None:
         self.tools = tools
         self.interpreters = interpreters
         self.secrets = secrets or (lambda: [])
+        self.mcp = mcp
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def tool_call(self, inp: ToolCallInput) -> ToolResult:
@@ -286,6 +292,22 @@ class ToolActivities:
                 the workflow turns the final failure into an ``is_error`` result).
         """
         tool = self.tools.get(inp.tool)
+        if tool is None and self.mcp is not None and self.mcp.owns(inp.tool):
+            try:
+                with metrics.tool_call(inp.tool) as outcome:
+                    with telemetry.tool_span(
+                        tool=inp.tool,
+                        call_id=inp.call_id,
+                        handle_id=inp.handle_id,
+                        arguments=inp.arguments,
+                    ) as traced:
+                        async with heartbeating():
+                            result = await self.mcp.call(inp)
+                        traced(result)
+                    outcome.value = metrics.tool_outcome(result)
+                    return result
+            except Exception as err:
+                self._raise_clean(err)
         if tool is None:
             raise ApplicationError(
                 f"tool {inp.tool!r} is not registered on this worker",

@@ -365,10 +365,15 @@ async def versions_of(
 
 def missing_in(registry: Registry, defn: dict[str, Any] | None) -> list[str]:
     """What the agent definition ``defn`` (as a running agent holds it) names that
-    ``registry`` lacks: its tools, team members, interpreter and hooks."""
+    ``registry`` lacks: its tools, MCP servers, team members, interpreter and hooks."""
     if defn is None:
         return []
     missing = [f"tool {t!r}" for t in defn.get("tools", []) if t not in registry.tools]
+    missing += [
+        f"MCP server {m.get('name')!r}"
+        for m in defn.get("mcp", [])
+        if isinstance(m, dict) and m.get("name") not in registry.mcp_servers
+    ]
     missing += [f"agent {a!r}" for a in defn.get("team", []) if a not in registry.agents]
     wait_for = defn.get("wait_for")
     if wait_for and wait_for not in registry.interpreters:

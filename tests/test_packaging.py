@@ -42,6 +42,7 @@ PUBLIC = {
     "HandleNotFoundError",
     "InboxItem",
     "LlmConfig",
+    "McpServer",
     "NoWorkerError",
     "PostResult",
     "PostgresConversationStore",

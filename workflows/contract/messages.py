@@ -286,6 +286,8 @@ class LlmCallInput(WireModel):
         style: wire style override, or None for the worker's.
         tools: tool names offered to the model (schemas come from the worker's registry).
         team: agent names of the ``task`` tool (empty: no ``task`` tool).
+        mcp: names of the MCP servers whose tools are offered too (the worker lists them,
+            ``activities/mcp.py``; their schemas never enter history).
         deadline_ms: the handle's wall deadline (epoch ms): no model call starts
             past it and one in flight is aborted at it (``LlmWallDeadline``).
         context: the handle's context policy: the model is sent the view
@@ -303,6 +305,7 @@ class LlmCallInput(WireModel):
     style: WireStyle | None = None
     tools: list[str] = Field(default_factory=list)
     team: list[str] = Field(default_factory=list)
+    mcp: list[str] = Field(default_factory=list)
     deadline_ms: int | None = None
     context: ContextPolicy | None = None
     summary: ContextSummary | None = None

@@ -295,6 +295,8 @@ class AgentDef(WireModel):
         context: this agent's context policy (None: the runtime's ``RuntimeOptions.context``,
             and with none either, the whole transcript is sent).
         approval: expiry, escalation and approvers of its Requests (:class:`ApprovalPolicy`).
+        mcp: MCP servers whose tools it is offered beside ``tools`` (:class:`McpServer`;
+            docs/guide/mcp.md); names unique within the def.
     """
 
     name: str = Field(min_length=1, max_length=AGENT_NAME_MAX, pattern=r"^[A-Za-z0-9_-]+$")
@@ -311,6 +313,14 @@ class AgentDef(WireModel):
     tick: TickSpec | None = None
     context: ContextPolicy | None = None
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
+    mcp: list[McpServer] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique_mcp_names(self) -> AgentDef:
+        names = [server.name for server in self.mcp]
+        if len(set(names)) != len(names):
+            raise ValueError(f"agent {self.name!r} lists an MCP server name twice: {names}")
+        return self
 
 
 class InboxItem(WireModel):
@@ -435,6 +445,72 @@ class ToolOptions(WireModel):
     timeout_ms: int = Field(default=60_000, ge=1)
     max_attempts: int = Field(default=1, ge=1)
     initial_retry_ms: int = Field(default=1_000, ge=1)
+
+
+MCP_SERVER_NAME = r"^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$"
+"""An MCP server's name: letters and digits, single ``-`` or ``_`` between them, so the
+``__`` of an offered tool name (``<server>__<tool>``, ``workflows/contract/mcp.py``) splits at
+the server's end."""
+
+
+class McpServer(WireModel):
+    """An MCP server an agent's tools come from (issue 27 item 3; docs/guide/mcp.md): a stdio
+    command the worker starts, or a streamable-HTTP URL. Its process or session belongs to the
+    worker (``activities/mcp.py``), never to workflow code; the worker resolves a call's server
+    by ``name`` in its own registry, so a command in a workflow's input is never run.
+
+    This def is workflow state (it is part of the AgentDef): put no secret in ``headers`` or
+    ``env``; name worker environment variables in ``header_env`` / ``pass_env`` instead.
+
+    Attributes:
+        name: the prefix of its offered tool names (:data:`MCP_SERVER_NAME`, at most 20).
+        command: the stdio server's executable (exactly one of ``command`` and ``url``).
+        args: its arguments.
+        env: environment variables set for it, over the MCP SDK's default safe set
+            (``HOME``, ``PATH``, ...).
+        pass_env: names of the worker's environment variables passed to it as they are.
+        cwd: its working directory (None: the worker's).
+        url: the streamable-HTTP endpoint (``http://`` or ``https://``).
+        headers: HTTP headers sent with every request.
+        header_env: HTTP header -> the worker's environment variable holding its value.
+        tools: the MCP tool names offered (None: all the server lists).
+        approval: MCP tool names that need an approval before each call (``"*"``: all); such
+            a call suspends like ``pending(kind="approval")``, and runs once it is answered.
+        options: each call's activity timeout and retries (:class:`ToolOptions`).
+        list_ttl_ms: how long a worker reuses the server's tool listing, in ms (a
+            ``notifications/tools/list_changed`` from the server drops it at once).
+        connect_timeout_ms: how long starting the server, or connecting and initializing the
+            session, may take, in ms.
+    """
+
+    name: str = Field(min_length=1, max_length=20, pattern=MCP_SERVER_NAME)
+    command: str | None = Field(default=None, min_length=1)
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    pass_env: list[str] = Field(default_factory=list)
+    cwd: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    header_env: dict[str, str] = Field(default_factory=dict)
+    tools: list[str] | None = None
+    approval: list[str] = Field(default_factory=list)
+    options: ToolOptions = Field(default_factory=ToolOptions)
+    list_ttl_ms: int = Field(default=300_000, ge=0)
+    connect_timeout_ms: int = Field(default=30_000, ge=1)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"MCP server {self.name!r} needs exactly one of command and url")
+        if self.url is None and (self.headers or self.header_env):
+            raise ValueError(f"MCP server {self.name!r}: headers need a url")
+        if self.command is None and (self.args or self.env or self.pass_env or self.cwd):
+            raise ValueError(f"MCP server {self.name!r}: args, env, pass_env, cwd need a command")
+        return self
+
+    def needs_approval(self, tool: str) -> bool:
+        """Whether a call of MCP tool ``tool`` (its server-side name) needs an approval."""
+        return "*" in self.approval or tool in self.approval
 
 
 class RuntimeOptions(WireModel):

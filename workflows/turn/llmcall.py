@@ -77,6 +77,7 @@ async def llm_round_trip(
         style=defn.style,
         tools=defn.tools,
         team=defn.team,
+        mcp=[server.name for server in defn.mcp],
         deadline_ms=s.wall_deadline_ms,
         context=policy_of(s),
         summary=s.turn.summary,

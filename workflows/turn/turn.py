@@ -42,6 +42,7 @@ from toolnexus_temporal.workflows.visibility.visibility import Visibility, error
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
+    from toolnexus_temporal.workflows.contract.mcp import call_options, server_of
     from toolnexus_temporal.workflows.contract.messages import (
         LlmCallResult,
         ToolCallInput,
@@ -308,14 +309,18 @@ class Turn:
 
     async def _tool_job(self, index: int, call: ToolCall) -> ToolResult:
         """Run the unique tool call ``index``: ``task``, a registered tool, or an error
-        result naming the available tools."""
+        result naming the available tools (an MCP server's as ``<server>__*``)."""
         s = self.s
         defn = require_defn(s)
         if defn.team and (call.name == TASK_TOOL or call.name in BACKGROUND_TOOLS):
             return await self.delegation.tool(index, call)
-        if call.name not in defn.tools:
+        if call.name not in defn.tools and server_of(defn, call.name) is None:
             available = ", ".join(
-                [*defn.tools, *([TASK_TOOL, *BACKGROUND_TOOLS] if defn.team else [])]
+                [
+                    *defn.tools,
+                    *([TASK_TOOL, *BACKGROUND_TOOLS] if defn.team else []),
+                    *(f"{server.name}__*" for server in defn.mcp),
+                ]
             )
             return ToolResult(
                 output=f"error: unknown tool {call.name!r} (available: {available or 'none'})",
@@ -327,7 +332,7 @@ class Turn:
         """One tool activity; its failure becomes an ``is_error`` result (never a failed
         turn)."""
         s = self.s
-        opts = s.tool_options.get(call.name, ToolOptions())
+        opts = s.tool_options.get(call.name) or call_options(s.defn, call.name) or ToolOptions()
         # An interrupt waits until the tool acknowledged its cancellation (a sync tool's
         # thread has stopped, activities/threads.py), so it never outlives the turn.
         cancellation = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
