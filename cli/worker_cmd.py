@@ -39,6 +39,13 @@ from toolnexus_temporal.activities.stores import close_store, open_checked, open
 from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import connect_message, hard_exit
+from toolnexus_temporal.cli.supervisor import (
+    CHILD_ENV,
+    PROCESSES_ENV,
+    ProcessesError,
+    parse_processes,
+    run_supervisor,
+)
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.codec import (
     ENV_KEY_FILE,
@@ -157,7 +164,12 @@ async def _serve(
         ) as worker:
             run = asyncio.create_task(worker.run())
             typer.echo(
-                f"worker on {cluster.describe()} task_queue={task_queue} "
+                (
+                    f"process {os.environ[CHILD_ENV]} pid={os.getpid()}: "
+                    if CHILD_ENV in os.environ
+                    else ""
+                )
+                + f"worker on {cluster.describe()} task_queue={task_queue} "
                 f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
                 f"store={conv_store!r}"
                 + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
@@ -292,6 +304,14 @@ def run(
             "SIGTERM/SIGINT before they are cancelled",
         ),
     ] = DEFAULT_GRACEFUL_SHUTDOWN_S,
+    processes: Annotated[
+        str,
+        typer.Option(
+            envvar=PROCESSES_ENV,
+            help="Worker processes on this host, all on the task queue, under one supervisor "
+            "(auto: one per core; the LLM cap is per process; see docs/guide/scale.md)",
+        ),
+    ] = "1",
     version: WorkerVersion = False,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
@@ -325,6 +345,12 @@ def run(
         )
     except CodecError as err:
         raise typer.BadParameter(str(err), param_hint="--codec-keys") from None
+    try:
+        count = parse_processes(processes)
+    except ProcessesError as err:
+        raise typer.BadParameter(str(err), param_hint="--processes") from None
+    if count > 1:  # every flag is checked: the children run this command with --processes 1
+        raise typer.Exit(run_supervisor(sys.argv[1:], count))
     try:
         asyncio.run(
             serve(
