@@ -10,6 +10,17 @@ The model: actant's own ``QwenProvider`` (chat completions, streamed, on an ``As
 client) pointed at the suite's scripted server (``base_url``, a dummy key, the SDK's retries
 off: actant and Temporal retry), so actant gets the same scripted replies over the same
 HTTP as every contender, routed on the model name (``bench-chat``, ``bench-tool``, ...).
+The fan-out: the lead's tool ``worker`` (the same scripted lead as the openai-agents
+peer's, ``bench-oalead-N``) starts a sub-thread of the agent ``worker`` with the job as its
+first message (``AgentRuntime.spawn``, ``parent_thread_id`` the lead's) and returns its
+reply once its run is done: N durable sub-threads, run at once (actant executes a turn's
+allowed tools concurrently), waited for inside the lead's one turn. Actant's own ``task``
+tool does not fit the scripted lead: in the background it returns the sub-thread's id at
+once (each finished sub-thread later messages its parent, a new run of the lead each), and
+with an invoker it runs in the tool's process with no durable child. Activity slots: 2N
+(each waiting tool holds one, each sub-thread's model turn one) plus room, set on
+``TemporalRuntimeConfig.max_concurrent_activities``.
+
 Its ``OpenAIProvider`` speaks only OpenAI's Responses API, which the scripted server does
 not; ``QwenProvider`` is its chat-completions adapter (its ``enable_thinking`` body field
 is ignored by the server). The tool is an ``@tool`` function returning at once.
@@ -25,23 +36,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 from bench import llm
-from bench.contender import Agent, AgentKind, Contender, Context
+from bench.contender import Agent, AgentKind, Contender, Context, FanoutRun
 from bench.history import HistoryTracker, MultiTracker
 
 AGENT_OF_KIND = {"chat": "chat", "chat1k": "chat1k", "tool": "tooler"}
-MODEL_OF_AGENT = {"chat": llm.MODEL_CHAT, "chat1k": llm.MODEL_CHAT_1K, "tooler": llm.MODEL_TOOL}
+MODEL_OF_AGENT = {
+    "chat": llm.MODEL_CHAT,
+    "chat1k": llm.MODEL_CHAT_1K,
+    "tooler": llm.MODEL_TOOL,
+    "worker": llm.MODEL_WORKER,
+}
 
 NOT_MEASURED = {
-    "fanout": "actant's subagents (its `task` tool) either run in the tool's own process "
-    "(an invoker: no durable child) or in the background (the tool returns the sub-thread's "
-    "id at once; each finished sub-thread later messages its parent, starting another run "
-    "of the lead): neither is one turn that waits for 50 delegated jobs, as the scripted "
-    "lead's two replies need",
     "idle": "an actant thread has no workflow while idle (its execution closes when its "
     "inbox is empty; the next message starts a new one): nothing to spawn before a first "
     "turn (spawn rate) and nothing held in the worker between turns (idle RSS)",
@@ -110,6 +122,8 @@ class Actant(Contender):
     def __init__(self) -> None:
         self.ctx: Context | None = None
         self.runtime: Any = None
+        self._jobs: dict[str, list[str]] = {}
+        """Lead thread id -> the workflow ids of the sub-threads its tool started."""
 
     def skip_reason(self) -> str | None:
         for module, package in (("actant", "actant"), ("openai", "openai")):
@@ -136,17 +150,37 @@ class Actant(Contender):
             """Look something up (the benchmark's tool: returns at once)."""
             return f"result for {q}"
 
+        from actant.tools.base import CallContext
+
+        async def run_job(input: str, context: Any) -> str:
+            """Run one job as a sub-thread of the agent ``worker`` and return its reply."""
+            rt = self.runtime
+            thread_id = uuid.uuid4().hex
+            await rt.spawn("worker", thread_id, input, parent_thread_id=context.thread_id)
+            wid = rt._workflow_id("worker", thread_id)
+            self._jobs.setdefault(context.thread_id, []).append(wid)
+            await rt.client.get_workflow_handle(wid).result()
+            messages = await rt.stores.messages.list_for_thread("worker", thread_id)
+            return str(messages[-1].content)
+
+        # actant injects the parameter annotated CallContext (resolved with get_type_hints,
+        # which cannot see this function's local import: the annotations are given here)
+        run_job.__annotations__ = {"input": str, "context": CallContext, "return": str}
+        worker = tool(name="worker", description="does one job")(run_job)
+
         self.ctx = ctx
         openai_client = AsyncOpenAI(base_url=ctx.base_url, api_key="bench", max_retries=0)
+        models = {**MODEL_OF_AGENT, "lead": llm.oa_lead_model(ctx.size.fanout)}
+        tools = {"tooler": [lookup], "lead": [worker]}
         agents = {
             name: AgentDefinition(
                 id=name,
                 name=name,
                 persona="You are a benchmark agent.",
                 llm=QwenProvider(model, client=openai_client),
-                tools=ToolRegistry([lookup] if name == "tooler" else []),
+                tools=ToolRegistry(tools.get(name, [])),
             )
-            for name, model in MODEL_OF_AGENT.items()
+            for name, model in models.items()
         }
 
         async def resolve_agent(agent_id: str, thread_id: str) -> Any:
@@ -159,6 +193,7 @@ class Actant(Contender):
             config=TemporalRuntimeConfig(
                 task_queue=f"bench-actant-{ctx.run_id}",
                 workflow_id_prefix=f"bench-{ctx.run_id}-actant",
+                max_concurrent_activities=2 * ctx.size.fanout + 100,
             ),
         )
         polling = asyncio.create_task(self.runtime.run_worker())
@@ -174,3 +209,25 @@ class Actant(Contender):
         """A new thread id: nothing is started before its first message (its first turn
         starts its workflow)."""
         return ActantAgent(self, AGENT_OF_KIND[kind])
+
+    async def fanout(self, n: int, rep: int) -> FanoutRun:
+        """One turn of the lead (``bench-oalead-N``): N ``worker`` calls at once, each a
+        durable sub-thread; history summed over the lead's run and every sub-thread's."""
+        rt = self.runtime
+        thread_id = uuid.uuid4().hex
+        start = time.perf_counter()
+        wid = await rt.send_message("lead", thread_id, "fan out")
+        await rt.client.get_workflow_handle(wid).result()
+        seconds = time.perf_counter() - start
+        messages = await rt.stores.messages.list_for_thread("lead", thread_id)
+        if not messages or messages[-1].role != "assistant" or not messages[-1].content:
+            raise RuntimeError(f"actant fan-out ended without a reply: {messages[-1:]!r}")
+        jobs = self._jobs.pop(thread_id, [])
+        if len(jobs) != n:
+            raise RuntimeError(f"actant fan-out ran {len(jobs)} jobs, not {n}")
+        events = bytes_ = 0
+        for w in [wid, *jobs]:
+            history = await rt.client.get_workflow_handle(w).fetch_history()
+            events += len(history.events)
+            bytes_ += sum(e.ByteSize() for e in history.events)
+        return FanoutRun(seconds=seconds, events=events, bytes=bytes_, llm_calls=n + 2)
