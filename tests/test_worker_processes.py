@@ -14,6 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 
 from toolnexus_temporal.client import AgentRuntime, Handle
@@ -153,6 +154,7 @@ async def test_two_processes_share_the_turns_and_drain_on_sigterm(client, env, t
         assert not any(alive(pid) for pid in sup.child_pids.values())
 
 
+@pytest.mark.stress  # kills a worker process
 async def test_a_killed_process_is_not_restarted_the_other_drains_exit_1(
     client, env, tmp_path
 ) -> None:
