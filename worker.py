@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import weakref
 from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
@@ -307,6 +308,7 @@ async def create_worker(
                 *worker_options.get("interceptors", ()),
                 tracing_interceptor(),
             ]
+    worker_options.setdefault("identity", worker_identity(client.identity))
     effective = codec if codec is not None else client.data_converter.payload_codec
     if check_keys:
         await check_worker_keys(client, task_queue, effective)
@@ -330,6 +332,20 @@ async def create_worker(
     finally:
         if owned:
             await close_store(conv_store)
+
+
+def worker_identity(client_identity: str) -> str:
+    """This process's worker identity: the client's, with ``pid N`` unless it names this
+    process already (the SDK's default ``pid@host`` does).
+
+    Temporal records a worker's identity on the task events it starts and lists its pollers
+    and heartbeats by it; the runtime's clients all send ``{user}@{host} (tnx)``
+    (:func:`~toolnexus_temporal.client.cluster.default_identity`), so without the pid the
+    processes of one host (``tnx-worker --processes N``) would be one worker to the server:
+    one's last heartbeat (shutting down) would mark the others' pollers stopped too
+    (:mod:`~toolnexus_temporal.client.reachability`)."""
+    pid = str(os.getpid())
+    return client_identity if pid in client_identity else f"{client_identity} pid {pid}"
 
 
 _WATCHES: weakref.WeakKeyDictionary[Worker, KeyWatch] = weakref.WeakKeyDictionary()

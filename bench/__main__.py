@@ -11,7 +11,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from bench import report
+from bench import processes, report
 from bench.contenders import DEFAULT, ORDER
 from bench.sizes import SIZES
 from bench.suite import run_suite
@@ -45,7 +45,13 @@ def main(argv: list[str] | None = None) -> None:
         args.store,
     )
     results = asyncio.run(run_suite(args.size, only, args.out, stamp=args.stamp))
-    print("\n".join(report.targets_markdown(results) + report.store_markdown(results)))
+    print(
+        "\n".join(
+            report.targets_markdown(results)
+            + report.store_markdown(results)
+            + processes.markdown(results.get("processes"))
+        )
+    )
     for path in results["files"].values():
         print(path)
 

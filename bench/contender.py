@@ -6,7 +6,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from temporalio.client import Client
 
@@ -82,6 +82,9 @@ class Contender:
     """Requests the server rejected as over a limit and the bench retried (see ours)."""
     retried_calls = 0
     """Calls (turns, spawns) the bench retried at least once after such a rejection."""
+    not_measured: ClassVar[dict[str, str]] = {}
+    """Measures (``latency``, ..., ``idle``) this contender cannot do, each with why: the
+    suite records them as skipped with that reason."""
 
     async def diagnose(self, agent: Agent, prompt_prefix: str) -> dict[str, Any] | None:
         """Contender-specific evidence about the agent's turns whose prompt starts with

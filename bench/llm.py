@@ -18,6 +18,10 @@ model                reply
 ``bench-worker``     text ``job done``
 ===================  =============================================================
 
+Each tool call gets an id of its own (``c1_`` plus 8 hex digits), as a provider's are:
+actant keys a thread's tool calls by id across its turns, so the same ``c1`` every turn
+made its second tool turn reuse the first one's call.
+
 JSON or SSE, whichever the request asks for (``"stream": true``). ``POST /bench/stats``
 returns the number of answered requests per model (a sanity check on every contender).
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -86,6 +91,9 @@ def route(model: str, request: dict[str, Any]) -> dict[str, Any]:
         reply = text("all done") if after_tool else tool_calls(*jobs)
     else:
         raise KeyError(model)
+    for choice in reply.get("choices", []):
+        for call in choice["message"].get("tool_calls") or []:
+            call["id"] = f"{call['id']}_{uuid.uuid4().hex[:8]}"
     # Fields some clients (the openai SDK) expect on a chat completion.
     return {**reply, "created": 0, "model": model}
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import processes
 from bench.contenders import ORDER
 
 OUR_VARIANTS = ("ours", "ours_direct")
@@ -798,6 +799,7 @@ def markdown(results: dict[str, Any]) -> str:
 
     lines += targets_markdown(results)
     lines += store_markdown(results)
+    lines += processes.markdown(results.get("processes"))
     stopped = next(
         (
             t["flat_history"]["values"].get("peer_stopped")
@@ -834,6 +836,8 @@ def _problems(c: dict[str, Any]) -> list[str]:
     for key, v in c.items():
         if isinstance(v, dict) and "error" in v:
             out.append(f"- {label}: {key} failed: {v['error']}")
+        if isinstance(v, dict) and "skipped" in v:
+            out.append(f"- {label}: {key} not measured: {v['skipped']}")
         if isinstance(v, dict) and v.get("after_unfinished"):
             out.append(
                 f"- {label}: {key} ran after a measure that left turns behind "
@@ -995,6 +999,8 @@ def _limit_cell(cs: dict[str, Any]) -> Any:
         if "turns" not in g:
             return "—"
         runs = max((g.get("runs") or {}).values(), default=1)
+        if n == "actant":  # each turn a new execution (bench/actant_peer.py); the first mark: none
+            return f"never: a new run every turn ({g['turns']} turns)"
         if runs > 1:
             return f"never: continued as new {runs - 1}× in {g['turns']} turns"
         return _num(g.get("projected_turn_at_50mib"))

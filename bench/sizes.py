@@ -31,6 +31,8 @@ class Size:
         history_byte_cap: stop a conversation whose history passes this many bytes (the
             dev server fails a workflow at 50 MiB).
         phase_timeout_s: give up a contender's measure after this long (recorded).
+        processes: worker process counts of the scale-out measure (``bench.processes``:
+            throughput with 100 agents, ours and the floor); empty: not run.
     """
 
     name: str
@@ -47,6 +49,7 @@ class Size:
     fanout_reps: int
     history_byte_cap: int = 45 * 1024 * 1024
     phase_timeout_s: float = 300.0
+    processes: tuple[int, ...] = (1, 2)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,6 +70,7 @@ SIZES: dict[str, Size] = {
         fanout=2,
         fanout_reps=1,
         phase_timeout_s=60.0,
+        processes=(),
     ),
     "small": Size(
         name="small",

@@ -47,7 +47,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from bench import report
+from bench import processes, report
 from bench.contender import Agent, AgentKind, Contender, Context
 from bench.contenders import DEFAULT, ORDER, make
 from bench.history import MultiTracker, TurnCost, summarize
@@ -559,6 +559,9 @@ async def run_contender(c: Contender, ctx: Context, llm: LlmProcess) -> dict[str
                 if durable_only and not c.durable:
                     out[name] = {"skipped": "in-process: no durable history"}
                     continue
+                if name in c.not_measured:
+                    out[name] = {"skipped": c.not_measured[name]}
+                    continue
                 if left_behind:
                     # Turns cancelled at the client may still run in the worker and the
                     # server: give them a moment, and say so next to this measure.
@@ -581,7 +584,10 @@ async def run_contender(c: Contender, ctx: Context, llm: LlmProcess) -> dict[str
     log(f"{c.name}: idle")
     t0 = time.perf_counter()
     try:
-        out["idle"] = await measure_idle(c, ctx)
+        if "idle" in c.not_measured:
+            out["idle"] = {"skipped": c.not_measured["idle"]}
+        else:
+            out["idle"] = await measure_idle(c, ctx)
     except Exception as err:
         out["idle"] = {"error": _error(err)}
         log(f"{c.name}: idle FAILED: {out['idle']['error']}")
@@ -688,6 +694,7 @@ def machine_info(temporal_bin: str | None) -> dict[str, Any]:
                 "toolnexus",
                 "openai-agents",
                 "temporalio-openai-agents",
+                "actant",
                 "openai",
                 "httpx",
                 "pydantic",
@@ -799,6 +806,12 @@ async def run_suite(
                 )
                 log(f"{name}: start ({contender.label})")
                 results["contenders"][name] = await run_contender(contender, ctx, llm)
+            if sz.processes and any(n in chosen for n in processes.CONTENDERS):
+                base = Context(temporal, address, llm.base_url, sz, Path(tmp), run_id, log=log)
+                try:
+                    results["processes"] = await processes.measure(base, chosen, log)
+                except Exception as err:
+                    results["processes"] = {"error": _error(err)}
     results["elapsed_s"] = time.perf_counter() - suite_start
     results["derived"] = report.derive(results)
     results["files"] = write_results(results, out_dir, stamp)

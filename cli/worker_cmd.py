@@ -42,6 +42,13 @@ from toolnexus_temporal.activities.stores import close_store, open_checked, open
 from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import connect_message, hard_exit
+from toolnexus_temporal.cli.supervisor import (
+    CHILD_ENV,
+    PROCESSES_ENV,
+    ProcessesError,
+    parse_processes,
+    run_supervisor,
+)
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.codec import (
     ENV_KEY_FILE,
@@ -183,7 +190,12 @@ async def _serve(
             run = asyncio.create_task(worker.run())
             fleet = _start_fleet_gauges(client, task_queue, runtime, metrics)
             typer.echo(
-                f"worker on {cluster.describe()} task_queue={task_queue} "
+                (
+                    f"process {os.environ[CHILD_ENV]} pid={os.getpid()}: "
+                    if CHILD_ENV in os.environ
+                    else ""
+                )
+                + f"worker on {cluster.describe()} task_queue={task_queue} "
                 f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
                 f"store={conv_store!r}"
                 + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
@@ -250,6 +262,16 @@ WorkerVersion = Annotated[
         help="Print the version and exit.",
     ),
 ]
+
+
+def _process_metrics(port: int | None, host: str, fleet_interval_s: float) -> MetricsOptions | None:
+    """The metrics options of this process. Under ``--processes N`` (docs/guide/scale.md)
+    child ``i`` of ``N`` serves on ``port + i - 1`` (one port cannot be bound twice), and only
+    child 1 reads the fleet gauges (every child would report the same values)."""
+    if port is None:
+        return None
+    index = int(os.environ.get(CHILD_ENV, "1/1").split("/")[0])
+    return MetricsOptions(port + index - 1, host, fleet_interval_s if index == 1 else 0)
 
 
 def _with_connection_options(func: Callable[..., None]) -> Callable[..., None]:
@@ -378,6 +400,14 @@ def run(
             "when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set)",
         ),
     ] = None,
+    processes: Annotated[
+        str,
+        typer.Option(
+            envvar=PROCESSES_ENV,
+            help="Worker processes on this host, all on the task queue, under one supervisor "
+            "(auto: one per core; the LLM cap is per process; see docs/guide/scale.md)",
+        ),
+    ] = "1",
     version: WorkerVersion = False,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
@@ -412,6 +442,12 @@ def run(
     except CodecError as err:
         raise typer.BadParameter(str(err), param_hint="--codec-keys") from None
     try:
+        count = parse_processes(processes)
+    except ProcessesError as err:
+        raise typer.BadParameter(str(err), param_hint="--processes") from None
+    if count > 1:  # every flag is checked: the children run this command with --processes 1
+        raise typer.Exit(run_supervisor(sys.argv[1:], count))
+    try:
         asyncio.run(
             serve(
                 cluster=cluster,
@@ -424,9 +460,7 @@ def run(
                 codec=codec,
                 deployment=deployment,
                 graceful_shutdown_s=graceful_shutdown_s,
-                metrics=MetricsOptions(metrics_port, metrics_host, fleet_metrics_interval_s)
-                if metrics_port is not None
-                else None,
+                metrics=_process_metrics(metrics_port, metrics_host, fleet_metrics_interval_s),
                 tracing=otel,
             )
         )

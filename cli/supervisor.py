@@ -1,0 +1,220 @@
+"""``tnx-worker --processes N``: N worker processes on one task queue, under one supervisor.
+
+One worker process runs all its workflow tasks on one Python thread (the GIL), so on a host
+with several cores one process uses about one of them. ``--processes N`` (``auto``: one per
+core this process may run on, ``os.sched_getaffinity``) makes ``tnx-worker`` a supervisor of
+N child processes, each today's worker: the same command line plus ``--processes 1``, run as
+``python -m toolnexus_temporal.worker`` with the same environment (and
+``TNX_WORKER_PROCESS=i/N``). Every child polls the same task queue; Temporal hands each
+workflow task and activity task to whichever poller asks first, and each child has its own
+worker identity (the client's with ``pid N``: :func:`~toolnexus_temporal.worker.worker_identity`),
+which the histories' task events and the server's poller list record.
+
+What the supervisor does (and the exit codes, :func:`supervise`):
+
+* **SIGINT/SIGTERM**: forwarded once to every child, which drains as a single worker does
+  (stops polling, lets its activities in flight finish for up to ``--graceful-shutdown-s``);
+  the supervisor waits for all of them. Each child runs in its own process group, so a
+  terminal's Ctrl-C reaches the supervisor only and each child gets the signal once. A second
+  signal is forwarded too (each child then stops at once, as a single worker does on its
+  second signal) and the supervisor then dies of that signal's default action.
+* **A child that ends on its own** (a crash, SIGKILL from outside, an unreachable server, its
+  codec keys gone stale): the supervisor says which and how, restarts none, and drains the
+  others as for SIGTERM; it exits 1. A process manager (systemd, Kubernetes) that restarts
+  the whole unit sees the failure; a worker that died mid-task costs what any worker crash
+  costs (its activities retry on the live workers, its workflows replay elsewhere after the
+  sticky queue's timeout).
+* **The supervisor killed outright** (SIGKILL): each child gets SIGTERM from the kernel
+  (Linux ``PR_SET_PDEATHSIG``) and drains.
+
+Exit code: 0 when every child exited 0 after a signal (or died of that very signal while still
+starting, before its handler existed: it held no task); 1 when any child ended on its own or
+with another code. Flags are checked once, before any child starts (a bad one: exit 2).
+
+The LLM-call cap (``--max-concurrent-turns``) stays per process: N processes make up to
+N × cap HTTP calls at once (docs/guide/scale.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from typing import Final
+
+PROCESSES_ENV: Final = "TNX_PROCESSES"
+"""The environment variable of ``--processes``."""
+
+CHILD_ENV: Final = "TNX_WORKER_PROCESS"
+"""Set in each child's environment to ``i/N`` (1-based): which process of the supervisor's
+it is (its start line says so)."""
+
+AUTO: Final = "auto"
+
+_PR_SET_PDEATHSIG: Final = 1
+"""``prctl`` option: the signal a process gets when its parent dies (``<linux/prctl.h>``)."""
+
+
+class ProcessesError(ValueError):
+    """``--processes`` is neither ``auto`` nor a whole number of at least 1."""
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity; ``os.cpu_count()`` where the
+    platform has no affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_processes(value: str | int) -> int:
+    """``--processes`` as a count: ``auto`` is :func:`usable_cores`.
+
+    Raises:
+        ProcessesError: not ``auto`` and not an integer of at least 1.
+    """
+    text = str(value).strip().lower()
+    if text == AUTO:
+        return usable_cores()
+    try:
+        count = int(text)
+    except ValueError:
+        raise ProcessesError(
+            f"--processes must be a whole number of at least 1 or {AUTO!r}, got {value!r}"
+        ) from None
+    if count < 1:
+        raise ProcessesError(f"--processes must be at least 1, got {count}")
+    return count
+
+
+def child_command(argv: Sequence[str]) -> list[str]:
+    """The command of one child: today's worker with the supervisor's arguments, and
+    ``--processes 1`` last (the last occurrence of an option wins, over the flag and over
+    ``TNX_PROCESSES``)."""
+    return [sys.executable, "-m", "toolnexus_temporal.worker", *argv, "--processes", "1"]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """In the child, before exec: ask Linux for SIGTERM when the supervisor dies."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+
+
+def describe_exit(code: int) -> str:
+    """A child's return code in words: ``exited 1`` or ``killed by SIGKILL``."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited {code}"
+
+
+async def supervise(
+    argv: Sequence[str],
+    processes: int,
+    *,
+    echo: Callable[[str], None] = print,
+    command: Callable[[Sequence[str]], list[str]] = child_command,
+) -> int:
+    """Run ``processes`` children (``command(argv)``) until they have all ended; forward
+    SIGINT/SIGTERM to them (see the module docstring).
+
+    Args:
+        argv: the supervisor's own arguments (``sys.argv[1:]``).
+        processes: how many children, at least 1.
+        echo: where the supervisor's lines go (stderr in ``tnx-worker``).
+        command: the child command for ``argv`` (tests: a stand-in child).
+
+    Returns:
+        The exit code: 0 when every child exited 0 after a signal, else 1. After a second
+        signal it does not return: the process dies of that signal.
+    """
+    loop = asyncio.get_running_loop()
+    children: list[asyncio.subprocess.Process] = []
+    state: dict[str, signal.Signals | None] = {"signal": None, "again": None}
+    failed = False
+
+    def forward(sig: signal.Signals) -> None:
+        for child in children:
+            if child.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(sig)
+
+    def on_signal(sig: signal.Signals) -> None:
+        if state["signal"] is None:
+            state["signal"] = sig
+            alive = sum(1 for c in children if c.returncode is None)
+            echo(
+                f"supervisor: {sig.name}: {alive} worker processes draining "
+                "(signal again to stop them now)"
+            )
+        else:
+            state["again"] = sig
+            for s in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(s)
+        forward(sig)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        for i in range(processes):
+            child = await asyncio.create_subprocess_exec(
+                *command(argv),
+                env={**os.environ, CHILD_ENV: f"{i + 1}/{processes}"},
+                process_group=0,  # a terminal's Ctrl-C reaches the supervisor only
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+            children.append(child)
+            if state["signal"] is not None:  # a signal came while starting: this one too
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(state["signal"])
+        echo(
+            f"supervisor: {processes} worker processes on one task queue: pids "
+            + ", ".join(str(c.pid) for c in children)
+        )
+        waits = {asyncio.create_task(c.wait()): (i + 1, c) for i, c in enumerate(children)}
+        pending = set(waits)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                index, child = waits[task]
+                code = task.result()
+                if state["signal"] is None:
+                    failed = True
+                    echo(
+                        f"supervisor: worker process {index}/{processes} (pid {child.pid}) "
+                        f"{describe_exit(code)} on its own; not restarted: draining the "
+                        "others, exit 1"
+                    )
+                    state["signal"] = signal.SIGTERM
+                    forward(signal.SIGTERM)
+                elif code not in (0, -int(state["signal"] or 0)):
+                    # (killed by the very signal forwarded: it was still starting, before its
+                    # handler existed, so it held no task: a clean stop)
+                    failed = True
+                    echo(
+                        f"supervisor: worker process {index}/{processes} (pid {child.pid}) "
+                        f"{describe_exit(code)}"
+                    )
+    finally:
+        forward(signal.SIGTERM)  # cancelled or failed to start them all: leave none behind
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    again = state["again"]
+    if again is not None:
+        signal.signal(again, signal.SIG_DFL)
+        signal.raise_signal(again)
+    return 1 if failed else 0
+
+
+def run_supervisor(argv: Sequence[str], processes: int) -> int:
+    """:func:`supervise` on a fresh event loop, its lines on stderr."""
+    return asyncio.run(
+        supervise(argv, processes, echo=lambda line: print(line, file=sys.stderr, flush=True))
+    )

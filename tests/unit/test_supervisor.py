@@ -1,0 +1,108 @@
+"""cli/supervisor.py without a server: ``--processes`` parsing, and the supervisor's
+outcomes with stand-in children (a child that ends on its own drains the others, exit 1;
+SIGTERM forwarded once, exit 0). The real worker under it: tests/test_worker_processes.py."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from toolnexus_temporal.cli.supervisor import (
+    ProcessesError,
+    describe_exit,
+    parse_processes,
+    supervise,
+    usable_cores,
+)
+from toolnexus_temporal.worker import worker_identity
+
+# A stand-in worker: once its SIGTERM handler is in place it leaves a file named by its pid in
+# the folder argv[1]; it exits 0 on its first SIGTERM (9 if it got more than one), or, as
+# process 1 when argv[2] gives a code, exits with that code on its own once every stand-in
+# is ready.
+CHILD = """
+import signal, sys, time, os
+got = []
+signal.signal(signal.SIGTERM, lambda *_: got.append(1))
+open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+code = sys.argv[2] if len(sys.argv) > 2 else ""
+deadline = time.monotonic() + 30
+while not got and time.monotonic() < deadline:
+    # process 1 of N ends on its own once all N stand-ins are ready
+    index, count = os.environ["TNX_WORKER_PROCESS"].split("/")
+    if code and index == "1" and len(os.listdir(sys.argv[1])) == int(count):
+        sys.exit(int(code))
+    time.sleep(0.01)
+sys.exit(0 if len(got) == 1 else 9)
+"""
+
+
+def stand_in(argv: Sequence[str]) -> list[str]:
+    return [sys.executable, "-c", CHILD, *argv]
+
+
+def test_parse_processes() -> None:
+    assert parse_processes("auto") == usable_cores() >= 1
+    assert parse_processes("AUTO") == usable_cores()
+    assert parse_processes("3") == 3
+    for bad in ("0", "-1", "two", "1.5", ""):
+        with pytest.raises(ProcessesError):
+            parse_processes(bad)
+
+
+def test_describe_exit() -> None:
+    assert describe_exit(1) == "exited 1"
+    assert describe_exit(-9) == "killed by SIGKILL"
+
+
+def test_worker_identity_names_the_process() -> None:
+    pid = os.getpid()
+    assert worker_identity("me@host (tnx)") == f"me@host (tnx) pid {pid}"
+    assert worker_identity(f"{pid}@host") == f"{pid}@host"  # the SDK's default already does
+
+
+async def test_a_child_ending_on_its_own_drains_the_others_exit_1(tmp_path: Path) -> None:
+    lines: list[str] = []
+    run = supervise([str(tmp_path), "3"], 3, echo=lines.append, command=stand_in)
+    code = await asyncio.wait_for(run, 60)
+    assert code == 1
+    assert any("worker process 1/3" in line and "exited 3 on its own" in line for line in lines)
+    assert not any("worker process 2/3" in line or "3/3" in line for line in lines), lines
+
+
+async def test_sigterm_is_forwarded_once_and_every_child_drains_exit_0(tmp_path: Path) -> None:
+    lines: list[str] = []
+    task = asyncio.create_task(supervise([str(tmp_path)], 2, echo=lines.append, command=stand_in))
+    deadline = time.monotonic() + 30
+    while len(os.listdir(tmp_path)) < 2:  # both stand-ins have their handler
+        assert time.monotonic() < deadline and not task.done(), lines
+        await asyncio.sleep(0.01)
+    assert "2 worker processes" in lines[0]
+    os.kill(os.getpid(), signal.SIGTERM)  # what a process manager sends the supervisor
+    assert await asyncio.wait_for(task, 60) == 0
+    assert any("SIGTERM: 2 worker processes draining" in line for line in lines)
+
+
+def test_each_process_of_n_serves_metrics_on_its_own_port(monkeypatch) -> None:
+    """--metrics-port P under --processes N: process i binds P + i - 1; only process 1 reads
+    the fleet gauges (docs/guide/scale.md "Metrics of N processes")."""
+    from toolnexus_temporal.cli.supervisor import CHILD_ENV
+    from toolnexus_temporal.cli.worker_cmd import _process_metrics
+
+    monkeypatch.delenv(CHILD_ENV, raising=False)
+    one = _process_metrics(9464, "127.0.0.1", 15)
+    assert one is not None and (one.port, one.fleet_interval_s) == (9464, 15)
+    monkeypatch.setenv(CHILD_ENV, "1/3")
+    first = _process_metrics(9464, "127.0.0.1", 15)
+    assert first is not None and (first.port, first.fleet_interval_s) == (9464, 15)
+    monkeypatch.setenv(CHILD_ENV, "3/3")
+    third = _process_metrics(9464, "127.0.0.1", 15)
+    assert third is not None and (third.port, third.fleet_interval_s) == (9466, 0)
+    assert _process_metrics(None, "127.0.0.1", 15) is None
