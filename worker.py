@@ -45,6 +45,7 @@ from toolnexus_temporal.activities.store import (
 from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
+from toolnexus_temporal.activities.workspace import WorkspaceHost, WorkspacePlugin
 from toolnexus_temporal.client.keycheck import (
     KeyMismatchError,
     KeyWatch,
@@ -214,6 +215,7 @@ async def create_worker(
     codec: PayloadCodec | None = None,
     deployment: WorkerDeploymentVersion | None = None,
     check_keys: bool = True,
+    workspace_root: str | Path | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
@@ -256,6 +258,10 @@ async def create_worker(
             way a worker whose codec stops decoding its payloads reads the canary again and
             stops polling (``Worker.shutdown``) if its keys cannot read it
             (:func:`stale_keys` then says why). False only for tests of that run-time guard.
+        workspace_root: where the handles' workspaces live when the registry has workspace
+            tools (``define_tool(workspace=True)``; ``docs/guide/workspaces.md``): the
+            worker then also polls a task queue of its own while it runs. Kept when the
+            worker stops; None: a temporary root, removed when the worker stops.
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
@@ -291,6 +297,7 @@ async def create_worker(
         async with _worker(
             Client(**config), reg, llm, task_queue, conv_store, transport,
             max_concurrent_turns, sandboxed, worker_options,
+            None if workspace_root is None else Path(workspace_root),
         ) as worker:  # fmt: skip
             _WATCHES[worker] = watch
             watching = asyncio.create_task(watch.run(worker.shutdown))
@@ -326,6 +333,7 @@ async def _worker(
     max_concurrent_turns: int | None,
     sandboxed: bool,
     worker_options: dict[str, Any],
+    workspace_root: Path | None = None,
 ) -> AsyncIterator[Worker]:
     registry_activities = RegistryActivities(reg)
     tool_activities = ToolActivities(reg.tools, reg.interpreters, secrets=llm.secrets)
@@ -338,6 +346,11 @@ async def _worker(
         max_concurrent=cap,
     )
     options = {**WORKER_DEFAULTS, **worker_options}
+    extra: list[Any] = []
+    if any(tool.options.workspace for tool in reg.tools.values()):  # activities/workspace.py
+        host = WorkspaceHost(task_queue, tool_activities, workspace_root)
+        extra.append(host.claim)
+        options["plugins"] = [*options.get("plugins", ()), WorkspacePlugin(host)]
     try:
         yield Worker(
             client,
@@ -351,6 +364,7 @@ async def _worker(
                 llm_activities.llm_call,
                 llm_activities.llm_summarize,
                 WatchActivities(client).watch_children,
+                *extra,
             ],
             workflow_runner=workflow_runner(sandboxed=sandboxed),
             # LLM calls waiting for the cap hold an activity slot: leave room for tools.

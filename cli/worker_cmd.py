@@ -77,6 +77,7 @@ async def serve(
     codec: AesGcmCodec | None = None,
     deployment: WorkerDeploymentVersion | None = None,
     graceful_shutdown_s: float = DEFAULT_GRACEFUL_SHUTDOWN_S,
+    workspace_root: Path | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down gracefully (its store closed):
     it stops taking tasks and lets the activities in flight finish for up to
@@ -90,6 +91,8 @@ async def serve(
         store: the conversation store's URL or SQLite path (see ``open_store``).
         codec: the payload codec (encryption at rest), None for plain payloads.
         deployment: Worker Versioning's deployment version, None for an unversioned worker.
+        workspace_root: where the workspaces of workspace tools live (kept); None: a
+            temporary root removed when the worker stops (``docs/guide/workspaces.md``).
 
     Raises:
         StoreConfigError: ``store`` is not a usable URL.
@@ -106,7 +109,7 @@ async def serve(
     try:
         await _serve(cluster, task_queue, registry_spec, llm, conv_store,
                      max_concurrent_turns, sandboxed, codec, deployment,
-                     graceful_shutdown_s)  # fmt: skip
+                     graceful_shutdown_s, workspace_root)  # fmt: skip
     finally:
         await close_store(conv_store)
 
@@ -122,6 +125,7 @@ async def _serve(
     codec: AesGcmCodec | None,
     deployment: WorkerDeploymentVersion | None,
     graceful_shutdown_s: float,
+    workspace_root: Path | None = None,
 ) -> None:
     registry = Registry.load(registry_spec)
     try:
@@ -154,6 +158,7 @@ async def _serve(
             sandboxed=sandboxed,
             deployment=deployment,
             graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
+            workspace_root=workspace_root,
         ) as worker:
             run = asyncio.create_task(worker.run())
             typer.echo(
@@ -292,6 +297,14 @@ def run(
             "SIGTERM/SIGINT before they are cancelled",
         ),
     ] = DEFAULT_GRACEFUL_SHUTDOWN_S,
+    workspace_root: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="TNX_WORKSPACE_ROOT",
+            help="Where workspace tools' directories live (kept); default: a temporary "
+            "directory removed when the worker stops",
+        ),
+    ] = None,
     version: WorkerVersion = False,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
@@ -338,6 +351,7 @@ def run(
                 codec=codec,
                 deployment=deployment,
                 graceful_shutdown_s=graceful_shutdown_s,
+                workspace_root=workspace_root,
             )
         )
     except (StoreUnavailableError, StoreError, WorkerStartError, KeyMismatchError) as err:
