@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
@@ -175,3 +177,129 @@ async def test_a_temporary_workspace_root_goes_with_its_worker(client: Client, s
             assert (workspace / "x").read_text() == "x"
             await rt.close(h)
     assert not workspace.parent.exists()  # the root it made is removed when it stops
+
+
+async def test_tnx_worker_keeps_a_given_root_and_a_new_claim_starts_it_empty(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    llm = ScriptedLLM(
+        {
+            MODEL: [
+                tool_calls(("step", {"name": "x"})),
+                text("one"),
+                tool_calls(("step", {"name": "y"})),
+                text("two"),
+            ]
+        }
+    )
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    queue = f"tq-{scope}"
+    address = env.client.service_client.config.target_host
+    root = tmp_path / "root"
+
+    async def tnx_worker() -> asyncio.subprocess.Process:
+        proc = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).parent / "tnx-worker"),
+            *("--registry", "tests.workspace_worker:REGISTRY", "--address", address),
+            *("--task-queue", queue, "--llm-base-url", server.base_url, "--model", MODEL),
+            *("--store", str(tmp_path / "conv.sqlite"), "--workspace-root", str(root)),
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
+        assert line.startswith(b"worker on"), line
+        return proc
+
+    async def stop(proc: asyncio.subprocess.Process) -> None:
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+
+    with ScriptedLLMServer(llm) as server:
+        first = await tnx_worker()
+        try:
+            options = RuntimeOptions(workspace_lost_ms=1_000)
+            rt = await AgentRuntime(client, task_queue=queue, scope=scope, options=options).start()
+            h = await spawn(rt, rt.root, "dev")
+            assert (await rt.run_turn(h, "one")).text == "one"
+            workspace = root / workspace_dir_name(rt.workflow_id(h.id))
+            assert result(tool_outputs(llm)[0]) == {"dir": str(workspace), "files": ["x"]}
+        finally:
+            await stop(first)
+        assert (workspace / "x").read_text() == "x"  # a given root is kept
+        second = await tnx_worker()  # on the same root: the stopped worker's queue is gone
+        try:
+            assert (await rt.run_turn(h, "two")).text == "two"
+            last = tool_outputs(llm)[-1]
+            assert last.startswith("[workspace lost: the worker ")
+            # the claim started the directory empty: x, left by the first worker, is gone
+            assert result(last) == {"dir": str(workspace), "files": ["y"]}
+            await rt.close(h)
+        finally:
+            await stop(second)
+
+
+@pytest.mark.stress  # a worker killed mid-call: Temporal's 30 s heartbeat timeout finds it
+async def test_a_worker_killed_mid_call_loses_the_workspace_and_the_call_is_not_run_again(
+    client: Client, env: WorkflowEnvironment, tmp_path: Path
+) -> None:
+    llm = ScriptedLLM(
+        {
+            MODEL: [
+                tool_calls(("step", {"name": "hang"})),
+                tool_calls(("step", {"name": "after"})),
+                text("recovered"),
+            ]
+        }
+    )
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    queue = f"tq-{scope}"
+    address = env.client.service_client.config.target_host
+    roots = [tmp_path / f"w{i}" for i in range(2)]
+    procs: list[asyncio.subprocess.Process] = []
+    with ScriptedLLMServer(llm) as server:
+        try:
+            for i, root in enumerate(roots):
+                procs.append(
+                    await start_worker(
+                        address, queue, server.base_url, tmp_path / "conv.sqlite", root, f"w{i}"
+                    )
+                )
+            rt = await AgentRuntime(client, task_queue=queue, scope=scope).start()
+            h = await spawn(rt, rt.root, "dev")
+            await rt.wake(h, "go")
+            name = workspace_dir_name(rt.workflow_id(h.id))
+
+            def hanging() -> bool:
+                return any((root / name / "hang").exists() for root in roots)
+
+            await eventually(hanging, within_s=30, what="the tool call started")
+            holder = next(i for i, root in enumerate(roots) if (root / name / "hang").exists())
+            other = 1 - holder
+            procs[holder].kill()
+            await asyncio.wait_for(procs[holder].wait(), 30)
+            r = await rt.wait(h)
+            assert (r.status, r.text) == ("done", "recovered")
+            died, after = tool_outputs(llm)
+            assert died.startswith(f"[workspace lost: the worker w{holder} that held")
+            assert f"started on worker w{other}; call again.]" in died
+            assert f"error: the worker w{holder} holding this agent's workspace stopped" in died
+            moved = result(after)  # the next call ran in the new workspace, with no note
+            assert moved == {"dir": str(roots[other] / name), "files": ["after"]}
+            wf = client.get_workflow_handle(rt.workflow_id(h.id))
+            state = await wf.query(QUERY_STATE, result_type=HandleState)
+            assert (state.workspace.claims, state.workspace.lost) == (2, 1)
+            assert state.workspace.worker == f"w{other}"
+            lines = await rt.trace_lines(h)
+            assert any(
+                f"workspace lost: worker w{holder} stopped heartbeating during tool step" in line
+                for line in lines
+            ), lines
+            await rt.close(h)
+        finally:
+            for proc in procs:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 
 from toolnexus_temporal import Registry, ToolContext, define_tool
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
@@ -20,9 +21,12 @@ from toolnexus_temporal.worker import create_worker
 
 
 def step(name: str, ctx: ToolContext) -> str:
-    """Leave a file in the workspace and list what is there."""
+    """Leave a file in the workspace and list what is there; ``hang`` then never returns
+    (the test kills the worker mid-call)."""
     assert ctx.workspace is not None
     (ctx.workspace / name).write_text(name)
+    if name == "hang":
+        time.sleep(3600)
     files = sorted(p.name for p in ctx.workspace.iterdir())
     return json.dumps({"dir": str(ctx.workspace), "files": files})
 
@@ -32,6 +36,10 @@ def registry() -> Registry:
     return Registry(
         [AgentDef(name="dev", tools=["step"])], tools=[define_tool(step, workspace=True)]
     )
+
+
+REGISTRY = registry()
+"""For ``tnx-worker --registry tests.workspace_worker:REGISTRY``."""
 
 
 async def main(address: str, queue: str, base_url: str, store: str, root: str, ident: str) -> None:
