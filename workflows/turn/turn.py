@@ -317,63 +317,50 @@ class Turn:
             )
         return await self._exec_tool(call, None)
 
-    async def _exec_tool(self, call: ToolCall, answer: Answer | None) -> ToolResult:
-        """One tool activity (a workspace tool's on the worker holding the handle's
-        workspace, ``workspace.py``); its failure becomes an ``is_error`` result (never a
-        failed turn)."""
+    async def _exec_tool(
+        self, call: ToolCall, answer: Answer | None, pinned: tuple[str, timedelta] | None = None
+    ) -> ToolResult:
+        """One tool activity; its failure becomes an ``is_error`` result (never a failed
+        turn). A workspace tool's runs on the worker holding the handle's workspace
+        (``workspace.py``), which calls this again with ``pinned``: that worker's task queue
+        and the schedule-to-start timeout; a pinned call raises its ``ActivityError``."""
         s = self.s
         opts = s.tool_options.get(call.name, ToolOptions())
+        # An interrupt waits until the tool acknowledged its cancellation (a sync tool's
+        # thread has stopped, activities/threads.py), so it never outlives the turn.
+        cancellation = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         try:
-            if opts.workspace:
+            if opts.workspace and pinned is None:
                 return await self.workspaces.run(
-                    call,
-                    lambda queue, wait: self._tool_activity(call, answer, opts, queue, wait),
+                    call, lambda queue, wait: self._exec_tool(call, answer, (queue, wait))
                 )
-            return await self._tool_activity(call, answer, opts, None, None)
+            result: ToolResult = await workflow.execute_activity(
+                TOOL_CALL_ACTIVITY,
+                ToolCallInput(
+                    tool=call.name,
+                    arguments=call.arguments,
+                    handle_id=s.id,
+                    call_id=call.id,
+                    answer=answer,
+                ),
+                result_type=ToolResult,
+                task_queue=pinned[0] if pinned else None,
+                schedule_to_start_timeout=pinned[1] if pinned else None,
+                start_to_close_timeout=timedelta(milliseconds=opts.timeout_ms),
+                heartbeat_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=opts.initial_retry_ms),
+                    maximum_attempts=opts.max_attempts,
+                    non_retryable_error_types=list(TOOL_NON_RETRYABLE),
+                ),
+                summary=fit(f"tool {call.name} for {s.id}", SUMMARY_BYTES),
+                cancellation_type=cancellation,
+            )
         except ActivityError as err:
+            if pinned is not None:
+                raise  # workspace.py tells a lost worker from other failures
             if self.scratch.interrupt_requested:
                 self.vis.trace(f"{s.id}: tool {call.name} ({call.id}) stopped (interrupt)")
                 raise
             return ToolResult(output=f"error: {error_text(err)}", is_error=True)
-
-    async def _tool_activity(
-        self,
-        call: ToolCall,
-        answer: Answer | None,
-        opts: ToolOptions,
-        task_queue: str | None,
-        schedule_to_start: timedelta | None,
-    ) -> ToolResult:
-        """Run the tool activity once (on ``task_queue``, default the handle's).
-
-        Raises:
-            ActivityError: it failed after its retries, was cancelled, or no worker started
-                it within ``schedule_to_start``.
-        """
-        s = self.s
-        # An interrupt waits until the tool acknowledged its cancellation (a sync tool's
-        # thread has stopped, activities/threads.py), so it never outlives the turn.
-        cancellation = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
-        result: ToolResult = await workflow.execute_activity(
-            TOOL_CALL_ACTIVITY,
-            ToolCallInput(
-                tool=call.name,
-                arguments=call.arguments,
-                handle_id=s.id,
-                call_id=call.id,
-                answer=answer,
-            ),
-            result_type=ToolResult,
-            task_queue=task_queue,
-            schedule_to_start_timeout=schedule_to_start,
-            start_to_close_timeout=timedelta(milliseconds=opts.timeout_ms),
-            heartbeat_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(
-                initial_interval=timedelta(milliseconds=opts.initial_retry_ms),
-                maximum_attempts=opts.max_attempts,
-                non_retryable_error_types=list(TOOL_NON_RETRYABLE),
-            ),
-            summary=fit(f"tool {call.name} for {s.id}", SUMMARY_BYTES),
-            cancellation_type=cancellation,
-        )
         return result
