@@ -72,14 +72,19 @@ async def start_worker(
 async def test_workspace_calls_keep_to_one_worker_and_move_when_it_is_killed(
     client: Client, env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
-    script: list[Any] = []
-    for turn in range(6):
+    # the first reply's two calls run at once: they must share one claim
+    script: list[Any] = [
+        tool_calls(("step", {"name": "t0a"}), ("step", {"name": "t0b"})),
+        text("done 0"),
+    ]
+    for turn in range(1, 6):
         script += [
             tool_calls(("step", {"name": f"t{turn}a"})),
             tool_calls(("step", {"name": f"t{turn}b"})),
             text(f"done {turn}"),
         ]
-    script += [tool_calls(("step", {"name": "after"})), text("moved")]
+    # after the kill, two calls at once find the worker gone: one loss, one new claim
+    script += [tool_calls(("step", {"name": "after"}), ("step", {"name": "again"})), text("moved")]
     llm = ScriptedLLM({MODEL: script})
     scope = f"t-{uuid.uuid4().hex[:10]}"
     queue = f"tq-{scope}"
@@ -134,16 +139,19 @@ async def test_workspace_calls_keep_to_one_worker_and_move_when_it_is_killed(
             await asyncio.wait_for(procs[holder].wait(), 30)
             r = await rt.run_turn(h, "after the loss")
             assert (r.status, r.text) == ("done", "moved")
-            last = tool_outputs(llm)[-1]
-            assert last.startswith(f"[workspace lost: the worker w{holder} that held")
-            moved = result(last)
-            other = roots.index(Path(moved["dir"]).parent)
+            both = tool_outputs(llm)[-2:]
+            moved = [result(o) for o in both]
+            assert moved[0]["dir"] == moved[1]["dir"]
+            other = roots.index(Path(moved[0]["dir"]).parent)
             assert other != holder
-            assert f"A new, empty workspace was started on worker w{other}" in last
-            assert moved["files"] == ["after"]  # a new workspace, and the model knows it
+            for last in both:  # each result tells the model
+                assert last.startswith(f"[workspace lost: the worker w{holder} that held")
+                assert f"A new, empty workspace was started on worker w{other}, and" in last
+            # a new workspace: nothing of the earlier calls' files
+            assert set(moved[0]["files"]) | set(moved[1]["files"]) == {"after", "again"}
             state = await wf.query(QUERY_STATE, result_type=HandleState)
             assert (state.workspace.claims, state.workspace.lost) == (2, 1)
-            assert (state.workspace.worker, state.workspace.path) == (f"w{other}", moved["dir"])
+            assert (state.workspace.worker, state.workspace.path) == (f"w{other}", moved[0]["dir"])
             lines = await rt.trace_lines(h)
             lost = f"workspace lost: worker w{holder} did not start tool step"
             assert any(lost in line for line in lines), lines

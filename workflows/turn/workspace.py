@@ -20,6 +20,7 @@ Deterministic; no I/O.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
@@ -62,6 +63,7 @@ class Workspaces:
     def __init__(self, s: HandleState, vis: Visibility) -> None:
         self.s = s
         self.vis = vis
+        self._lock = asyncio.Lock()
 
     @property
     def lost_after(self) -> timedelta:
@@ -73,10 +75,12 @@ class Workspaces:
         """Run one workspace tool call on the worker holding the handle's workspace,
         claiming one first when there is none, and a new one when that worker is gone.
 
-        A call its worker never started (schedule-to-start timeout) runs once more in the
-        new workspace. A call whose worker stopped heartbeating while it ran (it died
-        mid-call: Temporal's heartbeat timeout) is not run again, its effects being
-        unknown: its result is an error, and the next call runs in the new workspace.
+        Calls of one reply run concurrently: they share one claim, and the first of them
+        to find the worker gone drops the pin (``_lock``). A call its worker never started
+        (schedule-to-start timeout) runs once more in the new workspace. A call whose
+        worker stopped heartbeating while it ran (it died mid-call: Temporal's heartbeat
+        timeout) is not run again, its effects being unknown: its result is an error, and
+        the next call runs in the new workspace.
 
         Returns:
             The tool's result; after a loss its output starts with a note that the
@@ -90,34 +94,37 @@ class Workspaces:
         ws = self.s.workspace
         lost: str | None = None  # the lost worker, once this call lost its workspace
         for _ in range(2):
-            if ws.task_queue is None:
-                failed = await self._claim()
-                if failed is not None:
-                    return self._noted(failed, lost)
-            assert ws.task_queue is not None
+            async with self._lock:  # concurrent calls of one reply share one claim
+                if ws.task_queue is None:
+                    failed = await self._claim()
+                    if failed is not None:
+                        return self._noted(failed, lost)
+                queue, holder = ws.task_queue, ws.worker or "?"
+            assert queue is not None
             try:
-                return self._noted(await schedule(ws.task_queue, self.lost_after), lost)
+                return self._noted(await schedule(queue, self.lost_after), lost)
             except ActivityError as err:
                 how = loss_of(err)
                 if how is None:
                     if lost is None:
                         raise
                     return self._noted(error_result(error_text(err)), lost)
-            lost = self._lose(call, how)
-            if how == TimeoutType.HEARTBEAT:
-                failed = await self._claim()
-                died = error_result(
-                    f"the worker {lost} holding this agent's workspace stopped during this "
-                    "call, so what it did is unknown"
-                )
-                return self._noted(failed or died, lost, died_mid_call=True)
+            lost = holder
+            async with self._lock:
+                if ws.task_queue == queue:  # the first call to find it gone drops the pin
+                    self._lose(call, how, holder)
+                if how == TimeoutType.HEARTBEAT:
+                    failed = await self._claim() if ws.task_queue is None else None
+                    died = error_result(
+                        f"the worker {holder} holding this agent's workspace stopped during "
+                        "this call, so what it did is unknown"
+                    )
+                    return self._noted(failed or died, lost, died_mid_call=True)
         return self._noted(error_result("no worker started this call"), lost)
 
-    def _lose(self, call: ToolCall, how: TimeoutType) -> str:
-        """The pin's worker is gone: count it, say so in the trace, drop the pin. Returns
-        the lost worker's identity."""
+    def _lose(self, call: ToolCall, how: TimeoutType, old: str) -> None:
+        """The pin's worker ``old`` is gone: count it, say so in the trace, drop the pin."""
         ws = self.s.workspace
-        old = ws.worker or "?"
         ws.lost += 1
         ws.task_queue = ws.path = ws.worker = None
         if how == TimeoutType.HEARTBEAT:
@@ -126,7 +133,6 @@ class Workspaces:
             ms = int(self.lost_after.total_seconds() * 1000)
             why = f"did not start tool {call.name} ({call.id}) within {ms} ms"
         self.vis.trace(f"{self.s.id}: workspace lost: worker {old} {why} (gone)")
-        return old
 
     def _noted(
         self, result: ToolResult, lost: str | None, died_mid_call: bool = False
