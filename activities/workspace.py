@@ -10,7 +10,7 @@ own queue, started and stopped with the main worker by a worker ``Plugin``
 a worker that stops (or dies) stops polling its queue, and the next workspace call's
 schedule-to-start timeout says so.
 
-Directories: ``{root}/{workflow id, made safe}``, one per handle (its workflow id, so two
+Directories: ``{root}/{workspace_dir_name(workflow id)}``, one per handle (its workflow id, so two
 runtimes' handles never share one). A claim starts the directory empty (whatever an earlier
 life of this worker left there is removed: the handle was told its workspace was lost). A
 handle's directory is kept while the worker runs. With no root given the worker makes a
