@@ -48,6 +48,7 @@ from toolnexus_temporal.activities.store import (
 from toolnexus_temporal.activities.stores import close_store, open_checked, open_store
 from toolnexus_temporal.activities.tools import ToolActivities
 from toolnexus_temporal.activities.watch import WatchActivities
+from toolnexus_temporal.activities.workspace import WorkspaceHost, WorkspacePlugin
 from toolnexus_temporal.client.keycheck import (
     KeyMismatchError,
     KeyWatch,
@@ -226,6 +227,7 @@ async def create_worker(
     deployment: WorkerDeploymentVersion | None = None,
     check_keys: bool = True,
     tracing: bool | None = None,
+    workspace_root: str | Path | None = None,
     **worker_options: Any,
 ) -> AsyncIterator[Worker]:
     """Build the runtime's Temporal worker on ``task_queue`` (the agent workflow, LLM calls,
@@ -274,6 +276,10 @@ async def create_worker(
             (:func:`~toolnexus_temporal.client.tracing.tracing_wanted`). On, the worker
             gets the tracing interceptor unless ``client`` already has it (``connect(...,
             tracing=True)``); off, no interceptor is added.
+        workspace_root: where the handles' workspaces live when the registry has workspace
+            tools (``define_tool(workspace=True)``; ``docs/guide/workspaces.md``): the
+            worker then also polls a task queue of its own while it runs. Kept when the
+            worker stops; None: a temporary root, removed when the worker stops.
         **worker_options: passed to ``temporalio.worker.Worker`` (default
             ``max_concurrent_activities``: the LLM cap plus ``DEFAULT_ACTIVITY_SLOTS``).
 
@@ -320,6 +326,7 @@ async def create_worker(
         async with _worker(
             Client(**config), reg, llm, task_queue, conv_store, transport,
             max_concurrent_turns, sandboxed, worker_options,
+            None if workspace_root is None else Path(workspace_root),
         ) as worker:  # fmt: skip
             _WATCHES[worker] = watch
             watching = asyncio.create_task(watch.run(worker.shutdown))
@@ -369,6 +376,7 @@ async def _worker(
     max_concurrent_turns: int | None,
     sandboxed: bool,
     worker_options: dict[str, Any],
+    workspace_root: Path | None = None,
 ) -> AsyncIterator[Worker]:
     registry_activities = RegistryActivities(reg)
     mcp_pool = McpPool(reg.mcp_servers)  # sessions start on first use, end with the worker
@@ -383,6 +391,11 @@ async def _worker(
         mcp_schemas=mcp_pool.schemas,
     )
     options = {**WORKER_DEFAULTS, **worker_options}
+    extra: list[Any] = []
+    if any(tool.options.workspace for tool in reg.tools.values()):  # activities/workspace.py
+        host = WorkspaceHost(task_queue, tool_activities, workspace_root)
+        extra.append(host.claim)
+        options["plugins"] = [*options.get("plugins", ()), WorkspacePlugin(host)]
     try:
         yield Worker(
             client,
@@ -396,6 +409,7 @@ async def _worker(
                 llm_activities.llm_call,
                 llm_activities.llm_summarize,
                 WatchActivities(client).watch_children,
+                *extra,
             ],
             workflow_runner=workflow_runner(sandboxed=sandboxed),
             # LLM calls waiting for the cap hold an activity slot: leave room for tools.

@@ -13,11 +13,13 @@ tool re-runs after its suspension was answered). It returns a string, a ``ToolRe
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -44,11 +46,14 @@ class ToolContext:
         handle_id: the calling handle.
         call_id: the model's tool call id.
         answer: the Answer to this call's earlier suspension, when re-run after it.
+        workspace: a workspace tool's working directory: the handle's, on the worker that
+            holds it (``docs/guide/workspaces.md``); None for other tools.
     """
 
     handle_id: str
     call_id: str
     answer: Answer | None = None
+    workspace: Path | None = None
 
 
 def pending(
@@ -184,6 +189,7 @@ def define_tool(
     timeout_ms: int = 60_000,
     max_attempts: int = 1,
     initial_retry_ms: int = 1_000,
+    workspace: bool = False,
 ) -> Tool:
     """Define a tool from a function (CONTRACT §1).
 
@@ -197,6 +203,9 @@ def define_tool(
         timeout_ms: start-to-close timeout of one attempt, in ms.
         max_attempts: activity attempts (1: no retries, tools may have side effects).
         initial_retry_ms: first retry delay, in ms.
+        workspace: the tool needs a place (a working directory, a shell, a checkout): every
+            call of one handle runs on the worker holding its workspace, with
+            ``ctx.workspace`` its directory (``docs/guide/workspaces.md``).
 
     Raises:
         ValueError: a parameter has no type hint and no schema was given.
@@ -242,7 +251,10 @@ def define_tool(
         input_schema=schema,
         fn=fn,
         options=ToolOptions(
-            timeout_ms=timeout_ms, max_attempts=max_attempts, initial_retry_ms=initial_retry_ms
+            timeout_ms=timeout_ms,
+            max_attempts=max_attempts,
+            initial_retry_ms=initial_retry_ms,
+            workspace=workspace,
         ),
         _args_model=args_model,
         _model_param=model_param,
@@ -268,7 +280,17 @@ Interpreter = Callable[[Request], Awaitable[Answer] | Answer]
 class ToolActivities:
     """Registers ``tnx.tool_call`` and ``tnx.interpret`` for a registry's tools and
     interpreters; a call of an MCP server's tool (``<server>__<tool>``) goes to ``mcp``
-    (``activities/mcp.py``)."""
+    (``activities/mcp.py``).
+
+    Args:
+        tools: the tools by name.
+        interpreters: the interpreters by name.
+        secrets: the secrets a tool's error must not quote.
+        workspace: on a worker's own queue (``activities/workspace.py``): the workspace
+            directory of a handle, by its workflow id; None on the shared queue, where a
+            workspace tool is refused.
+        mcp: the worker's MCP sessions (``activities/mcp.py``), None without MCP servers.
+    """
 
     def __init__(
         self,
@@ -276,11 +298,13 @@ class ToolActivities:
         interpreters: dict[str, Interpreter],
         secrets: Callable[[], list[str]] | None = None,
         mcp: McpPool | None = None,
+        workspace: Callable[[str], Path] | None = None,
     ) -> None:
         self.tools = tools
         self.interpreters = interpreters
         self.secrets = secrets or (lambda: [])
         self.mcp = mcp
+        self.workspace = workspace
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def tool_call(self, inp: ToolCallInput) -> ToolResult:
@@ -324,7 +348,21 @@ class ToolActivities:
                 type="ToolArgumentsInvalid",
                 non_retryable=True,
             ) from err
-        ctx = ToolContext(handle_id=inp.handle_id, call_id=inp.call_id, answer=inp.answer)
+        workspace: Path | None = None
+        if tool.options.workspace:
+            if self.workspace is None:
+                raise ApplicationError(
+                    f"tool {inp.tool!r} needs a workspace, but this handle resolved its tool "
+                    "options before the tool did: spawn the agent again",
+                    type="NoWorkspace",
+                    non_retryable=True,
+                )
+            workspace = await asyncio.to_thread(
+                self.workspace, activity.info().workflow_id or inp.handle_id
+            )
+        ctx = ToolContext(
+            handle_id=inp.handle_id, call_id=inp.call_id, answer=inp.answer, workspace=workspace
+        )
         try:
             with metrics.tool_call(tool.name) as outcome:
                 with telemetry.tool_span(

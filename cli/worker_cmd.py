@@ -95,6 +95,7 @@ async def serve(
     graceful_shutdown_s: float = DEFAULT_GRACEFUL_SHUTDOWN_S,
     metrics: MetricsOptions | None = None,
     tracing: bool | None = None,
+    workspace_root: Path | None = None,
 ) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut it down gracefully (its store closed):
     it stops taking tasks and lets the activities in flight finish for up to
@@ -112,6 +113,8 @@ async def serve(
             binds the port; :mod:`~toolnexus_temporal.client.metrics`), None for none.
         tracing: OpenTelemetry traces: True/False, None from the ``OTEL_*`` environment
             (docs/guide/tracing.md).
+        workspace_root: where the workspaces of workspace tools live (kept); None: a
+            temporary root removed when the worker stops (``docs/guide/workspaces.md``).
 
     Raises:
         StoreConfigError: ``store`` is not a usable URL.
@@ -129,7 +132,7 @@ async def serve(
     try:
         await _serve(cluster, task_queue, registry_spec, llm, conv_store,
                      max_concurrent_turns, sandboxed, codec, deployment,
-                     graceful_shutdown_s, metrics, tracing)  # fmt: skip
+                     graceful_shutdown_s, metrics, tracing, workspace_root)  # fmt: skip
     finally:
         await close_store(conv_store)
 
@@ -147,6 +150,7 @@ async def _serve(
     graceful_shutdown_s: float,
     metrics: MetricsOptions | None,
     tracing: bool | None = None,
+    workspace_root: Path | None = None,
 ) -> None:
     registry = Registry.load(registry_spec)
     runtime = None
@@ -186,6 +190,7 @@ async def _serve(
             deployment=deployment,
             graceful_shutdown_timeout=timedelta(seconds=graceful_shutdown_s),
             tracing=tracing,
+            workspace_root=workspace_root,
         ) as worker:
             run = asyncio.create_task(worker.run())
             fleet = _start_fleet_gauges(client, task_queue, runtime, metrics)
@@ -408,6 +413,14 @@ def run(
             "(auto: one per core; the LLM cap is per process; see docs/guide/scale.md)",
         ),
     ] = "1",
+    workspace_root: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="TNX_WORKSPACE_ROOT",
+            help="Where workspace tools' directories live (kept); default: a temporary "
+            "directory removed when the worker stops",
+        ),
+    ] = None,
     version: WorkerVersion = False,
 ) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
@@ -462,6 +475,7 @@ def run(
                 graceful_shutdown_s=graceful_shutdown_s,
                 metrics=_process_metrics(metrics_port, metrics_host, fleet_metrics_interval_s),
                 tracing=otel,
+                workspace_root=workspace_root,
             )
         )
     except (StoreUnavailableError, StoreError, WorkerStartError, KeyMismatchError) as err:

@@ -42,6 +42,7 @@ PYTHON_EXAMPLES = {
     "approval.py": ("billing is deployed", "my-app"),
     "verbs.py": ("closed", "verbs"),
     "cluster_config.py": ("connected to namespace default", None),
+    "workspace.py": ("notes.txt says draft", "ws-app"),
 }
 SHELL_EXAMPLES = ("shell_verbs.sh", "shell_approval.sh", "shell_temporal.sh")
 SUPPORT = {"agents.py"}

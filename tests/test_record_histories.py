@@ -21,6 +21,7 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowHistory
 
+from toolnexus_temporal.activities.tools import ToolContext, define_tool
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, InboxItem
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
@@ -50,6 +51,7 @@ SCENARIOS = (
     "ticks",
     "context",
     "expiry",
+    "workspace",
 )
 """Each recorder's file-name prefix (``test_replay.py`` checks each has files)."""
 
@@ -1011,3 +1013,50 @@ async def test_record_expiry_histories(make_runtime, client) -> None:
         for name, h in handles.items():
             await rt.close(h)
             await _record_every_run(client, rt.workflow_id(h.id), f"expiry_{name}")
+
+
+def _jot(note: str, ctx: ToolContext) -> str:
+    """Append a note to a file in the workspace and return the file."""
+    assert ctx.workspace is not None
+    with (ctx.workspace / "notes.txt").open("a") as notes:
+        notes.write(note + "\n")
+    return (ctx.workspace / "notes.txt").read_text()
+
+
+@RECORDING
+async def test_record_workspace_histories(make_runtime, client) -> None:
+    """A workspace tool (issue 27, item 5): the claim on the shared queue, then calls on the
+    worker's own queue with a schedule-to-start timeout, across a continue-as-new."""
+    from toolnexus_temporal.activities import Registry
+    from toolnexus_temporal.client import RuntimeOptions
+
+    llm = ScriptedLLM(
+        {
+            "stub-model": [
+                tool_calls(("jot", {"note": "a"})),
+                text("one"),
+                tool_calls(("jot", {"note": "b"}), ("jot", {"note": "c"})),
+                text("two"),
+                tool_calls(("jot", {"note": "d"})),
+                text("three"),
+            ]
+        }
+    )
+    registry = Registry(
+        [AgentDef(name="dev", tools=["jot"])], tools=[define_tool(_jot, name="jot", workspace=True)]
+    )
+    options = RuntimeOptions(continue_as_new_updates=2)
+    async with make_runtime(registry, llm.transport(), options=options) as rt:
+        h = await rt.spawn(rt.root, "dev")
+        assert isinstance(h, Handle)
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        first_run = (await wf.describe()).run_id
+        assert (await rt.run_turn(h, "first")).text == "one"
+        assert (await rt.run_turn(h, "second")).text == "two"
+        for _ in range(300):  # it continues as new once idle: wait for it
+            if (await wf.describe()).run_id != first_run:
+                break
+            await asyncio.sleep(0.1)
+        assert (await rt.run_turn(h, "third")).text == "three"
+        await rt.close(h)
+        await _record_every_run(client, rt.workflow_id(h.id), "workspace_dev")

@@ -440,11 +440,15 @@ class ToolOptions(WireModel):
         max_attempts: attempts before the error becomes an ``is_error`` result (default 1:
             tools may have side effects; a tool opts in to retries).
         initial_retry_ms: first retry delay, in ms.
+        workspace: the tool needs a place (a working directory, a shell, a checkout): its
+            calls run on the worker holding the handle's workspace
+            (``docs/guide/workspaces.md``).
     """
 
     timeout_ms: int = Field(default=60_000, ge=1)
     max_attempts: int = Field(default=1, ge=1)
     initial_retry_ms: int = Field(default=1_000, ge=1)
+    workspace: bool = False
 
 
 MCP_SERVER_NAME = r"^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$"
@@ -556,6 +560,10 @@ class RuntimeOptions(WireModel):
             through the ``view`` query (encrypted like every payload).
         context: the context policy of agents whose AgentDef sets none (None: the whole
             transcript is sent).
+        workspace_lost_ms: how long a workspace tool call waits for the worker holding the
+            handle's workspace to start it (Temporal's schedule-to-start timeout) before
+            that worker counts as gone and a new workspace is claimed, in ms (None:
+            ``WORKSPACE_LOST_MS``, 10 s; ``docs/guide/workspaces.md``).
     """
 
     inbox_cap: int = Field(default=8, ge=1)
@@ -574,6 +582,7 @@ class RuntimeOptions(WireModel):
     live_usage_ms: int | None = Field(default=1_000, ge=0)
     prompt_in_visibility: bool = True
     context: ContextPolicy | None = None
+    workspace_lost_ms: int | None = Field(default=None, ge=100)
 
 
 class TraceLine(WireModel):

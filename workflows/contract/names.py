@@ -130,6 +130,15 @@ WATCH_CHILDREN_ACTIVITY: Final = "tnx.watch_children"
 """Waits (heartbeating) until one of a parent's children started by an earlier run ends
 (protocol 3): a child workflow handle belongs to the run that started it."""
 
+WORKSPACE_CLAIM_ACTIVITY: Final = "tnx.workspace_claim"
+"""Taken on the shared task queue by a worker that runs workspace tools: it starts the
+handle's workspace and answers its own task queue (``activities/workspace.py``)."""
+
+WORKSPACE_LOST_MS: Final = 10_000
+"""The default ``RuntimeOptions.workspace_lost_ms``: a workspace tool call not started by
+the holding worker within 10 s means that worker is gone (a live worker starts its tasks in
+milliseconds unless all its activity slots are busy that long)."""
+
 LLM_NON_RETRYABLE: Final = (
     "LlmRequestRejected",
     "MalformedLlmResponse",

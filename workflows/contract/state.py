@@ -40,6 +40,7 @@ from toolnexus_temporal.workflows.contract.models import (
     WireModel,
 )
 from toolnexus_temporal.workflows.contract.names import PROTOCOL, PROTOCOLS
+from toolnexus_temporal.workflows.contract.workspace import WorkspaceState
 
 
 class PoolFloor(WireModel):
@@ -521,6 +522,8 @@ class HandleState(WireModel):
         background: :class:`BackgroundState` (``children/background.py``).
         ticks: :class:`TickState` (``ticks.py``).
         pause: :class:`PauseState` (``pause.py``).
+        workspace: :class:`WorkspaceState` (``turn/workspace.py``): the worker holding
+            the handle's workspace.
     """
 
     # Identity and configuration, set once at creation (spawn, ``roots.py`` for the root).
@@ -564,6 +567,7 @@ class HandleState(WireModel):
     background: BackgroundState = Field(default_factory=BackgroundState)
     ticks: TickState = Field(default_factory=TickState)
     pause: PauseState = Field(default_factory=PauseState)
+    workspace: WorkspaceState = Field(default_factory=WorkspaceState)
 
 
 class AgentInput(WireModel):

@@ -38,6 +38,7 @@ from toolnexus_temporal.workflows.turn.context import note_reply, summarize_if_d
 from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
 from toolnexus_temporal.workflows.turn.tracing import TurnTrace
+from toolnexus_temporal.workflows.turn.workspace import Workspaces
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -106,6 +107,7 @@ class Turn:
             s, scratch, budgets, approvals, delegation, self._tool_job, self._exec_tool
         )
         self.span = TurnTrace()  # OpenTelemetry, when the worker traces (tracing.py)
+        self.workspaces = Workspaces(s, vis)
 
     # ------------------------------------------------------------------ the turn
 
@@ -328,15 +330,23 @@ class Turn:
             )
         return await self._exec_tool(call, None)
 
-    async def _exec_tool(self, call: ToolCall, answer: Answer | None) -> ToolResult:
+    async def _exec_tool(
+        self, call: ToolCall, answer: Answer | None, pinned: tuple[str, timedelta] | None = None
+    ) -> ToolResult:
         """One tool activity; its failure becomes an ``is_error`` result (never a failed
-        turn)."""
+        turn). A workspace tool's runs on the worker holding the handle's workspace
+        (``workspace.py``), which calls this again with ``pinned``: that worker's task queue
+        and the schedule-to-start timeout; a pinned call raises its ``ActivityError``."""
         s = self.s
         opts = s.tool_options.get(call.name) or call_options(s.defn, call.name) or ToolOptions()
         # An interrupt waits until the tool acknowledged its cancellation (a sync tool's
         # thread has stopped, activities/threads.py), so it never outlives the turn.
         cancellation = workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED
         try:
+            if opts.workspace and pinned is None:
+                return await self.workspaces.run(
+                    call, lambda queue, wait: self._exec_tool(call, answer, (queue, wait))
+                )
             result: ToolResult = await workflow.execute_activity(
                 TOOL_CALL_ACTIVITY,
                 ToolCallInput(
@@ -347,6 +357,8 @@ class Turn:
                     answer=answer,
                 ),
                 result_type=ToolResult,
+                task_queue=pinned[0] if pinned else None,
+                schedule_to_start_timeout=pinned[1] if pinned else None,
                 start_to_close_timeout=timedelta(milliseconds=opts.timeout_ms),
                 heartbeat_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(
@@ -358,6 +370,8 @@ class Turn:
                 cancellation_type=cancellation,
             )
         except ActivityError as err:
+            if pinned is not None:
+                raise  # workspace.py tells a lost worker from other failures
             if self.scratch.interrupt_requested:
                 self.vis.trace(f"{s.id}: tool {call.name} ({call.id}) stopped (interrupt)")
                 raise
