@@ -18,10 +18,11 @@ full, each running its turns back to back after one warm-up turn each, all at on
 ``python -m bench.cpu --size small --out DIR --stamp NAME [--profile]`` runs this measure
 alone (its own dev server and scripted LLM, ours and the floor): ``NAME.json`` and
 ``NAME.md``; with ``--profile``, for each contender one more parallel burst recorded by
-py-spy (``NAME-<contender>.svg``, a flame graph of on-CPU samples) and another recorded as
-collapsed stacks, summarised in ``NAME-<contender>-top.txt`` (top functions by self and
-by total samples, and samples per package). The suite (``python -m bench``) runs the
-measure for ours, ours_direct and the floor after their other measures.
+py-spy (every Python thread, 100 Hz): its stacks (``NAME-<contender>.collapsed.txt``), a
+flame graph of the busy samples (``NAME-<contender>.svg``) and their top functions by self
+and total samples, and samples per package (``NAME-<contender>-top.txt``). The suite
+(``python -m bench``) runs the measure for ours, ours_direct and the floor after their other
+measures.
 """
 
 from __future__ import annotations
@@ -148,20 +149,18 @@ def py_spy() -> str | None:
 
 
 @contextlib.asynccontextmanager
-async def recording(pid: int, out: Path, fmt: str) -> Any:
-    """py-spy sampling ``pid`` while the block runs, written to ``out`` in ``fmt``
-    (``flamegraph``: SVG; ``raw``: collapsed stacks) when py-spy gets SIGINT.
+async def recording(pid: int, out: Path) -> Any:
+    """py-spy sampling every thread of ``pid`` while the block runs, by function, written
+    to ``out`` as collapsed stacks (``frame;frame;... count``, root first) on SIGINT.
 
-    Samples the thread holding the GIL, by function (``--gil``): py-spy's idle detection
-    counted every waiting thread-pool thread as busy on this machine. So C code that
-    releases the GIL (SQLite's) is undercounted, and the Rust core's threads are not
-    sampled: the CPU figures of :func:`measure_cpu` count them."""
+    py-spy's own idle detection counted every waiting thread-pool thread as busy on this
+    machine, so :func:`busy_stacks` drops the samples of a thread that was waiting."""
     binary = py_spy()
     if binary is None:
         raise RuntimeError("py-spy is missing: pip install -e '.[bench]'")
     proc = await asyncio.create_subprocess_exec(
-        binary, "record", "--pid", str(pid), "--rate", str(SPY_RATE_HZ), "--function", "--gil",
-        "--format", fmt, "--output", str(out),
+        binary, "record", "--pid", str(pid), "--rate", str(SPY_RATE_HZ), "--function",
+        "--format", "raw", "--output", str(out),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     await asyncio.sleep(1.0)  # py-spy attaches
@@ -174,32 +173,110 @@ async def recording(pid: int, out: Path, fmt: str) -> Any:
             raise RuntimeError(f"py-spy failed ({out}): {err.decode()[-500:]}")
 
 
-def top_entries(collapsed: str, k: int = 40) -> str:
-    """A text summary of py-spy's collapsed stacks (``frame;frame;... count`` per line, root
-    first): samples per package (of the innermost frame), then the top ``k`` functions by
-    self samples and by total samples (a function counted once per stack)."""
-    self_n: Counter[str] = Counter()
-    total_n: Counter[str] = Counter()
-    package_n: Counter[str] = Counter()
-    samples = 0
+IDLE_LEAVES = (
+    "_worker (concurrent/futures/thread.py",  # a pool thread waiting for work
+    "_WorkItem.run (concurrent/futures/thread.py",  # a C call in a pool thread: stdin.read
+    "EpollSelector.select (selectors.py",  # the event loop waiting for I/O
+    "Condition.wait (threading.py",
+    "Event.wait (threading.py",
+    "Thread._wait_for_tstate_lock (threading.py",
+)
+"""Innermost frames of a thread that waits (blocked in C with the GIL released), dropped
+from the profile. ``_WorkItem.run`` as the innermost frame is a C function called straight
+from a pool thread: here only the worker process's blocking ``stdin.read``."""
+
+
+def busy_stacks(collapsed: str) -> tuple[Counter[str], int]:
+    """py-spy's collapsed stacks without the samples of waiting threads
+    (:data:`IDLE_LEAVES`); returns them and the number of samples dropped."""
+    kept: Counter[str] = Counter()
+    dropped = 0
     for line in collapsed.splitlines():
         stack, _, count = line.rpartition(" ")
         if not stack or not count.isdigit():
             continue
-        n = int(count)
-        samples += n
+        if stack.rsplit(";", 1)[-1].startswith(IDLE_LEAVES):
+            dropped += int(count)
+        else:
+            kept[stack] += int(count)
+    return kept, dropped
+
+
+def top_entries(stacks: Counter[str], dropped: int, k: int = 40) -> str:
+    """A text summary of busy stacks: samples per package (of the innermost frame), then
+    the top ``k`` functions by self samples and by total samples (a function counted once
+    per stack)."""
+    self_n: Counter[str] = Counter()
+    total_n: Counter[str] = Counter()
+    package_n: Counter[str] = Counter()
+    samples = sum(stacks.values())
+    for stack, n in stacks.items():
         frames = stack.split(";")
         self_n[frames[-1]] += n
         package_n[_package(frames[-1])] += n
         for frame in set(frames):
             total_n[frame] += n
-    out = [f"{samples} samples at {SPY_RATE_HZ} Hz (the thread holding the GIL)", ""]
-    out += ["samples by package of the innermost frame:"]
-    out += [f"{n:8d} {n / max(samples, 1):6.1%}  {p}" for p, n in package_n.most_common()]
+    out = [
+        f"{samples} busy samples at {SPY_RATE_HZ} Hz, every Python thread "
+        f"({dropped} samples of waiting threads dropped; the Rust core's own threads are not "
+        "sampled)",
+        "",
+        "samples by package of the innermost frame:",
+    ]
+    out += [f"{n:8d} {n / max(samples, 1):6.1%}  {p}" for p, n in package_n.most_common(30)]
     for title, counter in (("self", self_n), ("total", total_n)):
         out += ["", f"top {k} by {title} samples:"]
-        out += [f"{n:8d} {n / samples:6.1%}  {f}" for f, n in counter.most_common(k)]
+        out += [f"{n:8d} {n / max(samples, 1):6.1%}  {f}" for f, n in counter.most_common(k)]
     return "\n".join(out) + "\n"
+
+
+def flame_svg(stacks: Counter[str], title: str, width: int = 1600) -> str:
+    """A flame graph (root at the bottom, width = samples) of collapsed stacks, as SVG with
+    a tooltip per frame (Brendan Gregg's layout; no script)."""
+    tree: dict[str, Any] = {"n": 0, "kids": {}}
+    for stack, n in stacks.items():
+        node = tree
+        node["n"] += n
+        for frame in stack.split(";"):
+            node = node["kids"].setdefault(frame, {"n": 0, "kids": {}})
+            node["n"] += n
+    total = max(tree["n"], 1)
+    row_h, rects = 16, []
+    depth_max = 0
+
+    def walk(node: dict[str, Any], x: float, depth: int) -> None:
+        nonlocal depth_max
+        for frame, kid in sorted(node["kids"].items()):
+            w = kid["n"] * width / total
+            if w >= 0.3:
+                depth_max = max(depth_max, depth)
+                rects.append((x, depth, w, frame, kid["n"]))
+                walk(kid, x, depth + 1)
+            x += w
+
+    walk(tree, 0.0, 0)
+    height = (depth_max + 1) * row_h + 40
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        'font-family="monospace" font-size="11">',
+        f'<text x="4" y="14" font-size="13">{_esc(title)} ({total} samples)</text>',
+    ]
+    for x, depth, w, frame, n in rects:
+        y = height - (depth + 1) * row_h
+        hue = 10 + (hash(frame.split(" (")[0]) % 40)
+        name = frame.split(" (")[0]
+        label = name[: int(w / 7)] if w > 21 else ""
+        out.append(
+            f"<g><title>{_esc(frame)}: {n} samples, {n / total:.1%}</title>"
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{row_h - 1}" '
+            f'fill="hsl({hue},85%,60%)"/>'
+            f'<text x="{x + 2:.1f}" y="{y + 12}">{_esc(label)}</text></g>'
+        )
+    return "\n".join([*out, "</svg>"]) + "\n"
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _package(frame: str) -> str:
@@ -284,23 +361,30 @@ async def measure_cpu(
 
         out["parallel"] = {"agents": agents_n, **await _batch(worker.pid, burst)}
         if profile is not None:
-            os.makedirs(profile, exist_ok=True)
-            svg = profile / f"{stamp}-{name}.svg"
-            raw = profile / f"{stamp}-{name}.collapsed.txt"
-            async with recording(worker.pid, svg, "flamegraph"):
-                await burst()
-            async with recording(worker.pid, raw, "raw"):
-                await burst()
-            top = profile / f"{stamp}-{name}-top.txt"
-            top.write_text(
-                f"{name}: worker process under {agents_n} agents x {per_agent} plain turns "
-                f"(py-spy {SPY_RATE_HZ} Hz)\n" + top_entries(raw.read_text())
+            out["profile"] = await _profile(worker.pid, burst, profile, f"{stamp}-{name}")
+            out["profile"]["title"] = (
+                f"{name}: worker process, {agents_n} agents x {per_agent} plain turns"
             )
-            out["profile"] = {"flamegraph": str(svg), "collapsed": str(raw), "top": str(top)}
     out["failed_turns"] = len(failures)
     if failures:
         out["errors"] = dict(Counter(failures).most_common(5))
     return out
+
+
+async def _profile(pid: int, burst: Callable[[], Any], folder: Path, stem: str) -> dict[str, Any]:
+    """One more burst recorded by py-spy: ``stem.collapsed.txt`` (py-spy's raw stacks),
+    ``stem.svg`` (flame graph of the busy samples) and ``stem-top.txt``."""
+    os.makedirs(folder, exist_ok=True)
+    raw, svg, top = (folder / f"{stem}{end}" for end in (".collapsed.txt", ".svg", "-top.txt"))
+    cpu0 = cpu_seconds(pid)
+    async with recording(pid, raw):
+        turns = await burst()
+    cpu = cpu_seconds(pid) - cpu0
+    stacks, dropped = busy_stacks(await asyncio.to_thread(raw.read_text))
+    head = f"{stem}: {turns} plain turns, {cpu:.2f} s worker CPU while recorded"
+    await asyncio.to_thread(svg.write_text, flame_svg(stacks, head))
+    await asyncio.to_thread(top.write_text, head + "\n" + top_entries(stacks, dropped))
+    return {"flamegraph": str(svg), "collapsed": str(raw), "top": str(top), "cpu_s": cpu}
 
 
 def derive(cpu: dict[str, dict[str, Any]]) -> dict[str, Any]:
