@@ -37,6 +37,7 @@ import signal
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, date, datetime
@@ -61,12 +62,17 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SPY_RATE_HZ = 100
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far, all its threads
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of process ``pid`` so far, all its threads
     (``/proc/<pid>/stat`` fields 14 and 15, ``man 5 proc``)."""
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (:func:`cpu_times`)."""
+    return sum(cpu_times(pid))
 
 
 # ---------------------------------------------------------------------- the worker process
@@ -263,8 +269,8 @@ def flame_svg(stacks: Counter[str], title: str, width: int = 1600) -> str:
     ]
     for x, depth, w, frame, n in rects:
         y = height - (depth + 1) * row_h
-        hue = 10 + (hash(frame.split(" (")[0]) % 40)
         name = frame.split(" (")[0]
+        hue = 10 + zlib.crc32(name.encode()) % 40  # the same colour for a name in every run
         label = name[: int(w / 7)] if w > 21 else ""
         out.append(
             f"<g><title>{_esc(frame)}: {n} samples, {n / total:.1%}</title>"
@@ -303,13 +309,15 @@ async def _turns(agent: Agent, n: int, prompt: str, failures: list[str]) -> int:
 
 async def _batch(pid: int, run: Callable[[], Any]) -> dict[str, Any]:
     """Run ``run()`` (returns the turns done) and measure the worker's CPU and wall time."""
-    cpu0, wall0 = cpu_seconds(pid), time.perf_counter()
+    (user0, sys0), wall0 = cpu_times(pid), time.perf_counter()
     done = await run()
-    cpu1, wall1 = cpu_seconds(pid), time.perf_counter()
-    cpu = cpu1 - cpu0
+    (user1, sys1), wall1 = cpu_times(pid), time.perf_counter()
+    cpu = user1 - user0 + sys1 - sys0
     return {
         "turns": done,
         "cpu_s": cpu,
+        "user_s": user1 - user0,
+        "system_s": sys1 - sys0,
         "wall_s": wall1 - wall0,
         "cpu_ms_per_turn": cpu * 1000 / done if done else None,
         "cpu_share": cpu / (wall1 - wall0) if wall1 > wall0 else None,
@@ -420,17 +428,18 @@ def markdown(results: dict[str, Any]) -> list[str]:
         "",
         "CPU seconds (user + system, every thread) of the contender's worker process per "
         "plain turn, its worker alone in a process of its own; clients, the Temporal server "
-        "and the LLM server are not counted. Ratios are to the floor in the same run.",
+        'and the LLM server are not counted ("of it system": the kernel\'s part, system '
+        "calls such as socket I/O and fsync). Ratios are to the floor in the same run.",
         "",
         "| contender | 1 agent: CPU ms / turn | 1 agent: CPU share | parallel: agents | "
-        "parallel: CPU ms / turn | parallel: CPU share | parallel: turns/s | target ≤"
-        f"{CPU_PER_TURN_MAX}× (parallel) |",
-        "|---|---|---|---|---|---|---|---|",
+        "parallel: CPU ms / turn | parallel: of it system | parallel: CPU share | "
+        f"parallel: turns/s | target ≤{CPU_PER_TURN_MAX}× (parallel) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, m in cpu.items():
         label = results["contenders"][name].get("label", name)
         if "error" in m:
-            lines.append(f"| {label} | {m['error'][:200]} | | | | | | |")
+            lines.append(f"| {label} | {m['error'][:200]} | | | | | | | |")
             continue
         s, p, r = m.get("sequential") or {}, m.get("parallel") or {}, ratios.get(name, {})
         rs = f" ({r['sequential_ratio']:.2f}×)" if r.get("sequential_ratio") else ""
@@ -439,13 +448,20 @@ def markdown(results: dict[str, Any]) -> list[str]:
         tps = p["turns"] / p["wall_s"] if p.get("wall_s") else None
         lines.append(
             f"| {label} | {_f(s.get('cpu_ms_per_turn'))}{rs} | {_f(s.get('cpu_share'), 2)} | "
-            f"{p.get('agents', '—')} | {_f(p.get('cpu_ms_per_turn'))}{rp} | "
+            f"{p.get('agents', '—')} | {_f(p.get('cpu_ms_per_turn'))}{rp} | {_sys(p)} | "
             f"{_f(p.get('cpu_share'), 2)} | {_f(tps)} | {verdict} |"
         )
     failed = {n: m.get("failed_turns") for n, m in cpu.items() if m.get("failed_turns")}
     if failed:
         lines += ["", f"Failed turns: {failed}"]
     return [*lines, ""]
+
+
+def _sys(batch: dict[str, Any]) -> str:
+    """The system (kernel) part of a batch's CPU, in ms per turn."""
+    if batch.get("system_s") is None or not batch.get("turns"):
+        return "—"
+    return f"{batch['system_s'] * 1000 / batch['turns']:,.1f}"
 
 
 def _f(v: Any, digits: int = 1) -> str:
