@@ -69,6 +69,7 @@ from toolnexus_temporal.activities.live import LiveFeed
 from toolnexus_temporal.activities.redact import redacted_error
 from toolnexus_temporal.activities.store import (
     ConversationStore,
+    SqliteConversationStore,
     StoreError,
     StoreUnavailableError,
 )
@@ -359,22 +360,11 @@ class LlmActivities:
         model: str,
         span: telemetry.LlmSpan,
     ) -> LlmCallResult:
-        deadline = inp.deadline_ms
-        recorded = await store.call(
-            lambda: self.store.completion(inp.conv_id, inp.fence), deadline_ms=deadline
-        )
+        recorded, stored_len, transcript = await self._begin(inp, store)
         if recorded is not None:
             activity.logger.info("LLM call %s/%s already answered", inp.conv_id, inp.fence)
             span.recorded()
             return _fit(LlmCallResult.model_validate_json(recorded))
-        _check_deadline(deadline)
-        stored_len = await store.call(
-            lambda: self.store.write(inp.conv_id, inp.base_len, inp.new_messages, fence=inp.fence),
-            deadline_ms=deadline,
-        )
-        transcript = await store.call(
-            lambda: self.store.read(inp.conv_id, stored_len), deadline_ms=deadline
-        )
         view = context.model_view(transcript, inp.context, inp.summary) if inp.context else None
         tools = (
             self.tool_schemas(inp.tools, inp.team)
@@ -431,6 +421,41 @@ class LlmActivities:
             hold=hold,
         )
         return _fit(result)
+
+    async def _begin(
+        self, inp: LlmCallInput, store: _StoreCalls
+    ) -> tuple[str | None, int, list[Message]]:
+        """The recorded completion of this call (then nothing else), else the new messages
+        written (once the deadline is checked) and the transcript read back: ``(completion,
+        stored_len, transcript)``. The SQLite store does the three in one worker thread
+        (``SqliteConversationStore.begin_call``, issue 28), any other in three calls."""
+        deadline = inp.deadline_ms
+        if isinstance(self.store, SqliteConversationStore):
+            sqlite = self.store
+            return await store.call(
+                lambda: sqlite.begin_call(
+                    inp.conv_id,
+                    inp.base_len,
+                    inp.new_messages,
+                    fence=inp.fence,
+                    before_write=lambda: _check_deadline(deadline),
+                ),
+                deadline_ms=deadline,
+            )
+        recorded = await store.call(
+            lambda: self.store.completion(inp.conv_id, inp.fence), deadline_ms=deadline
+        )
+        if recorded is not None:
+            return recorded, 0, []
+        _check_deadline(deadline)
+        stored_len = await store.call(
+            lambda: self.store.write(inp.conv_id, inp.base_len, inp.new_messages, fence=inp.fence),
+            deadline_ms=deadline,
+        )
+        transcript = await store.call(
+            lambda: self.store.read(inp.conv_id, stored_len), deadline_ms=deadline
+        )
+        return None, stored_len, transcript
 
     async def _call(
         self, style: WireStyle, body: dict[str, Any], live: LiveFeed, span: telemetry.LlmSpan

@@ -10,7 +10,10 @@ workflow committed has lost data: that is an error, never silently papered over.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -83,16 +86,25 @@ class ConversationStore(Protocol):
 class SqliteConversationStore:
     """A :class:`ConversationStore` in one SQLite file (the default for a single host).
 
-    Each call opens its own connection in a worker thread, so the event loop never blocks and
-    several processes on one host may share the file (SQLite WAL mode). For workers on many
-    hosts use :class:`~toolnexus_temporal.activities.pgstore.PostgresConversationStore`.
+    Each call runs in a worker thread on a connection of its own for the call, so the event
+    loop never blocks and several processes on one host may share the file (SQLite WAL mode).
+    A connection is kept for the next call when the call ends (at most ``POOL_MAX`` idle):
+    closing the file's last connection checkpoints and removes the WAL, ~0.85 ms of CPU and
+    ~5 ms of fsyncs per LLM call (four calls) when every call opened its own (issue 28).
+    For workers on many hosts use
+    :class:`~toolnexus_temporal.activities.pgstore.PostgresConversationStore`.
 
     Args:
         path: the database file; its folder is created if missing.
     """
 
+    POOL_MAX = 32
+    """Idle connections kept for reuse (above: closed when their call ends)."""
+
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._idle: list[sqlite3.Connection] = []
+        self._idle_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
@@ -119,10 +131,36 @@ class SqliteConversationStore:
         networked stores (see :func:`~toolnexus_temporal.activities.stores.open_store`)."""
 
     async def aclose(self) -> None:
-        """Nothing to do: every operation closes its own connection."""
+        """Close the idle connections (a later call opens a new one)."""
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for db in idle:
+            db.close()
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        # check_same_thread=False: a pooled connection moves between worker threads, one
+        # call (one thread) at a time (_pooled).
+        return sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+
+    @contextlib.contextmanager
+    def _pooled(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one call: an idle one, or a new one; back to the pool after a
+        call that left no transaction open, else closed (which rolls it back)."""
+        with self._idle_lock:
+            db = self._idle.pop() if self._idle else None
+        if db is None:
+            db = self._connect()
+        try:
+            yield db
+        finally:
+            keep = not db.in_transaction
+            if keep:
+                with self._idle_lock:
+                    keep = len(self._idle) < self.POOL_MAX
+                    if keep:
+                        self._idle.append(db)
+            if not keep:
+                db.close()
 
     async def write(
         self,
@@ -144,8 +182,7 @@ class SqliteConversationStore:
         fence: int,
         completion: str | None = None,
     ) -> int:
-        db = self._connect()
-        try:
+        with self._pooled() as db:
             db.execute("BEGIN IMMEDIATE")
             row = db.execute("SELECT fence FROM fences WHERE conv_id = ?", (conv_id,)).fetchone()
             if row is not None and row[0] > fence:
@@ -185,34 +222,67 @@ class SqliteConversationStore:
                 )
             db.execute("COMMIT")
             return base_len + len(messages)
-        finally:
-            db.close()
 
     async def read(self, conv_id: str, limit: int | None = None) -> list[Message]:
         """See :meth:`ConversationStore.read`."""
         return await asyncio.to_thread(self._read, conv_id, limit)
 
     def _read(self, conv_id: str, limit: int | None) -> list[Message]:
-        db = self._connect()
-        try:
+        with self._pooled() as db:
             rows = db.execute(
                 "SELECT body FROM messages WHERE conv_id = ? AND seq < ? ORDER BY seq",
                 (conv_id, limit if limit is not None else 2**62),
             ).fetchall()
-        finally:
-            db.close()
         return [Message.model_validate_json(body) for (body,) in rows]
 
     async def completion(self, conv_id: str, fence: int) -> str | None:
         """See :meth:`ConversationStore.completion`."""
         return await asyncio.to_thread(self._completion, conv_id, fence)
 
+    async def begin_call(
+        self,
+        conv_id: str,
+        base_len: int,
+        messages: list[Message],
+        *,
+        fence: int,
+        before_write: Callable[[], None] = lambda: None,
+    ) -> tuple[str | None, int, list[Message]]:
+        """What an LLM call does first, in one worker thread instead of three: the recorded
+        completion of call ``fence`` (when there is one, nothing else happens), else
+        ``before_write()`` (it may raise), :meth:`write` of ``messages`` at ``base_len``
+        and :meth:`read` of the transcript up to the stored length. Each step is the same
+        statement as its own method's (issue 28: two thread hops fewer per LLM call).
+
+        Returns:
+            ``(completion, 0, [])`` when the call was answered before, else ``(None,
+            stored_len, transcript)``.
+
+        Raises:
+            StaleWriteError, StoreError: as :meth:`write`.
+        """
+        return await asyncio.to_thread(
+            self._begin_call, conv_id, base_len, messages, fence, before_write
+        )
+
+    def _begin_call(
+        self,
+        conv_id: str,
+        base_len: int,
+        messages: list[Message],
+        fence: int,
+        before_write: Callable[[], None],
+    ) -> tuple[str | None, int, list[Message]]:
+        recorded = self._completion(conv_id, fence)
+        if recorded is not None:
+            return recorded, 0, []
+        before_write()
+        stored_len = self._write(conv_id, base_len, messages, fence)
+        return None, stored_len, self._read(conv_id, stored_len)
+
     def _completion(self, conv_id: str, fence: int) -> str | None:
-        db = self._connect()
-        try:
+        with self._pooled() as db:
             row = db.execute(
                 "SELECT body FROM completions WHERE conv_id = ? AND fence = ?", (conv_id, fence)
             ).fetchone()
-        finally:
-            db.close()
         return None if row is None else str(row[0])

@@ -110,6 +110,12 @@ class Contender:
         """Run the contender's worker (and whatever else it needs) for the measures."""
         yield
 
+    def attach(self, ctx: Context) -> None:
+        """Drive agents on the workers of a :meth:`session` with the same ``ctx.run_id``
+        run elsewhere (``bench.cpu`` runs the worker in a process of its own): set up the
+        client side only. Raises NotImplementedError for a contender that cannot."""
+        raise NotImplementedError(f"{self.name}: no worker in another process")
+
     async def new_agent(self, kind: AgentKind, group: str) -> Agent:
         """A fresh agent of ``kind``. Agents of one ``group`` (a measure) may share a
         parent."""

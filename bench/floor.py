@@ -131,10 +131,13 @@ class Floor(Contender):
         self.task_queue = ""
         self._count = 0
 
-    @contextlib.asynccontextmanager
-    async def session(self, ctx: Context) -> AsyncIterator[None]:
+    def attach(self, ctx: Context) -> None:
         self.ctx = ctx
         self.task_queue = f"bench-floor-{ctx.run_id}"
+
+    @contextlib.asynccontextmanager
+    async def session(self, ctx: Context) -> AsyncIterator[None]:
+        self.attach(ctx)
         acts = FloorActivities(ctx.base_url)
         try:
             async with Worker(

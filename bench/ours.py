@@ -129,10 +129,13 @@ class Ours(Contender):
             "top-level wake takes its slot with an update on the one root)"
         )
 
-    @contextlib.asynccontextmanager
-    async def session(self, ctx: Context) -> AsyncIterator[None]:
+    def attach(self, ctx: Context) -> None:
         self.ctx = ctx
         self.task_queue = f"bench-ours-{ctx.run_id}"
+
+    @contextlib.asynccontextmanager
+    async def session(self, ctx: Context) -> AsyncIterator[None]:
+        self.attach(ctx)
         async with (
             self.store(ctx) as store,
             create_worker(

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import processes
+from bench import cpu, processes
 from bench.contenders import ORDER
 
 OUR_VARIANTS = ("ours", "ours_direct")
@@ -155,6 +155,9 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
         out["targets"] = out["targets_by_variant"]["ours"]  # the headline verdict
     if "ours" in cs and "ours_pg" in cs:
         out["store"] = store_ratios(cs["ours"], cs["ours_pg"])
+    worker_cpu = {n: c["cpu"] for n, c in cs.items() if isinstance(c.get("cpu"), dict)}
+    if worker_cpu:
+        out["cpu"] = cpu.derive(worker_cpu)
     return out
 
 
@@ -798,6 +801,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines.append("")
 
     lines += targets_markdown(results)
+    lines += cpu.markdown(results)
     lines += store_markdown(results)
     lines += processes.markdown(results.get("processes"))
     stopped = next(

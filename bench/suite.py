@@ -17,6 +17,8 @@ Measures (see ``bench/README.md`` for what each number means):
 * ``fanout``: one turn of a lead whose model delegates N jobs at once (the ``task`` tool).
 * ``idle``: spawn rate of N agents and the worker's RSS with N idle agents, for each N of
   ``Size.spawn_levels`` (a fresh process per contender and level: ``bench.idle``).
+* ``cpu``: the worker process's CPU seconds per plain turn, one agent and the largest
+  throughput level (the worker in a process of its own: ``bench.cpu``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from bench import processes, report
+from bench import cpu, processes, report
 from bench.contender import Agent, AgentKind, Contender, Context
 from bench.contenders import DEFAULT, ORDER, make
 from bench.history import MultiTracker, TurnCost, summarize
@@ -592,6 +594,9 @@ async def run_contender(c: Contender, ctx: Context, llm: LlmProcess) -> dict[str
         out["idle"] = {"error": _error(err)}
         log(f"{c.name}: idle FAILED: {out['idle']['error']}")
     out["idle"]["elapsed_s"] = time.perf_counter() - t0
+    if c.name in cpu.CONTENDERS:
+        log(f"{c.name}: worker CPU per turn")
+        out["cpu"] = await cpu.suite_measure(c.name, ctx)
     calls_after = llm.stats()
     out["llm_calls"] = {
         model: calls_after.get(model, 0) - calls_before.get(model, 0)
