@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cpu, processes
+from bench import cpu, issue28, processes
 from bench.contenders import ORDER
 
 OUR_VARIANTS = ("ours", "ours_direct")
@@ -158,6 +158,8 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
     worker_cpu = {n: c["cpu"] for n, c in cs.items() if isinstance(c.get("cpu"), dict)}
     if worker_cpu:
         out["cpu"] = cpu.derive(worker_cpu)
+    if "ours" in cs:
+        out["issue28"] = issue28.targets(results, out)
     return out
 
 
@@ -801,6 +803,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines.append("")
 
     lines += targets_markdown(results)
+    lines += issue28.markdown(results.get("derived") or {})
     lines += cpu.markdown(results)
     lines += store_markdown(results)
     lines += processes.markdown(results.get("processes"))

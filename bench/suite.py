@@ -49,7 +49,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from bench import cpu, processes, report
+from bench import cpu, processes, report, spawn_floor
 from bench.contender import Agent, AgentKind, Contender, Context
 from bench.contenders import DEFAULT, ORDER, make
 from bench.history import MultiTracker, TurnCost, summarize
@@ -811,6 +811,13 @@ async def run_suite(
                 )
                 log(f"{name}: start ({contender.label})")
                 results["contenders"][name] = await run_contender(contender, ctx, llm)
+            if "floor" in chosen and "ours" in chosen:  # issue 28's spawn target
+                try:
+                    results["spawn_floor"] = await spawn_floor.measure_on(
+                        temporal, 100, task_queue=f"{run_id}-spawn-floor"
+                    )
+                except Exception as err:
+                    results["spawn_floor"] = {"error": _error(err)}
             if sz.processes and any(n in chosen for n in processes.CONTENDERS):
                 base = Context(temporal, address, llm.base_url, sz, Path(tmp), run_id, log=log)
                 try:
