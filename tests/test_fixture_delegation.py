@@ -4,6 +4,7 @@ data-driven tests on a real dev server. Durable resume is asserted in our shape
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -177,3 +178,30 @@ async def test_durable_resume_fixture(make_runtime) -> None:
             ],
         }
         assert_transitions(await rt.trace_lines(), expected)
+
+
+async def test_task_children_close_with_their_workflow_result(make_runtime) -> None:
+    """A ``task`` child signals no ``child_report`` when its turn settles or it closes (issue
+    28, fan-out history): its workflow completes with its closed view, which the parent takes
+    as the closed report, so the parent still counts each child's usage and result and sees
+    it closed."""
+    fixture = load_fixture("subagent-fanout")
+    llm = FixtureLLM(fixture["mockLLM"])
+    async with make_runtime(fixture_registry(fixture), llm.transport()) as rt:
+        entry, result = await run_entry(rt, fixture)
+        assert result.status == "done"
+        entry = await rt.inspect(entry)
+        assert entry.usage_total == fixture["expect"]["parentUsageTotal"]
+        for child in entry.children:
+            assert (await rt.inspect(child)).state == "closed"
+            history = await rt.client.get_workflow_handle(rt.workflow_id(child)).fetch_history()
+            # (a report mid-turn, of the usage so far, still goes: the parent's roll-up)
+            reports = [
+                json.loads(a.input.payloads[0].data)
+                for e in history.events
+                if e.HasField("signal_external_workflow_execution_initiated_event_attributes")
+                and (a := e.signal_external_workflow_execution_initiated_event_attributes)
+                and a.signal_name == "child_report"
+            ]
+            assert [r for r in reports if r["state"] != "running"] == [], (child, reports)
+            assert history.events[-1].HasField("workflow_execution_completed_event_attributes")

@@ -284,10 +284,20 @@ class Machine:
             workflow.logger.error("%s", illegal)
         s.state = to
         self.vis.trace(f"{s.id}: {before}→{to} ({why})")
-        self.vis.publish()
+        if not (to == "idle" and s.one_shot):
+            # a task child closes next, in this activation or after its on_close hook: its
+            # ``closed`` upsert follows (one search attribute upsert per child saved)
+            self.vis.publish()
         self.leases.after_transition(to, parked=to == "suspended" and self.settled())
         if to == "idle" and s.one_shot:
             return  # a task child closes next: its closed report carries the result
+        if to == "closed" and s.one_shot:
+            # A task child's workflow ends once closed, and its result (the closed view,
+            # ``report_seq`` counted here) is its closed report: the parent's watch
+            # (``children/watch.py`` ``ended``) takes it. No ``child_report`` signal.
+            s.report_seq += 1
+            s.report_owed = False
+            return
         if not (before == "idle" and to == "running"):
             # A parent needs settled results, suspensions, resumptions, closes and usage; a
             # turn's start reaches it with the next report (one signal per turn saved).
