@@ -445,6 +445,12 @@ def run(
         count = parse_processes(processes)
     except ProcessesError as err:
         raise typer.BadParameter(str(err), param_hint="--processes") from None
+    if metrics_port is not None and metrics_port + count - 1 > 65535:  # P .. P+N-1 (scale.md)
+        raise typer.BadParameter(
+            f"{count} processes serve ports {metrics_port} to {metrics_port + count - 1}: "
+            f"{metrics_port + count - 1} is past 65535",
+            param_hint="--metrics-port",
+        )
     if count > 1:  # every flag is checked: the children run this command with --processes 1
         raise typer.Exit(run_supervisor(sys.argv[1:], count))
     try:
