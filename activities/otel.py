@@ -41,6 +41,7 @@ from temporalio.contrib.opentelemetry import (
 )
 
 from toolnexus_temporal.activities.telemetry import ACTIVE_TRACER
+from toolnexus_temporal.client.tracing import traces_exporter
 from toolnexus_temporal.workflows.contract.names import SIGNAL_WAKE, UPDATE_TURN
 from toolnexus_temporal.workflows.turn.tracing import TURN_SPAN_END, TURN_SPAN_START
 
@@ -202,7 +203,8 @@ def setup_tracing(exporter: SpanExporter | None = None) -> TracerProvider:
     ``OTEL_EXPORTER_OTLP_*`` variables) or ``console``.
 
     Raises:
-        ValueError: ``OTEL_TRACES_EXPORTER`` names another exporter.
+        TracingConfigError: ``OTEL_TRACES_EXPORTER`` names another exporter
+            (:func:`~toolnexus_temporal.client.tracing.traces_exporter`).
         ImportError: the OTLP exporter is not installed (the ``otel`` extra).
     """
     current = opentelemetry.trace.get_tracer_provider()
@@ -211,15 +213,12 @@ def setup_tracing(exporter: SpanExporter | None = None) -> TracerProvider:
     if _PROVIDER:
         return _PROVIDER[0]
     if exporter is None:
-        kind = (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(",")[0].strip().lower()
-        if kind == "console":
+        if traces_exporter() == "console":
             exporter = ConsoleSpanExporter()
-        elif kind == "otlp":
+        else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter()
-        else:
-            raise ValueError(f"OTEL_TRACES_EXPORTER={kind!r}: use otlp, console or none")
     resource = Resource.create(
         {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "toolnexus-temporal"}
     )

@@ -40,3 +40,26 @@ def tracing_wanted(explicit: bool | None = None, env: Mapping[str, str] | None =
         or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
         or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     )
+
+
+TRACES_EXPORTERS = ("otlp", "console")
+"""The ``OTEL_TRACES_EXPORTER`` names the SDK set-up (``activities/otel.py``) knows, besides
+``none`` (tracing off)."""
+
+
+class TracingConfigError(ValueError):
+    """``OTEL_TRACES_EXPORTER`` names an exporter this runtime does not set up."""
+
+
+def traces_exporter(env: Mapping[str, str] | None = None) -> str:
+    """The exporter that ``OTEL_TRACES_EXPORTER`` names (its first entry, lower case;
+    ``otlp`` when unset), one of :data:`TRACES_EXPORTERS`.
+
+    Raises:
+        TracingConfigError: another name (``tnx-worker`` makes it a usage error, exit 2).
+    """
+    env = os.environ if env is None else env
+    kind = (env.get("OTEL_TRACES_EXPORTER") or "otlp").split(",")[0].strip().lower()
+    if kind not in TRACES_EXPORTERS:
+        raise TracingConfigError(f"OTEL_TRACES_EXPORTER={kind!r}: use otlp, console or none")
+    return kind
