@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -233,3 +234,21 @@ def tracing_interceptor() -> TnxTracingInterceptor:
     """Set up the SDK (:func:`setup_tracing`) and return the interceptor on its tracer."""
     setup_tracing()
     return TnxTracingInterceptor()
+
+
+FLUSH_AT_EXIT_S = 1.0
+"""How long :func:`flush_tracing` waits for the spans still queued to be exported, s. The
+OTLP exporter's own timeout (``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s) is longer: a collector that
+does not answer costs a process's exit at most this much, and those spans are lost."""
+
+
+def flush_tracing(timeout_s: float = FLUSH_AT_EXIT_S) -> None:
+    """Export the spans the tracer provider set up here (:func:`setup_tracing`) still holds,
+    waiting at most ``timeout_s`` seconds; a provider the application set itself is its own.
+    ``cli.ops.hard_exit`` calls it: a process ending with ``os._exit`` skips the SDK's own
+    flush at interpreter exit. The SDK's ``force_flush`` ignores its timeout (it blocks until
+    the exporter returns), so it runs on a daemon thread that is waited for ``timeout_s``."""
+    for provider in _PROVIDER:
+        flusher = threading.Thread(target=provider.force_flush, name="tnx-otel-flush", daemon=True)
+        flusher.start()
+        flusher.join(timeout_s)
