@@ -66,7 +66,11 @@ from toolnexus_temporal.client.metrics import (
     metrics_runtime,
 )
 from toolnexus_temporal.client.reachability import namespace_exists
-from toolnexus_temporal.client.tracing import TracingConfigError, traces_exporter, tracing_wanted
+from toolnexus_temporal.client.tracing import (
+    TracingConfigError,
+    check_tracing_setup,
+    tracing_wanted,
+)
 from toolnexus_temporal.worker import (
     DEFAULT_GRACEFUL_SHUTDOWN_S,
     DEFAULT_STORE_PATH,
@@ -444,7 +448,7 @@ def run(
         raise typer.BadParameter(str(err), param_hint="--codec-keys") from None
     try:
         if tracing_wanted(otel):
-            traces_exporter()  # a name the SDK set-up does not know fails here, not at connect
+            check_tracing_setup()  # an unknown exporter or no otel extra: here, not at connect
     except TracingConfigError as err:
         raise typer.BadParameter(str(err), param_hint="--otel") from None
     try:

@@ -13,6 +13,7 @@ set-up are ``activities/otel.py``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping
 
@@ -63,3 +64,37 @@ def traces_exporter(env: Mapping[str, str] | None = None) -> str:
     if kind not in TRACES_EXPORTERS:
         raise TracingConfigError(f"OTEL_TRACES_EXPORTER={kind!r}: use otlp, console or none")
     return kind
+
+
+OTEL_EXTRA_HINT = (
+    "pip install 'toolnexus-temporal[otel]', or turn tracing off (--no-otel, tracing=False, "
+    "OTEL_SDK_DISABLED=true)"
+)
+
+
+def installed(module: str) -> bool:
+    """Whether ``module`` can be imported here (without importing it)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ModuleNotFoundError, ValueError):  # its parent package is missing
+        return False
+
+
+def check_tracing_setup(env: Mapping[str, str] | None = None) -> None:
+    """Check, before anything connects, that tracing once on can be set up: the exporter
+    name (:func:`traces_exporter`) and the ``otel`` extra (the OpenTelemetry SDK and, for
+    ``otlp``, its OTLP/HTTP exporter) installed.
+
+    Raises:
+        TracingConfigError: a name not known, or the extra missing (the message says how
+            to install it or turn tracing off).
+    """
+    kind = traces_exporter(env)
+    needed = ["opentelemetry.sdk"]
+    if kind == "otlp":
+        needed.append("opentelemetry.exporter.otlp.proto.http")
+    missing = [module for module in needed if not installed(module)]
+    if missing:
+        raise TracingConfigError(
+            f"tracing is on but {missing[0]} is not installed: {OTEL_EXTRA_HINT}"
+        )

@@ -39,3 +39,23 @@ def test_an_unknown_exporter_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -
     )
     assert result.exit_code == 0, result.output
     assert served
+
+
+def test_tracing_on_without_the_otel_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--otel`` (or an ``OTEL_*`` endpoint in the environment) on a machine without the
+    ``otel`` extra: one line naming the extra and how to turn tracing off, exit 2, not a
+    ModuleNotFoundError traceback out of the connect."""
+    from toolnexus_temporal.client import tracing
+
+    monkeypatch.setattr(tracing, "installed", lambda module: not module.startswith("opentel"))
+    with pytest.raises(TracingConfigError, match=r"toolnexus-temporal\[otel\]"):
+        tracing.check_tracing_setup({})
+    served: list[object] = []
+
+    async def fake_serve(**kw: object) -> None:
+        served.append(kw)
+
+    monkeypatch.setattr(worker_cmd, "serve", fake_serve)
+    result = CliRunner().invoke(worker_cmd.app, [*BASE, "--otel"], env={"OTEL_TRACES_EXPORTER": ""})
+    assert result.exit_code == 2 and not served, result.output
+    assert "toolnexus-temporal[otel]" in result.output and "OTEL_SDK_DISABLED" in result.output
