@@ -63,6 +63,7 @@ from toolnexus_temporal.client.metrics import (
     DEFAULT_FLEET_INTERVAL_S,
     FleetGauges,
     MetricsEndpointError,
+    metrics_address,
     metrics_runtime,
 )
 from toolnexus_temporal.client.reachability import namespace_exists
@@ -205,7 +206,11 @@ async def _serve(
                 f"store={conv_store!r}"
                 + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
                 + (f" version={deployment.to_canonical_string()}" if deployment else "")
-                + (f" metrics=http://{metrics.host}:{metrics.port}/metrics" if metrics else "")
+                + (
+                    f" metrics=http://{metrics_address(metrics.host, metrics.port)}/metrics"
+                    if metrics
+                    else ""
+                )
             )
             done, _ = await asyncio.wait(
                 [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
