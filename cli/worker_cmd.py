@@ -70,6 +70,7 @@ from toolnexus_temporal.client.reachability import namespace_exists
 from toolnexus_temporal.client.tracing import (
     TracingConfigError,
     check_tracing_setup,
+    traces_exporter,
     tracing_wanted,
 )
 from toolnexus_temporal.worker import (
@@ -206,6 +207,7 @@ async def _serve(
                 f"store={conv_store!r}"
                 + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
                 + (f" version={deployment.to_canonical_string()}" if deployment else "")
+                + (f" tracing={traces_exporter()}" if tracing_wanted(tracing) else "")
                 + (
                     f" metrics=http://{metrics_address(metrics.host, metrics.port)}/metrics"
                     if metrics

@@ -46,7 +46,7 @@ async def test_cli_and_worker_export_their_spans_when_they_exit(env, tmp_path: P
         try:
             assert worker.stdout is not None
             line = await asyncio.wait_for(worker.stdout.readline(), 60)
-            assert b"worker on " in line, line
+            assert b"worker on " in line and b" tracing=console" in line, line
             cli = await asyncio.create_subprocess_exec(
                 str(BIN / "tnx"),
                 *("spawn", "root", "parent", "--prompt", "hi"),
