@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from temporalio import activity
 
+from toolnexus_temporal.workflows.contract.mcp import MCP_SEP
 from toolnexus_temporal.workflows.contract.metrics import (
     LLM_CALLS,
     LLM_LATENCY,
@@ -32,6 +33,15 @@ class Outcome:
     (:func:`tool_outcome`); an exception makes it ``error``, a cancellation ``cancelled``."""
 
     value: str = "ok"
+    label: str | None = None
+    """Replaces the call's label value when set (an unknown MCP tool: :func:`unknown_mcp_tool`)."""
+
+
+def unknown_mcp_tool(tool: str) -> str:
+    """The ``tool`` label of a call of a tool its MCP server does not offer: the server's name
+    and ``__(unknown)``, so a model that invents names makes one series per server, not one
+    per invention (labels stay low-cardinality, docs/guide/metrics.md)."""
+    return f"{tool.partition(MCP_SEP)[0]}{MCP_SEP}(unknown)"
 
 
 @contextmanager
@@ -49,6 +59,7 @@ def _timed(calls: MetricDef, latency: MetricDef, label: str, value: str) -> Iter
     finally:
         elapsed_ms = round((time.monotonic() - started) * 1000)
         meter = activity.metric_meter()
+        value = outcome.label or value
         meter.create_counter(calls.name, calls.description, calls.unit).add(
             1, {label: value, "outcome": outcome.value}
         )

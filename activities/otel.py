@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,7 @@ from temporalio.contrib.opentelemetry import (
 )
 
 from toolnexus_temporal.activities.telemetry import ACTIVE_TRACER
+from toolnexus_temporal.client.tracing import traces_exporter
 from toolnexus_temporal.workflows.contract.names import SIGNAL_WAKE, UPDATE_TURN
 from toolnexus_temporal.workflows.turn.tracing import TURN_SPAN_END, TURN_SPAN_START
 
@@ -202,7 +204,8 @@ def setup_tracing(exporter: SpanExporter | None = None) -> TracerProvider:
     ``OTEL_EXPORTER_OTLP_*`` variables) or ``console``.
 
     Raises:
-        ValueError: ``OTEL_TRACES_EXPORTER`` names another exporter.
+        TracingConfigError: ``OTEL_TRACES_EXPORTER`` names another exporter
+            (:func:`~toolnexus_temporal.client.tracing.traces_exporter`).
         ImportError: the OTLP exporter is not installed (the ``otel`` extra).
     """
     current = opentelemetry.trace.get_tracer_provider()
@@ -211,15 +214,12 @@ def setup_tracing(exporter: SpanExporter | None = None) -> TracerProvider:
     if _PROVIDER:
         return _PROVIDER[0]
     if exporter is None:
-        kind = (os.environ.get("OTEL_TRACES_EXPORTER") or "otlp").split(",")[0].strip().lower()
-        if kind == "console":
+        if traces_exporter() == "console":
             exporter = ConsoleSpanExporter()
-        elif kind == "otlp":
+        else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
             exporter = OTLPSpanExporter()
-        else:
-            raise ValueError(f"OTEL_TRACES_EXPORTER={kind!r}: use otlp, console or none")
     resource = Resource.create(
         {"service.name": os.environ.get("OTEL_SERVICE_NAME") or "toolnexus-temporal"}
     )
@@ -234,3 +234,21 @@ def tracing_interceptor() -> TnxTracingInterceptor:
     """Set up the SDK (:func:`setup_tracing`) and return the interceptor on its tracer."""
     setup_tracing()
     return TnxTracingInterceptor()
+
+
+FLUSH_AT_EXIT_S = 1.0
+"""How long :func:`flush_tracing` waits for the spans still queued to be exported, s. The
+OTLP exporter's own timeout (``OTEL_EXPORTER_OTLP_TIMEOUT``, 10 s) is longer: a collector that
+does not answer costs a process's exit at most this much, and those spans are lost."""
+
+
+def flush_tracing(timeout_s: float = FLUSH_AT_EXIT_S) -> None:
+    """Export the spans the tracer provider set up here (:func:`setup_tracing`) still holds,
+    waiting at most ``timeout_s`` seconds; a provider the application set itself is its own.
+    ``cli.ops.hard_exit`` calls it: a process ending with ``os._exit`` skips the SDK's own
+    flush at interpreter exit. The SDK's ``force_flush`` ignores its timeout (it blocks until
+    the exporter returns), so it runs on a daemon thread that is waited for ``timeout_s``."""
+    for provider in _PROVIDER:
+        flusher = threading.Thread(target=provider.force_flush, name="tnx-otel-flush", daemon=True)
+        flusher.start()
+        flusher.join(timeout_s)

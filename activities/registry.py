@@ -14,6 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+import pydantic
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -196,7 +197,9 @@ class Registry:
         """Load ``package.module:NAME`` (for example ``toolnexus_temporal.cli.demo:REGISTRY``).
 
         Raises:
-            RegistryError: bad spec, missing module or attribute, or a wrong type.
+            RegistryError: bad spec, missing module or attribute, a wrong type, or a
+                definition the module makes that fails validation (one line per problem
+                list: model, field, message).
         """
         module_name, sep, attr = spec.partition(":")
         if not sep or not module_name or not attr:
@@ -209,6 +212,14 @@ class Registry:
             raise RegistryError(
                 f"cannot import {module_name!r} for registry {spec!r}: {err}"
             ) from err
+        except pydantic.ValidationError as err:  # a bad AgentDef or McpServer in the module
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or '(root)'}: {e['msg']} (got {e['input']!r:.80})"
+                for e in err.errors()
+            )
+            raise RegistryError(
+                f"registry {spec!r}: invalid {err.title} in {module_name!r}: {problems}"
+            ) from None
         try:
             value = getattr(module, attr)
         except AttributeError:

@@ -325,8 +325,13 @@ class ToolActivities:
                         handle_id=inp.handle_id,
                         arguments=inp.arguments,
                     ) as traced:
-                        async with heartbeating():
-                            result = await self.mcp.call(inp)
+                        try:
+                            async with heartbeating():
+                                result = await self.mcp.call(inp)
+                        except ApplicationError as err:
+                            if err.type == "UnknownTool":  # a name the model made up
+                                outcome.label = metrics.unknown_mcp_tool(inp.tool)
+                            raise
                         traced(result)
                     outcome.value = metrics.tool_outcome(result)
                     return result

@@ -63,9 +63,16 @@ from toolnexus_temporal.client.metrics import (
     DEFAULT_FLEET_INTERVAL_S,
     FleetGauges,
     MetricsEndpointError,
+    metrics_address,
     metrics_runtime,
 )
 from toolnexus_temporal.client.reachability import namespace_exists
+from toolnexus_temporal.client.tracing import (
+    TracingConfigError,
+    check_tracing_setup,
+    traces_exporter,
+    tracing_wanted,
+)
 from toolnexus_temporal.worker import (
     DEFAULT_GRACEFUL_SHUTDOWN_S,
     DEFAULT_STORE_PATH,
@@ -205,7 +212,12 @@ async def _serve(
                 f"store={conv_store!r}"
                 + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
                 + (f" version={deployment.to_canonical_string()}" if deployment else "")
-                + (f" metrics=http://{metrics.host}:{metrics.port}/metrics" if metrics else "")
+                + (f" tracing={traces_exporter()}" if tracing_wanted(tracing) else "")
+                + (
+                    f" metrics=http://{metrics_address(metrics.host, metrics.port)}/metrics"
+                    if metrics
+                    else ""
+                )
             )
             done, _ = await asyncio.wait(
                 [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
@@ -455,9 +467,20 @@ def run(
     except CodecError as err:
         raise typer.BadParameter(str(err), param_hint="--codec-keys") from None
     try:
+        if tracing_wanted(otel):
+            check_tracing_setup()  # an unknown exporter or no otel extra: here, not at connect
+    except TracingConfigError as err:
+        raise typer.BadParameter(str(err), param_hint="--otel") from None
+    try:
         count = parse_processes(processes)
     except ProcessesError as err:
         raise typer.BadParameter(str(err), param_hint="--processes") from None
+    if metrics_port is not None and metrics_port + count - 1 > 65535:  # P .. P+N-1 (scale.md)
+        raise typer.BadParameter(
+            f"{count} processes serve ports {metrics_port} to {metrics_port + count - 1}: "
+            f"{metrics_port + count - 1} is past 65535",
+            param_hint="--metrics-port",
+        )
     if count > 1:  # every flag is checked: the children run this command with --processes 1
         raise typer.Exit(run_supervisor(sys.argv[1:], count))
     try:

@@ -58,7 +58,7 @@ from toolnexus_temporal.client.cluster_sources import (
 )
 from toolnexus_temporal.client.codec import data_converter as codec_data_converter
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
-from toolnexus_temporal.client.tracing import tracing_wanted
+from toolnexus_temporal.client.tracing import check_tracing_setup, tracing_wanted
 
 DEFAULT_ADDRESS_SETTING: Final = Setting(DEFAULT_ADDRESS, DEFAULT_SOURCE)
 """The address when nothing gives one."""
@@ -297,6 +297,9 @@ class ClusterConfig:
 
         Raises:
             ClusterConfigError: see :meth:`tls_config`.
+            TracingConfigError: tracing is on but cannot be set up: an unknown
+                ``OTEL_TRACES_EXPORTER``, or the ``otel`` extra is not installed
+                (:func:`.tracing.check_tracing_setup`).
             ClusterConnectError: the server cannot be reached or refused the connection (a
                 ``RuntimeError``, as ``Client.connect`` raises): one line, with the TLS
                 settings in use.
@@ -304,6 +307,7 @@ class ClusterConfig:
         kwargs = {**self.connect_kwargs(), "data_converter": self.data_converter(codec)}
         client_options.setdefault("identity", default_identity())
         if tracing_wanted(tracing):
+            check_tracing_setup()
             from toolnexus_temporal.activities.otel import tracing_interceptor
 
             client_options["interceptors"] = [

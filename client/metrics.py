@@ -64,6 +64,14 @@ class MetricsEndpointError(Exception):
     """The metrics endpoint could not be served (the address is in use or invalid)."""
 
 
+def metrics_address(host: str, port: int) -> str:
+    """``host:port``, an IPv6 host in brackets (``[::]:9464``, RFC 3986): the address
+    :func:`metrics_runtime` binds and the authority of the ``/metrics`` URL."""
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]:{port}"
+    return f"{host}:{port}"
+
+
 def metrics_runtime(host: str, port: int) -> Runtime:
     """The SDK core runtime serving Prometheus text at ``http://{host}:{port}/metrics``:
     the SDK's metrics with its defaults (durations in milliseconds, no ``_total`` suffix
@@ -73,7 +81,7 @@ def metrics_runtime(host: str, port: int) -> Runtime:
         MetricsEndpointError: the port cannot be bound (in use, or a bad address).
     """
     buckets = list(LATENCY_BUCKETS_MS)
-    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    bind = metrics_address(host, port)
     try:
         return Runtime(
             telemetry=TelemetryConfig(

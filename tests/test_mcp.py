@@ -402,3 +402,44 @@ def test_the_registry_checks_its_mcp_servers() -> None:
         AgentDef(name="a", mcp=[one, other])
     with pytest.raises(ValueError, match="headers need a url"):
         McpServer(name="x", command="y", headers={"a": "b"})
+
+
+async def test_a_tool_name_the_server_lacks_is_not_a_metric_label() -> None:
+    """A model that invents MCP tool names (``time__zzz1``, ``time__zzz2``, ...) must not make
+    a ``tnx_tool_calls_total`` series per invention (docs/guide/metrics.md: labels are
+    registry names and closed vocabularies): an unknown MCP tool is counted as
+    ``time__(unknown)``; a real one keeps its name. Read back from a real Prometheus endpoint
+    of the SDK runtime."""
+    import socket
+
+    import httpx
+    from temporalio.testing import ActivityEnvironment
+
+    from toolnexus_temporal.activities.tools import ToolActivities
+    from toolnexus_temporal.client.metrics import metrics_runtime
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    runtime = metrics_runtime("127.0.0.1", port)
+    env = ActivityEnvironment()
+    env.metric_meter = runtime.metric_meter
+    pool = McpPool({"time": time_server()})
+    tools = ToolActivities({}, {}, mcp=pool)
+    try:
+        for name in ("time__zzz1", "time__zzz2", "time__get_current_time"):
+            call = ToolCallInput(
+                tool=name, arguments='{"timezone": "UTC"}', handle_id="h", call_id="c"
+            )
+            try:
+                await env.run(tools.tool_call, call)
+            except Exception as err:
+                assert "UnknownTool" in repr(err) or "offers no tool" in str(err), err
+    finally:
+        await pool.aclose()
+    async with httpx.AsyncClient() as http:
+        body = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
+    series = [line for line in body.splitlines() if line.startswith("tnx_tool_calls_total{")]
+    assert not [line for line in series if "zzz" in line], series
+    assert any('tool="time__(unknown)"' in line and line.endswith(" 2") for line in series)
+    assert any('tool="time__get_current_time"' in line for line in series), series

@@ -106,3 +106,36 @@ def test_each_process_of_n_serves_metrics_on_its_own_port(monkeypatch) -> None:
     third = _process_metrics(9464, "127.0.0.1", 15)
     assert third is not None and (third.port, third.fleet_interval_s) == (9466, 0)
     assert _process_metrics(None, "127.0.0.1", 15) is None
+
+
+def test_metrics_ports_past_65535_are_a_usage_error_before_any_process_starts(
+    monkeypatch,
+) -> None:
+    """--processes 2 --metrics-port 65535 would give process 2 port 65536: the supervisor
+    refuses it at once (exit 2, docs/guide/scale.md "What runs"), not after starting process
+    1 and seeing process 2 fail."""
+    from typer.testing import CliRunner
+
+    from toolnexus_temporal.cli import supervisor, worker_cmd
+
+    def no_supervisor(argv, count):  # pragma: no cover - reached only by the bug
+        raise AssertionError("the supervisor started")
+
+    monkeypatch.setattr(worker_cmd, "run_supervisor", no_supervisor)
+    monkeypatch.delenv(supervisor.CHILD_ENV, raising=False)
+    base = ["--registry", "tests.registries:APPROVALS", "--llm-base-url", "http://x/v1"]
+    result = CliRunner().invoke(
+        worker_cmd.app, [*base, "--model", "m", "--processes", "2", "--metrics-port", "65535"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "65536" in result.output and "--metrics-port" in result.output, result.output
+
+
+def test_the_metrics_address_of_an_ipv6_host_is_bracketed() -> None:
+    """``--metrics-host ::`` binds ``[::]:P`` and the start line's URL is
+    ``http://[::]:P/metrics`` (RFC 3986 brackets), not ``http://:::P/metrics``."""
+    from toolnexus_temporal.client.metrics import metrics_address
+
+    assert metrics_address("::", 9464) == "[::]:9464"
+    assert metrics_address("0.0.0.0", 9464) == "0.0.0.0:9464"
+    assert metrics_address("[::1]", 9464) == "[::1]:9464"
