@@ -55,6 +55,10 @@ it is (its start line says so)."""
 
 AUTO: Final = "auto"
 
+MAX_PER_CORE: Final = 4
+"""The most worker processes per usable core ``--processes`` takes (a typo such as 500
+would start 500 Python workers)."""
+
 _PR_SET_PDEATHSIG: Final = 1
 """``prctl`` option: the signal a process gets when its parent dies (``<linux/prctl.h>``)."""
 
@@ -76,7 +80,8 @@ def parse_processes(value: str | int) -> int:
     """``--processes`` as a count: ``auto`` is :func:`usable_cores`.
 
     Raises:
-        ProcessesError: not ``auto`` and not an integer of at least 1.
+        ProcessesError: not ``auto``, not an integer of at least 1, or more than
+            :data:`MAX_PER_CORE` per core.
     """
     text = str(value).strip().lower()
     if text == AUTO:
@@ -89,6 +94,12 @@ def parse_processes(value: str | int) -> int:
         ) from None
     if count < 1:
         raise ProcessesError(f"--processes must be at least 1, got {count}")
+    most = MAX_PER_CORE * usable_cores()
+    if count > most:
+        raise ProcessesError(
+            f"--processes {count} is more than {MAX_PER_CORE} per core ({most} on this host): "
+            "each process is a whole Python worker; more than the cores only adds memory"
+        )
     return count
 
 

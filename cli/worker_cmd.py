@@ -406,7 +406,7 @@ def run(
             envvar="TNX_FLEET_METRICS_INTERVAL_S",
             min=0,
             help="Seconds between the fleet gauges' visibility reads (approvals waiting, "
-            "handles by state); 0: this worker reports none",
+            "handles by state), at least 1; 0: this worker reports none",
         ),
     ] = DEFAULT_FLEET_INTERVAL_S,
     otel: Annotated[
@@ -480,6 +480,11 @@ def run(
             f"{count} processes serve ports {metrics_port} to {metrics_port + count - 1}: "
             f"{metrics_port + count - 1} is past 65535",
             param_hint="--metrics-port",
+        )
+    if 0 < fleet_metrics_interval_s < 1:  # back-to-back visibility reads load the server
+        raise typer.BadParameter(
+            f"must be 0 (no fleet gauges) or at least 1 s, got {fleet_metrics_interval_s:g}",
+            param_hint="--fleet-metrics-interval-s",
         )
     if count > 1:  # every flag is checked: the children run this command with --processes 1
         raise typer.Exit(run_supervisor(sys.argv[1:], count))

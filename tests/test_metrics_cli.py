@@ -39,3 +39,27 @@ def test_a_metrics_port_in_use_is_one_line(tmp_path: Path) -> None:
     assert f"cannot serve metrics on 127.0.0.1:{port}" in lines[0], lines
     assert "address already in use" in lines[0].lower(), lines
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_fleet_interval_under_a_second_is_refused(tmp_path: Path) -> None:
+    """--fleet-metrics-interval-s 0.001 would read visibility back to back: exit 2, one
+    usage error, before anything starts (0 still turns the gauges off)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "tnx-worker"),
+            *("--registry", "tests.registries:METRICS"),
+            *("--address", "127.0.0.1:9", "--namespace", "ns-x"),
+            *("--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m"),
+            *("--store", str(tmp_path / "c.sqlite")),
+            *("--metrics-port", "9464", "--fleet-metrics-interval-s", "0.001"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done
+    assert "--fleet-metrics-interval-s" in done.stderr and "at least 1 s" in done.stderr, done
+    assert "Traceback" not in done.stderr

@@ -139,3 +139,17 @@ def test_the_metrics_address_of_an_ipv6_host_is_bracketed() -> None:
     assert metrics_address("::", 9464) == "[::]:9464"
     assert metrics_address("0.0.0.0", 9464) == "0.0.0.0:9464"
     assert metrics_address("[::1]", 9464) == "[::1]:9464"
+
+
+def test_processes_over_four_per_core_are_refused() -> None:
+    from toolnexus_temporal.cli.supervisor import (
+        MAX_PER_CORE,
+        ProcessesError,
+        parse_processes,
+        usable_cores,
+    )
+
+    most = MAX_PER_CORE * usable_cores()
+    assert parse_processes(str(most)) == most
+    with pytest.raises(ProcessesError, match="per core"):
+        parse_processes(str(most + 1))
