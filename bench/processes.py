@@ -41,6 +41,7 @@ from bench.contender import Context
 from bench.floor import Floor
 from bench.ours import Ours, registry
 from bench.sizes import SIZES, Size
+from toolnexus_temporal.cli.ops import hard_exit
 
 REGISTRY = registry(50)
 """The bench's agents, for ``tnx-worker --registry bench.processes:REGISTRY``."""
@@ -424,7 +425,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.floor_worker:
         asyncio.run(floor_worker(args.address, args.task_queue, args.base_url))
-        return
+        # Drained: end as tnx-worker does (cli.ops.hard_exit), skipping the interpreter's
+        # teardown, which can abort a process that used the SDK (temporalio/sdk-python#300:
+        # a drained floor worker exited -6 in 1 of 4 runs of tests/test_bench_scale.py).
+        hard_exit(0)
     names = [n.strip() for n in args.only.split(",") if n.strip()]
     results = asyncio.run(run_alone(args.size, names))
     stamp = f"{date.today().isoformat()}-{args.size}-processes"
