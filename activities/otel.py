@@ -99,6 +99,11 @@ class TnxTracingInterceptor(TracingInterceptor):
 
     def _wake_parent(self, params: Mapping[str, Any]) -> None:
         key = (params["workflow_id"], params["run_id"])
+        if params.get("start") and key in self._wakes:
+            # The run's start comes after a wake in the same first activation (the SDK runs
+            # signal and update handlers before the workflow function): the wake's context
+            # stays the turn's parent.
+            return
         self._wakes[key] = params["carrier"]
         self._wakes.move_to_end(key)
         while len(self._wakes) > MAX_OPEN_TURNS:
@@ -149,7 +154,7 @@ class _WorkflowInbound(TracingWorkflowInboundInterceptor):
     signal and ``turn`` update (the parent of the turn it admits) and the workflow's own."""
 
     async def execute_workflow(self, input: temporalio.worker.ExecuteWorkflowInput) -> Any:
-        self._report(self._load_workflow_context_carrier())
+        self._report(self._load_workflow_context_carrier(), start=True)
         return await super().execute_workflow(input)
 
     async def handle_signal(self, input: temporalio.worker.HandleSignalInput) -> None:
@@ -170,12 +175,19 @@ class _WorkflowInbound(TracingWorkflowInboundInterceptor):
         else:
             self._report(self._load_workflow_context_carrier())
 
-    def _report(self, carrier: dict[str, Any] | None) -> None:
+    def _report(self, carrier: dict[str, Any] | None, start: bool = False) -> None:
+        """Tell the worker the context a turn admitted next is parented on (``start``: the
+        run's own, which never replaces a wake's already told)."""
         info = temporalio.workflow.info()
         report = temporalio.workflow.extern_functions().get(WAKE_PARENT)
         if report is not None:
             report(
-                {"workflow_id": info.workflow_id, "run_id": info.run_id, "carrier": carrier or {}}
+                {
+                    "workflow_id": info.workflow_id,
+                    "run_id": info.run_id,
+                    "carrier": carrier or {},
+                    "start": start,
+                }
             )
 
 

@@ -166,7 +166,7 @@ async def test_metrics_read_back_through_prometheus(
         *("--registry", "tests.registries:METRICS", "--task-queue", tq),
         *("--model", "stub-model", "--store", str(tmp_path / "conversations.sqlite")),
         *("--metrics-port", str(metrics_port), "--metrics-host", "127.0.0.1"),
-        *("--fleet-metrics-interval-s", "0.5"),
+        *("--fleet-metrics-interval-s", "1"),
     ]
     worker = WorkerProcess(
         "metrics",
