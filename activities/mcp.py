@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.activities.tools import pending
+from toolnexus_temporal.activities.tools import call_arguments, pending
 from toolnexus_temporal.workflows.contract.limits import fit
 from toolnexus_temporal.workflows.contract.mcp import MCP_SEP
 from toolnexus_temporal.workflows.contract.messages import ToolCallInput
@@ -376,16 +376,7 @@ class McpPool:
                 type="UnknownTool",
                 non_retryable=True,
             )
-        try:
-            arguments = json.loads(inp.arguments or "{}")
-            if not isinstance(arguments, dict):
-                raise ValueError("arguments are not a JSON object")
-        except ValueError as err:
-            raise ApplicationError(
-                f"invalid arguments for {inp.tool}: {err}",
-                type="ToolArgumentsInvalid",
-                non_retryable=True,
-            ) from err
+        arguments = call_arguments(inp)
         if spec.needs_approval(tool.name) and inp.answer is None:
             shown = fit(json.dumps(arguments, ensure_ascii=False), PROMPT_CHARS // 2)
             return pending(

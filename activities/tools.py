@@ -169,6 +169,25 @@ class Tool:
         return to_tool_result(out)
 
 
+def call_arguments(inp: ToolCallInput) -> dict[str, Any]:
+    """The model's arguments of one tool call, a JSON object.
+
+    Raises:
+        ApplicationError: ``ToolArgumentsInvalid`` (non-retryable): not JSON, or not an object.
+    """
+    try:
+        arguments = json.loads(inp.arguments or "{}")
+        if not isinstance(arguments, dict):
+            raise ValueError("arguments are not a JSON object")
+    except ValueError as err:
+        raise ApplicationError(
+            f"invalid arguments for {inp.tool}: {err}",
+            type="ToolArgumentsInvalid",
+            non_retryable=True,
+        ) from err
+    return arguments
+
+
 def to_tool_result(out: Any) -> ToolResult:
     """Normalise a tool's return value into a ToolResult."""
     if isinstance(out, ToolResult):
@@ -343,16 +362,7 @@ class ToolActivities:
                 type="UnknownTool",
                 non_retryable=True,
             )
-        try:
-            arguments = json.loads(inp.arguments or "{}")
-            if not isinstance(arguments, dict):
-                raise ValueError("arguments are not a JSON object")
-        except ValueError as err:
-            raise ApplicationError(
-                f"invalid arguments for {inp.tool}: {err}",
-                type="ToolArgumentsInvalid",
-                non_retryable=True,
-            ) from err
+        arguments = call_arguments(inp)
         workspace: Path | None = None
         if tool.options.workspace:
             if self.workspace is None:
