@@ -302,7 +302,8 @@ class McpPool:
 
         Raises:
             ApplicationError: ``McpServerUnavailable`` (it cannot be started or listed),
-                ``McpUnavailable`` (no ``mcp`` package).
+                ``McpUnavailable`` (no ``mcp`` package), ``McpConfigError`` (its
+                ``approval`` names a tool it does not list: :func:`_offer`).
         """
         spec = self.servers[server]
         async with self._lock(server):
@@ -357,7 +358,8 @@ class McpPool:
             server's ``approval`` list that has no Answer yet.
 
         Raises:
-            ApplicationError: ``UnknownTool`` / ``ToolArgumentsInvalid`` (non-retryable);
+            ApplicationError: ``UnknownTool`` / ``ToolArgumentsInvalid`` /
+                ``McpConfigError`` (non-retryable);
                 ``McpError`` (a JSON-RPC error; non-retryable for parse, request, method
                 and params errors); ``McpServerUnavailable`` and transport errors (retried
                 per the server's ``options``).
@@ -443,7 +445,24 @@ async def _list_all(session: ClientSession) -> list[McpTool]:
 
 def _offer(spec: McpServer, tools: list[McpTool], at: float) -> _Listing:
     """The listing as offered: the server's ``tools`` filter applied, names made valid
-    (``workflows/contract/mcp.py``); a name that still collides is left out (logged)."""
+    (``workflows/contract/mcp.py``); a name that still collides is left out (logged).
+
+    Raises:
+        ApplicationError: ``McpConfigError`` (non-retryable) when the server's ``approval``
+            names a tool the server does not list. Such a name is most likely a typo of the
+            tool it meant, which would then run with no approval, so the server's tools are
+            not offered at all until the definition or the server is fixed (fail closed).
+    """
+    listed = {tool.name for tool in tools}
+    stray = sorted(set(spec.approval) - listed - {"*"})
+    if stray:
+        raise ApplicationError(
+            f"MCP server {spec.name!r}: its approval list names tools it does not list "
+            f"({fit(', '.join(stray), PROMPT_CHARS)}); none of its tools is offered until "
+            f"the definition is fixed (it lists: {fit(', '.join(sorted(listed)), PROMPT_CHARS)})",
+            type="McpConfigError",
+            non_retryable=True,
+        )
     offered: dict[str, McpTool] = {}
     schemas: list[dict[str, Any]] = []
     for tool in tools:

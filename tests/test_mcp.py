@@ -373,6 +373,33 @@ async def test_a_hanging_server_is_left_out_of_llm_calls_for_a_while() -> None:
     await eventually(lambda: not processes(), within_s=10, what="the hung server's end")
 
 
+async def test_an_approval_naming_a_tool_the_server_lacks_offers_none_of_its_tools() -> None:
+    """A typo in ``approval`` (``get_curent_time``) would let the tool it meant run with no
+    approval: the server's tools are not offered (fail closed) and a call of one is a
+    non-retryable ``McpConfigError`` naming the stray entry, not a call that runs."""
+    from temporalio.exceptions import ApplicationError
+
+    spec = time_server().model_copy(update={"approval": ["get_curent_time"]})
+    pool = McpPool({"time": spec})
+    try:
+        assert await pool.schemas(["time"]) == []
+        with pytest.raises(ApplicationError, match="get_curent_time") as raised:
+            await pool.call(
+                ToolCallInput(
+                    tool="time__get_current_time",
+                    arguments=json.dumps({"timezone": "UTC"}),
+                    handle_id="h",
+                    call_id="c",
+                )
+            )
+        assert raised.value.type == "McpConfigError" and raised.value.non_retryable
+    finally:
+        await pool.aclose()
+    with pytest.raises(ValueError, match="approval names tools not in its tools: 'git_comit'"):
+        McpServer(name="git", command="x", tools=["git_commit"], approval=["git_comit"])
+    McpServer(name="git", command="x", tools=["git_commit"], approval=["git_commit", "*"])
+
+
 def test_offered_names_are_valid_stable_and_distinct() -> None:
     assert offered_name("git", "git_status") == "git__git_status"
     dotted = offered_name("fs", "read.file")

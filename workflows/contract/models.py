@@ -510,6 +510,15 @@ class McpServer(WireModel):
             raise ValueError(f"MCP server {self.name!r}: headers need a url")
         if self.command is None and (self.args or self.env or self.pass_env or self.cwd):
             raise ValueError(f"MCP server {self.name!r}: args, env, pass_env, cwd need a command")
+        if self.tools is not None:
+            # A name here that is not offered is a typo that would let the tool it meant run
+            # with no approval: refused (the worker checks the server's own listing too).
+            stray = sorted(set(self.approval) - set(self.tools) - {"*"})
+            if stray:
+                raise ValueError(
+                    f"MCP server {self.name!r}: approval names tools not in its tools: "
+                    + ", ".join(map(repr, stray))
+                )
         return self
 
     def needs_approval(self, tool: str) -> bool:
