@@ -25,6 +25,7 @@ from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
+    McpServer,
     Message,
     TaskResult,
     TraceLine,
@@ -305,6 +306,10 @@ def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:
         ("  description", _cell(defn.description or NONE)),
         ("  model", _cell(defn.model + (f" ({defn.style} wire)" if defn.style else ""))),
         ("  tools", _cell(", ".join(defn.tools) or NONE)),
+    ]
+    if defn.mcp:
+        rows.append(("  mcp", _cell(", ".join(_mcp_summary(server) for server in defn.mcp))))
+    rows += [
         ("  team", _cell(", ".join(defn.team) or NONE)),
         ("  budget", _cell(budget)),
     ]
@@ -313,6 +318,14 @@ def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:
     if defn.system_prompt:
         rows.append(("  system prompt", _cell(defn.system_prompt)))
     return rows
+
+
+def _mcp_summary(server: McpServer) -> str:
+    """``git (git_status, git_commit; approval: git_commit)``: an MCP server's name, the tools
+    it offers (``all`` when unfiltered) and those that need an approval."""
+    offered = ", ".join(server.tools) if server.tools is not None else "all"
+    gated = f"; approval: {', '.join(server.approval)}" if server.approval else ""
+    return f"{server.name} ({offered}{gated})"
 
 
 def _result_rows(result: TaskResult | None) -> list[tuple[str, RenderableType]]:
