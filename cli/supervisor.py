@@ -63,6 +63,14 @@ _PR_SET_PDEATHSIG: Final = 1
 """``prctl`` option: the signal a process gets when its parent dies (``<linux/prctl.h>``)."""
 
 
+def process_label() -> str:
+    """``"process 2/4 pid=1234: "`` in a supervisor's child (:data:`CHILD_ENV` set), else
+    ``""``: the prefix of a child's start line and of its fatal error, so a reader of the
+    supervisor's merged output knows which process said it."""
+    which = os.environ.get(CHILD_ENV)
+    return f"process {which} pid={os.getpid()}: " if which else ""
+
+
 class ProcessesError(ValueError):
     """``--processes`` is neither ``auto`` nor a whole number of at least 1."""
 

@@ -47,6 +47,7 @@ from toolnexus_temporal.cli.supervisor import (
     PROCESSES_ENV,
     ProcessesError,
     parse_processes,
+    process_label,
     run_supervisor,
 )
 from toolnexus_temporal.client.cluster import ClusterConfig
@@ -202,12 +203,7 @@ async def _serve(
             run = asyncio.create_task(worker.run())
             fleet = _start_fleet_gauges(client, task_queue, runtime, metrics)
             typer.echo(
-                (
-                    f"process {os.environ[CHILD_ENV]} pid={os.getpid()}: "
-                    if CHILD_ENV in os.environ
-                    else ""
-                )
-                + f"worker on {cluster.describe()} task_queue={task_queue} "
+                process_label() + f"worker on {cluster.describe()} task_queue={task_queue} "
                 f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
                 f"store={conv_store!r}"
                 + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
@@ -507,7 +503,7 @@ def run(
             )
         )
     except (StoreUnavailableError, StoreError, WorkerStartError, KeyMismatchError) as err:
-        typer.echo(f"tnx-worker: {err}", err=True)
+        typer.echo(f"tnx-worker: {process_label()}{err}", err=True)
         raise typer.Exit(1) from None
 
 

@@ -178,3 +178,23 @@ async def test_a_killed_process_is_not_restarted_the_other_drains_exit_1(
         assert output.count("shutting down: activities in flight") == 1, output  # the survivor
         assert not alive(survivor)
         assert output.count("worker on ") == 2  # nobody was started again
+
+
+async def test_a_child_process_names_itself_in_its_fatal_error(tmp_path) -> None:
+    """The supervisor's output merges its children's: a child's fatal error says which
+    process it is (``process 1/2 pid=N:``), as its start line does (it said only
+    ``tnx-worker: cannot connect ...``)."""
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "tnx-worker"),
+        *("--processes", "2", "--registry", "tests.registries:APPROVALS"),
+        *("--address", "127.0.0.1:1", "--llm-base-url", "http://127.0.0.1:9/v1"),
+        *("--model", "m", "--store", str(tmp_path / "s.sqlite")),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 1, out
+    named = re.compile(rb"^tnx-worker: process [12]/2 pid=\d+: cannot connect to Temporal", re.M)
+    assert named.search(out), out
+    assert not re.search(rb"^tnx-worker: cannot connect", out, re.M), out
