@@ -19,6 +19,10 @@ servers and closes it at shutdown); workflow code never holds a process or a ses
   (timeout and retries from the server's ``options``), dispatched here by ``ToolActivities``.
   A tool named in the server's ``approval`` returns ``pending(kind="approval")`` before it
   runs, and runs when the workflow calls it again with the Answer (CONTRACT §5).
+* **Orphans**: on Linux a stdio server is started through a few lines of Python that ask the
+  kernel to send it SIGTERM when the worker dies (``PR_SET_PDEATHSIG``, then ``exec`` of the
+  command: same process, same pid), so a SIGKILLed or crashed worker leaves no server behind,
+  even one that ignores the end of its stdin (:func:`_stdio_command`).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ import json
 import logging
 import os
 import re
+import shutil
+import signal
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -100,6 +107,50 @@ _NON_RETRYABLE_CODES: Final = frozenset({-32700, -32600, -32601, -32602})
 params."""
 
 
+_PDEATHSIG_EXEC: Final = (
+    "import ctypes, os, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(sys.argv[1]))\n"  # PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[2]):\n"  # the worker died before prctl took effect
+    "    os._exit(1)\n"
+    "os.execv(sys.argv[3], sys.argv[3:])\n"
+)
+"""Run by ``python -I -S -c``: arm the parent-death signal, then become the server."""
+
+
+def _stdio_command(spec: McpServer) -> tuple[str, list[str]]:
+    """The executable and arguments that start ``spec``'s stdio server.
+
+    On Linux: this worker's Python running :data:`_PDEATHSIG_EXEC`, which sets
+    ``PR_SET_PDEATHSIG`` to SIGTERM (``prctl(2)``: kept across ``execve``) and ``exec``s the
+    command, so the server ends with the worker even when the worker is SIGKILLed. Elsewhere
+    the command itself.
+
+    Raises:
+        ApplicationError: ``McpServerUnavailable`` (retryable: it may be installed later)
+            when ``spec.command`` is not found on this worker's ``PATH``.
+    """
+    command = spec.command
+    assert command is not None
+    if not sys.platform.startswith("linux"):
+        return command, list(spec.args)
+    found: str | None
+    if os.sep in command:  # a path: from the server's cwd, as the exec would find it
+        path = os.path.join(spec.cwd or os.getcwd(), command)
+        found = path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    else:
+        found = shutil.which(command, path=spec.env.get("PATH", os.environ.get("PATH")))
+    if found is None:
+        raise ApplicationError(
+            f"MCP server {spec.name!r}: command {command!r} is not found on this worker "
+            "(or is not executable)",
+            type="McpServerUnavailable",
+        )
+    return sys.executable, [
+        *("-I", "-S", "-c", _PDEATHSIG_EXEC),
+        *(str(int(signal.SIGTERM)), str(os.getpid()), os.path.abspath(found), *spec.args),
+    ]
+
+
 def _sdk_missing() -> ApplicationError:
     return ApplicationError(
         "MCP servers need the mcp package: pip install 'toolnexus-temporal[mcp]'",
@@ -149,8 +200,9 @@ class _Session:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             env = {**spec.env, **{k: os.environ[k] for k in spec.pass_env if k in os.environ}}
+            command, args = _stdio_command(spec)
             params = StdioServerParameters(
-                command=spec.command, args=spec.args, env=env or None, cwd=spec.cwd
+                command=command, args=args, env=env or None, cwd=spec.cwd
             )
             read, write = await stack.enter_async_context(stdio_client(params))
             return read, write

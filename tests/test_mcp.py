@@ -400,6 +400,64 @@ async def test_an_approval_naming_a_tool_the_server_lacks_offers_none_of_its_too
     McpServer(name="git", command="x", tools=["git_commit"], approval=["git_commit", "*"])
 
 
+ORPHAN_WORKER = """
+import asyncio, sys
+from toolnexus_temporal.activities.mcp import McpPool
+from toolnexus_temporal.client import McpServer
+
+async def main():
+    wrapper = (
+        "import subprocess, sys, time\\n"
+        "subprocess.run([sys.executable, '-m', 'mcp_server_time', '--local-timezone', 'UTC'])\\n"
+        "time.sleep(600)\\n"  # the end of stdin ends the server, never this wrapper
+    )
+    spec = McpServer(name="time", command=sys.executable, args=["-c", wrapper, sys.argv[1]])
+    pool = McpPool({"time": spec})
+    await pool.listing("time")
+    print("LISTED", flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+async def test_a_sigkilled_worker_leaves_no_stdio_server_behind() -> None:
+    """A worker SIGKILLed while a stdio server runs: the server ends too, even one that
+    ignores the end of its stdin (a wrapper that outlives the real server). It lived on as an
+    orphan before: the SDK ends a server only at a clean close."""
+    marker = "tnx-mcp-orphan-test"
+
+    def processes() -> list[str]:
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        return found.stdout.split()
+
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", ORPHAN_WORKER, marker, stdout=asyncio.subprocess.PIPE
+    )
+    try:
+        assert worker.stdout is not None
+        line = await asyncio.wait_for(worker.stdout.readline(), 60)
+        assert line.strip() == b"LISTED", line
+        server_pids = [p for p in processes() if int(p) != worker.pid]
+        assert server_pids, "the wrapper is running"
+    finally:
+        worker.kill()
+        await worker.wait()
+    await eventually(lambda: not processes(), within_s=10, what="the orphaned server's end")
+
+
+async def test_a_stdio_command_the_worker_lacks_is_named_in_the_error() -> None:
+    from temporalio.exceptions import ApplicationError
+
+    pool = McpPool({"gone": McpServer(name="gone", command="tnx-no-such-mcp-server")})
+    try:
+        with pytest.raises(ApplicationError, match="'tnx-no-such-mcp-server' is not found"):
+            await pool.listing("gone")
+    finally:
+        await pool.aclose()
+
+
 def test_offered_names_are_valid_stable_and_distinct() -> None:
     assert offered_name("git", "git_status") == "git__git_status"
     dotted = offered_name("fs", "read.file")
