@@ -8,7 +8,7 @@ runtime's meter. A Runtime is made once per process: each one binds its own port
 
 Gauges of fleet-wide state (approvals waiting and the oldest wait, live handles by state) are
 not any one workflow's: :class:`FleetGauges` reads them from visibility every
-``interval_s`` seconds (count queries, plus one bounded list for the oldest wait) and sets
+``interval_s`` seconds (count queries, plus bounded lists for the oldest wait) and sets
 them on the runtime's meter. Every worker of a task queue reports the same values, so
 aggregate them with ``max()`` in PromQL, never ``sum()``. Visibility is eventually
 consistent: the gauges lag the handles by up to a second or so plus the interval.
@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Final, get_args
 
 from temporalio.client import Client
@@ -52,9 +52,12 @@ DEFAULT_FLEET_INTERVAL_S: Final = 15.0
 interval)."""
 
 FLEET_LIST_LIMIT: Final = 1_000
-"""At most this many approval-queue rows are read for the oldest wait (the count is exact;
-visibility cannot order by ``AgentWaitingSince`` on SQL stores, so beyond this many waiting
-Requests the oldest wait is that of the rows read)."""
+"""Approval-queue rows read per round of the oldest-wait search (:meth:`FleetGauges.read`)."""
+
+OLDEST_ROUNDS_MAX: Final = 20
+"""The most rounds of the oldest-wait search per read. Each round lists only Requests older
+than the oldest found so far, so two rounds are the rule and more need Requests parked
+faster than visibility lists them."""
 
 HANDLE_STATES: Final[tuple[HandleStateName, ...]] = get_args(HandleStateName)
 """The ``state`` label values of ``tnx_handles`` (CONTRACT §2)."""
@@ -163,15 +166,33 @@ class FleetGauges:
             snap.handles[state] = (await self.client.count_workflows(query)).count
         queue = f"{APPROVAL_QUEUE} AND TaskQueue={quoted(self.task_queue)}"
         snap.approvals_waiting = (await self.client.count_workflows(queue)).count
-        oldest: datetime | None = None
-        if snap.approvals_waiting:
-            async for wf in self.client.list_workflows(queue, limit=FLEET_LIST_LIMIT):
-                since = wf.typed_search_attributes.get(AGENT_WAITING_SINCE)
-                if since is not None and (oldest is None or since < oldest):
-                    oldest = since
+        oldest = await self._oldest_since(queue) if snap.approvals_waiting else None
         if oldest is not None:
             snap.oldest_wait_ms = max(0.0, (time.time() - oldest.timestamp()) * 1000)
         return snap
+
+    async def _oldest_since(self, queue: str) -> datetime | None:
+        """The earliest ``AgentWaitingSince`` in ``queue``, exact at any queue length.
+
+        Visibility on SQL stores cannot order by a search attribute, so a bounded list may
+        miss the oldest row: the search lists up to :data:`FLEET_LIST_LIMIT` rows, takes
+        their earliest, and lists again among the rows older than that until a count finds
+        none older (or :data:`OLDEST_ROUNDS_MAX` rounds: then the oldest found)."""
+        oldest: datetime | None = None
+        query = queue
+        for _ in range(OLDEST_ROUNDS_MAX):
+            found: datetime | None = None
+            async for wf in self.client.list_workflows(query, limit=FLEET_LIST_LIMIT):
+                since = wf.typed_search_attributes.get(AGENT_WAITING_SINCE)
+                if since is not None and (found is None or since < found):
+                    found = since
+            if found is None:
+                break
+            oldest = found
+            query = f"{queue} AND {AGENT_WAITING_SINCE.name} < {quoted(_ms_floor(found))}"
+            if not (await self.client.count_workflows(query)).count:
+                break
+        return oldest
 
     async def collect(self) -> FleetSnapshot:
         """Read the gauges (:meth:`read`) and set them.
@@ -195,3 +216,12 @@ class FleetGauges:
             except (RPCError, RuntimeError) as err:  # RuntimeError: the client's connection
                 log.warning("fleet gauges: visibility read failed: %s", err)
             await asyncio.sleep(self.interval_s)
+
+
+def _ms_floor(at: datetime) -> str:
+    """``at`` floored to its millisecond, as a visibility query's datetime literal (RFC 3339,
+    UTC). Visibility keeps a finer value than the microseconds a client reads back (a row
+    compared ``<`` its own microsecond literal), so the search compares at whole
+    milliseconds: a Request parked in the same millisecond as the oldest found, before it,
+    is the one it can miss."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
