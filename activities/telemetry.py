@@ -129,16 +129,40 @@ def llm_span(*, model: str, provider: str) -> Iterator[LlmSpan]:
             raise
 
 
+class ToolSpan:
+    """What :func:`tool_span` yields (no-op when tracing is off): call it with the
+    ToolResult; :meth:`rename` it when the tool's name is not one of the registry's."""
+
+    def __init__(self, span: Any) -> None:
+        self.span = span
+
+    def __call__(self, result: ToolResult) -> None:
+        """Record ``result``: ``error.type`` ``tool_error`` for an ``is_error`` result and,
+        with content capture on, ``gen_ai.tool.call.result``."""
+        if self.span is None:
+            return
+        if result.is_error:
+            self.span.set_attribute("error.type", "tool_error")
+        if capture_content():
+            self.span.set_attribute("gen_ai.tool.call.result", _bounded(result.output))
+
+    def rename(self, tool: str) -> None:
+        """Name the span ``execute_tool {tool}``: a name the model made up becomes the
+        metrics' ``<server>__(unknown)`` (span names stay low-cardinality, as the
+        OpenTelemetry span-name guidance asks); ``gen_ai.tool.name`` keeps what was called."""
+        if self.span is not None:
+            self.span.update_name(f"execute_tool {tool}")
+
+
 @contextlib.contextmanager
-def tool_span(*, tool: str, call_id: str, handle_id: str, arguments: str) -> Iterator[Any]:
+def tool_span(*, tool: str, call_id: str, handle_id: str, arguments: str) -> Iterator[ToolSpan]:
     """The ``execute_tool {tool}`` span (kind INTERNAL) of one tool call: ``gen_ai.operation.name``
     ``execute_tool``, ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, the handle's attributes;
-    with content capture on, ``gen_ai.tool.call.arguments``. Yields a callable that records
-    the ToolResult (``gen_ai.tool.call.result`` with capture on; ``error.type`` for an
-    ``is_error`` result). A no-op when tracing is off."""
+    with content capture on, ``gen_ai.tool.call.arguments``. Yields a :class:`ToolSpan` that
+    records the ToolResult. A no-op when tracing is off."""
     tracer = ACTIVE_TRACER.get()
     if tracer is None:
-        yield _ignore
+        yield ToolSpan(None)
         return
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
@@ -149,22 +173,12 @@ def tool_span(*, tool: str, call_id: str, handle_id: str, arguments: str) -> Ite
     if capture_content():
         attrs["gen_ai.tool.call.arguments"] = _bounded(arguments)
 
-    def done(result: ToolResult) -> None:
-        if result.is_error:
-            s.set_attribute("error.type", "tool_error")
-        if capture_content():
-            s.set_attribute("gen_ai.tool.call.result", _bounded(result.output))
-
     with tracer.start_as_current_span(f"execute_tool {tool}", attributes=attrs) as s:
         try:
-            yield done
+            yield ToolSpan(s)
         except BaseException as err:
             s.set_attribute("error.type", _error_type(err))
             raise
-
-
-def _ignore(result: ToolResult) -> None:
-    return None
 
 
 def _error_type(err: BaseException) -> str:

@@ -350,6 +350,7 @@ class ToolActivities:
                         except ApplicationError as err:
                             if err.type == "UnknownTool":  # a name the model made up
                                 outcome.label = metrics.unknown_mcp_tool(inp.tool)
+                                traced.rename(outcome.label)
                             raise
                         traced(result)
                     outcome.value = metrics.tool_outcome(result)

@@ -494,14 +494,25 @@ async def test_a_tool_name_the_server_lacks_is_not_a_metric_label() -> None:
     a ``tnx_tool_calls_total`` series per invention (docs/guide/metrics.md: labels are
     registry names and closed vocabularies): an unknown MCP tool is counted as
     ``time__(unknown)``; a real one keeps its name. Read back from a real Prometheus endpoint
-    of the SDK runtime."""
+    of the SDK runtime. The ``execute_tool`` span names follow the same rule (OpenTelemetry
+    span names are low-cardinality): ``execute_tool time__(unknown)``; its
+    ``gen_ai.tool.name`` keeps the name called."""
     import socket
 
     import httpx
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from temporalio.testing import ActivityEnvironment
 
+    from toolnexus_temporal.activities import telemetry
     from toolnexus_temporal.activities.tools import ToolActivities
     from toolnexus_temporal.client.metrics import metrics_runtime
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    token = telemetry.ACTIVE_TRACER.set(provider.get_tracer("test"))
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -521,7 +532,18 @@ async def test_a_tool_name_the_server_lacks_is_not_a_metric_label() -> None:
             except Exception as err:
                 assert "UnknownTool" in repr(err) or "offers no tool" in str(err), err
     finally:
+        telemetry.ACTIVE_TRACER.reset(token)
         await pool.aclose()
+    spans = exporter.get_finished_spans()
+    assert [span.name for span in spans] == [
+        "execute_tool time__(unknown)",
+        "execute_tool time__(unknown)",
+        "execute_tool time__get_current_time",
+    ]
+    assert [dict(span.attributes or {})["gen_ai.tool.name"] for span in spans][:2] == [
+        "time__zzz1",
+        "time__zzz2",
+    ]
     async with httpx.AsyncClient() as http:
         body = (await http.get(f"http://127.0.0.1:{port}/metrics")).text
     series = [line for line in body.splitlines() if line.startswith("tnx_tool_calls_total{")]
