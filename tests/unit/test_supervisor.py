@@ -77,17 +77,44 @@ async def test_a_child_ending_on_its_own_drains_the_others_exit_1(tmp_path: Path
     assert not any("worker process 2/3" in line or "3/3" in line for line in lines), lines
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+SUPERVISOR = """
+import asyncio, sys
+from toolnexus_temporal.cli.supervisor import supervise
+
+def stand_in(argv):
+    return [sys.executable, "-c", sys.argv[2], *argv]
+
+code = asyncio.run(supervise([sys.argv[1]], 2, echo=lambda line: print(line, flush=True),
+                             command=stand_in))
+sys.exit(code)
+"""
+
+
 async def test_sigterm_is_forwarded_once_and_every_child_drains_exit_0(tmp_path: Path) -> None:
-    lines: list[str] = []
-    task = asyncio.create_task(supervise([str(tmp_path)], 2, echo=lines.append, command=stand_in))
-    deadline = time.monotonic() + 30
-    while len(os.listdir(tmp_path)) < 2:  # both stand-ins have their handler
-        assert time.monotonic() < deadline and not task.done(), lines
-        await asyncio.sleep(0.01)
+    """The supervisor runs in a process of its own (a SIGTERM sent to the test process
+    itself would end pytest if it came before the handler was in place)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-c", SUPERVISOR, str(tmp_path), CHILD),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while len(os.listdir(tmp_path)) < 2:  # both stand-ins have their handler
+            assert time.monotonic() < deadline and proc.returncode is None
+            await asyncio.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)  # what a process manager sends the supervisor
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+    lines = out.decode().splitlines()
+    assert proc.returncode == 0, lines
     assert "2 worker processes" in lines[0]
-    os.kill(os.getpid(), signal.SIGTERM)  # what a process manager sends the supervisor
-    assert await asyncio.wait_for(task, 60) == 0
-    assert any("SIGTERM: 2 worker processes draining" in line for line in lines)
+    assert any("SIGTERM: 2 worker processes draining" in line for line in lines), lines
 
 
 def test_each_process_of_n_serves_metrics_on_its_own_port(monkeypatch) -> None:
