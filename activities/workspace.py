@@ -13,16 +13,21 @@ schedule-to-start timeout says so.
 Directories: ``{root}/{workspace_dir_name(workflow id)}``, one per handle (its workflow id, so two
 runtimes' handles never share one). A claim starts the directory empty (whatever an earlier
 life of this worker left there is removed: the handle was told its workspace was lost). A
-handle's directory is kept while the worker runs. With no root given the worker makes a
-fresh temporary root when it starts and removes it, with every workspace in it, when it
-stops; a root given (``create_worker(workspace_root=...)``, ``tnx-worker
---workspace-root``) is kept, for inspection.
+handle's directory is kept while its workflow runs (continue-as-new keeps it), and removed
+by the worker within :data:`WORKSPACE_SWEEP_S` once the handle is closed (its workflow
+completed: a closed handle never runs again); a terminated or failed workflow's directory is
+kept (``tnx recover`` may start it again). With no root given the worker makes a fresh
+temporary root when it starts and removes it, with every workspace in it, when it stops; a
+root given (``create_worker(workspace_root=...)``, ``tnx-worker --workspace-root``) is kept,
+with the directories its last life had not removed, for inspection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import logging
 import re
 import shutil
 import tempfile
@@ -33,8 +38,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.worker import (
     Plugin,
     Replayer,
@@ -45,12 +51,23 @@ from temporalio.worker import (
 )
 
 from toolnexus_temporal.activities.tools import ToolActivities
+from toolnexus_temporal.client.queries import quoted
 from toolnexus_temporal.workflows.contract.names import WORKSPACE_CLAIM_ACTIVITY
 from toolnexus_temporal.workflows.contract.workspace import WorkspaceClaim, WorkspaceClaimInput
+
+log = logging.getLogger(__name__)
 
 WORKSPACE_SLOTS = 100
 """Activity slots of a worker's own queue (workspace tool calls at once). A call that waits
 for a slot longer than ``RuntimeOptions.workspace_lost_ms`` counts as lost."""
+
+
+WORKSPACE_SWEEP_S = 60.0
+"""Seconds between two sweeps of a worker's workspaces: one visibility read per 100 of its
+handles, removing the directories of those whose workflow completed (the handle closed)."""
+
+SWEEP_BATCH = 100
+"""Workflow ids per visibility query of a sweep."""
 
 
 def workspace_dir_name(workflow_id: str) -> str:
@@ -81,6 +98,7 @@ class WorkspaceHost:
         self.given_root = root
         self.root: Path | None = None
         self.identity = ""
+        self._held: dict[str, Path] = {}  # workflow id -> its directory, while it may run
 
     def directory(self, workflow_id: str) -> Path:
         """The workspace directory of the handle of ``workflow_id`` (made if missing).
@@ -94,7 +112,51 @@ class WorkspaceHost:
             )
         path = self.root / workspace_dir_name(workflow_id)
         path.mkdir(parents=True, exist_ok=True)
+        self._held[workflow_id] = path
         return path
+
+    async def sweep(self, client: Client) -> list[str]:
+        """Remove the directories of this worker's handles that are closed (their workflow
+        completed), read from visibility in batches of :data:`SWEEP_BATCH`.
+
+        Returns:
+            The workflow ids whose directories were removed.
+
+        Raises:
+            RPCError: visibility could not be read (the directories are kept until the next
+                sweep).
+        """
+        done: list[str] = []
+        ids = list(self._held)
+        for at in range(0, len(ids), SWEEP_BATCH):
+            batch = [i for i in ids[at : at + SWEEP_BATCH] if _quotable(i)]
+            if not batch:
+                continue
+            query = (
+                'ExecutionStatus="Completed" AND WorkflowId IN ('
+                + ", ".join(quoted(i) for i in batch)
+                + ")"
+            )
+            closed = {wf.id async for wf in client.list_workflows(query)}
+            for workflow_id in batch:
+                # a later run of the same id may have started since: it is "Running" too
+                if workflow_id in closed and not await _running(client, workflow_id):
+                    path = self._held.pop(workflow_id)
+                    await asyncio.to_thread(shutil.rmtree, path, True)
+                    done.append(workflow_id)
+        return done
+
+    async def _sweeping(self, client: Client) -> None:
+        """:meth:`sweep` every :data:`WORKSPACE_SWEEP_S` while the worker runs."""
+        while True:
+            await asyncio.sleep(WORKSPACE_SWEEP_S)
+            try:
+                removed = await self.sweep(client)
+            except RPCError as err:
+                log.warning("workspace sweep: visibility could not be read: %s", err)
+                continue
+            if removed:
+                log.info("workspaces of %d closed handles removed", len(removed))
 
     @activity.defn(name=WORKSPACE_CLAIM_ACTIVITY)
     async def claim(self, inp: WorkspaceClaimInput) -> WorkspaceClaim:
@@ -139,10 +201,14 @@ class WorkspaceHost:
                 "default_heartbeat_throttle_interval", timedelta(seconds=30)
             ),
         )
+        sweeping = asyncio.create_task(self._sweeping(worker.client), name="workspace sweep")
         try:
             async with own:
                 await run(worker)
         finally:
+            sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeping
             self.root = None
             if self.given_root is None:
                 await asyncio.to_thread(shutil.rmtree, root, True)
@@ -188,3 +254,20 @@ def _empty(path: Path) -> None:
             shutil.rmtree(child)
         else:
             child.unlink()
+
+
+def _quotable(workflow_id: str) -> bool:
+    try:
+        quoted(workflow_id)
+    except ValueError:
+        return False
+    return True
+
+
+async def _running(client: Client, workflow_id: str) -> bool:
+    """Whether the latest run of ``workflow_id`` is running (visibility can lag a new run)."""
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return True  # unknown: keep the directory
+    return described.status == WorkflowExecutionStatus.RUNNING

@@ -187,6 +187,52 @@ async def test_a_temporary_workspace_root_goes_with_its_worker(client: Client, s
     assert not workspace.parent.exists()  # the root it made is removed when it stops
 
 
+async def test_a_closed_handles_workspace_is_removed_by_the_sweep(
+    client: Client, store: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that lives for weeks must not keep every closed handle's directory: the
+    sweep removes a closed handle's (its workflow completed) and keeps a live one's. They
+    were all kept until the worker stopped."""
+    from toolnexus_temporal.activities import workspace as ws
+
+    monkeypatch.setattr(ws, "WORKSPACE_SWEEP_S", 0.5)
+    llm = ScriptedLLM(
+        {
+            MODEL: [
+                tool_calls(("step", {"name": "a"})),
+                text("ok a"),
+                tool_calls(("step", {"name": "b"})),
+                text("ok b"),
+            ]
+        }
+    )
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    queue = f"tq-{scope}"
+    root = tmp_path / "root"
+    async with create_worker(
+        client,
+        registry=registry(),
+        llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
+        task_queue=queue,
+        store=store,
+        transport=llm.transport(),
+        workspace_root=root,
+    ) as worker:
+        async with worker:
+            rt = await AgentRuntime(client, task_queue=queue, scope=scope).start()
+            closing = await spawn(rt, rt.root, "dev")
+            assert (await rt.run_turn(closing, "go")).text == "ok a"
+            living = await spawn(rt, rt.root, "dev")
+            assert (await rt.run_turn(living, "go")).text == "ok b"
+            gone = root / workspace_dir_name(rt.workflow_id(closing.id))
+            kept = root / workspace_dir_name(rt.workflow_id(living.id))
+            assert (gone / "a").exists() and (kept / "b").exists()
+            await rt.close(closing)
+            await eventually(lambda: not gone.exists(), within_s=30, what="the sweep")
+            assert (kept / "b").read_text() == "b"  # a live handle's directory stays
+    assert (kept / "b").exists()  # a given root is kept when the worker stops
+
+
 async def test_tnx_worker_keeps_a_given_root_and_a_new_claim_starts_it_empty(
     client: Client, env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
