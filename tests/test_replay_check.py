@@ -8,7 +8,8 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from temporalio.client import Client
@@ -271,3 +272,14 @@ async def test_an_agent_of_a_retired_generation_fails_at_once_on_this_build(
         cause = err.value.cause
         assert isinstance(cause, ApplicationError) and cause.type == "UnsupportedProtocol"
         assert "protocol 2 (pre-release" in cause.message and "drain or terminate" in cause.message
+
+
+async def test_the_cli_refuses_a_scope_no_query_can_carry(env) -> None:
+    """Issue 23 item 7: ``--scope`` is checked as every other verb checks it (it was an
+    "unexpected ValueError" here), before any query is sent."""
+    no_scope = cast(AgentRuntime, SimpleNamespace(scope=None))
+    for scope in ['x"', 'x" OR WorkflowId STARTS_WITH "oe']:
+        code, out = await run_cli(env, no_scope, "--scope", scope)
+        assert code == 2, out
+        assert out.startswith(f"error: invalid --scope: scope {scope!r}: a scope is"), out
+        assert "unexpected" not in out and "Traceback" not in out, out
