@@ -301,3 +301,17 @@ async def test_a_host_verb_refuses_a_task_queue_no_query_can_carry(env) -> None:
         assert proc.returncode == 2, (verb, out, err)
         assert err.decode().startswith("error: invalid --task-queue: 'a\"b' cannot go"), err
         assert b"unexpected" not in err and b"Traceback" not in err, err
+
+
+async def test_the_cli_names_a_registry_it_cannot_load(env) -> None:
+    """Issue 23 item 5: ``--registry`` that does not load is a usage error naming it (it was
+    "unexpected BadParameter"), before anything is sent."""
+    no_scope = cast(AgentRuntime, SimpleNamespace(scope=None))
+    for spec, why in [
+        ("nomodule:X", "cannot import 'nomodule'"),
+        ("tests.registries:NOPE", "has no attribute 'NOPE'"),
+    ]:
+        code, out = await run_cli(env, no_scope, "--registry", spec)
+        assert code == 2, out
+        assert out.startswith("error: invalid --registry: ") and why in out, out
+        assert "unexpected" not in out and "Traceback" not in out, out
