@@ -285,10 +285,10 @@ async def test_the_cli_refuses_a_scope_no_query_can_carry(env) -> None:
         assert "unexpected" not in out and "Traceback" not in out, out
 
 
-async def test_a_host_verb_refuses_a_task_queue_no_query_can_carry(env) -> None:
-    """Issue 23 item 7: ``--task-queue`` goes into visibility queries (``TaskQueue="..."``,
-    the worker check); one that holds a quote is refused by name (it was an "unexpected
-    ValueError"), before anything is sent."""
+async def test_a_host_verb_refuses_a_scope_or_task_queue_no_query_can_carry(env) -> None:
+    """Issue 23 item 7: ``--scope`` and ``--task-queue`` go into visibility queries
+    (``WorkflowId STARTS_WITH``; ``TaskQueue="..."``, the worker check); one holding a quote
+    is refused by name (it was an "unexpected ValueError"), before anything is sent."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
     environ |= {"TEMPORAL_ADDRESS": env.client.service_client.config.target_host}
     tnx = str(Path(sys.executable).parent / "tnx")
@@ -301,6 +301,13 @@ async def test_a_host_verb_refuses_a_task_queue_no_query_can_carry(env) -> None:
         assert proc.returncode == 2, (verb, out, err)
         assert err.decode().startswith("error: invalid --task-queue: 'a\"b' cannot go"), err
         assert b"unexpected" not in err and b"Traceback" not in err, err
+        proc = await asyncio.create_subprocess_exec(
+            tnx, *verb, "--scope", 'x" OR WorkflowId STARTS_WITH "oe', env=environ,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 2, (verb, out, err)
+        assert err.decode().startswith("error: invalid --scope: "), err
 
 
 async def test_the_cli_names_a_registry_it_cannot_load(env) -> None:
