@@ -40,6 +40,7 @@ from toolnexus_temporal.client.errors import (
     TnxError,
     VerbRejectedError,
 )
+from toolnexus_temporal.client.queries import check_scope, check_task_queue
 from toolnexus_temporal.client.reachability import require_worker, workflow_pollers
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -194,11 +195,9 @@ async def _run(
     timeout_s: float | None,
     worker: WorkerNeed,
 ) -> T:
+    check_query_options(opts)
     client = await connect_client(opts)
-    try:
-        rt = AgentRuntime(client, task_queue=opts.task_queue, scope=opts.scope, store=store)
-    except ValueError as err:
-        raise CliError(f"invalid --scope: {err}", EXIT_ENV) from err
+    rt = AgentRuntime(client, task_queue=opts.task_queue, scope=opts.scope, store=store)
 
     def no_root() -> CliError:
         return CliError(
@@ -308,13 +307,32 @@ async def connect_client(opts: Options) -> Client:
         raise CliError(connect_message(opts.address, str(err)), EXIT_ENV) from err
 
 
+def check_query_options(opts: Options) -> None:
+    """Refuse a ``--scope`` or ``--task-queue`` no visibility query can carry, before
+    anything is sent (``client/queries.py``; issue 23 item 7).
+
+    Raises:
+        CliError: ``invalid --scope: ...`` / ``invalid --task-queue: ...`` (exit 2).
+    """
+    try:
+        check_scope(opts.scope)
+    except ValueError as err:
+        raise CliError(f"invalid --scope: {err}", EXIT_ENV) from err
+    try:
+        check_task_queue(opts.task_queue)
+    except ValueError as err:
+        raise CliError(f"invalid --task-queue: {err}", EXIT_ENV) from err
+
+
 def run_client(opts: Options, work: Callable[[Client], Awaitable[T]]) -> T:
     """Connect (:func:`connect_client`) and run ``work`` with the client, no runtime attached
     (commands over many workflows, such as ``replay-check``).
 
     Raises:
-        CliError: cannot connect, or Temporal refused a call (exit 2).
+        CliError: an invalid ``--scope``, cannot connect, or Temporal refused a call (exit 2).
     """
+
+    check_query_options(opts)
 
     async def go() -> T:
         client = await connect_client(opts)

@@ -418,7 +418,7 @@ def replay_check_command(
         try:
             local = Registry.load(registry)
         except RegistryError as err:
-            raise typer.BadParameter(str(err), param_hint="--registry") from None
+            raise ops.CliError(f"invalid --registry: {err}", ops.EXIT_ENV) from None
     report = ops.run_client(
         opts,
         lambda client: replay_check(

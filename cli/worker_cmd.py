@@ -67,6 +67,7 @@ from toolnexus_temporal.client.metrics import (
     metrics_address,
     metrics_runtime,
 )
+from toolnexus_temporal.client.queries import check_task_queue
 from toolnexus_temporal.client.reachability import namespace_exists
 from toolnexus_temporal.client.tracing import (
     TracingConfigError,
@@ -438,6 +439,10 @@ def run(
         Registry.load(registry)
     except RegistryError as err:
         raise typer.BadParameter(str(err), param_hint="--registry") from None
+    try:
+        check_task_queue(task_queue)  # it goes into TaskQueue="..." queries (fleet gauges)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--task-queue") from None
     if not llm_base_url:
         raise typer.BadParameter(
             "no LLM endpoint: pass --llm-base-url or set OPENAI_BASE_URL", param_hint="llm"

@@ -51,6 +51,16 @@ def check_scope(scope: str | None) -> None:
         raise ValueError(f"scope {scope[:80]!r}: {error}")
 
 
+def check_task_queue(task_queue: str) -> None:
+    """Refuse a task queue that :func:`quoted` cannot put in a query (``TaskQueue="..."``:
+    the worker check, the fleet gauges).
+
+    Raises:
+        ValueError: the task queue, and the character that cannot be quoted.
+    """
+    quoted(task_queue)
+
+
 def quoted(value: str) -> str:
     """``value`` as a double-quoted string of a visibility query.
 

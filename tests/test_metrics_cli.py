@@ -63,3 +63,27 @@ def test_a_fleet_interval_under_a_second_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 2, done
     assert "--fleet-metrics-interval-s" in done.stderr and "at least 1 s" in done.stderr, done
     assert "Traceback" not in done.stderr
+
+
+def test_a_task_queue_no_visibility_query_can_carry_is_refused(tmp_path: Path) -> None:
+    """Issue 23 item 7: the fleet gauges and the worker check put the task queue in
+    ``TaskQueue="..."``; one holding a quote is a usage error (exit 2) before anything
+    starts (it was a traceback from the fleet gauges: "cannot go into a visibility query")."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "tnx-worker"),
+            *("--registry", "tests.registries:METRICS", "--task-queue", 'a"b'),
+            *("--address", "127.0.0.1:9", "--namespace", "ns-x"),
+            *("--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m"),
+            *("--store", str(tmp_path / "c.sqlite")),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done
+    assert "--task-queue" in done.stderr and "cannot go into a visibility query" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -8,7 +8,8 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from temporalio.client import Client
@@ -271,3 +272,53 @@ async def test_an_agent_of_a_retired_generation_fails_at_once_on_this_build(
         cause = err.value.cause
         assert isinstance(cause, ApplicationError) and cause.type == "UnsupportedProtocol"
         assert "protocol 2 (pre-release" in cause.message and "drain or terminate" in cause.message
+
+
+async def test_the_cli_refuses_a_scope_no_query_can_carry(env) -> None:
+    """Issue 23 item 7: ``--scope`` is checked as every other verb checks it (it was an
+    "unexpected ValueError" here), before any query is sent."""
+    no_scope = cast(AgentRuntime, SimpleNamespace(scope=None))
+    for scope in ['x"', 'x" OR WorkflowId STARTS_WITH "oe']:
+        code, out = await run_cli(env, no_scope, "--scope", scope)
+        assert code == 2, out
+        assert out.startswith(f"error: invalid --scope: scope {scope!r}: a scope is"), out
+        assert "unexpected" not in out and "Traceback" not in out, out
+
+
+async def test_a_host_verb_refuses_a_scope_or_task_queue_no_query_can_carry(env) -> None:
+    """Issue 23 item 7: ``--scope`` and ``--task-queue`` go into visibility queries
+    (``WorkflowId STARTS_WITH``; ``TaskQueue="..."``, the worker check); one holding a quote
+    is refused by name (it was an "unexpected ValueError"), before anything is sent."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
+    environ |= {"TEMPORAL_ADDRESS": env.client.service_client.config.target_host}
+    tnx = str(Path(sys.executable).parent / "tnx")
+    for verb in (["spawn", "root", "w"], ["pending"], ["replay-check"]):
+        proc = await asyncio.create_subprocess_exec(
+            tnx, *verb, "--task-queue", 'a"b', env=environ,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 2, (verb, out, err)
+        assert err.decode().startswith("error: invalid --task-queue: 'a\"b' cannot go"), err
+        assert b"unexpected" not in err and b"Traceback" not in err, err
+        proc = await asyncio.create_subprocess_exec(
+            tnx, *verb, "--scope", 'x" OR WorkflowId STARTS_WITH "oe', env=environ,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 2, (verb, out, err)
+        assert err.decode().startswith("error: invalid --scope: "), err
+
+
+async def test_the_cli_names_a_registry_it_cannot_load(env) -> None:
+    """Issue 23 item 5: ``--registry`` that does not load is a usage error naming it (it was
+    "unexpected BadParameter"), before anything is sent."""
+    no_scope = cast(AgentRuntime, SimpleNamespace(scope=None))
+    for spec, why in [
+        ("nomodule:X", "cannot import 'nomodule'"),
+        ("tests.registries:NOPE", "has no attribute 'NOPE'"),
+    ]:
+        code, out = await run_cli(env, no_scope, "--registry", spec)
+        assert code == 2, out
+        assert out.startswith("error: invalid --registry: ") and why in out, out
+        assert "unexpected" not in out and "Traceback" not in out, out

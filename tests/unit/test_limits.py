@@ -76,3 +76,18 @@ def test_trace_times_read_as_iso_utc() -> None:
         at = datetime.fromtimestamp(at_ms / 1000, UTC)
         expected = at.strftime("%Y-%m-%dT%H:%M:%S") + f".{at_ms % 1000:03d}Z"
         assert iso_utc(at_ms) == expected, at_ms
+
+
+def test_an_escalation_queue_the_server_would_refuse_is_refused_at_the_definition() -> None:
+    """Its name is the ``AgentEscalatedTo`` value operators query for, so it is never cut:
+    200 emoji (2,402 JSON bytes) made the server terminate the parked workflow
+    ("BadSearchAttributes: ... AgentEscalatedTo value size 2402 exceeds size limit 2048")."""
+    from toolnexus_temporal.workflows.contract.models import ApprovalPolicy, Escalation
+
+    with pytest.raises(ValidationError, match="AgentEscalatedTo"):
+        Escalation(after_ms=300, queue="😀" * 200)
+    with pytest.raises(ValidationError, match="AgentEscalatedTo"):
+        AgentDef.model_validate({"name": "w", "approval": {"escalate": {"queue": "😀" * 200}}})
+    fits = Escalation(queue="é" * 200)  # 1,202 JSON bytes
+    assert len(json.dumps(fits.queue)) <= SEARCH_ATTRIBUTE_TEXT_BYTES
+    assert ApprovalPolicy(escalate=Escalation(queue="ops-oncall")).escalate is not None

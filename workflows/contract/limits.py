@@ -89,6 +89,21 @@ def fit_search_attribute(text: str) -> str:
     return value
 
 
+def search_attribute_error(attribute: str, value: str) -> str | None:
+    """Why the server would refuse ``value`` as search attribute ``attribute``, or None: for
+    a value that must stay whole (an operator queries for it exactly, so :func:`fit_search_
+    attribute` may not cut it), its JSON encoding (ASCII-escaped, as Temporal's JSON payload
+    converter writes it) must fit :data:`SEARCH_ATTRIBUTE_TEXT_BYTES`."""
+    size = len(json.dumps(value))
+    if size > SEARCH_ATTRIBUTE_TEXT_BYTES:
+        return (
+            f"it is the search attribute {attribute}, whose value the server takes up to"
+            f" {SEARCH_ATTRIBUTE_VALUE_BYTES} bytes; this one is {size} bytes as JSON"
+            f" (at most {SEARCH_ATTRIBUTE_TEXT_BYTES}: a shorter or ASCII name)"
+        )
+    return None
+
+
 def workflow_id_error(workflow_id: str) -> str | None:
     """Why the server would refuse ``workflow_id``, or None."""
     size = len(workflow_id.encode())

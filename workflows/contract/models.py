@@ -23,6 +23,8 @@ from pydantic import (
 )
 
 from toolnexus_temporal.workflows.contract.cron import cron_error
+from toolnexus_temporal.workflows.contract.limits import search_attribute_error
+from toolnexus_temporal.workflows.contract.names import AGENT_ESCALATED_TO
 
 HandleStateName = Literal["idle", "running", "suspended", "closed"]
 """The four Handle states (CONTRACT §2)."""
@@ -243,7 +245,12 @@ class Escalation(WireModel):
         interpreter: a registered interpreter that answers on behalf of the handle's parent
             (the next ancestor); its Answer is audited as ``escalation``.
         queue: a named operator queue: the handle keeps waiting, with the search attribute
-            ``AgentEscalatedTo`` set to this name (``AgentEscalatedTo="ops"`` in the web UI).
+            ``AgentEscalatedTo`` set to this name (``AgentEscalatedTo="ops"`` in the web UI);
+            at most 200 characters and 1,900 bytes as JSON (``limits.search_attribute_error``).
+
+    Raises:
+        ValueError: not exactly one target, or a queue the server would refuse as a search
+            attribute value.
     """
 
     after_ms: int | None = Field(default=None, ge=1)
@@ -254,6 +261,15 @@ class Escalation(WireModel):
     def _one_target(self) -> Escalation:
         if (self.interpreter is None) == (self.queue is None):
             raise ValueError("an escalation names exactly one of interpreter and queue")
+        # The queue is a search attribute value (issue 23 item 3): refused here, never by
+        # the server (it terminated the parked workflow).
+        error = (
+            None
+            if self.queue is None
+            else search_attribute_error(AGENT_ESCALATED_TO.name, self.queue)
+        )
+        if error is not None:
+            raise ValueError(f"escalation queue: {error}")
         return self
 
 
