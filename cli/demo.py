@@ -162,8 +162,8 @@ async def run_demo(
     data_dir: Path,
     console: Console,
     keep_server: bool = False,
-    port: int = 7233,
-    ui_port: int = 8233,
+    port: int | None = None,
+    ui_port: int | None = None,
     local_model: bool = False,
 ) -> int:
     """Run the tour end to end and print what each step showed.
@@ -182,8 +182,10 @@ async def run_demo(
         console: where to print.
         keep_server: leave a dev server this call started running (stop it with
             ``tnx server stop``); by default it is stopped at the end.
-        port: frontend port of the embedded dev server.
-        ui_port: web UI port of the embedded dev server.
+        port: frontend port of the embedded dev server (default: the port the server of
+            ``data_dir/temporal`` was started with, e.g. by ``tnx server start`` in this
+            directory, else 7233).
+        ui_port: web UI port of the embedded dev server (default: likewise, else 8233).
         local_model: answer with a real model on loopback: llama.cpp's ``llama-server``
             serving SmolLM2-135M-Instruct (built by ``scripts/build-llama-server.sh``).
 
@@ -201,7 +203,7 @@ async def run_demo(
             except ClusterConfigError as err:
                 raise DemoError(str(err)) from err
             if not cluster.address_given:
-                server = DevServer(data_dir=data_dir / "temporal", port=port, ui_port=ui_port)
+                server = DevServer.at(data_dir / "temporal", port=port, ui_port=ui_port)
                 if server.is_running():
                     console.print(
                         f"[bold]Temporal[/bold]: reusing the embedded dev server at "
