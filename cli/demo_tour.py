@@ -252,7 +252,7 @@ async def _show_tree(tour: Tour, coord: Handle) -> None:
     for h in tree:
         indent = "  " * (h.depth - coord.depth)
         tour.line(f"{indent}{tour.wid(h.id)}  {h.state}")
-    parked = [h.id for h in tree if h.state == "suspended"]
+    parked = [tour.wid(h.id) for h in tree if h.state == "suspended"]
     if len(tree) == 1:
         tour.showed("the model started no child (a real model need not follow the script)")
         return
@@ -293,7 +293,7 @@ async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
     for command in _answer_lines(tour, coord, req):
         tour.line(f"  {command}")
     origin = await rt.resume(Answer(id=req.id, ok=True))
-    tour.line(f"the demo answers it itself (rt.resume): {origin.id} → {origin.state}")
+    tour.line(f"the demo answers it itself (rt.resume): {tour.wid(origin.id)} → {origin.state}")
     result = await rt.wait(coord, timeout_ms=TURN_WAIT_MS)
     tour.line(f"coordinator → status {result.status}: {_brief(result.text)}")
     tour.showed(

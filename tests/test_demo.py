@@ -81,6 +81,7 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     tree = _step(out, 2)
     assert re.search(rf"  {re.escape(wid)}  suspended\n", tree), out
     assert re.search(rf"    {re.escape(wid)}/researcher\.\d+  closed\n", tree), out
+    assert f"{wid} and {wid}/deployer." in tree, out  # workflow ids in the text too
     approval = _step(out, 3)
     assert f"Request {request}  kind approval: deploy billing to production?" in approval
     assert f"AgentRequestId {request}  AgentRequestKind approval" in approval, out
