@@ -179,11 +179,11 @@ def inspect_command(
             doc["model_view"] = view.model_dump(mode="json", exclude_none=True)
         emit(doc)
         return
-    out.print(render.handle_table(h))
+    show(render.handle_table(h))
     if messages is not None:
         out.print()
         out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
-        out.print(render.transcript_table(messages))
+        show(render.transcript_table(messages))
     if view is not None:
         out.print()
         out.print(
@@ -191,7 +191,7 @@ def inspect_command(
             f"tokens estimated; summarized {view.summarized}, dropped {view.dropped}, "
             f"clipped {view.clipped})"
         )
-        out.print(render.transcript_table(view.messages))
+        show(render.transcript_table(view.messages))
 
 
 @host_command("trace")
@@ -202,7 +202,7 @@ def trace_command(opts: Options, handle_id: TreeIdArg = None) -> None:
     if opts.json:
         emit(args.dump(lines))
     else:
-        out.print(render.trace_table(lines))
+        show(render.trace_table(lines))
 
 
 @host_command("spawn")

@@ -42,6 +42,7 @@ from rich.console import Console
 from rich.markup import escape
 from temporalio.client import (
     Client,
+    WorkflowExecutionStatus,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.service import RPCError
@@ -161,8 +162,8 @@ async def run_demo(
     data_dir: Path,
     console: Console,
     keep_server: bool = False,
-    port: int = 7233,
-    ui_port: int = 8233,
+    port: int | None = None,
+    ui_port: int | None = None,
     local_model: bool = False,
 ) -> int:
     """Run the tour end to end and print what each step showed.
@@ -181,8 +182,10 @@ async def run_demo(
         console: where to print.
         keep_server: leave a dev server this call started running (stop it with
             ``tnx server stop``); by default it is stopped at the end.
-        port: frontend port of the embedded dev server.
-        ui_port: web UI port of the embedded dev server.
+        port: frontend port of the embedded dev server (default: the port the server of
+            ``data_dir/temporal`` was started with, e.g. by ``tnx server start`` in this
+            directory, else 7233).
+        ui_port: web UI port of the embedded dev server (default: likewise, else 8233).
         local_model: answer with a real model on loopback: llama.cpp's ``llama-server``
             serving SmolLM2-135M-Instruct (built by ``scripts/build-llama-server.sh``).
 
@@ -200,7 +203,7 @@ async def run_demo(
             except ClusterConfigError as err:
                 raise DemoError(str(err)) from err
             if not cluster.address_given:
-                server = DevServer(data_dir=data_dir / "temporal", port=port, ui_port=ui_port)
+                server = DevServer.at(data_dir / "temporal", port=port, ui_port=ui_port)
                 if server.is_running():
                     console.print(
                         f"[bold]Temporal[/bold]: reusing the embedded dev server at "
@@ -364,7 +367,9 @@ async def _run(
         try:
             await rt.start()
             result, workflow_id = await run_tour(tour, prompt)
-            await quiesce(client, [*await _open_workflows(rt, tour.ids), DEMO_ROOT])
+            started = await _tour_workflows(rt, tour.ids)
+            await until_completed(client, started)  # closed: each completes at its next task
+            await quiesce(client, [*started, DEMO_ROOT])
         except (TnxError, RPCError) as err:
             raise DemoError(str(err)) from err
         took = time.monotonic() - began
@@ -390,19 +395,36 @@ def _address_flag(cluster: ClusterConfig) -> str:
     return "" if address == DEFAULT_ADDRESS else f" --address {address}"
 
 
-async def _open_workflows(rt: AgentRuntime, handle_ids: list[str]) -> list[str]:
-    """The workflow ids of the handles (and their descendants) that are not closed."""
+async def _tour_workflows(rt: AgentRuntime, handle_ids: list[str]) -> list[str]:
+    """The workflow ids of the handles and all their descendants."""
     out: list[str] = []
     for hid in handle_ids:
-        out.extend(rt.workflow_id(h.id) for h in await rt.list(hid) if h.state != "closed")
+        out.extend(rt.workflow_id(h.id) for h in await rt.list(hid))
     return out
+
+
+async def until_completed(client: Client, workflow_ids: list[str], within_s: float = 10.0) -> None:
+    """Wait (at most ``within_s`` seconds) until none of ``workflow_ids`` is running: a closed
+    handle's workflow completes at its next workflow task, which a worker that leaves at once
+    would leave behind (the workflow would stay running, its task timed out).
+
+    Raises:
+        RPCError: a describe failed.
+    """
+    deadline = time.monotonic() + within_s
+    running = list(workflow_ids)
+    while running and time.monotonic() < deadline:
+        descs = [await client.get_workflow_handle(wid).describe() for wid in running]
+        running = [d.id for d in descs if d.status == WorkflowExecutionStatus.RUNNING]
+        if running:
+            await asyncio.sleep(0.1)
 
 
 def _print_next(console: Console, workflow_id: str, cluster: ClusterConfig) -> None:
     """What to paste next: the ids are the workflow ids the web UI shows (``tnx`` takes them
     as they are: the ``demo/`` prefix names the demo's scope)."""
     flag = _address_flag(cluster)
-    console.print("[bold]next[/bold] (the agent waits for its next wake):")
+    console.print("[bold]next[/bold] (closed, the agents stay readable):")
     console.print(
         f"  temporal workflow describe -w {workflow_id}{flag}   [dim]# no worker needed[/dim]"
     )
@@ -435,6 +457,11 @@ async def _busy_for(client: Client, workflow_id: str, horizon_s: float) -> float
     """Seconds until ``workflow_id`` has nothing due (0: nothing due within ``horizon_s``)."""
     wf = client.get_workflow_handle(workflow_id)
     desc = (await wf.describe()).raw_description
+    if (
+        WorkflowExecutionStatus(desc.workflow_execution_info.status)
+        != WorkflowExecutionStatus.RUNNING
+    ):
+        return 0.0  # closed: nothing of it is ever due
     if desc.HasField("pending_workflow_task") or len(desc.pending_activities):
         return 0.2
     started: dict[str, datetime] = {}

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
+from toolnexus_temporal.cli.server import PortOption, UiPortOption
 
 console = Console(highlight=False, soft_wrap=True)
 """Where ``tnx demo`` prints."""
@@ -50,8 +51,8 @@ def demo(
             help="Leave the dev server this demo starts running (stop: tnx server stop).",
         ),
     ] = False,
-    port: Annotated[int, typer.Option(help="Frontend gRPC port of the dev server.")] = 7233,
-    ui_port: Annotated[int, typer.Option(help="Web UI port of the dev server.")] = 8233,
+    port: PortOption = None,
+    ui_port: UiPortOption = None,
     local_model: Annotated[
         bool,
         typer.Option(

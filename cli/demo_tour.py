@@ -10,7 +10,9 @@ and its steps, each printed small and followed by one line saying what it showed
 5. usage and budgets per agent;
 6. a ticking monitor (``AgentDef.tick``), unscheduled once it has ticked twice;
 7. a background child (``rt.spawn(..., notify=True)``) whose report wakes the coordinator;
-8. the web UI links: each agent's page and the approval queue.
+8. the web UI links: each agent's page and the approval queue;
+
+then it closes every agent it started (:func:`close_tour`).
 
 Every wait is bounded (:data:`TURN_WAIT_MS`, :data:`POLL_WAIT_S`): a real model that does not
 follow the script makes a step say what happened instead, and the tour goes on.
@@ -195,7 +197,24 @@ async def run_tour(tour: Tour, prompt: str) -> tuple[TaskResult, str]:
     await _tick(tour)
     result = await _background(tour, coord, result)
     await _show_links(tour)
+    await close_tour(tour)
     return result, tour.wid(coord.id)
+
+
+async def close_tour(tour: Tour) -> None:
+    """Close every agent the tour started (:attr:`Tour.ids`, their subtrees with them): an
+    example closes what it starts (the demo left three agents running per run). Closed, each
+    stays readable: its web UI page, ``temporal workflow describe``, ``tnx inspect`` with a
+    worker. The runtime's root stays: the next run attaches to it (its pools, its spawn
+    counters)."""
+    for hid in tour.ids:
+        await tour.rt.close(hid, reason="the demo's tour is done")
+    tour.console.print(
+        "\n[bold]closed[/bold] what the tour started: "
+        + ", ".join(escape(tour.wid(hid)) for hid in tour.ids)
+        + " (and their children); closed agents stay readable at their links "
+        f"({escape(tour.rt.workflow_id('root'))}, the runtime's root, stays for the next run)"
+    )
 
 
 async def _delegate(tour: Tour, prompt: str) -> tuple[Handle, TaskResult]:
@@ -233,7 +252,7 @@ async def _show_tree(tour: Tour, coord: Handle) -> None:
     for h in tree:
         indent = "  " * (h.depth - coord.depth)
         tour.line(f"{indent}{tour.wid(h.id)}  {h.state}")
-    parked = [h.id for h in tree if h.state == "suspended"]
+    parked = [tour.wid(h.id) for h in tree if h.state == "suspended"]
     if len(tree) == 1:
         tour.showed("the model started no child (a real model need not follow the script)")
         return
@@ -250,8 +269,9 @@ async def _show_tree(tour: Tour, coord: Handle) -> None:
 def _answer_lines(tour: Tour, coord: Handle, req: Request) -> list[str]:
     """The commands a user would type to see and answer ``req`` (at the topmost handle)."""
     wid = tour.wid(coord.id)
+    scope = f" --scope {tour.rt.scope}" if tour.rt.scope else ""  # pending has no id to name it
     return [
-        f"tnx pending{tour.flag}",
+        f"tnx pending{scope}{tour.flag}",
         f"tnx answer {wid} --approve{tour.flag}",
         f"temporal workflow signal --workflow-id {shell_quote(wid)} --name answer "
         f"--input {shell_quote(answer_json(req))}{tour.flag}",
@@ -266,14 +286,14 @@ async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
         row = await rt.queue_row(h)
         if row is not None:
             tour.line(
-                f"approval queue row (search attributes): {row.id}  AgentRequestId "
+                f"approval queue row (search attributes): {tour.wid(row.id)}  AgentRequestId "
                 f"{row.request_id}  AgentRequestKind {row.kind}"
             )
     tour.line("a user would see and answer it with any one of:")
     for command in _answer_lines(tour, coord, req):
         tour.line(f"  {command}")
     origin = await rt.resume(Answer(id=req.id, ok=True))
-    tour.line(f"the demo answers it itself (rt.resume): {origin.id} → {origin.state}")
+    tour.line(f"the demo answers it itself (rt.resume): {tour.wid(origin.id)} → {origin.state}")
     result = await rt.wait(coord, timeout_ms=TURN_WAIT_MS)
     tour.line(f"coordinator → status {result.status}: {_brief(result.text)}")
     tour.showed(
@@ -322,7 +342,7 @@ async def _show_usage(tour: Tour, coord: Handle) -> None:
         pool = "unlimited" if h.pool_tokens is None else f"{h.pool_tokens} left"
         cap = "" if budget.max_tokens is None else f" of {budget.max_tokens}"
         tour.line(
-            f"{h.id}: {h.usage_total} tokens (its subtree) · {h.turns_total} turn(s) · "
+            f"{tour.wid(h.id)}: {h.usage_total} tokens (its subtree) · {h.turns_total} turn(s) · "
             f"{h.tool_calls_total} tool call(s) · token pool {pool}{cap} · max_turns "
             f"{budget.max_turns}"
         )
@@ -409,7 +429,7 @@ async def _show_links(tour: Tour) -> None:
     tour.head("the web UI")
     for hid in tour.ids:
         for h in await tour.rt.list(hid):
-            tour.line(f"{h.id}: {tour.workflow_url(tour.wid(h.id))}")
+            tour.line(f"{tour.wid(h.id)}: {tour.workflow_url(tour.wid(h.id))}")
     tour.line(f"approval queue (tnx pending --ui): {tour.queue_url}")
     tour.showed(
         "each agent is a workflow with its own page; the approval queue is a search over "

@@ -206,7 +206,7 @@ class DevServer:
             if self._owns_pid(pid):
                 raise DevServerError(
                     f"a dev server from {self.data_dir} is already running "
-                    f"(pid {pid}, {self.address})"
+                    f"(pid {pid}, {DevServer.at(self.data_dir).address})"
                 )
             self.pid_file.unlink(missing_ok=True)  # stale pid file
         for what, port in (("frontend", self.port), ("web UI", self.ui_port)):

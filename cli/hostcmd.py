@@ -40,8 +40,13 @@ def list_width() -> int | None:
 
 
 def show(renderable: RenderableType) -> None:
-    """Print a list or table on stdout: fitted to a terminal, whole when piped."""
-    out.print(renderable, width=None if out.is_terminal else PIPED_WIDTH)
+    """Print a list or table on stdout: fitted to a terminal, whole when piped (a console
+    :data:`PIPED_WIDTH` wide on the same file: rich caps a print's ``width`` at its console's,
+    80 columns when piped, and cut every row past it)."""
+    if out.is_terminal:
+        out.print(renderable)
+        return
+    Console(file=out.file, width=PIPED_WIDTH, highlight=False).print(renderable)
 
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

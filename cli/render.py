@@ -6,7 +6,8 @@ The lists (``ls``, ``pending``) never cut an id, a request id or a prompt: a lis
 when it fits the width it is printed at, else one block per row (the id on its own line, then
 ``FIELD: value`` lines that wrap). Piped output is printed at an unbounded width
 (:data:`~toolnexus_temporal.cli.hostcmd.PIPED_WIDTH`): plain, whole table rows. ``inspect``
-and ``trace`` keep each cell on one line and cut long texts with ``…``.
+and ``trace`` keep each cell on one line and cut long texts with ``…`` on a terminal (piped,
+they are whole too).
 """
 
 from __future__ import annotations

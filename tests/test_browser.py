@@ -15,11 +15,14 @@ the ``playwright`` package is missing: ``scripts/browser-tests.sh`` installs bot
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator
@@ -272,3 +275,69 @@ async def send(
 async def page_text_has(page: Any, text: str) -> None:
     """Wait until ``text`` is visible on the page."""
     await page.get_by_text(text, exact=False).locator("visible=true").first.wait_for()
+
+
+async def test_the_demo_looks_healthy_at_its_own_links(tmp_path: Path, shots: Path) -> None:
+    """Issue 24 item 7 in the browser: ``tnx demo --keep-server``, then the links it printed.
+    Each agent's page shows a completed workflow (the tour closes what it starts: they were
+    left running), none shows a timed-out task (a usage timer fell due after the demo's
+    worker left: a red "Workflow Task Timed Out"), and the approval queue link opens."""
+    playwright = pytest.importorskip(
+        "playwright.async_api", reason="pip install playwright (the `browser` extra)"
+    )
+    port, ui_port = free_port(), free_port()
+    data = tmp_path / "demo"
+    tnx = str(Path(sys.executable).parent / "tnx")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "TNX_"))}
+    environ |= {"COLUMNS": "300", "HOME": str(tmp_path)}
+    environ = {k: v for k, v in environ.items() if not k.startswith("OPENAI_")}
+    argv = [tnx, "demo", "--keep-server", "--data-dir", str(data)]
+    argv += ["--port", str(port), "--ui-port", str(ui_port)]
+    try:
+        demo = await asyncio.to_thread(
+            subprocess.run,
+            argv,
+            cwd=tmp_path,
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        out = demo.stdout + demo.stderr
+        assert demo.returncode == 0, out
+        ui = f"http://127.0.0.1:{ui_port}"
+        links = re.findall(rf"^  (demo/root/\S+): ({re.escape(ui)}/\S+)$", out, re.M)
+        assert len(links) >= 4, out
+        [queue] = re.findall(rf"approval queue \(tnx pending --ui\): ({re.escape(ui)}/\S+)", out)
+        async with chromium(playwright, tmp_path) as page:
+            root = f"{ui}/namespaces/default/workflows/{urllib.parse.quote('demo/root', safe='')}"
+            for wf_id, link, status in [
+                *((w, lnk, "Completed") for w, lnk in links),
+                (
+                    "demo/root",
+                    root,
+                    "Running",  # the runtime's root stays for the next run
+                ),
+            ]:
+                await page.goto(link)
+                await page.get_by_text(wf_id).first.wait_for()
+                await page.get_by_text(status, exact=True).first.wait_for()
+                await page.get_by_text("Pending Activities").first.wait_for()
+                hits = page.get_by_text(re.compile(r"timed ?out", re.I)).locator("visible=true")
+                assert await hits.count() == 0, await hits.all_inner_texts()
+                if wf_id.endswith("coordinator.1"):
+                    await page.screenshot(path=str(shots / "7-demo-agent.png"))
+            await page.goto(queue)  # nothing waits once the tour is done: an empty queue
+            await (
+                page.get_by_text("No Workflows")
+                .or_(page.get_by_text("No Results"))
+                .first.wait_for()
+            )
+    finally:
+        await asyncio.to_thread(
+            subprocess.run,
+            [tnx, "server", "stop", "--data-dir", str(data / "temporal")],
+            env=environ,
+            capture_output=True,
+            timeout=60,
+        )

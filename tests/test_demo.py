@@ -5,7 +5,7 @@ usage and budgets, a ticking monitor, a background child, the web UI links) and 
 tour finishes well under a minute; the in-process worker leaves no task or timer due behind
 it (the web UI showed a red "Workflow Task Timed Out": a usage timer fell due after the
 worker left), the ids it prints are the workflow ids the web UI shows, and ``tnx inspect``
-takes them as they are."""
+takes them as they are; the tour closes the agents it started (closed, they stay readable)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from typer.testing import CliRunner
 
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
@@ -81,10 +81,12 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     tree = _step(out, 2)
     assert re.search(rf"  {re.escape(wid)}  suspended\n", tree), out
     assert re.search(rf"    {re.escape(wid)}/researcher\.\d+  closed\n", tree), out
+    assert f"{wid} and {wid}/deployer." in tree, out  # workflow ids in the text too
     approval = _step(out, 3)
     assert f"Request {request}  kind approval: deploy billing to production?" in approval
     assert f"AgentRequestId {request}  AgentRequestKind approval" in approval, out
-    assert f"    tnx pending --address {address}\n" in approval, out
+    # `tnx pending` with no scope lists the default runtime's queue, not the demo's
+    assert f"    tnx pending --scope demo --address {address}\n" in approval, out
     assert f"    tnx answer {wid} --approve --address {address}\n" in approval, out
     signal = (
         f"    temporal workflow signal --workflow-id '{wid}' --name answer --input "
@@ -110,6 +112,8 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     assert "coordinator, woken by the report → done" in background, out
     links = _step(out, 8)
     assert f"/namespaces/default/workflows/{wid.replace('/', '%2F')}\n" in links, out
+    assert f"\n  {wid}: http://" in links, out  # labelled as the UI shows it, as it pastes
+    assert f"  {wid}: " in _step(out, 5), out
     assert "approval queue (tnx pending --ui): " in links, out
     assert "/namespaces/default/workflows?query=AgentState%3D%22suspended%22" in links, out
 
@@ -119,8 +123,16 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     reporter = re.search(rf"spawned ({re.escape(wid)}/reporter\.\d+) ", out)
     assert monitor is not None and reporter is not None, out
 
-    # nothing is due on the agents left open or the root: no task, activity or timer left to
-    # a worker that has gone (each would end on its sticky queue as "Workflow Task Timed Out")
+    # the demo closes what it starts (it left 3 agents running per run): only its root runs
+    assert f"closed what the tour started: {wid}, {monitor.group(1)}" in out, out
+    for workflow_id in (wid, monitor.group(1), reporter.group(1)):
+        desc = await client.get_workflow_handle(workflow_id).describe()
+        assert desc.status == WorkflowExecutionStatus.COMPLETED, (workflow_id, desc.status)
+    root = await client.get_workflow_handle(DEMO_ROOT).describe()
+    assert root.status == WorkflowExecutionStatus.RUNNING
+
+    # nothing is due on the agents or the root: no task, activity or timer left to a worker
+    # that has gone (each would end on its sticky queue as "Workflow Task Timed Out")
     for workflow_id in (wid, monitor.group(1), reporter.group(1), DEMO_ROOT):
         assert await _busy_for(client, workflow_id, 60.0) == 0, workflow_id
         history = client.get_workflow_handle(workflow_id).fetch_history_events()

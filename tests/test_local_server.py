@@ -45,3 +45,21 @@ def test_tnx_defaults_to_the_server_it_started_here(tmp_path: Path) -> None:
         assert stopped.returncode == 0, stopped.stdout + stopped.stderr
     after = tnx(tmp_path, "ls")
     assert f":{port}" not in after.stdout + after.stderr  # stopped: the default again
+
+
+def test_tnx_demo_reuses_the_server_started_here(tmp_path: Path) -> None:
+    """``tnx demo`` is a ``tnx`` command too: with the server ``tnx server start --port P``
+    runs in this directory, it tours on that server (it tried to start one on 7233 and
+    failed: "a dev server from .tnx/temporal is already running (pid N, 127.0.0.1:7233)")."""
+    port, ui = free_port(), free_port()
+    started = tnx(tmp_path, "server", "start", "--port", str(port), "--ui-port", str(ui))
+    assert started.returncode == 0, started.stdout + started.stderr
+    try:
+        demo = tnx(tmp_path, "demo")
+        out = demo.stdout + demo.stderr
+        assert demo.returncode == 0, out
+        assert f"reusing the embedded dev server at 127.0.0.1:{port}" in out, out
+        assert f"http://127.0.0.1:{ui}/namespaces/default/workflows/demo%2Froot" in out, out
+    finally:
+        stopped = tnx(tmp_path, "server", "stop")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr

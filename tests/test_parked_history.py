@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -541,3 +542,29 @@ async def test_a_parked_handle_that_continued_as_new_is_one_row_of_the_queue(
 
         await eventually(gone)
         assert await rt.queue_row(h) is None
+
+
+async def test_an_idle_handle_that_continued_as_new_is_one_row_of_the_docs_idle_list(
+    make_runtime, client
+) -> None:
+    """Issue 24 item 1, the docs' other list: ``temporal workflow list --query`` of the idle
+    agents (docs/examples/shell_temporal.sh) listed an idle handle once per run after it
+    continued as new (the closed run keeps ``AgentState="idle"``)."""
+    shell = (Path(__file__).parents[1] / "docs" / "examples" / "shell_temporal.sh").read_text()
+    [idle_query] = re.findall(r"--query '([^']*AgentState=\"idle\"[^']*)'", shell)
+    llm = ScriptedLLM({"stub-model": [text("ok")]})
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(REGISTRY, llm.transport(), options=options) as rt:
+        h = await rt.spawn(rt.root, "worker")
+        assert isinstance(h, Handle)
+        assert (await rt.run_turn(h, "go")).status == "done"
+        wid = rt.workflow_id(h.id)
+        await continue_as_new_by_rejections(client.get_workflow_handle(wid))
+        both_runs = f'AgentState="idle" AND WorkflowId = "{wid}"'
+
+        async def both_indexed() -> bool:
+            return len([w async for w in client.list_workflows(both_runs)]) >= 2
+
+        await eventually(both_indexed)  # the precondition: the closed run is listed idle too
+        docs_list = f"{idle_query} AND WorkflowId = {json.dumps(wid)}"
+        assert len([w async for w in client.list_workflows(docs_list)]) == 1

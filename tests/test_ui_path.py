@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from tests.conftest import temporal_binary
 from tests.test_cli_no_worker import cli_env, worker_on
 from toolnexus_temporal.cli.app import app
+from toolnexus_temporal.cli.queue_cmd import DEFAULT_UI, approval_queue_url
 from toolnexus_temporal.client import AgentRuntime, Handle
 from toolnexus_temporal.client.roots import approval_queue_query
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -76,3 +77,10 @@ async def test_static_details_explain_a_blank_current_details_and_times_read(
     # and the CLI's pending link opens that queue (its scope) on this runtime
     result = CliRunner().invoke(app, ["pending", "--ui"], env=cli_env(client, scope, task_queue))
     assert result.exit_code == 0 and urlparse(result.stdout.strip()).query, result.output
+
+
+def test_the_operators_guide_links_straight_to_the_queue() -> None:
+    """The docs give the link too (issue 24 item 10: "printed by ``tnx pending --ui`` and in
+    the docs"): the dev server's queue, as ``tnx pending --ui`` prints it with no scope."""
+    guide = (Path(__file__).parents[1] / "docs" / "guide" / "operator.md").read_text()
+    assert f"<{approval_queue_url(DEFAULT_UI, 'default', None)}>" in guide

@@ -12,11 +12,12 @@ from rich.console import Console
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from toolnexus_temporal.cli import render
+from toolnexus_temporal.cli import hostcmd, render
 from toolnexus_temporal.cli.app import app
+from toolnexus_temporal.cli.render import one_line
 from toolnexus_temporal.cli.worker_cmd import app as worker_app
 from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.workflows.contract.models import Request
+from toolnexus_temporal.workflows.contract.models import Request, TraceLine
 
 DEEP = "root/coordinator.1/explore.2/deep-researcher.3"
 PROMPT = "deploy billing-service v2.41 to production in eu-west-1 and us-east-2 tonight?"
@@ -93,3 +94,48 @@ def test_version() -> None:
         result = CliRunner().invoke(typer_app, ["--version"])
         assert result.exit_code == 0 and result.output.startswith(f"{program} 0."), result.output
         assert "temporalio" in result.output
+
+
+LONG = "deploy billing-service v2.41 " + "with every billing table migrated, " * 6 + "tonight?"
+
+
+def test_piped_lists_inspect_and_trace_are_whole_past_the_console_width(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What ``tnx pending``, ``ls``, ``inspect`` and ``trace`` print through
+    :func:`hostcmd.show` when stdout is a pipe: whole rows however long, at any ``COLUMNS``
+    (rich caps a print's width at the console's: rows past 80 columns were cut with ``…``)."""
+    assert not hostcmd.out.is_terminal  # captured: a pipe
+    prompt = one_line(LONG)
+    req = Request(id=f"{DEEP}#12", kind="approval", prompt=prompt)
+    h = Handle.model_validate(
+        {"id": DEEP, "name": "x", "state": "suspended", "pending_req": req, "pending_since_ms": 0}
+    )
+    line = TraceLine(at_ms=0, seq=1, line=f"{DEEP}: running→suspended ({prompt})")
+    for renderable in (
+        render.pending_table([h], width=hostcmd.list_width()),
+        render.tree_table([h], width=hostcmd.list_width()),
+        render.handle_table(h),
+        render.trace_table([line]),
+    ):
+        hostcmd.show(renderable)
+        shown = capsys.readouterr().out
+        assert "…" not in shown, shown
+        assert DEEP in shown
+    hostcmd.show(render.pending_table([h], width=hostcmd.list_width()))
+    [row] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(DEEP)]
+    assert prompt in row and row.rstrip().endswith(f"{DEEP}#12")  # one plain, whole row
+
+
+def test_inspect_and_trace_fit_a_terminal_of_80_columns() -> None:
+    """On a terminal (a console as wide as it), ``inspect`` and ``trace`` keep one line per
+    field and cut a long text with ``…`` (piped, they are whole: above)."""
+    req = Request(id="root/ops.1#1", kind="approval", prompt=one_line(LONG))
+    h = Handle.model_validate(
+        {"id": "root/ops.1", "name": "x", "state": "suspended", "pending_req": req}
+    )
+    line = TraceLine(at_ms=0, seq=1, line=f"root/ops.1: running→suspended ({one_line(LONG)})")
+    for renderable in (render.handle_table(h), render.trace_table([line])):
+        shown = printed(renderable, 80)
+        assert all(len(row) <= 80 for row in shown.splitlines()), shown
+        assert "…" in shown and "root/ops.1" in shown

@@ -162,8 +162,10 @@ INTERPRET_NON_RETRYABLE: Final = ("UnknownInterpreter", "WrongAnswerId")
 # ---- search attributes (CONTRACT §8) ----
 # Registered on the namespace before a worker runs (``tnx server start`` and the test
 # fixture do it; ``ensure_search_attributes`` in the CLI's dev-server module does it for any
-# server). Example: ``temporal workflow list --query 'AgentState="idle"'``; the approval
-# queue is :data:`APPROVAL_QUEUE`.
+# server). Example: ``temporal workflow list --query 'AgentState="idle" AND
+# ExecutionStatus="Running"'`` (a run that continued as new keeps the attributes it closed
+# with: without the ``ExecutionStatus`` clause a list shows a handle once per run); the
+# approval queue is :data:`APPROVAL_QUEUE`.
 
 AGENT_STATE = SearchAttributeKey.for_keyword("AgentState")
 """The Handle state: idle, running, suspended or closed."""
@@ -196,7 +198,7 @@ another Request without resuming."""
 
 AGENT_PAUSED = SearchAttributeKey.for_bool("AgentPaused")
 """True while the handle is paused (``pause.py``); unset (or False) otherwise:
-``temporal workflow list --query 'AgentPaused=true'``."""
+``temporal workflow list --query 'AgentPaused=true AND ExecutionStatus="Running"'``."""
 
 AGENT_NEXT_TICK = SearchAttributeKey.for_datetime("AgentNextTick")
 """When the handle's next tick fires (workflow time, UTC; ``ticks.py``); unset without a tick
@@ -205,7 +207,8 @@ schedule."""
 AGENT_ESCALATED_TO = SearchAttributeKey.for_keyword("AgentEscalatedTo")
 """The operator queue the pending Request escalated to (``AgentDef.approval.escalate.queue``;
 ``workflows/approvals/audit.py``); unset once it is answered:
-``temporal workflow list --query 'AgentEscalatedTo="ops"'``, the web UI's search box."""
+``temporal workflow list --query 'AgentEscalatedTo="ops" AND ExecutionStatus="Running"'``,
+the web UI's search box."""
 
 REQUEST_PROMPT_CHARS: Final = 160
 """How much of a pending prompt ``AgentRequestPrompt`` keeps (the full prompt: the ``view``
