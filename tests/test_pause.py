@@ -13,6 +13,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from tests.helpers import eventually, replay_every_run
+from tests.test_parked_history import continue_as_new_by_rejections
 from tests.test_ticks import Recorder, guarded, inbox_of, registry, tick_block
 from toolnexus_temporal.activities import Registry, define_tool
 from toolnexus_temporal.client import (
@@ -22,10 +23,11 @@ from toolnexus_temporal.client import (
     Budget,
     Handle,
     InboxItem,
+    RuntimeOptions,
 )
 from toolnexus_temporal.client.errors import VerbRejectedError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.workflows.contract.names import AGENT_PAUSED
+from toolnexus_temporal.workflows.contract.names import AGENT_NEXT_TICK, AGENT_PAUSED
 
 
 async def paused_attribute(client: Client, rt: AgentRuntime, hid: str) -> Any:
@@ -247,3 +249,39 @@ async def test_a_parked_turn_stays_parked_and_an_answer_resumes_it(make_runtime:
 async def _settled(rt: AgentRuntime, h: Any, results: int) -> bool:
     view = await rt.inspect(h.id)
     return view.state == "idle" and view.result_seq == results
+
+
+async def test_paused_and_the_next_tick_survive_continue_as_new(
+    make_runtime: Any, client: Client
+) -> None:
+    """A paused handle with a schedule and a held wake continues as new (the wake's held
+    ``turn`` update and a host's wait yield and are asked again on the next run: see
+    ``Lifecycle.waits_yield``): the next run is still paused (view and ``AgentPaused``), its
+    next fire time still shown (``AgentNextTick``), the wake still held; unpause runs it
+    once, and the host's wait gets its result."""
+    llm = Recorder()
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(registry(), llm.transport(), options=options) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        await rt.pause(h)
+        await rt.schedule(h, every=3_600, prompt="hourly")
+        await rt.wake(h, "held across runs")
+        waiter = asyncio.create_task(rt.wait(h))  # held in the workflow across the runs
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        first = (await wf.describe()).run_id
+        await continue_as_new_by_rejections(wf)
+        desc = await wf.describe()
+        assert desc.run_id != first
+        assert desc.typed_search_attributes.get(AGENT_PAUSED) is True
+        next_tick = desc.typed_search_attributes.get(AGENT_NEXT_TICK)
+        view = await rt.inspect(h)
+        assert view.paused and view.next_tick_ms is not None and next_tick is not None
+        assert abs(next_tick.timestamp() * 1000 - view.next_tick_ms) < 1_000
+        assert "paused" in await details(client, rt, h.id)
+        assert llm.prompts == []
+        assert not waiter.done()
+        await rt.unpause(h)
+        result = await asyncio.wait_for(waiter, 15)
+        assert (result.status, result.text) == ("done", "checked")
+        assert llm.prompts == ["held across runs"]
+        await rt.close(h)
