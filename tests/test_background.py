@@ -338,6 +338,12 @@ async def test_a_background_childs_approval_surfaces_and_reports(make_runtime, c
         await eventually(lambda: lead_turns(1), tries=300)
         assert (await rt.inspect(lead)).state == "idle"  # the lead does not park with it
         req_id = parked.pending.id
+
+        async def queued() -> bool:  # the approval queue (tnx pending, the web UI) lists it
+            rows = await rt.queue()
+            return [(r.id, r.request_id) for r in rows] == [(KID, req_id)]
+
+        await eventually(queued, tries=100, what="the kid in the approval queue")
         first = user_texts(llm, "m-lead")[0]
         assert first.endswith(f"1. {ITEM} [pending] approval: go ahead? (request {req_id})")
         await rt.resume(Answer(id=req_id, ok=True))
