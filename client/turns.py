@@ -93,11 +93,39 @@ class Turns:
         """
         self._in_flight.pop(hid, None)  # a newer turn: a later wait is for it, not an older one
         try:
-            return await self._rpc.update(
+            resp = await self._rpc.update(
                 hid, AgentWorkflow.turn, req, limit_wait_s=FALLBACK_AFTER_S
             )
         except UpdateLimitError:
             return await self._fallbacks.turn(hid, req.prompt)
+        return await self.again(hid, resp, None)
+
+    async def again(self, hid: str, resp: WaitResponse, timeout_ms: int | None) -> WaitResponse:
+        """Follow a response that says "ask again" (``again_after_seq``: the paused handle's
+        run continued as new while this update waited) with the ``wait`` update on the next
+        run, until a real response comes or ``timeout_ms`` (counted from now) passes.
+
+        Returns:
+            The first response without ``again_after_seq`` (``timeout`` once ``timeout_ms``
+            passed).
+
+        Raises:
+            VerbRejectedError: the update failed, or the handle closed.
+            HandleNotFoundError: no such handle.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
+        while resp.again_after_seq is not None:
+            await asyncio.sleep(AGAIN_AFTER_S)  # the next run starts meanwhile
+            left = None if deadline is None else max(int((deadline - loop.time()) * 1000), 0)
+            req = WaitRequest(timeout_ms=left, after_seq=resp.again_after_seq)
+            try:
+                resp = await self._rpc.update(
+                    hid, AgentWorkflow.wait, req, limit_wait_s=FALLBACK_AFTER_S
+                )
+            except UpdateLimitError:
+                return await self._fallbacks.wait(hid, left, req.after_seq)
+        return resp
 
     async def wait(self, hid: str, timeout_ms: int | None) -> WaitResponse | None:
         """Await the handle's next result: the ``turn`` update :meth:`start` sent (awaited
@@ -121,15 +149,14 @@ class Turns:
         if turn is None:
             req = WaitRequest(timeout_ms=timeout_ms)
             try:
-                return await self._rpc.update(
+                resp = await self._rpc.update(
                     hid, AgentWorkflow.wait, req, limit_wait_s=FALLBACK_AFTER_S
                 )
             except UpdateLimitError:  # too many waiters, or the run's update limit
                 return await self._fallbacks.wait(hid, timeout_ms)
+            return await self.again(hid, resp, timeout_ms)
         if turn.result is None:
-            turn.result = asyncio.ensure_future(
-                self._rpc.result(hid, AgentWorkflow.turn, turn.update)
-            )
+            turn.result = asyncio.ensure_future(self._turn_result(hid, turn.update))
         pending = turn.result
         timeout = None if timeout_ms is None else timeout_ms / 1000
         try:
@@ -139,6 +166,14 @@ class Turns:
         finally:
             if pending.done() and self._in_flight.get(hid) is turn:
                 del self._in_flight[hid]
+
+    async def _turn_result(
+        self, hid: str, update: WorkflowUpdateHandle[WaitResponse]
+    ) -> WaitResponse:
+        """The result of a ``turn`` update :meth:`start` sent, asked again on the next run
+        when it says so (:meth:`again`; the caller's ``wait_for`` bounds the time)."""
+        resp = await self._rpc.result(hid, AgentWorkflow.turn, update)
+        return await self.again(hid, resp, None)
 
     async def fresh(self, hid: str, resp: WaitResponse, timeout_ms: int | None) -> WaitResponse:
         """A ``pending`` result whose Request belongs to a descendant (``<owner id>#n``) that
@@ -175,8 +210,13 @@ class Turns:
                 )
             except UpdateLimitError:
                 resp = await self._fallbacks.wait(hid, timeout_ms, resp.status.result_seq)
+            resp = await self.again(hid, resp, timeout_ms)
         return resp
 
+
+AGAIN_AFTER_S = 0.2
+"""Seconds :meth:`Turns.again` lets pass before it asks the next run (the run that said
+"ask again" is ending; asked at once, it would say so again)."""
 
 STALE_CHECKS = 8
 """How many stale ``pending`` results :meth:`Turns.fresh` skips before it returns one."""

@@ -338,9 +338,62 @@ async def test_a_background_childs_approval_surfaces_and_reports(make_runtime, c
         await eventually(lambda: lead_turns(1), tries=300)
         assert (await rt.inspect(lead)).state == "idle"  # the lead does not park with it
         req_id = parked.pending.id
+
+        async def queued() -> bool:  # the approval queue (tnx pending, the web UI) lists it
+            rows = await rt.queue()
+            return [(r.id, r.request_id) for r in rows] == [(KID, req_id)]
+
+        await eventually(queued, tries=100, what="the kid in the approval queue")
         first = user_texts(llm, "m-lead")[0]
         assert first.endswith(f"1. {ITEM} [pending] approval: go ahead? (request {req_id})")
         await rt.resume(Answer(id=req_id, ok=True))
         await eventually(lambda: lead_turns(2), tries=300)
         assert user_texts(llm, "m-lead")[1].endswith(f"1. {ITEM} [done] kid finished")
         await rt.close(lead)
+
+
+async def test_max_concurrent_and_budgets_apply_to_background_children(make_runtime) -> None:
+    """``max_concurrent`` 1: of two background children started in one reply, the second
+    waits for a slot (FIFO) until the first settles, then runs; both results reach the
+    lead; the children's usage rolls up to the lead and drains its token pool."""
+    first = ("task", {"agent": "kid", "prompt": "job one", "background": True})
+    second = ("task", {"agent": "kid", "prompt": "job two", "background": True})
+    llm = ScriptedLLM(
+        {
+            "m-lead": [
+                tool_calls(first, second),
+                text("started both"),
+                text("read one"),
+                text("read two"),
+            ],
+            "m-kid": [text("one done"), text("two done")],
+        }
+    )
+    held = Held(llm, hold_kid=True)
+    budget = Budget(max_concurrent=1, max_tokens=100_000)
+    async with make_runtime(registry(lead_budget=budget), held.transport()) as rt:
+        lead = await spawn(rt, rt.root, "lead")
+        result = await asyncio.wait_for(rt.run_turn(lead, "go"), 30)
+        assert (result.status, result.text) == ("done", "started both")
+        kid2 = "root/lead.1/kid.2"
+        one, two = await rt.inspect(KID), await rt.inspect(kid2)
+        assert one.state == "running" and two.queued and two.state == "idle", (one, two)
+        held.kid_go.set()
+
+        async def both_read() -> bool:
+            view = await rt.inspect(lead)
+            return view.state == "idle" and view.result_seq == 3
+
+        await eventually(both_read, tries=300, what="both results read by the lead")
+        kid_inputs = user_texts(llm, "m-kid")
+        assert kid_inputs == ["job one", "job two"]  # one at a time, in order
+        seen = "\n".join(user_texts(llm, "m-lead")[1:])
+        assert seen.count("channel=child]") == 2
+        assert f"{ITEM} [done] one done" in seen
+        assert f"[from={kid2} channel=child] [done] two done" in seen
+        view = await rt.inspect(lead)
+        kids = [await rt.inspect(KID), await rt.inspect(kid2)]
+        assert view.usage_total > sum(k.usage_total for k in kids) > 0
+        assert view.pool_tokens == 100_000 - view.usage_total
+        await rt.close(lead)
+        assert [(await rt.inspect(k)).state for k in (KID, kid2)] == ["closed", "closed"]

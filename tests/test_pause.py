@@ -5,6 +5,7 @@ interrupted with ``now``. Against the dev server with a scripted LLM."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -12,10 +13,21 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from tests.helpers import eventually, replay_every_run
-from tests.test_ticks import Recorder, inbox_of, registry, tick_block
-from toolnexus_temporal.client import AgentRuntime, InboxItem
+from tests.test_parked_history import continue_as_new_by_rejections
+from tests.test_ticks import Recorder, guarded, inbox_of, registry, tick_block
+from toolnexus_temporal.activities import Registry, define_tool
+from toolnexus_temporal.client import (
+    AgentDef,
+    AgentRuntime,
+    Answer,
+    Budget,
+    Handle,
+    InboxItem,
+    RuntimeOptions,
+)
 from toolnexus_temporal.client.errors import VerbRejectedError
-from toolnexus_temporal.workflows.contract.names import AGENT_PAUSED
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.contract.names import AGENT_NEXT_TICK, AGENT_PAUSED
 
 
 async def paused_attribute(client: Client, rt: AgentRuntime, hid: str) -> Any:
@@ -181,3 +193,95 @@ async def test_pause_a_subtree(make_runtime: Any) -> None:
         await rt.unpause(lead, subtree=True)
         assert not (await rt.inspect(lead)).paused and (await rt.inspect(other)).paused
         await rt.close(rt.root)
+
+
+async def test_the_wall_clock_budget_runs_on_while_paused(make_runtime: Any) -> None:
+    """``max_wall_ms`` is a deadline from spawn: a handle paused past it keeps its held
+    wake, and on unpause that turn is ``incomplete`` (limit ``wallMs``) at once, with no
+    LLM call (the docs' "what a paused handle's wall-clock budget does")."""
+    llm = Recorder()
+    async with make_runtime(registry(), llm.transport()) as rt:
+        h = await rt.spawn(rt.root, "ticker", Budget(max_wall_ms=2_000))
+        assert isinstance(h, Handle) and h.wall_deadline_ms is not None
+        deadline = h.wall_deadline_ms
+        await rt.pause(h)
+        await rt.wake(h, "held past the deadline")
+        await eventually(lambda: time.time() * 1000 > deadline + 500, within_s=10, what="deadline")
+        assert (await rt.inspect(h)).turns_total == 0
+        await rt.unpause(h)
+        result = await rt.wait(h)
+        assert (result.status, result.limit) == ("incomplete", "wallMs"), result
+        assert llm.prompts == []
+        await rt.close(h)
+
+
+async def test_a_parked_turn_stays_parked_and_an_answer_resumes_it(make_runtime: Any) -> None:
+    """Pause on a parked handle: the turn stays parked and an Answer still finishes it; a
+    wake sent meanwhile is held until unpause; ``now`` on a parked turn interrupts it."""
+    park = tool_calls(("guarded", {}))
+    llm = ScriptedLLM({"stub-model": [park, text("approved"), text("held ran"), park]})
+    reg = Registry(
+        [AgentDef(name="ticker", description="d", tools=["guarded"])], tools=[define_tool(guarded)]
+    )
+    async with make_runtime(reg, llm.transport()) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        parked = await rt.run_turn(h, "go")
+        assert parked.status == "pending" and parked.pending is not None
+        await rt.pause(h)
+        assert (h.state, h.paused) == ("suspended", True)
+        await rt.wake(h, "after the answer")
+        await rt.resume(Answer(id=parked.pending.id, ok=True))
+        await eventually(lambda: _settled(rt, h, 2), within_s=10, what="the answered turn")
+        view = await rt.inspect(h)
+        assert view.last_result is not None and view.last_result.text == "approved"
+        assert view.paused and llm.calls("stub-model") == 2  # the held wake waits
+        await rt.unpause(h)
+        await eventually(lambda: _settled(rt, h, 3), within_s=10, what="the held wake")
+        assert (await rt.inspect(h)).last_result.text == "held ran"  # type: ignore[union-attr]
+        again = await rt.run_turn(h, "park again")
+        assert again.status == "pending"
+        await rt.pause(h, now=True)
+        assert (h.state, h.paused) == ("idle", True)
+        assert (await rt.inspect(h)).last_result.status == "interrupted"  # type: ignore[union-attr]
+        await rt.close(h)
+
+
+async def _settled(rt: AgentRuntime, h: Any, results: int) -> bool:
+    view = await rt.inspect(h.id)
+    return view.state == "idle" and view.result_seq == results
+
+
+async def test_paused_and_the_next_tick_survive_continue_as_new(
+    make_runtime: Any, client: Client
+) -> None:
+    """A paused handle with a schedule and a held wake continues as new (the wake's held
+    ``turn`` update and a host's wait yield and are asked again on the next run: see
+    ``Lifecycle.waits_yield``): the next run is still paused (view and ``AgentPaused``), its
+    next fire time still shown (``AgentNextTick``), the wake still held; unpause runs it
+    once, and the host's wait gets its result."""
+    llm = Recorder()
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(registry(), llm.transport(), options=options) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        await rt.pause(h)
+        await rt.schedule(h, every=3_600, prompt="hourly")
+        await rt.wake(h, "held across runs")
+        waiter = asyncio.create_task(rt.wait(h))  # held in the workflow across the runs
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        first = (await wf.describe()).run_id
+        await continue_as_new_by_rejections(wf)
+        desc = await wf.describe()
+        assert desc.run_id != first
+        assert desc.typed_search_attributes.get(AGENT_PAUSED) is True
+        next_tick = desc.typed_search_attributes.get(AGENT_NEXT_TICK)
+        view = await rt.inspect(h)
+        assert view.paused and view.next_tick_ms is not None and next_tick is not None
+        assert abs(next_tick.timestamp() * 1000 - view.next_tick_ms) < 1_000
+        assert "paused" in await details(client, rt, h.id)
+        assert llm.prompts == []
+        assert not waiter.done()
+        await rt.unpause(h)
+        result = await asyncio.wait_for(waiter, 15)
+        assert (result.status, result.text) == ("done", "checked")
+        assert llm.prompts == ["held across runs"]
+        await rt.close(h)

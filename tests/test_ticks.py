@@ -17,10 +17,17 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.exceptions import ApplicationError
 
 from tests.helpers import eventually, replay_every_run
-from toolnexus_temporal.activities import LlmConfig, Registry
-from toolnexus_temporal.client import AgentDef, AgentRuntime, InboxItem, RuntimeOptions, TickSpec
+from toolnexus_temporal.activities import LlmConfig, Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.client import (
+    AgentDef,
+    AgentRuntime,
+    Answer,
+    InboxItem,
+    RuntimeOptions,
+    TickSpec,
+)
 from toolnexus_temporal.client.errors import VerbRejectedError
-from toolnexus_temporal.client.testing import text
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.names import AGENT_NEXT_TICK, WORKFLOW_TYPE
@@ -61,6 +68,13 @@ class Recorder:
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
+
+
+async def guarded(ctx: ToolContext) -> Any:
+    """Needs an approval."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="go ahead?")
+    return "guarded ran"
 
 
 def registry(tick: TickSpec | None = None) -> Registry:
@@ -276,3 +290,37 @@ async def test_a_start_from_outside_fails_at_once(make_runtime: Any, client: Cli
             assert isinstance(cause, ApplicationError) and cause.type == "NotAnAgentStart"
             assert cause.non_retryable
             assert "AgentDef.tick" in cause.message and "tnx schedule" in cause.message
+
+
+async def test_ticks_coalesce_while_parked(make_runtime: Any, client: Client) -> None:
+    """Ticks that fire while the handle is parked on a Request start no turn and take no
+    place in the inbox: they count into one item; once the Answer lets the parked turn
+    finish, the next tick wakes the handle with one line counting them all."""
+    reg = Registry(
+        [AgentDef(name="ticker", description="d", tools=["guarded"])], tools=[define_tool(guarded)]
+    )
+    script = {"stub-model": [tool_calls(("guarded", {})), text("approved")]}
+    llm = ScriptedLLM(script, repeat_last=True)
+    async with make_runtime(reg, llm.transport()) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        parked = await rt.run_turn(h, "go")
+        assert parked.status == "pending" and parked.pending is not None
+        await rt.schedule(h, every=1, prompt="tick turn")
+
+        async def ticks() -> int:
+            items = await inbox_of(rt, h)
+            return sum(i.count or 1 for i in items if i.channel == "timer")
+
+        await eventually(lambda: _ge(ticks(), 3), within_s=15, what="three ticks while parked")
+        view = await rt.inspect(h)
+        assert view.state == "suspended" and llm.calls("stub-model") == 1
+        assert len(await inbox_of(rt, h)) == 1
+        await rt.resume(Answer(id=parked.pending.id, ok=True))
+        await eventually(lambda: llm.calls("stub-model") >= 3, within_s=15, what="a tick turn")
+        users = [m for m in llm.requests[2]["messages"] if m["role"] == "user"]
+        tick_turn = users[-1]["content"]
+        assert tick_turn.startswith("tick turn\n\n" + UNTRUSTED_HEADER.format(n=1))
+        n = int(tick_turn.split("tick (x")[1].split()[0])
+        assert n >= 4 and tick_turn.endswith(f"1. {TICK_LINE.format(n=n)}")
+        await rt.close(h)
+        await replay_every_run(client, rt, h.id)

@@ -214,10 +214,16 @@ class WaitRequest(WireModel):
 
 
 class WaitResponse(WireModel):
-    """``wait`` update result: the result and the handle's status after it."""
+    """``wait`` update result: the result and the handle's status after it.
+
+    ``again_after_seq`` set: no result yet, and the handle's run is continuing as new while
+    it is paused (``pause.py``: a held wait would keep the run from ever continuing as new,
+    and its history would grow with every tick and post): ask again with the ``wait``
+    update and ``after_seq`` this value; ``result`` is then a ``timeout`` placeholder."""
 
     result: TaskResult
     status: HandleStatus
+    again_after_seq: int | None = None
 
 
 # ---- activity payloads ----

@@ -105,6 +105,9 @@ class Lifecycle:
         """The close finished: the run loop ends."""
         self.waiters = 0
         """``wait`` and ``turn`` updates in flight (see :data:`WAITERS_MAX`)."""
+        self.continuing = False
+        """The run loop waits to continue as new (idle, the run long): see
+        :meth:`waits_yield`."""
 
     # ---- wait and turn
 
@@ -131,7 +134,8 @@ class Lifecycle:
         timeout = None if req.timeout_ms is None else timedelta(milliseconds=req.timeout_ms)
         try:
             await workflow.wait_condition(
-                lambda: self.s.result_seq > seen or self.s.state == "closed", timeout=timeout
+                lambda: self.s.result_seq > seen or self.s.state == "closed" or self.waits_yield(),
+                timeout=timeout,
             )
         except TimeoutError:
             result = TaskResult(
@@ -140,6 +144,13 @@ class Lifecycle:
                 text=f"no result within {req.timeout_ms} ms; the turn keeps running",
             )
             return WaitResponse(result=result, status=status_of(s))
+        if s.result_seq <= seen and s.state != "closed":  # waits_yield: ask again
+            result = TaskResult(
+                status="timeout",
+                is_error=True,
+                text="no result yet: the paused handle continues as new; ask again",
+            )
+            return WaitResponse(result=result, status=status_of(s), again_after_seq=seen)
         if s.result_seq > seen and s.last_result is not None:
             if s.usage.floor is not None:
                 # Under a finite pool the caller must see a settled ledger: the parent has
@@ -147,6 +158,14 @@ class Lifecycle:
                 await workflow.wait_condition(lambda: self.outbox.signals_in_flight == 0)
             return WaitResponse(result=s.last_result, status=status_of(s))
         return WaitResponse(result=self.machine.closed_result(), status=status_of(s))
+
+    def waits_yield(self) -> bool:
+        """Held ``wait`` and ``turn`` updates return now, with ``again_after_seq`` (the
+        client asks the next run again): the run is due to continue as new while the
+        handle is paused. A paused handle may hold a wake's update for days, and a run
+        continues as new only once every handler finished; its ticks and posts would
+        otherwise grow one run's history without end (to the server's limit)."""
+        return self.continuing and self.s.pause.paused
 
     async def turn(self, req: TurnRequest) -> WaitResponse:
         """Wake from outside and wait for that wake's result (the ``turn`` update); on a

@@ -137,9 +137,11 @@ class RunLoop:
             # workflow id). A wake or a close first takes precedence. An owed report is
             # carried over (``report_owed``) and sent by the next run.
             await life.old_enough(lambda: s.intake.turn_pending or life.closed)
+            life.continuing = True  # a paused handle's held waits yield (waits_yield)
             await workflow.wait_condition(
                 lambda: s.intake.turn_pending or life.closed or life.quiescent()
             )
+            life.continuing = False
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
                 compact(s)  # closed children and old trace lines stay behind
