@@ -45,17 +45,45 @@ def test_a_full_inbox_never_refuses_a_child_item() -> None:
     assert [i.text for i in s.intake.items] == ["a post", "[done] r"]
 
 
-def test_unread_results_of_one_child_coalesce_into_its_latest() -> None:
+def test_each_unread_result_of_one_child_is_its_own_item() -> None:
+    """Each settled turn reaches the parent once: two results before the parent reads them
+    are two items, oldest first (they merged into the latest before, and the older text was
+    lost); a result never reported one by one (seq 2 here) is counted in the next item."""
     s = parent_with("p/x.1", max_concurrent=None)
     background.track(s, "p/x.1")
     assert settled(s, "p/x.1", 1, TaskResult(status="done", text="first"))
     req = Request(id="p/x.1#1", kind="approval", prompt="deploy?")
     pending = TaskResult(status="pending", text="", pending=req)
     assert settled(s, "p/x.1", 3, pending, state="suspended")
-    [item] = s.background.waiting
-    assert item.text == "[pending] (latest of 3 results) approval: deploy? (request p/x.1#1)"
-    background.consume(s, "p/x.1")  # a background tool returned it
+    assert [i.text for i in s.background.waiting] == [
+        "[done] first",
+        "[pending] approval: deploy? (request p/x.1#1)",
+    ]
+    read = background.consume(s, "p/x.1")  # a background tool returned them
+    assert [i.text for i in read] == [
+        "[done] (1 earlier results not kept) first",
+        "[pending] approval: deploy? (request p/x.1#1)",
+    ]
     assert s.background.waiting == [] and not background.note(s, "p/x.1")
+    assert background.consume(s, "p/x.1") == []  # nothing twice
+
+
+def test_unread_items_per_child_are_bounded_and_the_drop_is_said() -> None:
+    s = parent_with("p/x.1", "p/y.2", max_concurrent=None)
+    background.track(s, "p/x.1")
+    background.track(s, "p/y.2")
+    assert settled(s, "p/y.2", 1, TaskResult(status="done", text="y"))
+    extra = 3
+    for seq in range(1, background.UNREAD_PER_CHILD + extra + 1):
+        assert settled(s, "p/x.1", seq, TaskResult(status="done", text=f"r{seq}"))
+    mine = [i for i in s.background.waiting if i.from_ == "p/x.1"]
+    assert len(mine) == background.UNREAD_PER_CHILD
+    drain(s, None)
+    texts = [i.text for i in s.intake.turn_inbox]
+    assert texts[0] == "[done] y"  # another child's item is untouched
+    assert texts[1] == f"[done] ({extra} earlier results not kept) r{extra + 1}"
+    assert texts[-1] == f"[done] r{background.UNREAD_PER_CHILD + extra}"
+    assert "unread" not in background.listing(s)  # all read
 
 
 def test_state_survives_continue_as_new_and_closed_children_leave() -> None:
@@ -75,4 +103,4 @@ def test_listing_names_each_child_and_its_unread_item() -> None:
     assert background.listing(s) == "no background children"
     background.track(s, "p/x.1")
     assert settled(s, "p/x.1", 1, TaskResult(status="error", text="boom", is_error=True))
-    assert background.listing(s) == "p/x.1: idle, 1 result(s), last: [error] boom (unread)"
+    assert background.listing(s) == "p/x.1: idle, 1 result(s), last: [error] boom (1 unread)"

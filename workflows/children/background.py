@@ -10,11 +10,14 @@ The rules:
 
 * when a child report shows a new settled result (``result_seq`` grew: a finished turn, or a
   ``pending`` one parked on a Request), :func:`note` keeps one item
-  ``[from=<child id> channel=child] [status] text`` in ``HandleState.background.waiting``;
-  a newer result of the same child before the parent read the older one replaces it and
-  says how many results it stands for. That list is not the bounded inbox: it holds at most
-  one item per background child (so at most ``max_children``), and a full inbox never
-  refuses it;
+  ``[from=<child id> channel=child] [status] text`` for it in
+  ``HandleState.background.waiting``, after those of earlier results: each settled result is
+  its own item. That list is not the bounded inbox: a full inbox never refuses it, and it
+  holds at most :data:`UNREAD_PER_CHILD` unread items per background child (so at most that
+  times ``max_children``). Past that bound the oldest unread item of the child is dropped, and
+  the first item the parent then reads of that child says how many earlier results were not
+  kept (:func:`with_gaps`), as it does for results the parent never got a report of (a child
+  that settled twice in one workflow task);
 * the items join the inbox at the next wake (:func:`take_waiting`, called by
   ``inbox.drain``), after the posts; an interrupted turn returns them to the inbox with
   the posts (``inbox.restore_drained``), so they are read once;
@@ -76,6 +79,13 @@ if TYPE_CHECKING:  # imports only go down: children.py imports this module's rul
 LIST_TEXT_CHARS: Final = 200
 """Characters of a child's last result that ``background_list`` shows."""
 
+UNREAD_PER_CHILD: Final = 16
+"""The most unread result items kept per background child (issue 25 item 2: each settled
+turn reaches the parent once). A child settling more turns than this while its parent does
+not read them (a parent parked for days beside a child woken every minute) loses its
+oldest unread items, and the parent is told how many (:func:`with_gaps`), so the parent's
+state stays bounded."""
+
 
 # ---------------------------------------------------------------- the rules (pure)
 
@@ -101,22 +111,37 @@ def result_text(result: TaskResult) -> str:
     return f"[{result.status}] {result.text}"
 
 
-def item_of(child_id: str, result: TaskResult, results: int = 1) -> InboxItem:
-    """The inbox item of a background child's settled ``result``; ``results`` above 1 says
-    it stands for that many results (the older ones were not read), the latest shown. The
-    text is cut to the inbox item's limit."""
-    text = result_text(result)
-    if results > 1:
-        status, _, rest = text.partition("] ")
-        text = f"{status}] (latest of {results} results) {rest}"
+def item_of(child_id: str, result: TaskResult) -> InboxItem:
+    """The inbox item of a background child's settled ``result``, its text cut to the inbox
+    item's limit."""
     return InboxItem.model_validate(
-        {"from": child_id, "channel": CHILD_CHANNEL, "text": text[:MAX_TEXT]}
+        {"from": child_id, "channel": CHILD_CHANNEL, "text": result_text(result)[:MAX_TEXT]}
     )
+
+
+def with_gaps(s: HandleState, items: list[InboxItem]) -> list[InboxItem]:
+    """``items`` (about to be read) with the first item of each child saying how many of its
+    unread results have no item (``[done] (3 earlier results not kept) text``): those over
+    :data:`UNREAD_PER_CHILD`, or never reported one by one."""
+    out: list[InboxItem] = []
+    seen: set[str] = set()
+    for item in items:
+        bg = s.background.followed.get(item.from_)
+        if item.from_ not in seen and bg is not None:
+            seen.add(item.from_)
+            kept = sum(1 for i in items if i.from_ == item.from_)
+            missing = bg.noted - bg.delivered - kept
+            if missing > 0:
+                status, _, rest = item.text.partition("] ")
+                text = f"{status}] ({missing} earlier results not kept) {rest}"
+                item = item.model_copy(update={"text": text[:MAX_TEXT]})
+        out.append(item)
+    return out
 
 
 def note(s: HandleState, child_id: str) -> bool:
     """After a report of ``child_id``: keep the item of its new settled result for the next
-    wake (replacing an unread older one of the same child).
+    wake, after its unread older ones (the oldest dropped past :data:`UNREAD_PER_CHILD`).
 
     Returns:
         True when an item was noted (a background child with a result newer than the last
@@ -128,15 +153,18 @@ def note(s: HandleState, child_id: str) -> bool:
         return False
     bg.noted = info.result_seq
     bg.woken = False
-    item = item_of(child_id, info.last_result, info.result_seq - bg.delivered)
-    s.background.waiting = [i for i in s.background.waiting if i.from_ != child_id] + [item]
+    waiting = s.background.waiting
+    waiting.append(item_of(child_id, info.last_result))
+    mine = [n for n, i in enumerate(waiting) if i.from_ == child_id]
+    if len(mine) > UNREAD_PER_CHILD:
+        del waiting[mine[0]]
     return True
 
 
 def take_waiting(s: HandleState) -> list[InboxItem]:
-    """The child items for the turn a wake admits (``inbox.drain``): they leave
-    ``waiting`` and count as read."""
-    items = s.background.waiting
+    """The child items for the turn a wake admits (``inbox.drain``), oldest first: they
+    leave ``waiting`` and count as read."""
+    items = with_gaps(s, s.background.waiting)
     s.background.waiting = []
     for item in items:
         bg = s.background.followed.get(item.from_)
@@ -145,14 +173,20 @@ def take_waiting(s: HandleState) -> list[InboxItem]:
     return items
 
 
-def consume(s: HandleState, child_id: str) -> None:
-    """A background tool gave the model ``child_id``'s latest result: its waiting item (if
-    any) is not delivered again."""
+def consume(s: HandleState, child_id: str) -> list[InboxItem]:
+    """A background tool gives the model ``child_id``'s unread results: its waiting items
+    leave ``waiting`` and are not delivered again.
+
+    Returns:
+        Those items, oldest first (:func:`with_gaps` applied); empty when all were read.
+    """
+    mine = with_gaps(s, [i for i in s.background.waiting if i.from_ == child_id])
     s.background.waiting = [i for i in s.background.waiting if i.from_ != child_id]
     bg = s.background.followed.get(child_id)
     if bg is not None:
         info = s.roster.children_info.get(child_id, ChildInfo())
         bg.noted = bg.delivered = max(bg.noted, info.result_seq)
+    return mine
 
 
 def compact(s: HandleState) -> None:
@@ -167,18 +201,20 @@ def compact(s: HandleState) -> None:
 
 def listing(s: HandleState) -> str:
     """``background_list``'s text: one line per background child, in spawn order:
-    ``id: state, N result(s), last: [status] text`` (the text cut), and ``(unread)`` when
-    its item waits."""
+    ``id: state, N result(s), last: [status] text`` (the text cut), and ``(K unread)`` when
+    items of it wait."""
     if not s.background.followed:
         return "no background children"
-    unread = {i.from_ for i in s.background.waiting}
+    unread: dict[str, int] = {}
+    for item in s.background.waiting:
+        unread[item.from_] = unread.get(item.from_, 0) + 1
     lines = []
     for child_id in s.roster.children:
         if child_id not in s.background.followed:
             continue
         info = s.roster.children_info.get(child_id, ChildInfo())
         last = result_text(info.last_result)[:LIST_TEXT_CHARS] if info.last_result else "none"
-        flag = " (unread)" if child_id in unread else ""
+        flag = f" ({unread[child_id]} unread)" if child_id in unread else ""
         lines.append(f"{child_id}: {info.state}, {info.result_seq} result(s), last: {last}{flag}")
     return "\n".join(lines)
 
@@ -290,13 +326,14 @@ class Background:
         return self.s.roster.children_info.get(child_id, ChildInfo(state="closed"))
 
     async def wait(self, child_id: str, timeout_s: float) -> ToolResult:
-        """``background_wait``: the child's result not read yet, at once, or else its next
+        """``background_wait``: the child's results not read yet, at once, or else its next
         one (a settled turn, a parked one, or its close) within ``timeout_s`` seconds; an
         idle child whose results were all read gives its last one again.
 
         Returns:
-            ``[status] text`` (an error result unless ``done`` or ``pending``), or
-            ``[timeout] ...`` when the child is still running.
+            ``[status] text``, one line per unread result, oldest first (an error result
+            unless the latest is ``done`` or ``pending``), or ``[timeout] ...`` when the
+            child is still running.
         """
         s = self.s
         bg = s.background.followed[child_id]
@@ -314,13 +351,12 @@ class Background:
             state = self._info(child_id).state
             return _error(f"[timeout] {child_id} is still {state} after {timeout_s:g} s")
         info = self._info(child_id)
-        consume(s, child_id)
+        unread = consume(s, child_id)
         if info.last_result is None:
             return ToolResult(output=f"{child_id} is {info.state} with no result yet")
         status = info.last_result.status
-        return ToolResult(
-            output=result_text(info.last_result), is_error=status not in ("done", "pending")
-        )
+        output = "\n".join(i.text for i in unread) or result_text(info.last_result)
+        return ToolResult(output=output, is_error=status not in ("done", "pending"))
 
     async def post(self, child_id: str, text: str) -> ToolResult:
         """``background_post``: post ``text`` to an idle child (``[from=<this id>
@@ -344,17 +380,19 @@ class Background:
         return ToolResult(output=f"posted to {child_id} and woke it: its result will arrive")
 
     async def close(self, child_id: str) -> ToolResult:
-        """``background_close``: close the child (its subtree first); its latest result, if
-        this handle had not read it, comes with the reply and is not delivered again."""
+        """``background_close``: close the child (its subtree first); its results this
+        handle had not read come with the reply and are not delivered again."""
         s = self.s
-        unread = next((i for i in s.background.waiting if i.from_ == child_id), None)
+        before = sum(1 for i in s.background.waiting if i.from_ == child_id)
         await self.children.close(child_id, CloseRequest(reason="closed by its parent"))
-        after = next((i for i in s.background.waiting if i.from_ == child_id), None)
-        consume(s, child_id)
+        items = consume(s, child_id)
+        unread, after = items[:before], items[before:]
         output = f"closed {child_id}"
         # the close's own settle (an interrupted turn) is not news; an unread result is
-        if unread is not None:
-            output += f"; its unread result: {unread.text}"
-        elif after is not None and not after.text.startswith("[interrupted]"):
-            output += f"; its last result: {after.text}"
+        if unread:
+            output += f"; its unread result{'s' if len(unread) > 1 else ''}: " + "; ".join(
+                i.text for i in unread
+            )
+        elif after and not after[-1].text.startswith("[interrupted]"):
+            output += f"; its last result: {after[-1].text}"
         return ToolResult(output=output)

@@ -356,9 +356,9 @@ class BackgroundState(WireModel):
     Attributes:
         followed: the background children, by child id (closed ones leave at
             continue-as-new).
-        waiting: one inbox item per child (channel ``child``) for the next wake, never
-            counted against ``inbox_cap``: at most one per background child, a newer result
-            of the same child replacing the older one.
+        waiting: one inbox item per settled result of a child (channel ``child``), oldest
+            first, for the next wake; never counted against ``inbox_cap``, at most
+            ``background.UNREAD_PER_CHILD`` per child.
     """
 
     followed: dict[str, BackgroundChild] = Field(default_factory=dict)
