@@ -384,3 +384,46 @@ async def test_each_request_escalates_on_its_own(make_runtime, client: Client) -
             (f"{h.id}#1", "escalation", "interpreter:approve"),
             (f"{h.id}#2", "escalation", "interpreter:approve"),
         ]
+
+
+async def far(ctx: ToolContext) -> Any:
+    """Needs an approval with a deadline in year 9999."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="far?", expires_at="9999-12-31T23:59:59Z")
+    return "far done"
+
+
+async def endless(ctx: ToolContext) -> Any:
+    """Asks for a timeout no timer can hold."""
+    return pending(kind="approval", prompt="never?", timeout_ms=10**20)
+
+
+async def test_far_deadlines_wait_and_impossible_timeouts_are_refused(make_runtime) -> None:
+    """Bad or extreme deadlines leave the agent intact: a deadline in year 9999 parks the
+    Request (its timer waits in bounded steps) and an Answer still finishes it; a timeout too
+    long for any timer is the tool's error, which the model sees."""
+    tools = [
+        define_tool(far, input_schema={"type": "object", "properties": {}}),
+        define_tool(endless, input_schema={"type": "object", "properties": {}}),
+    ]
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("far", {})), text("far finished")]},
+    )
+    reg = Registry([AgentDef(name="w", tools=["far", "endless"])], tools=tools)
+    async with make_runtime(reg, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await asyncio.wait_for(rt.run_turn(h, "go"), 30)
+        assert r.status == "pending" and r.pending is not None
+        assert r.pending.expires_at is not None and r.pending.expires_at.startswith("9999-12-31")
+        await rt.answer(h, Answer(id=r.pending.id, ok=True))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "far finished")
+        (record,) = await rt.audit(h)
+        assert (record.path, record.ok) == ("update", True)
+    llm = ScriptedLLM({"stub-model": [tool_calls(("endless", {})), text("refused")]})
+    async with make_runtime(reg, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await asyncio.wait_for(rt.run_turn(h, "go"), 30)
+        assert (r.status, r.text) == ("done", "refused")
+        assert "at most" in tool_message(llm)
+        assert (await rt.inspect(h)).state == "idle"

@@ -21,6 +21,7 @@ from toolnexus_temporal.workflows.approvals.audit import (
     record,
 )
 from toolnexus_temporal.workflows.contract.models import (
+    APPROVAL_WAIT_MAX_MS,
     AgentDef,
     Answer,
     ApprovalPolicy,
@@ -126,3 +127,23 @@ def test_the_audit_is_bounded_and_names_an_earlier_answer() -> None:
     assert "expired at" in (answered_error(s, f"root/w.1#{AUDIT_KEEP + 4}") or "")
     assert "already answered (ok, by update" in (answered_error(s, "root/w.1#9") or "")
     assert answered_error(s, "root/w.1#0") is None  # dropped from the bounded audit
+
+
+def test_waits_too_long_for_a_timer_are_refused_loudly() -> None:
+    """A timeout or escalation delay the workflow could not turn into a timer (a deadline
+    past year 9999 made ``iso_of_ms`` raise inside the workflow: its task failed on every
+    retry and the agent hung) is refused where it is given."""
+    too_long = APPROVAL_WAIT_MAX_MS + 1
+    with pytest.raises(ValidationError):
+        ApprovalPolicy(timeout_ms=too_long)
+    with pytest.raises(ValidationError):
+        Escalation(after_ms=too_long, queue="ops")
+    with pytest.raises(ValueError, match="at most"):
+        pending("approval", "p", timeout_ms=10**20)
+    with pytest.raises(ValueError, match="positive"):
+        pending("approval", "p", timeout_ms=1.5)  # type: ignore[arg-type]
+    ApprovalPolicy(timeout_ms=APPROVAL_WAIT_MAX_MS, escalate=Escalation(after_ms=1, queue="q"))
+    # a Request that reaches the workflow with a far deadline anyway waits, and never raises
+    assert expires_at_for({"timeoutMs": 10**20}, ApprovalPolicy(), NOW) == iso_of_ms(
+        NOW + APPROVAL_WAIT_MAX_MS
+    )

@@ -29,7 +29,12 @@ from typing import Any, Final
 
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
-from toolnexus_temporal.workflows.contract.models import Answer, ApprovalPolicy, Request
+from toolnexus_temporal.workflows.contract.models import (
+    APPROVAL_WAIT_MAX_MS,
+    Answer,
+    ApprovalPolicy,
+    Request,
+)
 from toolnexus_temporal.workflows.contract.state import AuditEntry, HandleState
 
 AUDIT_KEEP: Final = 200
@@ -68,8 +73,8 @@ def expires_at_for(fields: dict[str, Any], policy: ApprovalPolicy, now_ms: int) 
     own = fields.get("expiresAt")
     if isinstance(own, str):
         return own
-    if isinstance(timeout, int) and timeout > 0:
-        return iso_of_ms(now_ms + timeout)
+    if isinstance(timeout, int) and timeout > 0:  # a hand-built one is held to the bound too
+        return iso_of_ms(now_ms + min(timeout, APPROVAL_WAIT_MAX_MS))
     if policy.timeout_ms is not None:
         return iso_of_ms(now_ms + policy.timeout_ms)
     return None
