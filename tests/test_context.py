@@ -280,3 +280,27 @@ async def test_a_thousand_turns_stay_within_the_bound(
         "elapsed_s": round(elapsed, 1),
     }
     print("\ncontext measure:", json.dumps(figures, indent=1))
+
+
+async def test_a_store_without_the_transcript_is_said_not_shown_empty(
+    make_runtime, store: SqliteConversationStore, tmp_path
+) -> None:
+    """``rt.model_view`` and ``rt.transcript`` (``tnx inspect --model-view/--transcript``)
+    read through a store that lacks the handle's committed messages (another directory's
+    ``.tnx/conversations.sqlite``): a clear error, not an empty view."""
+    from toolnexus_temporal.client import TnxError
+
+    provider = Provider()
+    async with make_runtime({"a": AgentDef(name="a")}, provider.transport()) as rt:
+        h = await spawn(rt, rt.root, "a")
+        await run_turns(rt, h, 1)
+        assert len(await rt_transcript(rt, store, h)) == 2
+        other = SqliteConversationStore(tmp_path / "other.sqlite")
+        rt.store = other
+        with pytest.raises(TnxError, match="holds 0 of the 2 committed messages"):
+            await rt.model_view(h)
+        with pytest.raises(TnxError, match="holds 0 of the 2 committed messages"):
+            await rt.transcript(h)
+        rt.store = store
+        assert len((await rt.model_view(h)).messages) == 2
+        await rt.close(h)

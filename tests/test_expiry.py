@@ -427,3 +427,55 @@ async def test_far_deadlines_wait_and_impossible_timeouts_are_refused(make_runti
         assert (r.status, r.text) == ("done", "refused")
         assert "at most" in tool_message(llm)
         assert (await rt.inspect(h)).state == "idle"
+
+
+async def test_a_refused_approver_changes_nothing_by_signal_or_through_the_parent(
+    make_runtime, client: Client
+) -> None:
+    """The approvers list holds on every path: an Answer routed down from the parent
+    (``rt.answer(parent, ...)``) by someone not listed is rejected loudly, and one sent as a
+    ``temporal workflow signal`` is rejected in the trace and ``last_error``; neither changes
+    the Request, the audit or the parent."""
+    llm = ScriptedLLM(
+        {
+            "m-parent": [
+                tool_calls(("task", {"agent": "w", "prompt": "delete it"})),
+                text("parent done"),
+            ],
+            "stub-model": [tool_calls(("slow", {})), text("child done")],
+        }
+    )
+    reg = registry(
+        AgentDef(name="parent", description="delegates", team=["w"], model="m-parent"),
+        AgentDef(
+            name="w",
+            description="deletes",
+            tools=["slow"],
+            approval=ApprovalPolicy(approvers={"slow": ["alice"]}),
+        ),
+    )
+    async with make_runtime(reg, llm.transport()) as rt:
+        parent = await spawn(rt, rt.root, "parent")
+        r = await rt.run_turn(parent, "go")
+        assert r.status == "pending" and r.pending is not None
+        req = r.pending
+        child = req.id.split("#")[0]
+        with pytest.raises(AnswerRejectedError, match="'mallory' may not answer"):
+            await rt.answer(parent, Answer(id=req.id, ok=True, by="mallory"))
+        await cli_answer(client, rt.workflow_id(child), {"id": req.id, "ok": True, "by": "eve"})
+
+        async def rejected_in_trace() -> bool:
+            return any("'eve' may not answer" in x for x in await rt.trace_lines(child))
+
+        await eventually(rejected_in_trace, within_s=10, what="the signal's rejection")
+        view = await rt.inspect(child)
+        assert view.state == "suspended" and view.pending_req is not None
+        assert view.pending_req.id == req.id
+        assert "'eve' may not answer" in (view.last_error or "")
+        assert (await rt.inspect(parent)).state == "suspended"
+        assert await rt.audit(parent, subtree=True) == []
+        await rt.answer(parent, Answer(id=req.id, ok=True, by="alice"))
+        r = await finished(rt, parent)
+        assert (r.status, r.text) == ("done", "parent done")
+        (record,) = await rt.audit(parent, subtree=True)
+        assert (record.handle_id, record.by, record.path) == (child, "alice", "update")
