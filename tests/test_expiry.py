@@ -479,3 +479,47 @@ async def test_a_refused_approver_changes_nothing_by_signal_or_through_the_paren
         assert (r.status, r.text) == ("done", "parent done")
         (record,) = await rt.audit(parent, subtree=True)
         assert (record.handle_id, record.by, record.path) == (child, "alice", "update")
+
+
+async def test_the_audit_finds_each_sender_in_the_run_that_recorded_it(
+    make_runtime, client: Client
+) -> None:
+    """An Answer sent by update in one run and one sent by signal in the next (after a
+    continue-as-new): the audit names each sender's identity and the run whose event carried
+    it, and reads the same after close."""
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("slow", {})), tool_calls(("slow", {})), text("both")]}
+    )
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(
+        registry(AgentDef(name="w", tools=["slow"])), llm.transport(), options=options
+    ) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        first = r.pending
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        run1 = (await wf.describe()).run_id
+        await rt.answer(h, Answer(id=first.id, ok=True, by="alice"))
+
+        async def second_parked() -> bool:
+            view = await rt.inspect(h)
+            return view.pending_req is not None and view.pending_req.id != first.id
+
+        await eventually(second_parked, within_s=10, what="the second Request")
+        await continue_as_new_by_rejections(wf)
+        run2 = (await wf.describe()).run_id
+        assert run2 != run1
+        second = (await rt.inspect(h)).pending_req
+        assert second is not None
+        await cli_answer(client, rt.workflow_id(h.id), {"id": second.id, "ok": True, "by": "bob"})
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "both")
+        await rt.close(h)
+        records = await rt.audit(h)
+        assert [(x.request_id, x.path, x.by, x.run_id) for x in records] == [
+            (first.id, "update", "alice", run1),
+            (second.id, "signal", "bob", run2),
+        ]
+        assert records[0].identity == client.identity
+        assert records[1].identity and records[1].identity != client.identity
