@@ -147,3 +147,21 @@ def test_waits_too_long_for_a_timer_are_refused_loudly() -> None:
     assert expires_at_for({"timeoutMs": 10**20}, ApprovalPolicy(), NOW) == iso_of_ms(
         NOW + APPROVAL_WAIT_MAX_MS
     )
+
+
+@pytest.mark.parametrize(
+    "approvers",
+    [
+        {"approval": ["a" * 201]},  # longer than any Answer.by: it could never match
+        {"approval": [""]},
+        {"approval": []},  # nobody could answer: the Request would wait for its timer alone
+        {"": ["alice"]},
+        {"approval": [f"u{n}" for n in range(101)]},
+        {f"kind{n}": ["alice"] for n in range(101)},
+    ],
+)
+def test_approver_lists_are_bounded_and_never_empty(approvers: dict[str, list[str]]) -> None:
+    with pytest.raises(ValidationError):
+        ApprovalPolicy(approvers=approvers)
+    with pytest.raises(ValidationError):
+        AgentDef.model_validate({"name": "w", "approval": {"approvers": approvers}})

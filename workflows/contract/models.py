@@ -9,7 +9,7 @@ This module is deterministic and I/O free: the workflow sandbox imports it.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -273,11 +273,19 @@ class ApprovalPolicy(WireModel):
         approvers: who may answer, by Request kind or tool name (either key matches): the
             answerer's identity must be one of them. Checked against the ``by`` the sender
             states (recorded ``verified: false``: the workflow sees no server principal).
+            At most 100 keys of 100 names each, every key and name 1 to 200 characters (as
+            ``Answer.by``), and no empty list (nobody could answer).
     """
 
     timeout_ms: int | None = Field(default=None, ge=1, le=APPROVAL_WAIT_MAX_MS)
     escalate: Escalation | None = None
-    approvers: dict[str, list[str]] = Field(default_factory=dict)
+    approvers: dict[
+        Annotated[str, Field(min_length=1, max_length=200)],
+        Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=200)]],
+            Field(min_length=1, max_length=100),
+        ],
+    ] = Field(default_factory=dict, max_length=100)
 
 
 class AgentDef(WireModel):
