@@ -523,3 +523,47 @@ async def test_the_audit_finds_each_sender_in_the_run_that_recorded_it(
         ]
         assert records[0].identity == client.identity
         assert records[1].identity and records[1].identity != client.identity
+
+
+async def test_a_queue_escalation_survives_continue_as_new(make_runtime, client: Client) -> None:
+    """Escalated to a named queue, then continued as new: the next run still lists the
+    handle in the queue (``AgentEscalatedTo``), does not escalate again, and the Answer's
+    audit entry names the queue."""
+    llm = one_call("slow", "answered after the new run")
+    agent = AgentDef(
+        name="w",
+        tools=["slow"],
+        approval=ApprovalPolicy(escalate=Escalation(after_ms=300, queue="ops-night")),
+    )
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(registry(agent), llm.transport(), options=options) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        wid = rt.workflow_id(h.id)
+        query = f'{AGENT_ESCALATED_TO.name}="ops-night" AND WorkflowId="{wid}"'
+
+        async def listed() -> bool:
+            found = [w async for w in client.list_workflows(query)]
+            return any(w.status is not None and w.status.name == "RUNNING" for w in found)
+
+        await eventually(listed, within_s=10, what="the queue lists the escalated handle")
+        wf = client.get_workflow_handle(wid)
+        run1 = (await wf.describe()).run_id
+        await continue_as_new_by_rejections(wf)
+        run2 = (await wf.describe()).run_id
+        assert run2 != run1
+
+        async def listed_in_new_run() -> bool:
+            found = [w async for w in client.list_workflows(query)]
+            return any(w.run_id == run2 for w in found)
+
+        await eventually(listed_in_new_run, within_s=10, what="the new run in the queue")
+        lines = await rt.trace_lines(h)
+        assert sum("→ queue ops-night" in x for x in lines) == 1, lines
+        await rt.answer(h, Answer(id=r.pending.id, ok=True))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "answered after the new run")
+        (record,) = await rt.audit(h)
+        assert (record.path, record.escalated_to) == ("update", "queue:ops-night")
+        assert record.run_id == run2
