@@ -567,3 +567,30 @@ async def test_a_queue_escalation_survives_continue_as_new(make_runtime, client:
         (record,) = await rt.audit(h)
         assert (record.path, record.escalated_to) == ("update", "queue:ops-night")
         assert record.run_id == run2
+
+
+async def test_tnx_answer_after_expiry_says_it_expired_and_tnx_audit_shows_it(
+    make_runtime, env
+) -> None:
+    """The shell's view of an expired Request: ``tnx answer --request`` is refused with the
+    expiry (exit 1, nothing changed), ``tnx answer`` without one finds nothing pending, and
+    ``tnx audit`` lists the expiry."""
+    from tests.test_cli import Cli
+
+    llm = one_call("quick")
+    async with make_runtime(registry(AgentDef(name="w", tools=["quick"])), llm.transport()) as rt:
+        tnx = Cli(env, rt)
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        req = r.pending
+        assert (await finished(rt, h)).status == "done"
+        late = await tnx("answer", h.id, "--approve", "--request", req.id)
+        assert late.code == 1 and f"request '{req.id}' expired at" in late.err, late
+        plain = await tnx("answer", h.id, "--approve")
+        assert plain.code == 1 and "no pending request" in plain.err, plain
+        audit = await tnx.ok("audit", h.id, "--json")
+        (entry,) = audit.json()
+        assert (entry["path"], entry["ok"], entry["reason"]) == ("expiry", False, "expired")
+        assert (await rt.inspect(h)).state == "idle"
+        assert len(await rt.audit(h)) == 1
