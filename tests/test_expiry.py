@@ -594,3 +594,21 @@ async def test_tnx_answer_after_expiry_says_it_expired_and_tnx_audit_shows_it(
         assert (entry["path"], entry["ok"], entry["reason"]) == ("expiry", False, "expired")
         assert (await rt.inspect(h)).state == "idle"
         assert len(await rt.audit(h)) == 1
+
+
+async def test_the_audit_keeps_a_bounded_copy_of_large_answer_data(make_runtime) -> None:
+    """The tool gets an Answer's 300 KB of data whole; the audit entry (in the handle's
+    state) keeps its first 2,000 characters of JSON and its length."""
+    llm = one_call("slow", "deleted with a big answer")
+    async with make_runtime(registry(AgentDef(name="w", tools=["slow"])), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        big = {"blob": "x" * 300_000}
+        await rt.answer(h, Answer(id=r.pending.id, ok=True, data=big))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "deleted with a big answer")
+        assert tool_message(llm) == "deleted " + json.dumps(big)
+        (record,) = await rt.audit(h)
+        assert record.data is not None and record.data["json_chars"] == len(json.dumps(big))
+        assert len(record.data["clipped_json"]) == 2_000

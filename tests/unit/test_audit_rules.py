@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -9,6 +11,7 @@ from toolnexus_temporal.activities import pending
 from toolnexus_temporal.activities.registry import Registry, RegistryError
 from toolnexus_temporal.workflows.approvals.audit import (
     AUDIT_KEEP,
+    DATA_KEEP,
     answered_error,
     approver_error,
     deadline_ms,
@@ -165,3 +168,35 @@ def test_approver_lists_are_bounded_and_never_empty(approvers: dict[str, list[st
         ApprovalPolicy(approvers=approvers)
     with pytest.raises(ValidationError):
         AgentDef.model_validate({"name": "w", "approval": {"approvers": approvers}})
+
+
+def test_an_audit_entry_keeps_a_bounded_copy_of_the_answers_data() -> None:
+    """The audit keeps 200 entries in the handle's state (carried by continue-as-new): an
+    Answer's data of 300 KB each would make that state 60 MB, past any payload limit. Small
+    data is kept as it is; large data as its first DATA_KEEP characters of JSON and its size."""
+    r = Request(id="root/w.1#1", kind="approval", prompt="p")
+    small = {"otp": 123456, "note": "ok"}
+    kept = entry_of(
+        r,
+        Answer(id=r.id, ok=True, data=small),
+        path="update",
+        tool="t",
+        asked_ms=NOW,
+        now_ms=NOW,
+        escalated_to=None,
+    )
+    assert kept.data == small
+    big = {"blob": "x" * 300_000}
+    clipped = entry_of(
+        r,
+        Answer(id=r.id, ok=True, data=big),
+        path="update",
+        tool="t",
+        asked_ms=NOW,
+        now_ms=NOW,
+        escalated_to=None,
+    )
+    assert clipped.data is not None
+    assert len(json.dumps(clipped.data)) < DATA_KEEP + 200
+    assert clipped.data["clipped_json"].startswith('{"blob": "xxx')
+    assert clipped.data["json_chars"] == len(json.dumps(big, sort_keys=True))

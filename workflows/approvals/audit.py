@@ -25,6 +25,7 @@ Deterministic and I/O free.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
@@ -42,6 +43,23 @@ AUDIT_KEEP: Final = 200
 
 PROMPT_KEEP: Final = 500
 """Characters of a Request's prompt an audit entry keeps."""
+
+DATA_KEEP: Final = 2_000
+"""Characters of an Answer's data (as JSON) an audit entry keeps: the audit's entries live in
+the handle's state, carried by continue-as-new, so each is bounded (:func:`kept_data`)."""
+
+
+def kept_data(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``data`` as an audit entry keeps it: as it is when its JSON (sorted keys) is at most
+    :data:`DATA_KEEP` characters, else ``{"clipped_json": <its first DATA_KEEP characters>,
+    "json_chars": <its length>}`` (the tool got the whole data; deterministic)."""
+    if not data:
+        return data
+    text = json.dumps(data, sort_keys=True, default=str)
+    if len(text) <= DATA_KEEP:
+        return data
+    return {"clipped_json": text[:DATA_KEEP], "json_chars": len(text)}
+
 
 _WHEN: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
 """ISO-8601 times with a zone, and seconds since the epoch (no clock is read)."""
@@ -145,7 +163,7 @@ def entry_of(
         path=path,
         ok=answer.ok,
         reason=None if answer.ok else (answer.reason or "declined"),
-        data=answer.data,
+        data=kept_data(answer.data),
         by=answer.by,
         verified=False,
         escalated_to=escalated_to,
