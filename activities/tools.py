@@ -31,7 +31,13 @@ from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.redact import mentions_secret, redacted_error
 from toolnexus_temporal.activities.threads import run_stoppable
 from toolnexus_temporal.workflows.contract.messages import InterpretInput, ToolCallInput
-from toolnexus_temporal.workflows.contract.models import Answer, Request, ToolOptions, ToolResult
+from toolnexus_temporal.workflows.contract.models import (
+    APPROVAL_WAIT_MAX_MS,
+    Answer,
+    Request,
+    ToolOptions,
+    ToolResult,
+)
 from toolnexus_temporal.workflows.contract.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
 
 if TYPE_CHECKING:
@@ -75,10 +81,12 @@ def pending(
         data: extra data for the answerer.
         expires_at: ISO-8601 time (no zone: UTC) at which the Request, unanswered, is
             answered ``ok=false, reason="expired"`` by a durable timer.
-        timeout_ms: instead of ``expires_at``: expire this long after it is raised (ms).
+        timeout_ms: instead of ``expires_at``: expire this long after it is raised (ms, a
+            whole number from 1 to ``APPROVAL_WAIT_MAX_MS``, 10 years).
 
     Raises:
-        ValueError: ``expires_at`` is not an ISO-8601 time, or ``timeout_ms`` is not positive.
+        ValueError: ``expires_at`` is not an ISO-8601 time, or ``timeout_ms`` is not a
+            positive whole number of ms or is over ``APPROVAL_WAIT_MAX_MS``.
     """
     if expires_at is not None:
         try:
@@ -87,8 +95,13 @@ def pending(
             raise ValueError(f"expires_at {expires_at!r} is not an ISO-8601 time") from None
         if when.tzinfo is None:
             expires_at = when.replace(tzinfo=UTC).isoformat()
-    if timeout_ms is not None and (isinstance(timeout_ms, bool) or timeout_ms < 1):
-        raise ValueError(f"timeout_ms must be a positive number of ms, not {timeout_ms!r}")
+    if timeout_ms is not None:
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 1:
+            raise ValueError(f"timeout_ms must be a positive number of ms, not {timeout_ms!r}")
+        if timeout_ms > APPROVAL_WAIT_MAX_MS:
+            raise ValueError(
+                f"timeout_ms must be at most {APPROVAL_WAIT_MAX_MS} ms (10 years), not {timeout_ms}"
+            )
     request: dict[str, Any] = {"kind": kind, "prompt": prompt}
     if url is not None:
         request["url"] = url

@@ -204,9 +204,11 @@ def answer_command(
                 request_id = row.request_id
             await signal_answer(rt, target, answer_to(request_id))
             return h, request_id
+        if request is not None:  # the workflow says why it is refused (expired, answered...)
+            return await rt.answer(target, answer_to(request))
         if h.pending_req is None:
             raise ops.CliError(f"{h.id} has no pending request (state {h.state})")
-        return await rt.answer(target, answer_to(request or h.pending_req.id))
+        return await rt.answer(target, answer_to(h.pending_req.id))
 
     result = ops.run(opts, deliver, worker="optional")
     verdict = "approved" if approve else "declined"

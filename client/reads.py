@@ -88,7 +88,8 @@ class HandleReads:
         ``view`` query gives the committed length; an aborted turn's tail is not shown).
 
         Raises:
-            TnxError: the runtime was built without ``store``.
+            TnxError: the runtime was built without ``store``, or the store lacks the
+                handle's committed messages (not the workers' store).
             ConnectionError: (``StoreUnavailableError``, from the PostgreSQL store) its server
                 is down or unreachable: one line naming the URL without its password; read
                 again once it is back (connections it ended are replaced then).
@@ -99,7 +100,25 @@ class HandleReads:
         view = await self._view(h)
         if view.store_key is None:
             return []
-        return await self.store.read(view.store_key, view.transcript_len)
+        return await self._committed(view.store_key, view.transcript_len)
+
+    async def _committed(self, key: str, length: int) -> Messages:
+        """The first ``length`` (committed) messages of conversation ``key`` from the store.
+
+        Raises:
+            TnxError: the store holds fewer: it is not the workers' store (another
+                directory's ``.tnx/conversations.sqlite``, say), so an empty or short
+                transcript would be false.
+        """
+        assert self.store is not None
+        messages = await self.store.read(key, length)
+        if len(messages) < length:
+            raise TnxError(
+                f"the conversation store holds {len(messages)} of the {length} committed"
+                f" messages of {key!r}: it is not the workers' store (pass --store or set"
+                " TNX_STORE to the file or URL the workers write)"
+            )
+        return messages
 
     async def model_view(self, h: HandleRef) -> ModelView:
         """What the model is sent of the handle's committed transcript on its next call: the
@@ -108,7 +127,7 @@ class HandleReads:
         transcript). The stored transcript (:meth:`transcript`) stays complete.
 
         Raises:
-            TnxError: the runtime was built without ``store``.
+            TnxError: as :meth:`transcript`.
             ConnectionError: as :meth:`transcript`.
             RuntimeError: as :meth:`transcript`.
         """
@@ -117,7 +136,7 @@ class HandleReads:
         state = await self._rpc.query(handle_id(h), AgentWorkflow.state)
         if state.store_key is None:
             return ModelView(messages=[])
-        messages = await self.store.read(state.store_key, state.turn.transcript_len)
+        messages = await self._committed(state.store_key, state.turn.transcript_len)
         defn = state.defn
         policy = (defn.context if defn is not None else None) or state.options.context
         return model_view(messages, policy, state.turn.summary)

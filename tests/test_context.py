@@ -280,3 +280,68 @@ async def test_a_thousand_turns_stay_within_the_bound(
         "elapsed_s": round(elapsed, 1),
     }
     print("\ncontext measure:", json.dumps(figures, indent=1))
+
+
+async def test_a_store_without_the_transcript_is_said_not_shown_empty(
+    make_runtime, store: SqliteConversationStore, tmp_path
+) -> None:
+    """``rt.model_view`` and ``rt.transcript`` (``tnx inspect --model-view/--transcript``)
+    read through a store that lacks the handle's committed messages (another directory's
+    ``.tnx/conversations.sqlite``): a clear error, not an empty view."""
+    from toolnexus_temporal.client import TnxError
+
+    provider = Provider()
+    async with make_runtime({"a": AgentDef(name="a")}, provider.transport()) as rt:
+        h = await spawn(rt, rt.root, "a")
+        await run_turns(rt, h, 1)
+        assert len(await rt_transcript(rt, store, h)) == 2
+        other = SqliteConversationStore(tmp_path / "other.sqlite")
+        rt.store = other
+        with pytest.raises(TnxError, match="holds 0 of the 2 committed messages"):
+            await rt.model_view(h)
+        with pytest.raises(TnxError, match="holds 0 of the 2 committed messages"):
+            await rt.transcript(h)
+        rt.store = store
+        assert len((await rt.model_view(h)).messages) == 2
+        await rt.close(h)
+
+
+class DenseProvider(Provider):
+    """A provider whose tokenizer counts ``factor`` times the documented estimate (dense
+    text: code, non-Latin scripts): it reports that as ``prompt_tokens``."""
+
+    def __init__(self, factor: int) -> None:
+        super().__init__()
+        self.factor = factor
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        reply = super().answer(request)
+        if not is_summarizer(request):
+            summ, prompt, completion = self.calls[-1]
+            self.calls[-1] = (summ, prompt * self.factor, completion)
+            reply["usage"]["prompt_tokens"] = prompt * self.factor
+            reply["usage"]["total_tokens"] = prompt * self.factor + completion
+        return reply
+
+
+@pytest.mark.parametrize(("factor", "summarized"), [(1, False), (10, True)])
+async def test_the_providers_reported_prompt_tokens_trigger_the_summarizer(
+    make_runtime, store: SqliteConversationStore, factor: int, summarized: bool
+) -> None:
+    """The estimate says every view fits (nothing dropped); the provider reports more prompt
+    tokens than the bound only when its tokenizer counts denser: then, and only then, the
+    summarizer runs before the next call, and the usage counted is the provider's."""
+    policy = ContextPolicy(max_tokens=1_000, keep_turns=1, older="summarize", summary_max_tokens=64)
+    provider = DenseProvider(factor)
+    async with make_runtime({"a": AgentDef(name="a", context=policy)}, provider.transport()) as rt:
+        h = await spawn(rt, rt.root, "a")
+        await run_turns(rt, h, 3)
+        estimates = [request_tokens(r) for r in provider.agent_requests]
+        assert max(estimates) < policy.max_tokens < max(estimates) * 10, estimates
+        rt.store = store
+        view = await rt.model_view(h)
+        assert view.dropped == 0
+        summarizer_calls = sum(1 for s, _, _ in provider.calls if s)
+        assert (summarizer_calls > 0) == summarized, provider.calls
+        assert (await rt.inspect(h)).usage_total == provider.total_tokens
+        await rt.close(h)

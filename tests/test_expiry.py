@@ -384,3 +384,231 @@ async def test_each_request_escalates_on_its_own(make_runtime, client: Client) -
             (f"{h.id}#1", "escalation", "interpreter:approve"),
             (f"{h.id}#2", "escalation", "interpreter:approve"),
         ]
+
+
+async def far(ctx: ToolContext) -> Any:
+    """Needs an approval with a deadline in year 9999."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="far?", expires_at="9999-12-31T23:59:59Z")
+    return "far done"
+
+
+async def endless(ctx: ToolContext) -> Any:
+    """Asks for a timeout no timer can hold."""
+    return pending(kind="approval", prompt="never?", timeout_ms=10**20)
+
+
+async def test_far_deadlines_wait_and_impossible_timeouts_are_refused(make_runtime) -> None:
+    """Bad or extreme deadlines leave the agent intact: a deadline in year 9999 parks the
+    Request (its timer waits in bounded steps) and an Answer still finishes it; a timeout too
+    long for any timer is the tool's error, which the model sees."""
+    tools = [
+        define_tool(far, input_schema={"type": "object", "properties": {}}),
+        define_tool(endless, input_schema={"type": "object", "properties": {}}),
+    ]
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("far", {})), text("far finished")]},
+    )
+    reg = Registry([AgentDef(name="w", tools=["far", "endless"])], tools=tools)
+    async with make_runtime(reg, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await asyncio.wait_for(rt.run_turn(h, "go"), 30)
+        assert r.status == "pending" and r.pending is not None
+        assert r.pending.expires_at is not None and r.pending.expires_at.startswith("9999-12-31")
+        await rt.answer(h, Answer(id=r.pending.id, ok=True))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "far finished")
+        (record,) = await rt.audit(h)
+        assert (record.path, record.ok) == ("update", True)
+    llm = ScriptedLLM({"stub-model": [tool_calls(("endless", {})), text("refused")]})
+    async with make_runtime(reg, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await asyncio.wait_for(rt.run_turn(h, "go"), 30)
+        assert (r.status, r.text) == ("done", "refused")
+        assert "at most" in tool_message(llm)
+        assert (await rt.inspect(h)).state == "idle"
+
+
+async def test_a_refused_approver_changes_nothing_by_signal_or_through_the_parent(
+    make_runtime, client: Client
+) -> None:
+    """The approvers list holds on every path: an Answer routed down from the parent
+    (``rt.answer(parent, ...)``) by someone not listed is rejected loudly, and one sent as a
+    ``temporal workflow signal`` is rejected in the trace and ``last_error``; neither changes
+    the Request, the audit or the parent."""
+    llm = ScriptedLLM(
+        {
+            "m-parent": [
+                tool_calls(("task", {"agent": "w", "prompt": "delete it"})),
+                text("parent done"),
+            ],
+            "stub-model": [tool_calls(("slow", {})), text("child done")],
+        }
+    )
+    reg = registry(
+        AgentDef(name="parent", description="delegates", team=["w"], model="m-parent"),
+        AgentDef(
+            name="w",
+            description="deletes",
+            tools=["slow"],
+            approval=ApprovalPolicy(approvers={"slow": ["alice"]}),
+        ),
+    )
+    async with make_runtime(reg, llm.transport()) as rt:
+        parent = await spawn(rt, rt.root, "parent")
+        r = await rt.run_turn(parent, "go")
+        assert r.status == "pending" and r.pending is not None
+        req = r.pending
+        child = req.id.split("#")[0]
+        with pytest.raises(AnswerRejectedError, match="'mallory' may not answer"):
+            await rt.answer(parent, Answer(id=req.id, ok=True, by="mallory"))
+        await cli_answer(client, rt.workflow_id(child), {"id": req.id, "ok": True, "by": "eve"})
+
+        async def rejected_in_trace() -> bool:
+            return any("'eve' may not answer" in x for x in await rt.trace_lines(child))
+
+        await eventually(rejected_in_trace, within_s=10, what="the signal's rejection")
+        view = await rt.inspect(child)
+        assert view.state == "suspended" and view.pending_req is not None
+        assert view.pending_req.id == req.id
+        assert "'eve' may not answer" in (view.last_error or "")
+        assert (await rt.inspect(parent)).state == "suspended"
+        assert await rt.audit(parent, subtree=True) == []
+        await rt.answer(parent, Answer(id=req.id, ok=True, by="alice"))
+        r = await finished(rt, parent)
+        assert (r.status, r.text) == ("done", "parent done")
+        (record,) = await rt.audit(parent, subtree=True)
+        assert (record.handle_id, record.by, record.path) == (child, "alice", "update")
+
+
+async def test_the_audit_finds_each_sender_in_the_run_that_recorded_it(
+    make_runtime, client: Client
+) -> None:
+    """An Answer sent by update in one run and one sent by signal in the next (after a
+    continue-as-new): the audit names each sender's identity and the run whose event carried
+    it, and reads the same after close."""
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("slow", {})), tool_calls(("slow", {})), text("both")]}
+    )
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(
+        registry(AgentDef(name="w", tools=["slow"])), llm.transport(), options=options
+    ) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        first = r.pending
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        run1 = (await wf.describe()).run_id
+        await rt.answer(h, Answer(id=first.id, ok=True, by="alice"))
+
+        async def second_parked() -> bool:
+            view = await rt.inspect(h)
+            return view.pending_req is not None and view.pending_req.id != first.id
+
+        await eventually(second_parked, within_s=10, what="the second Request")
+        await continue_as_new_by_rejections(wf)
+        run2 = (await wf.describe()).run_id
+        assert run2 != run1
+        second = (await rt.inspect(h)).pending_req
+        assert second is not None
+        await cli_answer(client, rt.workflow_id(h.id), {"id": second.id, "ok": True, "by": "bob"})
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "both")
+        await rt.close(h)
+        records = await rt.audit(h)
+        assert [(x.request_id, x.path, x.by, x.run_id) for x in records] == [
+            (first.id, "update", "alice", run1),
+            (second.id, "signal", "bob", run2),
+        ]
+        assert records[0].identity == client.identity
+        assert records[1].identity and records[1].identity != client.identity
+
+
+async def test_a_queue_escalation_survives_continue_as_new(make_runtime, client: Client) -> None:
+    """Escalated to a named queue, then continued as new: the next run still lists the
+    handle in the queue (``AgentEscalatedTo``), does not escalate again, and the Answer's
+    audit entry names the queue."""
+    llm = one_call("slow", "answered after the new run")
+    agent = AgentDef(
+        name="w",
+        tools=["slow"],
+        approval=ApprovalPolicy(escalate=Escalation(after_ms=300, queue="ops-night")),
+    )
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(registry(agent), llm.transport(), options=options) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        wid = rt.workflow_id(h.id)
+        query = f'{AGENT_ESCALATED_TO.name}="ops-night" AND WorkflowId="{wid}"'
+
+        async def listed() -> bool:
+            found = [w async for w in client.list_workflows(query)]
+            return any(w.status is not None and w.status.name == "RUNNING" for w in found)
+
+        await eventually(listed, within_s=10, what="the queue lists the escalated handle")
+        wf = client.get_workflow_handle(wid)
+        run1 = (await wf.describe()).run_id
+        await continue_as_new_by_rejections(wf)
+        run2 = (await wf.describe()).run_id
+        assert run2 != run1
+
+        async def listed_in_new_run() -> bool:
+            found = [w async for w in client.list_workflows(query)]
+            return any(w.run_id == run2 for w in found)
+
+        await eventually(listed_in_new_run, within_s=10, what="the new run in the queue")
+        lines = await rt.trace_lines(h)
+        assert sum("→ queue ops-night" in x for x in lines) == 1, lines
+        await rt.answer(h, Answer(id=r.pending.id, ok=True))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "answered after the new run")
+        (record,) = await rt.audit(h)
+        assert (record.path, record.escalated_to) == ("update", "queue:ops-night")
+        assert record.run_id == run2
+
+
+async def test_tnx_answer_after_expiry_says_it_expired_and_tnx_audit_shows_it(
+    make_runtime, env
+) -> None:
+    """The shell's view of an expired Request: ``tnx answer --request`` is refused with the
+    expiry (exit 1, nothing changed), ``tnx answer`` without one finds nothing pending, and
+    ``tnx audit`` lists the expiry."""
+    from tests.test_cli import Cli
+
+    llm = one_call("quick")
+    async with make_runtime(registry(AgentDef(name="w", tools=["quick"])), llm.transport()) as rt:
+        tnx = Cli(env, rt)
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        req = r.pending
+        assert (await finished(rt, h)).status == "done"
+        late = await tnx("answer", h.id, "--approve", "--request", req.id)
+        assert late.code == 1 and f"request '{req.id}' expired at" in late.err, late
+        plain = await tnx("answer", h.id, "--approve")
+        assert plain.code == 1 and "no pending request" in plain.err, plain
+        audit = await tnx.ok("audit", h.id, "--json")
+        (entry,) = audit.json()
+        assert (entry["path"], entry["ok"], entry["reason"]) == ("expiry", False, "expired")
+        assert (await rt.inspect(h)).state == "idle"
+        assert len(await rt.audit(h)) == 1
+
+
+async def test_the_audit_keeps_a_bounded_copy_of_large_answer_data(make_runtime) -> None:
+    """The tool gets an Answer's 300 KB of data whole; the audit entry (in the handle's
+    state) keeps its first 2,000 characters of JSON and its length."""
+    llm = one_call("slow", "deleted with a big answer")
+    async with make_runtime(registry(AgentDef(name="w", tools=["slow"])), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        big = {"blob": "x" * 300_000}
+        await rt.answer(h, Answer(id=r.pending.id, ok=True, data=big))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "deleted with a big answer")
+        assert tool_message(llm) == "deleted " + json.dumps(big)
+        (record,) = await rt.audit(h)
+        assert record.data is not None and record.data["json_chars"] == len(json.dumps(big))
+        assert len(record.data["clipped_json"]) == 2_000

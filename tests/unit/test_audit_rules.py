@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from pydantic import ValidationError
 
@@ -9,6 +11,7 @@ from toolnexus_temporal.activities import pending
 from toolnexus_temporal.activities.registry import Registry, RegistryError
 from toolnexus_temporal.workflows.approvals.audit import (
     AUDIT_KEEP,
+    DATA_KEEP,
     answered_error,
     approver_error,
     deadline_ms,
@@ -21,6 +24,7 @@ from toolnexus_temporal.workflows.approvals.audit import (
     record,
 )
 from toolnexus_temporal.workflows.contract.models import (
+    APPROVAL_WAIT_MAX_MS,
     AgentDef,
     Answer,
     ApprovalPolicy,
@@ -126,3 +130,73 @@ def test_the_audit_is_bounded_and_names_an_earlier_answer() -> None:
     assert "expired at" in (answered_error(s, f"root/w.1#{AUDIT_KEEP + 4}") or "")
     assert "already answered (ok, by update" in (answered_error(s, "root/w.1#9") or "")
     assert answered_error(s, "root/w.1#0") is None  # dropped from the bounded audit
+
+
+def test_waits_too_long_for_a_timer_are_refused_loudly() -> None:
+    """A timeout or escalation delay the workflow could not turn into a timer (a deadline
+    past year 9999 made ``iso_of_ms`` raise inside the workflow: its task failed on every
+    retry and the agent hung) is refused where it is given."""
+    too_long = APPROVAL_WAIT_MAX_MS + 1
+    with pytest.raises(ValidationError):
+        ApprovalPolicy(timeout_ms=too_long)
+    with pytest.raises(ValidationError):
+        Escalation(after_ms=too_long, queue="ops")
+    with pytest.raises(ValueError, match="at most"):
+        pending("approval", "p", timeout_ms=10**20)
+    with pytest.raises(ValueError, match="positive"):
+        pending("approval", "p", timeout_ms=1.5)  # type: ignore[arg-type]
+    ApprovalPolicy(timeout_ms=APPROVAL_WAIT_MAX_MS, escalate=Escalation(after_ms=1, queue="q"))
+    # a Request that reaches the workflow with a far deadline anyway waits, and never raises
+    assert expires_at_for({"timeoutMs": 10**20}, ApprovalPolicy(), NOW) == iso_of_ms(
+        NOW + APPROVAL_WAIT_MAX_MS
+    )
+
+
+@pytest.mark.parametrize(
+    "approvers",
+    [
+        {"approval": ["a" * 201]},  # longer than any Answer.by: it could never match
+        {"approval": [""]},
+        {"approval": []},  # nobody could answer: the Request would wait for its timer alone
+        {"": ["alice"]},
+        {"approval": [f"u{n}" for n in range(101)]},
+        {f"kind{n}": ["alice"] for n in range(101)},
+    ],
+)
+def test_approver_lists_are_bounded_and_never_empty(approvers: dict[str, list[str]]) -> None:
+    with pytest.raises(ValidationError):
+        ApprovalPolicy(approvers=approvers)
+    with pytest.raises(ValidationError):
+        AgentDef.model_validate({"name": "w", "approval": {"approvers": approvers}})
+
+
+def test_an_audit_entry_keeps_a_bounded_copy_of_the_answers_data() -> None:
+    """The audit keeps 200 entries in the handle's state (carried by continue-as-new): an
+    Answer's data of 300 KB each would make that state 60 MB, past any payload limit. Small
+    data is kept as it is; large data as its first DATA_KEEP characters of JSON and its size."""
+    r = Request(id="root/w.1#1", kind="approval", prompt="p")
+    small = {"otp": 123456, "note": "ok"}
+    kept = entry_of(
+        r,
+        Answer(id=r.id, ok=True, data=small),
+        path="update",
+        tool="t",
+        asked_ms=NOW,
+        now_ms=NOW,
+        escalated_to=None,
+    )
+    assert kept.data == small
+    big = {"blob": "x" * 300_000}
+    clipped = entry_of(
+        r,
+        Answer(id=r.id, ok=True, data=big),
+        path="update",
+        tool="t",
+        asked_ms=NOW,
+        now_ms=NOW,
+        escalated_to=None,
+    )
+    assert clipped.data is not None
+    assert len(json.dumps(clipped.data)) < DATA_KEEP + 200
+    assert clipped.data["clipped_json"].startswith('{"blob": "xxx')
+    assert clipped.data["json_chars"] == len(json.dumps(big, sort_keys=True))

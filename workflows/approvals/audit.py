@@ -25,11 +25,17 @@ Deterministic and I/O free.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Final
 
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
-from toolnexus_temporal.workflows.contract.models import Answer, ApprovalPolicy, Request
+from toolnexus_temporal.workflows.contract.models import (
+    APPROVAL_WAIT_MAX_MS,
+    Answer,
+    ApprovalPolicy,
+    Request,
+)
 from toolnexus_temporal.workflows.contract.state import AuditEntry, HandleState
 
 AUDIT_KEEP: Final = 200
@@ -37,6 +43,23 @@ AUDIT_KEEP: Final = 200
 
 PROMPT_KEEP: Final = 500
 """Characters of a Request's prompt an audit entry keeps."""
+
+DATA_KEEP: Final = 2_000
+"""Characters of an Answer's data (as JSON) an audit entry keeps: the audit's entries live in
+the handle's state, carried by continue-as-new, so each is bounded (:func:`kept_data`)."""
+
+
+def kept_data(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``data`` as an audit entry keeps it: as it is when its JSON (sorted keys) is at most
+    :data:`DATA_KEEP` characters, else ``{"clipped_json": <its first DATA_KEEP characters>,
+    "json_chars": <its length>}`` (the tool got the whole data; deterministic)."""
+    if not data:
+        return data
+    text = json.dumps(data, sort_keys=True, default=str)
+    if len(text) <= DATA_KEEP:
+        return data
+    return {"clipped_json": text[:DATA_KEEP], "json_chars": len(text)}
+
 
 _WHEN: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
 """ISO-8601 times with a zone, and seconds since the epoch (no clock is read)."""
@@ -68,8 +91,8 @@ def expires_at_for(fields: dict[str, Any], policy: ApprovalPolicy, now_ms: int) 
     own = fields.get("expiresAt")
     if isinstance(own, str):
         return own
-    if isinstance(timeout, int) and timeout > 0:
-        return iso_of_ms(now_ms + timeout)
+    if isinstance(timeout, int) and timeout > 0:  # a hand-built one is held to the bound too
+        return iso_of_ms(now_ms + min(timeout, APPROVAL_WAIT_MAX_MS))
     if policy.timeout_ms is not None:
         return iso_of_ms(now_ms + policy.timeout_ms)
     return None
@@ -140,7 +163,7 @@ def entry_of(
         path=path,
         ok=answer.ok,
         reason=None if answer.ok else (answer.reason or "declined"),
-        data=answer.data,
+        data=kept_data(answer.data),
         by=answer.by,
         verified=False,
         escalated_to=escalated_to,

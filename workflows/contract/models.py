@@ -9,7 +9,7 @@ This module is deterministic and I/O free: the workflow sandbox imports it.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -234,6 +234,12 @@ AnswerPath = Literal["signal", "update", "interpreter", "expiry", "escalation"]
 """How an Answer reached the Request's owner (the audit, ``workflows/approvals/audit.py``)."""
 
 
+APPROVAL_WAIT_MAX_MS: Final = 10 * 365 * 24 * 3600 * 1000
+"""The longest timeout or escalation delay of a Request (ms; 10 years): a longer one would put
+its deadline past what a workflow can name as a time (year 9999), failing the workflow task
+on every retry, so ``pending`` and :class:`ApprovalPolicy` refuse it where it is given."""
+
+
 class Escalation(WireModel):
     """Escalate an unanswered Request instead of declining it (issue 26 item 2).
 
@@ -253,7 +259,7 @@ class Escalation(WireModel):
             attribute value.
     """
 
-    after_ms: int | None = Field(default=None, ge=1)
+    after_ms: int | None = Field(default=None, ge=1, le=APPROVAL_WAIT_MAX_MS)
     interpreter: str | None = Field(default=None, min_length=1, max_length=200)
     queue: str | None = Field(default=None, min_length=1, max_length=200)
 
@@ -283,11 +289,19 @@ class ApprovalPolicy(WireModel):
         approvers: who may answer, by Request kind or tool name (either key matches): the
             answerer's identity must be one of them. Checked against the ``by`` the sender
             states (recorded ``verified: false``: the workflow sees no server principal).
+            At most 100 keys of 100 names each, every key and name 1 to 200 characters (as
+            ``Answer.by``), and no empty list (nobody could answer).
     """
 
-    timeout_ms: int | None = Field(default=None, ge=1)
+    timeout_ms: int | None = Field(default=None, ge=1, le=APPROVAL_WAIT_MAX_MS)
     escalate: Escalation | None = None
-    approvers: dict[str, list[str]] = Field(default_factory=dict)
+    approvers: dict[
+        Annotated[str, Field(min_length=1, max_length=200)],
+        Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=200)]],
+            Field(min_length=1, max_length=100),
+        ],
+    ] = Field(default_factory=dict, max_length=100)
 
 
 class AgentDef(WireModel):

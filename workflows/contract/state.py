@@ -215,7 +215,8 @@ class AuditEntry(WireModel):
             ``escalation`` (a forwarded Answer keeps the path it came to the first handle by).
         ok: the decision.
         reason: why not, when not ok.
-        data: the Answer's data.
+        data: the Answer's data (over 2,000 characters of JSON: its start and length,
+            ``approvals/audit.py`` ``kept_data``).
         by: who answered, as the sender stated it (``Answer.by``), or the interpreter.
         verified: whether ``by`` was checked against a server-stamped principal (never on a
             server without an authorizer: the dev server has none).
