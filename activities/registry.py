@@ -66,7 +66,7 @@ def background_schemas() -> list[dict[str, Any]]:
         ),
         _function(
             BACKGROUND_WAIT_TOOL,
-            "Wait for a background child's result (one not read yet, else its next); "
+            "Wait for a background child's results (those not read yet, else its next); "
             f"timeout_s in seconds (default {BACKGROUND_WAIT_DEFAULT_S}, at most "
             f"{BACKGROUND_WAIT_MAX_S})",
             {"id": child, "timeout_s": {"type": "number"}},
