@@ -285,3 +285,27 @@ async def test_paused_and_the_next_tick_survive_continue_as_new(
         assert (result.status, result.text) == ("done", "checked")
         assert llm.prompts == ["held across runs"]
         await rt.close(h)
+
+
+async def test_a_held_wait_on_an_idle_handle_lets_it_continue_as_new(
+    make_runtime: Any, client: Client
+) -> None:
+    """A host's wait on an idle handle with no result yet is held in the workflow; the run
+    still continues as new when it is due (the wait yields and AgentRuntime asks the next
+    run again), and the wait gets the first turn's result. Before, the held wait kept every
+    run from continuing as new: 5,000 rejected signals and still the first run."""
+    llm = Recorder()
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(registry(), llm.transport(), options=options) as rt:
+        h = await rt.spawn(rt.root, "ticker")
+        waiter = asyncio.create_task(rt.wait(h))  # no result yet: held
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        first = (await wf.describe()).run_id
+        await continue_as_new_by_rejections(wf)
+        assert (await wf.describe()).run_id != first
+        assert not waiter.done()
+        await rt.wake(h, "after the runs")
+        result = await asyncio.wait_for(waiter, 15)
+        assert (result.status, result.text) == ("done", "checked")
+        assert llm.prompts == ["after the runs"]
+        await rt.close(h)

@@ -78,7 +78,7 @@ ADMIT_CLOSE: Final = (
 TURN: Final = f"{_HOST} signal `wake`."
 WAIT: Final = (
     'Wait for the next result (or the last one when settled). Input: {"timeout_ms": 30000}.'
-    ' A reply with "again_after_seq": N (a paused agent continuing as new) has no result yet:'
+    ' A reply with "again_after_seq": N (an idle agent continuing as new) has no result yet:'
     ' send wait again with {"after_seq": N}.'
 )
 SPAWN: Final = f"{_HOST} host verb spawn (tnx spawn)."

@@ -216,10 +216,11 @@ class WaitRequest(WireModel):
 class WaitResponse(WireModel):
     """``wait`` update result: the result and the handle's status after it.
 
-    ``again_after_seq`` set: no result yet, and the handle's run is continuing as new while
-    it is paused (``pause.py``: a held wait would keep the run from ever continuing as new,
-    and its history would grow with every tick and post): ask again with the ``wait``
-    update and ``after_seq`` this value; ``result`` is then a ``timeout`` placeholder."""
+    ``again_after_seq`` set: no result yet, and the handle's idle run is continuing as new
+    (``Lifecycle.waits_yield``: a held wait, on a paused handle or one with no result yet,
+    would keep the run from ever continuing as new, and its history would grow with every
+    tick and post): ask again with the ``wait`` update and ``after_seq`` this value;
+    ``result`` is then a ``timeout`` placeholder."""
 
     result: TaskResult
     status: HandleStatus

@@ -148,7 +148,7 @@ class Lifecycle:
             result = TaskResult(
                 status="timeout",
                 is_error=True,
-                text="no result yet: the paused handle continues as new; ask again",
+                text="no result yet: the handle continues as new; ask again",
             )
             return WaitResponse(result=result, status=status_of(s), again_after_seq=seen)
         if s.result_seq > seen and s.last_result is not None:
@@ -161,11 +161,12 @@ class Lifecycle:
 
     def waits_yield(self) -> bool:
         """Held ``wait`` and ``turn`` updates return now, with ``again_after_seq`` (the
-        client asks the next run again): the run is due to continue as new while the
-        handle is paused. A paused handle may hold a wake's update for days, and a run
-        continues as new only once every handler finished; its ticks and posts would
-        otherwise grow one run's history without end (to the server's limit)."""
-        return self.continuing and self.s.pause.paused
+        client asks the next run again): the run is due to continue as new (the handle is
+        idle, :attr:`continuing`). A run continues as new only once every handler finished,
+        and a wait may be held for days: on a paused handle (its held wake's update), or on
+        an idle one that has no result yet; its ticks and posts would otherwise grow one
+        run's history without end (to the server's limit)."""
+        return self.continuing
 
     async def turn(self, req: TurnRequest) -> WaitResponse:
         """Wake from outside and wait for that wake's result (the ``turn`` update); on a
