@@ -15,13 +15,23 @@ from toolnexus_temporal.client import AgentDef, Handle, InboxItem, RuntimeOption
 from toolnexus_temporal.client.testing import ScriptedLLM, text
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.messages import (
+    HandleStatus,
+    PauseRequest,
     PostResult,
+    ScheduleRequest,
     SpawnRequest,
     SpawnResult,
     TurnRequest,
     WaitResponse,
 )
-from toolnexus_temporal.workflows.contract.names import UPDATE_POST, UPDATE_SPAWN, UPDATE_TURN
+from toolnexus_temporal.workflows.contract.models import HandleView, TickSpec
+from toolnexus_temporal.workflows.contract.names import (
+    UPDATE_PAUSE,
+    UPDATE_POST,
+    UPDATE_SCHEDULE,
+    UPDATE_SPAWN,
+    UPDATE_TURN,
+)
 
 REGISTRY = {"w": AgentDef(name="w")}
 OPTIONS = RuntimeOptions(continue_as_new_updates=3)
@@ -117,3 +127,45 @@ async def test_a_spawn_sent_again_after_continue_as_new_makes_no_second_child(
         children = (await rt.inspect(rt.root)).children
         assert children == [made.handle.id], children
         assert isinstance(await rt.spawn(rt.root, "w"), Handle)  # a new id spawns anew
+
+
+async def test_schedule_and_pause_sent_again_after_continue_as_new_apply_once(
+    make_runtime, client: Client
+) -> None:
+    """A ``schedule`` sent again restarted the fire time from now (a tick could slip by a
+    whole interval at each retry); a ``pause`` sent again after an unpause paused the handle
+    once more. Each is applied once, whatever run the repeat reaches."""
+    llm = ScriptedLLM({"stub-model": [text("ok")]}, repeat_last=True)
+    async with make_runtime(REGISTRY, llm.transport(), options=OPTIONS) as rt:
+        h = await spawn(rt, rt.root, "w")
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        run = str((await wf.describe()).run_id)
+        hourly = ScheduleRequest(tick=TickSpec(every_ms=3_600_000, prompt="hourly"))
+        first = await wf.execute_update(
+            UPDATE_SCHEDULE, hourly, id="schedule-1", result_type=HandleView
+        )
+        assert first.next_tick_ms is not None
+        await wf.execute_update(
+            UPDATE_PAUSE, PauseRequest(), id="pause-1", result_type=HandleStatus
+        )
+        await wf.execute_update(
+            UPDATE_PAUSE, PauseRequest(paused=False), id="unpause-1", result_type=HandleStatus
+        )
+        n = 0
+
+        async def nudge() -> None:
+            nonlocal n
+            n += 1
+            other = InboxItem(from_="external", channel="webhook", text=f"nudge {n}")
+            await wf.execute_update(UPDATE_POST, other, id=f"nudge-{n}", result_type=PostResult)
+
+        await continued(wf, run, nudge)
+        again = await wf.execute_update(
+            UPDATE_SCHEDULE, hourly, id="schedule-1", result_type=HandleView
+        )
+        assert again.next_tick_ms == first.next_tick_ms  # not restarted from now
+        await wf.execute_update(
+            UPDATE_PAUSE, PauseRequest(), id="pause-1", result_type=HandleStatus
+        )
+        assert not (await rt.inspect(h)).paused  # the later unpause stands
+        await rt.close(h)

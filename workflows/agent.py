@@ -425,7 +425,9 @@ class AgentWorkflow:
             The view (``tick``, ``next_tick_ms``).
         """
         self._lifecycle.updates += 1
-        self._ticks.set(parse_payload(ScheduleRequest, req, "ScheduleRejected").tick)
+        if self._updates.repeat() is None:  # a repeat would restart the fire time
+            self._ticks.set(parse_payload(ScheduleRequest, req, "ScheduleRejected").tick)
+            self._updates.record()
         return view_of(self.s)
 
     @schedule.validator
@@ -446,7 +448,9 @@ class AgentWorkflow:
         """Pause (``req.now``: interrupt the running turn, returning once it stopped) or
         unpause (``req.paused`` False; a held wake is admitted) (``pause.py``)."""
         self._lifecycle.updates += 1
-        await self._pause.apply(parse_payload(PauseRequest, req, "PauseRejected"))
+        if self._updates.repeat() is None:  # a repeat would undo a later unpause
+            self._updates.record()
+            await self._pause.apply(parse_payload(PauseRequest, req, "PauseRejected"))
         return status_of(self.s)
 
     @admit_pause.validator

@@ -9,7 +9,10 @@ to the new run. So every verb update that changes state records its id in the ca
 * ``turn``: no second wake; it waits for the result of the turn the first one started;
 * ``spawn``: no second child; the child the first one made;
 * ``admit_answer``: the outcome the first one had (where it went);
-* ``admit_interrupt``: not applied again (it would stop a later turn).
+* ``admit_interrupt``: not applied again (it would stop a later turn);
+* ``schedule``: not applied again (it would restart the fire time from now);
+* ``admit_pause``: not applied again (a pause would undo a later unpause, ``now`` stop a
+  later turn).
 
 ``wait`` and ``admit_close`` are idempotent by themselves. Only updates that changed state
 are recorded (a rejected post may be sent again and go through). The newest
