@@ -736,3 +736,71 @@ async def test_an_unreadable_history_refuses_the_answer(
         assert (r.status, r.text) == ("done", "deleted")
         (record,) = await rt.audit(h)
         assert (record.by, record.verified) == ("alice", False)
+
+
+async def test_the_lookup_reads_encrypted_answers_with_the_workers_codec(
+    client: Client, store: Any
+) -> None:
+    """With the AES-GCM payload codec, the history holds the Answers encrypted: the lookup
+    decodes them with the worker's codec, finds the delivering events (by update and by
+    signal) and falls back to the stated identity; a listed approver is taken both ways."""
+    import os
+    import uuid
+
+    from toolnexus_temporal.activities import LlmConfig
+    from toolnexus_temporal.client import AgentRuntime
+    from toolnexus_temporal.client.codec import AesGcmCodec, with_codec
+    from toolnexus_temporal.worker import create_worker
+
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("slow", {})), tool_calls(("slow", {})), text("both done")]}
+    )
+    agent = AgentDef(
+        name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
+    )
+    secure = with_codec(client, AesGcmCodec({"k": os.urandom(32)}))
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    async with (
+        create_worker(
+            secure,
+            registry=registry(agent),
+            llm=LlmConfig(base_url="http://mock.local/v1", model="stub-model"),
+            task_queue=f"tq-{scope}",
+            store=store,
+            transport=llm.transport(),
+        ) as worker,
+        worker,
+    ):
+        rt = await AgentRuntime(secure, task_queue=f"tq-{scope}", scope=scope).start()
+        h = await spawn(rt, rt.root, "w")
+        wid = rt.workflow_id(h.id)
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        first = r.pending
+        await rt.answer(h, Answer(id=first.id, ok=True, by="alice"))
+
+        async def second_parked() -> bool:
+            view = await rt.inspect(h)
+            return view.pending_req is not None and view.pending_req.id != first.id
+
+        await eventually(second_parked, within_s=10, what="the second Request")
+        second = (await rt.inspect(h)).pending_req
+        assert second is not None
+        wf = secure.get_workflow_handle(wid)
+        await wf.signal("answer", Answer(id=second.id, ok=True, by="mallory"))
+
+        async def mallory_rejected() -> bool:
+            return any("'mallory' may not answer" in x for x in await rt.trace_lines(h))
+
+        await eventually(mallory_rejected, within_s=10, what="the signal's rejection")
+        await wf.signal("answer", Answer(id=second.id, ok=True, by="alice"))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "both done")
+        assert [(x.path, x.by, x.verified) for x in await rt.audit(h)] == [
+            ("update", "alice", False),
+            ("signal", "alice", False),
+        ]
+        assert await principal_lookups(client, wid) == (3, 3)
+        lines = await rt.trace_lines(h)
+        assert sum("none (stated identity, unverified)" in x for x in lines) == 3
+        await rt.close(h)
