@@ -41,6 +41,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
 from toolnexus_temporal.activities.mcp import McpPool
+from toolnexus_temporal.activities.principal import PrincipalActivities
 from toolnexus_temporal.activities.registry import Registry, RegistryActivities
 from toolnexus_temporal.activities.store import (
     ConversationStore,
@@ -409,6 +410,7 @@ async def _worker(
                 llm_activities.llm_call,
                 llm_activities.llm_summarize,
                 WatchActivities(client).watch_children,
+                PrincipalActivities(client).answer_principal,
                 *extra,
             ],
             workflow_runner=workflow_runner(sandboxed=sandboxed),

@@ -4,9 +4,11 @@ Each handle keeps an :class:`~toolnexus_temporal.workflows.contract.state.AuditE
 answered Request in its state (carried across continue-as-new, readable after close). This
 module joins them with what Temporal recorded on the history events that carried the Answer:
 the ``identity`` of the ``answer`` signal or of the ``admit_answer`` update request, and the
-event's ``principal`` where the server stamps one (only with an authorizer configured: the dev
-server and a default self-hosted server stamp none, so there ``verified`` stays False and the
-approver check ran against the sender's stated ``by``). Every run of each workflow is read
+event's ``principal`` where the server stamps one (only with an authorizer and claim mapper
+configured: the dev server and a default self-hosted server stamp none). For a Request with
+approvers the workflow itself read that principal (``tnx.answer_principal``) and enforced the
+approvers against it: the entry then says ``verified`` and names it; without one, the check
+ran against the sender's stated ``by`` and ``verified`` is False. Every run of each workflow is read
 (runs listed by workflow id), the handle's ancestors too: an Answer sent to a parent and
 routed down was first recorded there, and the earliest event with the Request's id is the
 one that names the sender and the path (``signal`` or ``update``).
@@ -42,8 +44,10 @@ class AuditRecord(BaseModel):
         by: who answered, as the sender stated it (``Answer.by``), or the interpreter.
         identity: the caller identity Temporal recorded on the signal or update event (None
             for ``interpreter``, ``expiry`` and ``escalation``: no event carried an Answer).
-        principal: the server-stamped principal of that event (None without an authorizer).
-        verified: whether the answerer was checked against a server-stamped principal.
+        principal: the server-stamped principal of that event (None without an authorizer):
+            the one the approvers were enforced against when ``verified``.
+        verified: whether the approvers were enforced against that principal (a Request
+            with approvers, on a server that stamps principals).
         escalated_to: where it escalated before the Answer (``queue:NAME``,
             ``interpreter:NAME``).
         expires_at: the Request's deadline, if it had one (ISO-8601).
@@ -179,7 +183,7 @@ async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.l
                 data=entry.data,
                 by=entry.by,
                 identity=sender.identity if sender else None,
-                principal=sender.principal if sender else None,
+                principal=entry.principal or (sender.principal if sender else None),
                 verified=entry.verified,
                 escalated_to=entry.escalated_to,
                 expires_at=entry.expires_at,

@@ -18,7 +18,10 @@ from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.models import ApprovalPolicy, Escalation
-from toolnexus_temporal.workflows.contract.names import AGENT_ESCALATED_TO
+from toolnexus_temporal.workflows.contract.names import (
+    AGENT_ESCALATED_TO,
+    ANSWER_PRINCIPAL_ACTIVITY,
+)
 
 GRANULARITY_MS = 1_000
 """One timer granularity: the deadline of an expiring Request is met within this."""
@@ -612,3 +615,192 @@ async def test_the_audit_keeps_a_bounded_copy_of_large_answer_data(make_runtime)
         (record,) = await rt.audit(h)
         assert record.data is not None and record.data["json_chars"] == len(json.dumps(big))
         assert len(record.data["clipped_json"]) == 2_000
+
+
+async def principal_lookups(client: Client, workflow_id: str) -> tuple[int, int]:
+    """How many ``tnx.answer_principal`` activities the workflow's runs scheduled, and how
+    many completed."""
+    from temporalio.api.enums.v1 import EventType
+
+    scheduled: set[int] = set()
+    completed = 0
+    async for run in client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+        wf = client.get_workflow_handle(workflow_id, run_id=run.run_id)
+        async for event in wf.fetch_history_events():
+            if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                attrs = event.activity_task_scheduled_event_attributes
+                if attrs.activity_type.name == ANSWER_PRINCIPAL_ACTIVITY:
+                    scheduled.add(event.event_id)
+            elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+                attrs_done = event.activity_task_completed_event_attributes
+                completed += attrs_done.scheduled_event_id in scheduled
+    return len(scheduled), completed
+
+
+async def test_an_approver_gated_answer_reads_its_principal_and_falls_back(
+    make_runtime, client: Client
+) -> None:
+    """Each Answer to a Request with approvers runs ``tnx.answer_principal``; the dev server
+    stamps no principal, so the approvers are checked against the stated ``by``: another
+    sender is refused by update and by signal (nothing changes), the listed one is taken by
+    update and by signal, and the audit says unverified. A Request without approvers runs
+    no lookup."""
+    llm = ScriptedLLM(
+        {
+            "stub-model": [tool_calls(("slow", {})), tool_calls(("slow", {})), text("both done")],
+            "m-free": [tool_calls(("slow", {})), text("free done")],
+        }
+    )
+    gated = AgentDef(
+        name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
+    )
+    free = AgentDef(name="free", tools=["slow"], model="m-free")
+    async with make_runtime(registry(gated, free), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        wid = rt.workflow_id(h.id)
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        first = r.pending
+        with pytest.raises(AnswerRejectedError, match=r"'bob' may not answer.*unverified"):
+            await rt.answer(h, Answer(id=first.id, ok=True, by="bob"))
+        await cli_answer(client, wid, {"id": first.id, "ok": True, "by": "eve"})
+
+        async def eve_rejected() -> bool:
+            return any("'eve' may not answer" in x for x in await rt.trace_lines(h))
+
+        await eventually(eve_rejected, within_s=10, what="the signal's rejection")
+        view = await rt.inspect(h)
+        assert view.state == "suspended" and view.pending_req == first  # nothing changed
+        assert await rt.audit(h) == []
+        assert await principal_lookups(client, wid) == (2, 2)
+        await rt.answer(h, Answer(id=first.id, ok=True, by="alice", data={"k": 1}))
+
+        async def second_parked() -> bool:
+            view = await rt.inspect(h)
+            return view.pending_req is not None and view.pending_req.id != first.id
+
+        await eventually(second_parked, within_s=10, what="the second Request")
+        second = (await rt.inspect(h)).pending_req
+        assert second is not None
+        await cli_answer(
+            client, wid, {"id": second.id, "ok": True, "by": "alice", "data": {"n": 2}}
+        )
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "both done")
+        records = await rt.audit(h)
+        assert [(x.request_id, x.path, x.by, x.verified, x.principal) for x in records] == [
+            (first.id, "update", "alice", False, None),
+            (second.id, "signal", "alice", False, None),
+        ]
+        assert await principal_lookups(client, wid) == (4, 4)  # one per gated Answer
+        lines = await rt.trace_lines(h)
+        assert sum("none (stated identity, unverified)" in x for x in lines) == 4
+
+        other = await spawn(rt, rt.root, "free")
+        r = await rt.run_turn(other, "go")
+        assert r.pending is not None
+        await rt.answer(other, Answer(id=r.pending.id, ok=True, by="anyone"))
+        assert (await finished(rt, other)).text == "free done"
+        assert await principal_lookups(client, rt.workflow_id(other.id)) == (0, 0)
+
+
+async def test_an_unreadable_history_refuses_the_answer(
+    make_runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail-closed: when ``tnx.answer_principal`` fails on every attempt, even a listed
+    approver's Answer is refused loudly and the Request stays pending; sent again once the
+    history reads, it is taken."""
+    from toolnexus_temporal.activities import principal
+
+    async def unreadable(*_: Any) -> Any:
+        raise RuntimeError("history unreadable (test)")
+
+    llm = one_call("slow", "deleted")
+    agent = AgentDef(
+        name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"slow": ["alice"]})
+    )
+    async with make_runtime(registry(agent), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        req = r.pending
+        monkeypatch.setattr(principal, "principal_of", unreadable)
+        with pytest.raises(AnswerRejectedError, match=r"could not be checked.*unreadable"):
+            await rt.answer(h, Answer(id=req.id, ok=True, by="alice"))
+        view = await rt.inspect(h)
+        assert view.state == "suspended" and view.pending_req == req
+        assert await rt.audit(h) == []
+        monkeypatch.undo()
+        await rt.answer(h, Answer(id=req.id, ok=True, by="alice"))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "deleted")
+        (record,) = await rt.audit(h)
+        assert (record.by, record.verified) == ("alice", False)
+
+
+async def test_the_lookup_reads_encrypted_answers_with_the_workers_codec(
+    client: Client, store: Any
+) -> None:
+    """With the AES-GCM payload codec, the history holds the Answers encrypted: the lookup
+    decodes them with the worker's codec, finds the delivering events (by update and by
+    signal) and falls back to the stated identity; a listed approver is taken both ways."""
+    import os
+    import uuid
+
+    from toolnexus_temporal.activities import LlmConfig
+    from toolnexus_temporal.client import AgentRuntime
+    from toolnexus_temporal.client.codec import AesGcmCodec, with_codec
+    from toolnexus_temporal.worker import create_worker
+
+    llm = ScriptedLLM(
+        {"stub-model": [tool_calls(("slow", {})), tool_calls(("slow", {})), text("both done")]}
+    )
+    agent = AgentDef(
+        name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
+    )
+    secure = with_codec(client, AesGcmCodec({"k": os.urandom(32)}))
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    async with (
+        create_worker(
+            secure,
+            registry=registry(agent),
+            llm=LlmConfig(base_url="http://mock.local/v1", model="stub-model"),
+            task_queue=f"tq-{scope}",
+            store=store,
+            transport=llm.transport(),
+        ) as worker,
+        worker,
+    ):
+        rt = await AgentRuntime(secure, task_queue=f"tq-{scope}", scope=scope).start()
+        h = await spawn(rt, rt.root, "w")
+        wid = rt.workflow_id(h.id)
+        r = await rt.run_turn(h, "go")
+        assert r.pending is not None
+        first = r.pending
+        await rt.answer(h, Answer(id=first.id, ok=True, by="alice"))
+
+        async def second_parked() -> bool:
+            view = await rt.inspect(h)
+            return view.pending_req is not None and view.pending_req.id != first.id
+
+        await eventually(second_parked, within_s=10, what="the second Request")
+        second = (await rt.inspect(h)).pending_req
+        assert second is not None
+        wf = secure.get_workflow_handle(wid)
+        await wf.signal("answer", Answer(id=second.id, ok=True, by="mallory"))
+
+        async def mallory_rejected() -> bool:
+            return any("'mallory' may not answer" in x for x in await rt.trace_lines(h))
+
+        await eventually(mallory_rejected, within_s=10, what="the signal's rejection")
+        await wf.signal("answer", Answer(id=second.id, ok=True, by="alice"))
+        r = await finished(rt, h)
+        assert (r.status, r.text) == ("done", "both done")
+        assert [(x.path, x.by, x.verified) for x in await rt.audit(h)] == [
+            ("update", "alice", False),
+            ("signal", "alice", False),
+        ]
+        assert await principal_lookups(client, wid) == (3, 3)
+        lines = await rt.trace_lines(h)
+        assert sum("none (stated identity, unverified)" in x for x in lines) == 3
+        await rt.close(h)

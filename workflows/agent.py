@@ -500,11 +500,12 @@ class AgentWorkflow:
         )
 
     @workflow.signal(name=names.SIGNAL_ANSWER, description=docs.ANSWER)
-    def answer_signal(self, *args: Any) -> None:
-        """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``)."""
+    async def answer_signal(self, *args: Any) -> None:
+        """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``); for a
+        Request with approvers, its sender's principal is read first (``tnx.answer_principal``)."""
         answer = self._vis.parse(names.SIGNAL_ANSWER, Answer, args)
         if answer is not None:
-            self._approvals.answer(answer)
+            await self._approvals.received(answer)
 
     # ------------------------------------------------------------------ between handles
 

@@ -9,7 +9,7 @@ continue-as-new is in :mod:`~toolnexus_temporal.workflows.approvals.carry`.
   ``suspended`` until the Answer arrives (the ``answer`` signal or the ``admit_answer``
   update), and the same turn goes on: the tool re-runs with the Answer
   (:func:`rerun_result`), or a decline becomes the tool's error result.
-* **Answers** (:meth:`Approvals.answer`, :meth:`Approvals.admit`): an Answer goes to this
+* **Answers** (:meth:`Approvals.received`, :meth:`Approvals.admit`): an Answer goes to this
   handle's parked Request, or is forwarded down to the child on the path to the handle that
   owns its id (routed by the id's handle part, from any ancestor), and is reported to the
   parent at once. An accepted Answer resumes the handle in its handler.
@@ -32,8 +32,11 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from toolnexus_temporal.workflows.approvals.audit import (
+    Stamp,
+    answer_digest,
     answered_error,
     approver_error,
+    approvers_of,
     deadline_ms,
     entry_of,
     escalation_due_ms,
@@ -54,7 +57,11 @@ from toolnexus_temporal.workflows.visibility.visibility import Visibility, error
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
-    from toolnexus_temporal.workflows.contract.messages import InterpretInput
+    from toolnexus_temporal.workflows.contract.messages import (
+        InterpretInput,
+        PrincipalFound,
+        PrincipalLookup,
+    )
     from toolnexus_temporal.workflows.contract.models import (
         Answer,
         ApprovalPolicy,
@@ -63,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
     )
     from toolnexus_temporal.workflows.contract.names import (
+        ANSWER_PRINCIPAL_ACTIVITY,
         INTERPRET_ACTIVITY,
         INTERPRET_NON_RETRYABLE,
         SIGNAL_ANSWER,
@@ -281,9 +289,16 @@ class Approvals:
         self.answers[req.id] = answer
 
     def _audit(
-        self, req: Request, answer: Answer, path: str, tool: str | None, asked: int | None
+        self,
+        req: Request,
+        answer: Answer,
+        path: str,
+        tool: str | None,
+        asked: int | None,
+        stamp: Stamp | None = None,
     ) -> None:
-        """Record ``req`` answered by ``answer`` through ``path`` in the audit."""
+        """Record ``req`` answered by ``answer`` through ``path`` in the audit (``stamp``:
+        the principal lookup its approvers were checked with)."""
         s = self.s
         entry = entry_of(
             req,
@@ -293,6 +308,7 @@ class Approvals:
             asked_ms=asked,
             now_ms=now_ms(),
             escalated_to=s.approval.escalated_to,
+            stamp=stamp,
         )
         record(s, entry)
         self.vis.trace(
@@ -326,7 +342,65 @@ class Approvals:
             return Answer(id=req.id, ok=False, reason="cancelled")
         return answer
 
-    def answer(self, answer: Answer, path: str = "signal") -> tuple[str | None, str | None]:
+    async def stamp_of(self, answer: Answer, path: str) -> Stamp | None:
+        """The server-stamped principal of the event that delivered ``answer`` (by ``path``:
+        ``signal`` or ``update``), read by the ``tnx.answer_principal`` activity, only when
+        the Answer is for this handle's own parked Request and that Request has approvers
+        (:func:`approvers_of`); None otherwise (nothing is run). A failed lookup (every
+        attempt failed, a few seconds) or one that found no event is a :class:`Stamp` with
+        ``unreadable``: the Answer is then refused (fail-closed, :func:`approver_error`)."""
+        s = self.s
+        pending = s.approval.pending_req
+        if (
+            pending is None
+            or answer.id != self.own_parked
+            or answer_hop(s, answer.id).to != s.id
+            or approvers_of(self.policy, pending, self.own_tool) is None
+        ):
+            return None
+        info = workflow.info()
+        update = workflow.current_update_info() if path == "update" else None
+        lookup = PrincipalLookup(
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            request_id=answer.id,
+            digest=answer_digest(answer),
+            path="update" if path == "update" else "signal",
+            update_id=update.id if update is not None else None,
+            last_event_id=info.get_current_history_length() if update is None else None,
+        )
+        try:
+            found: PrincipalFound = await workflow.execute_activity(
+                ANSWER_PRINCIPAL_ACTIVITY,
+                lookup,
+                result_type=PrincipalFound,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=500), maximum_attempts=3
+                ),
+                summary=fit(f"principal of the answer to {answer.id}", SUMMARY_BYTES),
+            )
+        except ActivityError as err:
+            self.vis.trace(f"{s.id}: principal of {answer.id} unreadable ({error_text(err)})")
+            return Stamp(unreadable=error_text(err))
+        if found.event_id is None:  # never expected: refused rather than checked weaker
+            self.vis.trace(f"{s.id}: principal of {answer.id}: no history event carried it")
+            return Stamp(unreadable="no history event of this run carried this Answer")
+        p = found.principal
+        self.vis.trace(
+            f"{s.id}: principal of {answer.id}: "
+            + (f"{p.type}:{p.name} (verified)" if p else "none (stated identity, unverified)")
+        )
+        return Stamp(principal=p)
+
+    async def received(self, answer: Answer) -> None:
+        """The ``answer`` signal: :meth:`answer`, after :meth:`stamp_of` where approvers
+        apply."""
+        self.answer(answer, "signal", await self.stamp_of(answer, "signal"))
+
+    def answer(
+        self, answer: Answer, path: str = "signal", stamp: Stamp | None = None
+    ) -> tuple[str | None, str | None]:
         """Route an Answer (CONTRACT §3 resume; :meth:`routed`), then report it to the parent
         at once (``answer_id`` and ``answer_error``: a parent's ``admit_answer`` update waits
         for it), unless the id is outside this handle's subtree (no parent forwarded that: no
@@ -337,14 +411,17 @@ class Approvals:
             Request, another id, already answered, or being cancelled. A rejection changes
             nothing and is recorded loudly (CONTRACT §9.2).
         """
-        error, answered = self.routed(answer, path)
+        error, answered = self.routed(answer, path, stamp)
         if answer_hop(self.s, answer.id).to is not None:
             self.s.approval.answer_id, self.s.approval.answer_error = answer.id, error
             self.machine.report(now=True)
         return error, answered
 
-    def routed(self, answer: Answer, path: str = "signal") -> tuple[str | None, str | None]:
-        """Route ``answer`` by its id's handle part (:func:`answer_hop`).
+    def routed(
+        self, answer: Answer, path: str = "signal", stamp: Stamp | None = None
+    ) -> tuple[str | None, str | None]:
+        """Route ``answer`` by its id's handle part (:func:`answer_hop`); ``stamp``: the
+        principal lookup of :meth:`stamp_of` (the approvers are checked with it).
 
         This handle's own parked Request takes it, and the handle is ``running`` again at
         once (a ``wait`` right after it waits for the continued turn). A child on the path
@@ -371,7 +448,7 @@ class Approvals:
             elif answer.id in self.answers:
                 error = answered_error(s, answer.id) or f"request {answer.id!r} is already answered"
             else:
-                error = approver_error(self.policy, pending, self.own_tool, answer.by)
+                error = approver_error(self.policy, pending, self.own_tool, answer.by, stamp)
         elif hop.to is not None and answer.id in self.forwarded:
             error = f"request {answer.id!r} is already answered"
         if error is None and (self.scratch.interrupt_requested or s.closing):
@@ -385,7 +462,12 @@ class Approvals:
             self.vis.trace(f"{s.id}: answer {answer.id} ({verdict})")
             assert s.approval.pending_req is not None
             self._audit(
-                s.approval.pending_req, answer, path, self.own_tool, s.approval.pending_since_ms
+                s.approval.pending_req,
+                answer,
+                path,
+                self.own_tool,
+                s.approval.pending_since_ms,
+                stamp,
             )
             self.answers[answer.id] = answer
             s.approval.pending_req = None
@@ -416,7 +498,7 @@ class Approvals:
         for the continued turn, never for the answered Request. A child that closed before it
         took the Answer (its close was on its way when the Answer was forwarded) rejects it,
         loudly: an Answer is never reported taken when nobody took it."""
-        error, answered = self.answer(answer, "update")
+        error, answered = self.answer(answer, "update", await self.stamp_of(answer, "update"))
         seen = self.delivering.pop(answer.id, None)
         if error is None and answered is not None and seen is not None:
             s = self.s

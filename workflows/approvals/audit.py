@@ -16,20 +16,28 @@
   continue-as-new with the state). Who sent it as Temporal recorded it (the ``identity`` of
   the signal or update event) is read from history by ``rt.audit``; the workflow records the
   ``by`` the sender stated.
-* **Approvers** (:func:`approver_error`): ``AgentDef.approval.approvers`` by Request kind or
-  tool name. The workflow sees no server-stamped principal, so the check is against the
-  stated ``by`` and the entry says ``verified: false``.
+* **Approvers** (:func:`approvers_of`, :func:`approver_error`): ``AgentDef.approval.approvers``
+  by Request kind or tool name. For a Request with approvers, the workflow first reads the
+  server-stamped principal of the event that delivered the Answer (the
+  ``tnx.answer_principal`` activity: a :class:`Stamp`). With a principal, the approvers are
+  enforced against its ``name`` and the entry says ``verified: true`` with the principal;
+  without one (the dev server, a server without an authorizer and claim mapper, an Answer
+  forwarded by an ancestor), against the stated ``by``, ``verified: false``. When the history
+  could not be read, the Answer is rejected (fail-closed: a lookup failure never approves,
+  nor falls back to the weaker check).
 
 Deterministic and I/O free.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from pydantic import AwareDatetime, TypeAdapter, ValidationError
 
+from toolnexus_temporal.workflows.contract.messages import StampedPrincipal
 from toolnexus_temporal.workflows.contract.models import (
     APPROVAL_WAIT_MAX_MS,
     Answer,
@@ -122,22 +130,74 @@ def expires_while_escalated(policy: ApprovalPolicy) -> bool:
     return policy.escalate is None or policy.escalate.after_ms is not None
 
 
-def approver_error(
-    policy: ApprovalPolicy, req: Request, tool: str | None, by: str | None
-) -> str | None:
-    """Why ``by`` may not answer ``req`` (None: allowed). The approvers of the Request's kind
-    and of its tool both apply; no list: anyone may answer."""
-    allowed: list[str] = []
-    for key in (req.kind, tool):
-        if key is not None and key in policy.approvers:
-            allowed.extend(policy.approvers[key])
-    if not allowed and not any(k in policy.approvers for k in (req.kind, tool) if k):
+class Stamp(NamedTuple):
+    """What the ``tnx.answer_principal`` lookup found for one Answer: the server-stamped
+    ``principal`` of its event (None: the server stamped none), or why the history could not
+    be read (``unreadable``; the Answer is then rejected: :func:`approver_error`)."""
+
+    principal: StampedPrincipal | None = None
+    unreadable: str | None = None
+
+
+def principal_text(principal: StampedPrincipal) -> str:
+    """A principal as the audit shows it: ``type:name`` (``name`` alone without a type)."""
+    return f"{principal.type}:{principal.name}" if principal.type else principal.name
+
+
+def answer_digest(answer: Answer) -> str:
+    """The sha256 (hex) of ``answer``'s JSON (sorted keys): the workflow and the
+    ``tnx.answer_principal`` activity each decode the event's input, and the event is the one
+    whose Answer has this digest (deterministic)."""
+    text = json.dumps(answer.model_dump(mode="json"), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def approvers_of(policy: ApprovalPolicy, req: Request, tool: str | None) -> list[str] | None:
+    """Who may answer ``req`` raised by ``tool``: the approvers of its kind and of its tool
+    (both lists apply), or None when neither has a list (anyone may answer; no principal is
+    looked up)."""
+    keys = [k for k in (req.kind, tool) if k is not None and k in policy.approvers]
+    if not keys:
         return None
+    return [name for k in keys for name in policy.approvers[k]]
+
+
+def approver_error(
+    policy: ApprovalPolicy,
+    req: Request,
+    tool: str | None,
+    by: str | None,
+    stamp: Stamp | None = None,
+) -> str | None:
+    """Why the Answer may not answer ``req`` (None: allowed).
+
+    No approvers for the Request's kind or tool: anyone may answer. Otherwise, with a
+    ``stamp`` whose ``principal`` is set, ``principal.name`` must be listed (enforced,
+    verified); with ``stamp.unreadable`` the Answer is refused (fail-closed); with no stamp or
+    no principal, the stated ``by`` must be listed (unverified). Source: issue 26 item 3;
+    Temporal stamps ``HistoryEvent.principal`` only with an authorizer and claim mapper."""
+    allowed = approvers_of(policy, req, tool)
+    if allowed is None:
+        return None
+    names = ", ".join(sorted(allowed))
+    if stamp is not None and stamp.unreadable is not None:
+        return (
+            f"answer {req.id!r}: its sender could not be checked (the history that carried it"
+            f" was unreadable: {stamp.unreadable[:300]}); refused, send it again"
+            f" (approvers: {names})"
+        )
+    if stamp is not None and stamp.principal is not None:
+        if stamp.principal.name in allowed:
+            return None
+        return (
+            f"answer {req.id!r}: principal {principal_text(stamp.principal)!r} may not answer"
+            f" it (approvers: {names}; checked against the server-stamped principal, verified)"
+        )
     if by is not None and by in allowed:
         return None
     who = repr(by) if by else "an answer with no 'by'"
     return (
-        f"answer {req.id!r}: {who} may not answer it (approvers: {', '.join(sorted(allowed))};"
+        f"answer {req.id!r}: {who} may not answer it (approvers: {names};"
         " checked against the stated identity, unverified)"
     )
 
@@ -151,8 +211,11 @@ def entry_of(
     asked_ms: int | None,
     now_ms: int,
     escalated_to: str | None,
+    stamp: Stamp | None = None,
 ) -> AuditEntry:
-    """The audit entry of ``req`` answered by ``answer`` through ``path``."""
+    """The audit entry of ``req`` answered by ``answer`` through ``path``; ``verified`` with
+    the principal when ``stamp`` (the lookup the approvers check used) has one."""
+    principal = stamp.principal if stamp is not None else None
     return AuditEntry(
         request_id=req.id,
         kind=req.kind,
@@ -165,7 +228,8 @@ def entry_of(
         reason=None if answer.ok else (answer.reason or "declined"),
         data=kept_data(answer.data),
         by=answer.by,
-        verified=False,
+        principal=principal_text(principal) if principal is not None else None,
+        verified=principal is not None,
         escalated_to=escalated_to,
         expires_at=req.expires_at,
     )

@@ -367,6 +367,46 @@ class SummarizeResult(WireModel):
     usage: Usage = Field(default_factory=Usage)
 
 
+class PrincipalLookup(WireModel):
+    """Input of the ``tnx.answer_principal`` activity: which event delivered an Answer.
+
+    Attributes:
+        workflow_id / run_id: the run whose history holds the event (the current one).
+        request_id: the Answer's id.
+        digest: :func:`~toolnexus_temporal.workflows.approvals.audit.answer_digest` of the
+            Answer as the workflow decoded it (the event's input must decode to the same).
+        path: ``signal`` (the ``answer`` signal) or ``update`` (``admit_answer``).
+        update_id: the update's id (``update`` only: its accepted event names it).
+        last_event_id: ``signal`` only: the history length when the handler ran; the
+            delivering event is at or before it (the newest matching one is taken).
+    """
+
+    workflow_id: str
+    run_id: str
+    request_id: str
+    digest: str
+    path: Literal["signal", "update"]
+    update_id: str | None = None
+    last_event_id: int | None = None
+
+
+class StampedPrincipal(WireModel):
+    """A server-stamped principal (temporal.api.common.v1.Principal): ``type`` (e.g. ``jwt``)
+    and ``name`` (the identity the server's claim mapper verified)."""
+
+    type: str = ""
+    name: str
+
+
+class PrincipalFound(WireModel):
+    """Result of ``tnx.answer_principal``: the delivering event's id (None: no event matched)
+    and its principal (None: the server stamped none, or the event was sent by another
+    workflow, an ancestor forwarding the Answer, whose principal is its worker's)."""
+
+    event_id: int | None = None
+    principal: StampedPrincipal | None = None
+
+
 class WatchChildrenInput(WireModel):
     """Input of the ``tnx.watch_children`` activity: the handles (ids, in runtime scope
     ``scope``) whose workflows to watch."""

@@ -120,6 +120,11 @@ TOOL_CALL_ACTIVITY: Final = "tnx.tool_call"
 INTERPRET_ACTIVITY: Final = "tnx.interpret"
 """One interpreter (``wait_for``) call."""
 
+ANSWER_PRINCIPAL_ACTIVITY: Final = "tnx.answer_principal"
+"""Reads the current run's history for the server-stamped principal of the event that
+delivered an Answer (``HistoryEvent.principal``): run only for a Request whose approvers are
+set (``activities/principal.py``)."""
+
 RESOLVE_AGENT_ACTIVITY: Final = "tnx.resolve_agent"
 """Looks an agent name up in the worker's registry."""
 

@@ -218,8 +218,10 @@ class AuditEntry(WireModel):
         data: the Answer's data (over 2,000 characters of JSON: its start and length,
             ``approvals/audit.py`` ``kept_data``).
         by: who answered, as the sender stated it (``Answer.by``), or the interpreter.
-        verified: whether ``by`` was checked against a server-stamped principal (never on a
-            server without an authorizer: the dev server has none).
+        principal: the server-stamped principal (``type:name``) the approvers were enforced
+            against, when the Request had approvers and the server stamped one.
+        verified: whether the answerer was checked against that principal (never on a
+            server without an authorizer and claim mapper: the dev server has none).
         escalated_to: where it escalated before it was answered (``queue:NAME`` or
             ``interpreter:NAME``).
         expires_at: its deadline (``Request.expires_at``), if it had one.
@@ -236,6 +238,7 @@ class AuditEntry(WireModel):
     reason: str | None = None
     data: dict[str, Any] | None = None
     by: str | None = None
+    principal: str | None = None
     verified: bool = False
     escalated_to: str | None = None
     expires_at: str | None = None
