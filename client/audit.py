@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from toolnexus_temporal.client.queries import quoted
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.models import Answer
@@ -108,8 +109,7 @@ async def senders(client: Client, workflow_ids: builtins.list[str]) -> dict[str,
     found: dict[str, Sender] = {}
     converter = client.data_converter
     for wid in workflow_ids:
-        escaped = wid.replace("\\", "\\\\").replace('"', '\\"')
-        async for run in client.list_workflows(f'WorkflowId = "{escaped}"'):
+        async for run in client.list_workflows(f"WorkflowId = {quoted(wid)}"):
             history = client.get_workflow_handle(wid, run_id=run.run_id)
             async for event in history.fetch_history_events():
                 sender: Sender | None = None
