@@ -259,7 +259,9 @@ async def test_flood_of_rejected_signals_to_a_parked_handle(make_runtime, client
 async def cli_flood(client: Client, workflow_id: str, input_file: Path, until: float) -> int:
     """``temporal workflow signal --name post --input-file`` one after the other until the
     loop's clock passes ``until`` or the workflow is gone (terminated); returns how many
-    were accepted. A signal refused in the instant of a continue-as-new is sent again."""
+    were accepted. A signal refused in the instant of a continue-as-new, or refused by the
+    server as "Workflow is busy" (its back-pressure while a run's workflow tasks fail under
+    the flood), is sent again."""
     loop = asyncio.get_running_loop()
     sent = 0
     while loop.time() < until:
@@ -276,8 +278,8 @@ async def cli_flood(client: Client, workflow_id: str, input_file: Path, until: f
             sent += 1
         elif b"exceeds limit" in err or b"already completed" in err:
             return sent  # the server terminated the run
-        else:
-            assert b"closing" in err, err
+        else:  # refused in the instant of a continue-as-new, or the server's back-pressure
+            assert b"closing" in err or b"Workflow is busy" in err, err
     return sent
 
 
