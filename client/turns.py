@@ -100,10 +100,19 @@ class Turns:
             return await self._fallbacks.turn(hid, req.prompt)
         return await self.again(hid, resp, None)
 
-    async def again(self, hid: str, resp: WaitResponse, timeout_ms: int | None) -> WaitResponse:
+    async def again(
+        self,
+        hid: str,
+        resp: WaitResponse,
+        timeout_ms: int | None,
+        since: float | None = None,
+    ) -> WaitResponse:
         """Follow a response that says "ask again" (``again_after_seq``: the paused handle's
         run continued as new while this update waited) with the ``wait`` update on the next
-        run, until a real response comes or ``timeout_ms`` (counted from now) passes.
+        run, until a real response comes or ``timeout_ms`` passes, counted from ``since``
+        (the event loop's time the caller's first update was sent; None: from now). A wait
+        held for most of its timeout in the run that yielded gets only the rest (it was given
+        the whole timeout again: 12.2 s for ``timeout_ms=8000``).
 
         Returns:
             The first response without ``again_after_seq`` (``timeout`` once ``timeout_ms``
@@ -114,7 +123,8 @@ class Turns:
             HandleNotFoundError: no such handle.
         """
         loop = asyncio.get_running_loop()
-        deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
+        start = loop.time() if since is None else since
+        deadline = None if timeout_ms is None else start + timeout_ms / 1000
         while resp.again_after_seq is not None:
             await asyncio.sleep(AGAIN_AFTER_S)  # the next run starts meanwhile
             left = None if deadline is None else max(int((deadline - loop.time()) * 1000), 0)
@@ -148,13 +158,14 @@ class Turns:
         turn = self._in_flight.get(hid)
         if turn is None:
             req = WaitRequest(timeout_ms=timeout_ms)
+            since = asyncio.get_running_loop().time()
             try:
                 resp = await self._rpc.update(
                     hid, AgentWorkflow.wait, req, limit_wait_s=FALLBACK_AFTER_S
                 )
             except UpdateLimitError:  # too many waiters, or the run's update limit
                 return await self._fallbacks.wait(hid, timeout_ms)
-            return await self.again(hid, resp, timeout_ms)
+            return await self.again(hid, resp, timeout_ms, since)
         if turn.result is None:
             turn.result = asyncio.ensure_future(self._turn_result(hid, turn.update))
         pending = turn.result
@@ -204,13 +215,14 @@ class Turns:
                 if view.pending_req.id == req.id:
                     return resp  # still waiting for its Answer: the result is current
             req_next = WaitRequest(timeout_ms=timeout_ms, after_seq=resp.status.result_seq)
+            since = asyncio.get_running_loop().time()
             try:
                 resp = await self._rpc.update(
                     hid, AgentWorkflow.wait, req_next, limit_wait_s=FALLBACK_AFTER_S
                 )
             except UpdateLimitError:
                 resp = await self._fallbacks.wait(hid, timeout_ms, resp.status.result_seq)
-            resp = await self.again(hid, resp, timeout_ms)
+            resp = await self.again(hid, resp, timeout_ms, since)
         return resp
 
 

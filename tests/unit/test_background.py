@@ -104,3 +104,25 @@ def test_listing_names_each_child_and_its_unread_item() -> None:
     background.track(s, "p/x.1")
     assert settled(s, "p/x.1", 1, TaskResult(status="error", text="boom", is_error=True))
     assert background.listing(s) == "p/x.1: idle, 1 result(s), last: [error] boom (1 unread)"
+
+
+def test_unread_items_of_a_child_stay_within_the_carried_state_bound() -> None:
+    """A child settling :data:`UNREAD_PER_CHILD` turns of 64,000 CJK characters each (192 KB
+    of JSON apiece) while its parent does not read them: what the parent carries across
+    continue-as-new (one payload) stays below the server's 2 MiB, and the newest result is
+    kept whole (the oldest are dropped and counted)."""
+    from toolnexus_temporal.workflows.contract.limits import BLOB_BYTES
+    from toolnexus_temporal.workflows.contract.models import MAX_TEXT
+
+    s = parent_with("p/x.1", max_concurrent=None)
+    background.track(s, "p/x.1")
+    for seq in range(1, background.UNREAD_PER_CHILD + 1):
+        text = f"r{seq} " + "界" * MAX_TEXT
+        assert settled(s, "p/x.1", seq, TaskResult(status="done", text=text))
+    carried = len(AgentInput(state=s).model_dump_json().encode())
+    assert carried < BLOB_BYTES // 2, carried
+    newest = s.background.waiting[-1].text
+    assert newest.startswith(f"[done] r{background.UNREAD_PER_CHILD} ")
+    drain(s, None)
+    first = s.intake.turn_inbox[0].text
+    assert "earlier results not kept)" in first

@@ -25,7 +25,7 @@ publishes a result. Deterministic; no I/O.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -76,6 +76,15 @@ with workflow.unsafe.imports_passed_through():
         SIGNAL_ANSWER,
     )
     from toolnexus_temporal.workflows.contract.state import HandleState
+
+
+LOOKUPS_MAX: Final = 4
+"""Principal lookups (``tnx.answer_principal``) one handle runs at once. Each Answer to a
+Request with approvers runs one before it is checked, and the Request's id is in the
+approval queue for anyone who may signal: 3,052 ``answer`` signals in 20 s from 8 senders
+reached the server's 2,000 pending activities per workflow, and every workflow task failed
+from then on (the handle hung, queries refused). Past the cap an Answer is refused at once,
+loudly (fail-closed: ``send it again``)."""
 
 
 def now_ms() -> int:
@@ -149,6 +158,8 @@ class Approvals:
         its suspension is not a parking on task children."""
         self.own_tool: str | None = None
         """The tool whose Request is parked (``own_parked``): its approvers apply."""
+        self.lookups = 0
+        """Principal lookups in flight (:meth:`stamp_of`, at most :data:`LOOKUPS_MAX`)."""
 
     @property
     def policy(self) -> ApprovalPolicy:
@@ -348,7 +359,8 @@ class Approvals:
         the Answer is for this handle's own parked Request and that Request has approvers
         (:func:`approvers_of`); None otherwise (nothing is run). A failed lookup (every
         attempt failed, a few seconds) or one that found no event is a :class:`Stamp` with
-        ``unreadable``: the Answer is then refused (fail-closed, :func:`approver_error`)."""
+        ``unreadable``: the Answer is then refused (fail-closed, :func:`approver_error`); so
+        is one that comes while :data:`LOOKUPS_MAX` lookups are in flight (nothing is run)."""
         s = self.s
         pending = s.approval.pending_req
         if (
@@ -358,6 +370,10 @@ class Approvals:
             or approvers_of(self.policy, pending, self.own_tool) is None
         ):
             return None
+        if self.lookups >= LOOKUPS_MAX:
+            return Stamp(
+                unreadable=f"{LOOKUPS_MAX} other Answers to it were being checked at that moment"
+            )
         info = workflow.info()
         update = workflow.current_update_info() if path == "update" else None
         lookup = PrincipalLookup(
@@ -369,6 +385,7 @@ class Approvals:
             update_id=update.id if update is not None else None,
             last_event_id=info.get_current_history_length() if update is None else None,
         )
+        self.lookups += 1
         try:
             found: PrincipalFound = await workflow.execute_activity(
                 ANSWER_PRINCIPAL_ACTIVITY,
@@ -382,7 +399,10 @@ class Approvals:
             )
         except ActivityError as err:
             self.vis.trace(f"{s.id}: principal of {answer.id} unreadable ({error_text(err)})")
-            return Stamp(unreadable=error_text(err))
+            unreadable = f"the history that carried it was unreadable: {error_text(err)}"
+            return Stamp(unreadable=unreadable)
+        finally:
+            self.lookups -= 1
         if found.event_id is None:  # never expected: refused rather than checked weaker
             self.vis.trace(f"{s.id}: principal of {answer.id}: no history event carried it")
             return Stamp(unreadable="no history event of this run carried this Answer")

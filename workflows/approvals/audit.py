@@ -182,8 +182,8 @@ def approver_error(
     names = ", ".join(sorted(allowed))
     if stamp is not None and stamp.unreadable is not None:
         return (
-            f"answer {req.id!r}: its sender could not be checked (the history that carried it"
-            f" was unreadable: {stamp.unreadable[:300]}); refused, send it again"
+            f"answer {req.id!r}: its sender could not be checked ({stamp.unreadable[:300]});"
+            " refused, send it again"
             f" (approvers: {names})"
         )
     if stamp is not None and stamp.principal is not None:

@@ -13,8 +13,9 @@ The rules:
   ``[from=<child id> channel=child] [status] text`` for it in
   ``HandleState.background.waiting``, after those of earlier results: each settled result is
   its own item. That list is not the bounded inbox: a full inbox never refuses it, and it
-  holds at most :data:`UNREAD_PER_CHILD` unread items per background child (so at most that
-  times ``max_children``). Past that bound the oldest unread item of the child is dropped, and
+  holds at most :data:`UNREAD_PER_CHILD` unread items, of :data:`UNREAD_BYTES_PER_CHILD`
+  bytes together, per background child (so at most that times ``max_children``). Past that
+  bound the oldest unread item of the child is dropped, and
   the first item the parent then reads of that child says how many earlier results were not
   kept (:func:`with_gaps`), as it does for results the parent never got a report of (a child
   that settled twice in one workflow task);
@@ -46,6 +47,7 @@ from temporalio import workflow
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.limits import text_bytes
     from toolnexus_temporal.workflows.contract.messages import CloseRequest, WakeRequest
     from toolnexus_temporal.workflows.contract.models import (
         MAX_TEXT,
@@ -85,6 +87,14 @@ turn reaches the parent once). A child settling more turns than this while its p
 not read them (a parent parked for days beside a child woken every minute) loses its
 oldest unread items, and the parent is told how many (:func:`with_gaps`), so the parent's
 state stays bounded."""
+
+UNREAD_BYTES_PER_CHILD: Final = 4 * MAX_TEXT
+"""The most text the unread items of one background child hold together, bytes of its JSON
+(:func:`~toolnexus_temporal.workflows.contract.limits.text_bytes`): what its one item could
+hold before items were kept per result (64,000 characters of up to 4 UTF-8 bytes). Past it the
+oldest unread items of the child are dropped as past :data:`UNREAD_PER_CHILD` (its newest is
+always kept): 16 results of 64,000 CJK characters were 3.2 MB of carried state, past the
+server's 2 MiB for the continue-as-new input (``limits.BLOB_BYTES``)."""
 
 
 # ---------------------------------------------------------------- the rules (pure)
@@ -141,7 +151,8 @@ def with_gaps(s: HandleState, items: list[InboxItem]) -> list[InboxItem]:
 
 def note(s: HandleState, child_id: str) -> bool:
     """After a report of ``child_id``: keep the item of its new settled result for the next
-    wake, after its unread older ones (the oldest dropped past :data:`UNREAD_PER_CHILD`).
+    wake, after its unread older ones (the oldest dropped past :data:`UNREAD_PER_CHILD`
+    items or :data:`UNREAD_BYTES_PER_CHILD` bytes; the newest is always kept).
 
     Returns:
         True when an item was noted (a background child with a result newer than the last
@@ -156,8 +167,15 @@ def note(s: HandleState, child_id: str) -> bool:
     waiting = s.background.waiting
     waiting.append(item_of(child_id, info.last_result))
     mine = [n for n, i in enumerate(waiting) if i.from_ == child_id]
-    if len(mine) > UNREAD_PER_CHILD:
-        del waiting[mine[0]]
+    size = sum(text_bytes(waiting[n].text) for n in mine)
+    drop = 0
+    while len(mine) - drop > 1 and (
+        len(mine) - drop > UNREAD_PER_CHILD or size > UNREAD_BYTES_PER_CHILD
+    ):
+        size -= text_bytes(waiting[mine[drop]].text)
+        drop += 1
+    for n in reversed(mine[:drop]):
+        del waiting[n]
     return True
 
 

@@ -362,7 +362,7 @@ class BackgroundState(WireModel):
             continue-as-new).
         waiting: one inbox item per settled result of a child (channel ``child``), oldest
             first, for the next wake; never counted against ``inbox_cap``, at most
-            ``background.UNREAD_PER_CHILD`` per child.
+            ``background.UNREAD_PER_CHILD`` (and ``UNREAD_BYTES_PER_CHILD`` bytes) per child.
     """
 
     followed: dict[str, BackgroundChild] = Field(default_factory=dict)
