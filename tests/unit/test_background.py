@@ -59,13 +59,14 @@ def test_each_unread_result_of_one_child_is_its_own_item() -> None:
         "[done] first",
         "[pending] approval: deploy? (request p/x.1#1)",
     ]
-    read = background.consume(s, "p/x.1")  # a background tool returned them
+    read, left = background.consume(s, "p/x.1")  # a background tool returned them
+    assert left == 0
     assert [i.text for i in read] == [
         "[done] (1 earlier results not kept) first",
         "[pending] approval: deploy? (request p/x.1#1)",
     ]
     assert s.background.waiting == [] and not background.note(s, "p/x.1")
-    assert background.consume(s, "p/x.1") == []  # nothing twice
+    assert background.consume(s, "p/x.1") == ([], 0)  # nothing twice
 
 
 def test_unread_items_per_child_are_bounded_and_the_drop_is_said() -> None:
@@ -126,3 +127,23 @@ def test_unread_items_of_a_child_stay_within_the_carried_state_bound() -> None:
     drain(s, None)
     first = s.intake.turn_inbox[0].text
     assert "earlier results not kept)" in first
+
+
+def test_a_background_tool_reads_at_most_one_items_worth_and_leaves_the_rest() -> None:
+    """background_wait joins unread results into one tool output, bounded like an inbox item
+    (MAX_TEXT): four results of 30,000 characters come two per call, none lost or repeated
+    (joined whole, the output could reach four times the bound)."""
+    from toolnexus_temporal.workflows.contract.models import MAX_TEXT
+
+    s = parent_with("p/x.1", max_concurrent=None)
+    background.track(s, "p/x.1")
+    for seq in range(1, 5):
+        text = f"r{seq} " + "x" * 30_000
+        assert settled(s, "p/x.1", seq, TaskResult(status="done", text=text))
+    first, left = background.consume(s, "p/x.1")
+    assert [i.text[:9] for i in first] == ["[done] r1", "[done] r2"] and left == 2
+    assert sum(len(i.text) + 1 for i in first) <= MAX_TEXT
+    second, left = background.consume(s, "p/x.1")
+    assert [i.text[:9] for i in second] == ["[done] r3", "[done] r4"] and left == 0
+    assert not any("not kept" in i.text for i in first + second)
+    assert background.consume(s, "p/x.1") == ([], 0)

@@ -191,20 +191,33 @@ def take_waiting(s: HandleState) -> list[InboxItem]:
     return items
 
 
-def consume(s: HandleState, child_id: str) -> list[InboxItem]:
-    """A background tool gives the model ``child_id``'s unread results: its waiting items
-    leave ``waiting`` and are not delivered again.
+def consume(s: HandleState, child_id: str, limit: int = MAX_TEXT) -> tuple[list[InboxItem], int]:
+    """A background tool gives the model ``child_id``'s unread results, oldest first, as
+    many as fit ``limit`` characters together (at least one): those leave ``waiting`` and are
+    not delivered again; the rest stay unread for the next call or wake (a tool's output is
+    bounded like an inbox item, ``MAX_TEXT``).
 
     Returns:
-        Those items, oldest first (:func:`with_gaps` applied); empty when all were read.
+        The items taken (:func:`with_gaps` applied; empty when all were read) and how many
+        unread items are left.
     """
     mine = with_gaps(s, [i for i in s.background.waiting if i.from_ == child_id])
-    s.background.waiting = [i for i in s.background.waiting if i.from_ != child_id]
+    taken: list[InboxItem] = []
+    size = 0
+    for item in mine:
+        if taken and size + len(item.text) + 1 > limit:
+            break
+        taken.append(item)
+        size += len(item.text) + 1
+    left = len(mine) - len(taken)
+    kept = [i for i in s.background.waiting if i.from_ == child_id][len(taken) :]
+    s.background.waiting = [i for i in s.background.waiting if i.from_ != child_id] + kept
     bg = s.background.followed.get(child_id)
     if bg is not None:
         info = s.roster.children_info.get(child_id, ChildInfo())
-        bg.noted = bg.delivered = max(bg.noted, info.result_seq)
-    return mine
+        bg.noted = max(bg.noted, info.result_seq)
+        bg.delivered = bg.noted - left
+    return taken, left
 
 
 def compact(s: HandleState) -> None:
@@ -369,11 +382,13 @@ class Background:
             state = self._info(child_id).state
             return _error(f"[timeout] {child_id} is still {state} after {timeout_s:g} s")
         info = self._info(child_id)
-        unread = consume(s, child_id)
+        unread, left = consume(s, child_id)
         if info.last_result is None:
             return ToolResult(output=f"{child_id} is {info.state} with no result yet")
         status = info.last_result.status
         output = "\n".join(i.text for i in unread) or result_text(info.last_result)
+        if left:
+            output += f"\n({left} more unread result(s) of {child_id}: background_wait again)"
         return ToolResult(output=output, is_error=status not in ("done", "pending"))
 
     async def post(self, child_id: str, text: str) -> ToolResult:
@@ -403,7 +418,7 @@ class Background:
         s = self.s
         before = sum(1 for i in s.background.waiting if i.from_ == child_id)
         await self.children.close(child_id, CloseRequest(reason="closed by its parent"))
-        items = consume(s, child_id)
+        items, left = consume(s, child_id)
         unread, after = items[:before], items[before:]
         output = f"closed {child_id}"
         # the close's own settle (an interrupted turn) is not news; an unread result is
@@ -413,4 +428,6 @@ class Background:
             )
         elif after and not after[-1].text.startswith("[interrupted]"):
             output += f"; its last result: {after[-1].text}"
+        if left:
+            output += f"; {left} more unread result(s) come in your inbox"
         return ToolResult(output=output)
