@@ -141,8 +141,15 @@ async def test_an_operator_answers_in_the_web_ui(ui_env, tmp_path: Path, shots: 
             done = await rt.wait(h)
             assert done.status == "done" and done.text == "Build 42 is live.", done
             await agent_page(page, wf_id, reload=True)
-            last = (await current_details(page)).locator("p").filter(has_text="last result:")
-            await last.filter(has_text="Build 42 is live.").wait_for()
+            await shown_in_frame(
+                page,
+                CURRENT_DETAILS,
+                lambda f: (
+                    f.locator("p")
+                    .filter(has_text="last result:")
+                    .filter(has_text="Build 42 is live.")
+                ),
+            )
             await page.screenshot(path=str(shots / "5-answered.png"))
         trace = await rt.trace_lines(h)
         assert any("answer REJECTED" in line for line in trace)
@@ -152,10 +159,12 @@ async def test_an_operator_answers_in_the_web_ui(ui_env, tmp_path: Path, shots: 
     async with chromium(playwright, tmp_path) as page:
         await page.goto(f"{ui}/namespaces/default/workflows/{urllib.parse.quote(wf_id, safe='')}")
         await agent_page(page, wf_id)
-        details = await frame(page, "user-metadata-details")
-        await details.get_by_text("No tnx worker serves task queue").first.wait_for()
+        static = "user-metadata-details"
+        await shown_in_frame(
+            page, static, lambda f: f.get_by_text("No tnx worker serves task queue").first
+        )
         start = f"tnx-worker --task-queue tq-{scope} --registry MODULE:REGISTRY"
-        await details.get_by_text(start).first.wait_for()
+        await shown_in_frame(page, static, lambda f: f.get_by_text(start).first)
         await page.screenshot(path=str(shots / "6-no-worker.png"))
 
 
@@ -202,9 +211,12 @@ async def operate(page: Any, queue_link: str, wf_id: str, request_id: str, shots
     # 2. Its page: User Metadata → Current Details start with the prompt and the answer JSON.
     await page.get_by_role("link", name=wf_id).first.click()
     await agent_page(page, wf_id)
-    details = await current_details(page)
-    await details.get_by_text(f"Waiting for approval: {PROMPT}").wait_for()
-    answer_line = details.locator("p").filter(has_text="Answer: Signal").first
+    await shown_in_frame(
+        page, CURRENT_DETAILS, lambda f: f.get_by_text(f"Waiting for approval: {PROMPT}")
+    )
+    answer_line = await shown_in_frame(
+        page, CURRENT_DETAILS, lambda f: f.locator("p").filter(has_text="Answer: Signal").first
+    )
     to_paste = json.loads(await answer_line.locator("code").nth(1).inner_text())
     assert to_paste == {"id": request_id, "ok": True}
     await page.screenshot(path=str(shots / "2-details.png"))
@@ -213,7 +225,7 @@ async def operate(page: Any, queue_link: str, wf_id: str, request_id: str, shots
     wrong = {"id": f"{request_id.rpartition('#')[0]}#99", "ok": True}
     await send(page, "Send an Update", "update-select-button", "admit_answer", wrong)
     await agent_page(page, wf_id, reload=True)
-    await (await current_details(page)).get_by_text("answer rejected:").wait_for()
+    await shown_in_frame(page, CURRENT_DETAILS, lambda f: f.get_by_text("answer rejected:"))
     await page.screenshot(path=str(shots / "3-rejected.png"))
 
     # 4. The JSON from Current Details through "Send a Signal" (answer).
@@ -236,10 +248,29 @@ async def agent_page(page: Any, wf_id: str, *, reload: bool = False) -> None:
     await page.get_by_text("Current Details", exact=True).locator("visible=true").first.wait_for()
 
 
-async def current_details(page: Any) -> Any:
-    """The Current Details panel: the UI renders markdown in a frame of its own (named
-    ``user-metadata-current-details``; a new one after each reload)."""
-    return await frame(page, "user-metadata-current-details")
+CURRENT_DETAILS = "user-metadata-current-details"
+"""The frame of the Current Details panel: the UI renders markdown in a frame of its own (a
+new one after each reload, and when it renders the panel again)."""
+
+
+async def shown_in_frame(page: Any, name: str, find: Any) -> Any:
+    """Wait until ``find(frame)`` (a locator in the frame ``name``) is visible; its locator.
+
+    The UI replaces a markdown panel's frame when it renders the panel again (it polls the
+    workflow), so a wait that started in the old frame ends in "Frame was detached": then
+    the wait starts again in the frame that replaced it, until :data:`TIMEOUT_MS`."""
+    from playwright.async_api import Error as PlaywrightError
+
+    deadline = asyncio.get_running_loop().time() + TIMEOUT_MS / 1000
+    while True:
+        left_ms = (deadline - asyncio.get_running_loop().time()) * 1000
+        locator = find(await frame(page, name))
+        try:
+            await locator.wait_for(timeout=max(left_ms, 1))
+            return locator
+        except PlaywrightError as err:
+            if "detached" not in str(err) or left_ms <= 0:
+                raise
 
 
 async def frame(page: Any, name: str) -> Any:
