@@ -4,15 +4,35 @@ and unlisted senders), and Answers in flight while the handle closes."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 
 from tests.helpers import eventually, spawn
 from tests.test_expiry import finished, registry
-from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError
+from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Handle, Request
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.models import ApprovalPolicy
+
+
+def script() -> ScriptedLLM:
+    """The model: call ``slow`` (it parks), then answer ``done``."""
+    return ScriptedLLM({"stub-model": [tool_calls(("slow", {})), text("done")]})
+
+
+GATED = registry(
+    AgentDef(name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]}))
+)
+"""One agent whose Request only alice may answer."""
+
+
+async def parked(rt: Any, client: Client) -> tuple[Handle, Request, WorkflowHandle[Any, Any]]:
+    """A ``w`` parked on its Request: the handle, the Request and its workflow."""
+    h = await spawn(rt, rt.root, "w")
+    r = await rt.run_turn(h, "go")
+    assert r.pending is not None
+    return h, r.pending, client.get_workflow_handle(rt.workflow_id(h.id))
 
 
 async def alice_answers(rt, h, req) -> bool:
@@ -33,16 +53,8 @@ async def alice_answers(rt, h, req) -> bool:
 async def test_concurrent_answers_exactly_one_listed_one_is_taken(
     make_runtime, client: Client
 ) -> None:
-    llm = ScriptedLLM({"stub-model": [tool_calls(("slow", {})), text("done")]})
-    agent = AgentDef(
-        name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
-    )
-    async with make_runtime(registry(agent), llm.transport()) as rt:
-        h = await spawn(rt, rt.root, "w")
-        r = await rt.run_turn(h, "go")
-        assert r.pending is not None
-        req = r.pending
-        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+    async with make_runtime(GATED, script().transport()) as rt:
+        h, req, wf = await parked(rt, client)
         sends = []
         for i in range(6):
             bob = {"id": req.id, "ok": True, "by": "bob", "data": {"i": i}}
@@ -61,16 +73,8 @@ async def test_concurrent_answers_exactly_one_listed_one_is_taken(
 
 
 async def test_answer_in_flight_while_closing(make_runtime, client: Client) -> None:
-    llm = ScriptedLLM({"stub-model": [tool_calls(("slow", {})), text("done")]})
-    agent = AgentDef(
-        name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
-    )
-    async with make_runtime(registry(agent), llm.transport()) as rt:
-        h = await spawn(rt, rt.root, "w")
-        r = await rt.run_turn(h, "go")
-        assert r.pending is not None
-        req = r.pending
-        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+    async with make_runtime(GATED, script().transport()) as rt:
+        h, req, wf = await parked(rt, client)
         sends = [
             wf.signal("answer", {"id": req.id, "ok": True, "by": "alice"}),
             rt.answer(h, Answer(id=req.id, ok=True, by="alice")),
@@ -92,16 +96,8 @@ async def test_a_flood_of_answers_to_a_request_with_approvers_fails_no_task(
     activities every workflow task failed (queries refused, the handle hung). Now at most
     ``LOOKUPS_MAX`` run; the rest are refused at once, and the listed approver still
     answers."""
-    llm = ScriptedLLM({"stub-model": [tool_calls(("slow", {})), text("done")]})
-    agent = AgentDef(
-        name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
-    )
-    async with make_runtime(registry(agent), llm.transport()) as rt:
-        h = await spawn(rt, rt.root, "w")
-        r = await rt.run_turn(h, "go")
-        assert r.pending is not None
-        req = r.pending
-        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+    async with make_runtime(GATED, script().transport()) as rt:
+        h, req, wf = await parked(rt, client)
         loop = asyncio.get_running_loop()
         stop = loop.time() + 20
         sent = 0
