@@ -9,7 +9,7 @@ them back and starts a new run of the same workflow id with them:
 1. the latest run of the id must be ``TERMINATED`` (a running, completed, failed or timed
    out one is refused, :class:`~.errors.RecoverRefusedError`);
 2. the ``recovery`` query on that run (a worker replays its history up to the termination
-   and answers from the state there: ``approvals/carry.py``): the state as a continue-as-new
+   and answers from the state there: ``lifecycle/carry.py``): the state as a continue-as-new
    would carry it, a parked turn included, so the same Request with the same id is pending
    again and its Answer re-runs the tool and goes on with the LLM loop (no model call
    already made is made again);

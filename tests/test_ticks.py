@@ -32,7 +32,7 @@ from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.names import AGENT_NEXT_TICK, WORKFLOW_TYPE
 from toolnexus_temporal.workflows.contract.state import HandleState
-from toolnexus_temporal.workflows.turn.render import UNTRUSTED_HEADER
+from toolnexus_temporal.workflows.rules.render import UNTRUSTED_HEADER
 
 TICK_LINE = "[from=clock channel=timer] tick (x{n} coalesced)"
 

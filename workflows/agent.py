@@ -38,13 +38,13 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.approvals.approvals import Approvals
-from toolnexus_temporal.workflows.approvals.carry import CarryOver
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.background import Background
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import HISTORY_FULL, Inbox, post_history_error
 from toolnexus_temporal.workflows.leases import LeaseBook
+from toolnexus_temporal.workflows.lifecycle.carry import CarryOver
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.lifecycle.runloop import RunLoop
 from toolnexus_temporal.workflows.lifecycle.updates import UpdateLog

@@ -3,7 +3,7 @@
 ``post`` appends to a bounded inbox and never changes state; a wake of an idle handle drains
 the inbox into the turn and flips the handle to ``running`` in one step. The turn's input
 (the wake prompt, then the drained inbox as one block) is rendered by
-:mod:`~toolnexus_temporal.workflows.turn.render`, a pure module the sandbox passes through.
+:mod:`~toolnexus_temporal.workflows.rules.render`, a pure module the sandbox passes through.
 
 The rules are plain functions over ``HandleState`` (:func:`post_error`, :func:`wake_error`,
 :func:`drain`, :func:`take_turn_input`, :func:`restore_drained`); :class:`Inbox` applies
@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import WakeRequest
     from toolnexus_temporal.workflows.contract.models import InboxItem
     from toolnexus_temporal.workflows.contract.state import HandleState
-    from toolnexus_temporal.workflows.turn.render import coalesce_ticks, render_turn_input
+    from toolnexus_temporal.workflows.rules.render import coalesce_ticks, render_turn_input
 
 
 def post_error(s: HandleState, item: InboxItem) -> str | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.children.roster import was_child
+from toolnexus_temporal.workflows.rules.roster import was_child
 from toolnexus_temporal.workflows.visibility.visibility import Log
 
 with workflow.unsafe.imports_passed_through():

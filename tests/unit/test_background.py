@@ -8,7 +8,7 @@ from toolnexus_temporal.workflows.children import background
 from toolnexus_temporal.workflows.contract.models import InboxItem, Request, TaskResult
 from toolnexus_temporal.workflows.contract.state import AgentInput, ChildInfo
 from toolnexus_temporal.workflows.inbox import drain, post_error, restore_drained
-from toolnexus_temporal.workflows.turn.render import render_turn_input
+from toolnexus_temporal.workflows.rules.render import render_turn_input
 
 
 def settled(s, child: str, seq: int, result: TaskResult, state: str = "idle") -> bool:

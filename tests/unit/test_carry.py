@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.fakes import handle
-from toolnexus_temporal.workflows.approvals.carry import carry_blocker, restore, snapshot
 from toolnexus_temporal.workflows.contract.models import (
     Message,
     Request,
@@ -16,6 +15,7 @@ from toolnexus_temporal.workflows.contract.models import (
     ToolResult,
 )
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.lifecycle.carry import carry_blocker, restore, snapshot
 from toolnexus_temporal.workflows.lifecycle.lifecycle import MIN_RUN
 from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
 

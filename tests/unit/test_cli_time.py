@@ -19,9 +19,9 @@ from toolnexus_temporal.client.reachability import (
     WorkerSeen,
     pollers_of,
 )
-from toolnexus_temporal.workflows.approvals.rules import stamp_pending_since
 from toolnexus_temporal.workflows.contract.models import Request, TraceLine
 from toolnexus_temporal.workflows.contract.state import HandleState
+from toolnexus_temporal.workflows.rules.approvals import stamp_pending_since
 
 AT_MS = 1_764_583_200_123
 """2025-12-01 10:00:00.123 UTC."""

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.fakes import handle
-from toolnexus_temporal.workflows.approvals.rules import Hop, answer_hop, surfaced_child_request
 from toolnexus_temporal.workflows.contract.models import Request
 from toolnexus_temporal.workflows.contract.state import ChildInfo
+from toolnexus_temporal.workflows.rules.approvals import Hop, answer_hop, surfaced_child_request
 
 
 def req(owner: str, n: int = 1, name: str = "x") -> Request:

@@ -13,17 +13,17 @@ from typing import Any
 from tests.unit.fakes import FakeSignals, handle
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.children import Children, spawn_check
-from toolnexus_temporal.workflows.children.roster import (
+from toolnexus_temporal.workflows.contract.messages import ChildReport, ResolveAgentResult
+from toolnexus_temporal.workflows.contract.models import AgentDef, Budget, TaskResult
+from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.leases import LeaseBook
+from toolnexus_temporal.workflows.rules.roster import (
     all_children,
     children_count,
     compact,
     record_spawn,
     was_child,
 )
-from toolnexus_temporal.workflows.contract.messages import ChildReport, ResolveAgentResult
-from toolnexus_temporal.workflows.contract.models import AgentDef, Budget, TaskResult
-from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
-from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.visibility.visibility import append_trace, view_of
 
 N = 10_000

@@ -11,6 +11,7 @@ from toolnexus_temporal.workflows.contract.cron import cron_error, next_cron_ms
 from toolnexus_temporal.workflows.contract.models import AgentDef, InboxItem, TickSpec
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
 from toolnexus_temporal.workflows.inbox import post_error, restore_drained
+from toolnexus_temporal.workflows.rules.render import render_inbox
 from toolnexus_temporal.workflows.ticks import (
     CATCH_UP_SCAN,
     add_ticks,
@@ -19,7 +20,6 @@ from toolnexus_temporal.workflows.ticks import (
     is_tick,
     start_input,
 )
-from toolnexus_temporal.workflows.turn.render import render_inbox
 
 T0 = 1_795_996_800_000  # 2026-11-30 (ms since the epoch), a whole hour
 assert T0 % 3_600_000 == 0

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from tests.unit.fakes import FakeLog, FakeSignals, handle, parent_with
 from toolnexus_temporal.workflows.budgets import BudgetLedger
-from toolnexus_temporal.workflows.children.roster import compact, record_spawn
 from toolnexus_temporal.workflows.contract.messages import BudgetReply, WakeRequest
 from toolnexus_temporal.workflows.contract.state import ChildInfo
+from toolnexus_temporal.workflows.rules.roster import compact, record_spawn
 from toolnexus_temporal.workflows.trust import (
     CLOSED_CHILD,
     Trust,

@@ -1,7 +1,7 @@
 """Approvals: suspension, Answers and parking, for one handle (CONTRACT §5, §3 resume,
 §9.1, §9.2). The rules are pure functions in
-:mod:`~toolnexus_temporal.workflows.approvals.rules`; a parked turn carried across
-continue-as-new is in :mod:`~toolnexus_temporal.workflows.approvals.carry`.
+:mod:`~toolnexus_temporal.workflows.rules.approvals`; a parked turn carried across
+continue-as-new is in :mod:`~toolnexus_temporal.workflows.lifecycle.carry`.
 
 * **Suspension** (:meth:`Approvals.suspend`): a tool that returns ``pending(...)`` suspends
   its turn. The nearest interpreter (the handle's own ``wait_for``, else its ancestors')
@@ -44,15 +44,15 @@ from toolnexus_temporal.workflows.approvals.audit import (
     expires_while_escalated,
     record,
 )
-from toolnexus_temporal.workflows.approvals.rules import (
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.outbox import Signals
+from toolnexus_temporal.workflows.rules.approvals import (
     answer_hop,
     parked_on,
     stamped,
     surfaced_child_request,
     verdict_of,
 )
-from toolnexus_temporal.workflows.machine import Machine, TurnScratch
-from toolnexus_temporal.workflows.outbox import Signals
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():

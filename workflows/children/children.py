@@ -22,15 +22,15 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
 from toolnexus_temporal.workflows.children.background import note, track
 from toolnexus_temporal.workflows.children.definitions import Definitions
-from toolnexus_temporal.workflows.children.roster import (
+from toolnexus_temporal.workflows.children.watch import ChildWatch
+from toolnexus_temporal.workflows.leases import LeaseBook
+from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.rules.roster import (
     children_count,
     next_child_id,
     record_spawn,
     was_child,
 )
-from toolnexus_temporal.workflows.children.watch import ChildWatch
-from toolnexus_temporal.workflows.leases import LeaseBook
-from toolnexus_temporal.workflows.machine import Machine
 from toolnexus_temporal.workflows.visibility.operator import static_details, static_summary
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, view_of
 

@@ -22,7 +22,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
 
-from toolnexus_temporal.workflows.children.roster import children_count
+from toolnexus_temporal.workflows.rules.roster import children_count
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import (

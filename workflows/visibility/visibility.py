@@ -14,8 +14,8 @@ from typing import Any, Final, Protocol, TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
-from toolnexus_temporal.workflows.approvals.rules import stamp_pending_since
-from toolnexus_temporal.workflows.children.roster import all_children, children_count
+from toolnexus_temporal.workflows.rules.approvals import stamp_pending_since
+from toolnexus_temporal.workflows.rules.roster import all_children, children_count
 from toolnexus_temporal.workflows.visibility.operator import current_details, request_attributes
 
 with workflow.unsafe.imports_passed_through():

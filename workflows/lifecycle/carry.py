@@ -33,21 +33,21 @@ from typing import Any
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.approvals.approvals import Approvals
-from toolnexus_temporal.workflows.children.roster import compact
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.rules.roster import compact
 from toolnexus_temporal.workflows.trust import masked
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.approvals.rules import parked_on
     from toolnexus_temporal.workflows.contract.state import (
         AgentInput,
         HandleState,
         ParkedTurn,
         RecoveryPoint,
     )
+    from toolnexus_temporal.workflows.rules.approvals import parked_on
 
 
 def carry_blocker(
