@@ -41,7 +41,8 @@ from toolnexus_temporal.client.rpc import HandleRpc, rpc_error
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.models import HandleView
 from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
-from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
+from toolnexus_temporal.workflows.contract.state import AgentInput
+from toolnexus_temporal.workflows.trust import restarted
 
 _REFUSALS = {
     WorkflowExecutionStatus.RUNNING: "it is running: nothing to recover",
@@ -90,9 +91,8 @@ async def recover(rpc: HandleRpc, hid: str) -> HandleView:
     if point.input is None:
         raise RecoverRefusedError(hid, f"its last state cannot be resumed ({point.why})")
     state = point.input.state
-    await _restore_nonces(rpc, desc.id, desc.run_id, state)
-    state.recovered_from = desc.run_id
-    state.report_owed = state.parent is not None  # its parent marked it closed meanwhile
+    own, nonces = await _nonces(rpc, desc.id, desc.run_id)
+    restarted(state, desc.run_id, own, nonces)  # the workflow side writes the state
     summary, details = await desc.static_summary(), await desc.static_details()
     ours = {key.name for key in ALL_SEARCH_ATTRIBUTES}  # not the server's own (BuildIds, ...)
     attributes = TypedSearchAttributes(
@@ -117,11 +117,11 @@ async def recover(rpc: HandleRpc, hid: str) -> HandleView:
     return await rpc.query(hid, AgentWorkflow.view)
 
 
-async def _restore_nonces(
-    rpc: HandleRpc, workflow_id: str, run_id: str, state: HandleState
-) -> None:
-    """Put back the nonces the ``recovery`` query masks (``trust.py``): the handle's own and
-    its children's, from the run's start input and the children it started."""
+async def _nonces(
+    rpc: HandleRpc, workflow_id: str, run_id: str
+) -> tuple[str | None, dict[str, str]]:
+    """The nonces the ``recovery`` query masks (``trust.py``), from the run's start input and
+    the children it started: the handle's own, and its children's by child id."""
     converter = rpc.client.data_converter
     nonces: dict[str, str] = {}
     own: str | None = None
@@ -139,7 +139,4 @@ async def _restore_nonces(
             (child_input,) = await converter.decode(started.input.payloads, [AgentInput])
             if child_input.state.nonce is not None:
                 nonces[child_input.state.id] = child_input.state.nonce
-    state.nonce = own
-    for child, info in state.roster.children_info.items():
-        if child in nonces:
-            state.roster.children_info[child] = info.model_copy(update={"nonce": nonces[child]})
+    return own, nonces

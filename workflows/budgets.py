@@ -16,11 +16,13 @@ The rules are plain functions over ``HandleState`` with ``now_ms`` passed in;
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.outbox import Signals
+from toolnexus_temporal.workflows.rules.roster import update_child
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import BudgetAsk, BudgetReply
@@ -107,6 +109,13 @@ def exhausted(s: HandleState, now_ms: float) -> str | None:
     if deadline is not None and now_ms >= deadline:
         return "budget exhausted (wallMs)"
     return None
+
+
+def drop_floors(s: HandleState, children: Iterable[str]) -> None:
+    """Closed ``children`` left the roster (``roster.compact``): forget the floors pushed to
+    them."""
+    for child_id in children:
+        s.usage.pushed_floors.pop(child_id, None)
 
 
 class ChildPools(NamedTuple):
@@ -261,11 +270,11 @@ class BudgetLedger:
         if info is None:
             return
         if ask.usage_total > info.usage_total or ask.subtree_tool_calls > info.subtree_tool_calls:
-            s.roster.children_info[ask.child] = info.model_copy(
-                update={
-                    "usage_total": max(ask.usage_total, info.usage_total),
-                    "subtree_tool_calls": max(ask.subtree_tool_calls, info.subtree_tool_calls),
-                }
+            update_child(
+                s,
+                ask.child,
+                usage_total=max(ask.usage_total, info.usage_total),
+                subtree_tool_calls=max(ask.subtree_tool_calls, info.subtree_tool_calls),
             )
             self.recount()
         await self.refresh()

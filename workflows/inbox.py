@@ -93,6 +93,18 @@ def drain(s: HandleState, prompt: str | None) -> None:
     s.intake.turn_pending = True
 
 
+def turn_started(s: HandleState) -> str:
+    """The admitted turn starts: it is no longer pending; returns its user message
+    (:func:`take_turn_input`)."""
+    s.intake.turn_pending = False
+    return take_turn_input(s)
+
+
+def turn_ended(s: HandleState) -> None:
+    """The turn settled: the items drained into it are done with."""
+    s.intake.turn_inbox = []
+
+
 def take_turn_input(s: HandleState) -> str:
     """The user message of the admitted turn (CONTRACT §4); the wake prompt is consumed."""
     user_text = render_turn_input(s.intake.wake_prompt, s.intake.turn_inbox)
@@ -196,6 +208,14 @@ class Inbox:
         s.intake.held_wake, s.intake.held_prompt = True, prompt
         self.vis.trace(f"{s.id}: {why}: wake held")
         self.vis.publish()
+
+    def take_start_wake(self) -> tuple[bool, str | None]:
+        """At a run's start: whether the handle was spawned with a wake (consumed), and its
+        prompt (kept by the lease book until now)."""
+        if not self.s.intake.start_wake:
+            return False, None
+        self.s.intake.start_wake = False
+        return True, self.leases.take_queued()
 
     def admit_held_wake(self) -> None:
         """After a turn ended, or on unpause: admit the wake held while an interrupt stopped

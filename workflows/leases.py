@@ -212,6 +212,16 @@ class LeaseBook:
             SlotRequest(child=s.id, returned=s.leases.returned_lease, nonce=s.nonce),
         )
 
+    def take_queued(self) -> str | None:
+        """The prompt of a wake that travelled with the spawn (kept in ``queued_prompt``),
+        consumed."""
+        prompt, self.s.leases.queued_prompt = self.s.leases.queued_prompt, None
+        return prompt
+
+    def drop_queued(self) -> None:
+        """The handle closes: a wake queued for a slot ends here."""
+        self.s.leases.slot_waiting, self.s.leases.queued_prompt = False, None
+
     def take_grant(self, req: WakeRequest) -> tuple[bool, str | None]:
         """A grant from the parent (``wake`` with ``granted`` and ``lease``).
 

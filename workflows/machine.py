@@ -23,7 +23,7 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.visibility.visibility import Visibility
+from toolnexus_temporal.workflows.visibility.visibility import Visibility, note_error
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import ChildReport
@@ -84,7 +84,7 @@ def record_illegal(s: HandleState, to: HandleStateName, why: str) -> str | None:
     error = transition_error(s.state, to)
     if error is None:
         return None
-    s.last_error = f"{error} ({why})"[:500]
+    note_error(s, f"{error} ({why})")
     return f"{s.id}: ILLEGAL: {error} ({why})"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.fakes import FakeSignals, handle
-from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.budgets import BudgetLedger, drop_floors
 from toolnexus_temporal.workflows.children.children import Children, spawn_check
 from toolnexus_temporal.workflows.contract.messages import ChildReport, ResolveAgentResult
 from toolnexus_temporal.workflows.contract.models import AgentDef, Budget, TaskResult
@@ -89,7 +89,7 @@ def run_children(n: int = N) -> HandleState:
                 )
             )  # fmt: skip
         if (i + 1) % 1_000 == 0:
-            compact(s)  # the run loop's continue-as-new
+            drop_floors(s, compact(s))  # the run loop's continue-as-new
     return s
 
 

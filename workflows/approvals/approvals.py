@@ -53,6 +53,7 @@ from toolnexus_temporal.workflows.rules.approvals import (
     surfaced_child_request,
     verdict_of,
 )
+from toolnexus_temporal.workflows.rules.roster import update_child
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
@@ -75,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
         INTERPRET_NON_RETRYABLE,
         SIGNAL_ANSWER,
     )
-    from toolnexus_temporal.workflows.contract.state import HandleState
+    from toolnexus_temporal.workflows.contract.state import HandleState, ParkedTurn
 
 
 LOOKUPS_MAX: Final = 4
@@ -160,6 +161,24 @@ class Approvals:
         """The tool whose Request is parked (``own_parked``): its approvers apply."""
         self.lookups = 0
         """Principal lookups in flight (:meth:`stamp_of`, at most :data:`LOOKUPS_MAX`)."""
+
+    def clear_pending(self) -> None:
+        """The turn settled: no Request is pending or escalated any more, and a carried turn
+        stopped before it waited again leaves nothing of what :meth:`carried` pre-set."""
+        self.s.approval.pending_req = None
+        self.s.approval.escalated_to = None
+        self.own_parked, self.own_suspension = None, False
+
+    def carried(self, parked: ParkedTurn) -> None:
+        """A run resumed a turn carried across continue-as-new (``carry.py``): parked on its
+        own tool, an Answer may come before the turn waits again (this run's first task),
+        and reports of other children must not resume it as if it were parked on them;
+        parked on ``task`` children, follow their reports."""
+        if parked.index >= 0:
+            self.own_parked = parked.request.id
+            self.own_suspension = True
+        else:
+            self.task_children = dict(parked.children)
 
     @property
     def policy(self) -> ApprovalPolicy:
@@ -501,9 +520,7 @@ class Approvals:
             # The child is parked on it: it runs again (a child that refuses the Answer
             # reports `suspended` again), and this handle resumes or surfaces the next one.
             self.vis.trace(f"{s.id}: answer {answer.id} ({verdict}) → {hop.to}")
-            s.roster.children_info[hop.to] = info.model_copy(
-                update={"state": "running", "pending_req": None, "parked": False}
-            )
+            update_child(s, hop.to, state="running", pending_req=None, parked=False)
             self.forwarded.add(answer.id)
             self.seen_parked.add(hop.to)
             self.sync_parking()

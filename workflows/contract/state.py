@@ -18,6 +18,8 @@ free.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import Field, model_validator
@@ -572,6 +574,29 @@ class HandleState(WireModel):
     ticks: TickState = Field(default_factory=TickState)
     pause: PauseState = Field(default_factory=PauseState)
     workspace: WorkspaceState = Field(default_factory=WorkspaceState)
+
+
+WRITERS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "leases": ("leases.py",),
+        "approval": ("approvals/", "rules/approvals.py", "lifecycle/carry.py"),
+        "roster": ("children/", "rules/roster.py"),
+        "intake": ("inbox.py",),
+        "usage": ("budgets.py",),
+        "turn": ("turn/",),
+        "updates": ("lifecycle/updates.py",),
+        "background": ("children/background.py",),
+        "ticks": ("ticks.py",),
+        "pause": ("pause.py",),
+        "workspace": ("turn/workspace.py",),
+        "last_error": ("visibility/visibility.py",),
+    }
+)
+"""Who may write each part of :class:`HandleState` (and the top-level fields with one home):
+part (or field) name → the modules, as paths under ``workflows/`` (a trailing ``/``: the
+folder), that write it. Every other module asks the owner through a method
+(``tests/unit/test_state_owners.py`` scans ``workflows/`` and ``client/`` for writes and fails
+on one from outside)."""
 
 
 class AgentInput(WireModel):

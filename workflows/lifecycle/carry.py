@@ -33,6 +33,7 @@ from typing import Any
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.approvals.approvals import Approvals
+from toolnexus_temporal.workflows.budgets import drop_floors
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.machine import TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
@@ -127,6 +128,12 @@ def snapshot(
     )
 
 
+def take_parked(s: HandleState) -> ParkedTurn | None:
+    """The parked turn a continue-as-new carried over, taken (the new run resumes it)."""
+    parked, s.approval.parked = s.approval.parked, None
+    return parked
+
+
 def restore(scratch: TurnScratch, parked: ParkedTurn) -> None:
     """Set up the scratch of a turn resumed from ``parked`` in a new run (the counters and
     rollback point it had; no messages yet: the tool batch produces them)."""
@@ -165,15 +172,8 @@ class CarryOver:
         self.approvals = approvals
         self.outbox = outbox
         self.life = life
-        parked = s.approval.parked
-        if parked is not None and parked.index >= 0:
-            # A run resumed parked on its own tool: an Answer may come before the turn
-            # waits again (this run's first task), and reports of other children must not
-            # resume it as if it were parked on them.
-            approvals.own_parked = parked.request.id
-            approvals.own_suspension = True
-        elif parked is not None:
-            approvals.task_children = dict(parked.children)  # whose reports it follows
+        if s.approval.parked is not None:
+            approvals.carried(s.approval.parked)
 
     def parked_children(self) -> dict[int, str]:
         """The ``task`` jobs whose child's latest report shows it parked: job index → child
@@ -227,7 +227,7 @@ class CarryOver:
             carried.approval.parked = snapshot(s, self.scratch, children)
         else:
             return RecoveryPoint(why=f"{s.state}: a turn was in flight")
-        compact(carried)
+        drop_floors(carried, compact(carried))
         return RecoveryPoint(input=AgentInput(state=masked(carried)))
 
     async def run_turn(self, turn: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -251,7 +251,7 @@ class CarryOver:
             # A copy: the abandoned coroutine of this run must not touch what is carried.
             carried = self.s.model_copy(deep=True)
             carried.approval.parked = parked
-            compact(carried)  # closed children and old trace lines stay behind (roster.py)
+            drop_floors(carried, compact(carried))  # closed children, old trace lines stay behind
             workflow.continue_as_new(AgentInput(state=carried))
         await task
         self.scratch.task = None

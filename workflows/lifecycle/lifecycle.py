@@ -32,7 +32,12 @@ from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
-from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text, status_of
+from toolnexus_temporal.workflows.visibility.visibility import (
+    Visibility,
+    error_text,
+    note_error,
+    status_of,
+)
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
@@ -198,9 +203,8 @@ class Lifecycle:
         s = self.s
         if s.report_owed:
             self.machine.report()
-        if s.intake.start_wake:
-            s.intake.start_wake = False
-            prompt, s.leases.queued_prompt = s.leases.queued_prompt, None
+        started, prompt = self.inbox.take_start_wake()
+        if started:
             if self.inbox.wake_error() is None:
                 self.inbox.wake_from_outside(prompt)
 
@@ -248,10 +252,7 @@ class Lifecycle:
                 await self.interrupt("close: shutdown grace over")
         if s.defn is not None and s.defn.on_close:
             await self.run_hook(s.defn.on_close, "close", req.reason)
-        s.leases.slot_waiting, s.leases.queued_prompt = (
-            False,
-            None,
-        )  # a wake queued for a slot ends here
+        self.inbox.leases.drop_queued()  # a wake queued for a slot ends here
         self.machine.transition("closed", why)
         self.closed = True
 
@@ -301,7 +302,7 @@ class Lifecycle:
             self.vis.trace(f"{s.id}: on_{event} {hook} ran")
         except ActivityError as err:
             cause = error_text(err)
-            s.last_error = f"on_{event} hook {hook} failed: {cause}"[:500]
+            note_error(s, f"on_{event} hook {hook} failed: {cause}")
             self.vis.trace(f"{s.id}: on_{event} {hook} FAILED ({cause})")
 
     # ---- continue-as-new

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from temporalio import workflow
 
+from toolnexus_temporal.workflows.budgets import drop_floors
 from toolnexus_temporal.workflows.children import background
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.contract.versions import check_protocol
@@ -144,6 +145,6 @@ class RunLoop:
             life.continuing = False
             if life.quiescent():
                 self._vis.trace(f"{s.id}: continue-as-new")
-                compact(s)  # closed children and old trace lines stay behind
+                drop_floors(s, compact(s))  # closed children and old trace lines stay behind
                 background.compact(s)  # closed background children too (unread items stay)
                 workflow.continue_as_new(AgentInput(state=s))

@@ -19,7 +19,7 @@ Plain functions over ``HandleState``; deterministic, no I/O.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from temporalio import workflow
 
@@ -90,16 +90,32 @@ def was_child(s: HandleState, child_id: str) -> bool:
     return 1 <= n <= len(s.roster.spawned) and _name_of(s, s.roster.spawned[n - 1]) == name
 
 
-def compact(s: HandleState) -> None:
-    """What a handle carries into its next run: closed children leave ``children``,
-    ``children_info``, ``pushed_floors`` (their usage moves to the ``closed_*`` totals), and
-    the trace keeps its newest lines within :data:`TRACE_CARRY_BYTES`."""
+def update_child(s: HandleState, child_id: str, **changes: Any) -> ChildInfo:
+    """Change what this handle knows of child ``child_id`` (its ``children_info`` entry, which
+    must exist): the one way other components write it. ``changes``: ``ChildInfo`` fields.
+
+    Returns:
+        The new entry.
+    """
+    info = s.roster.children_info[child_id].model_copy(update=changes)
+    s.roster.children_info[child_id] = info
+    return info
+
+
+def compact(s: HandleState) -> list[str]:
+    """What a handle carries into its next run: closed children leave ``children`` and
+    ``children_info`` (their usage moves to the ``closed_*`` totals), and the trace keeps its
+    newest lines within :data:`TRACE_CARRY_BYTES`.
+
+    Returns:
+        The closed children that left (their ``pushed_floors`` go too:
+        ``budgets.drop_floors``).
+    """
     closed = [c for c, info in s.roster.children_info.items() if info.state == "closed"]
     for child_id in closed:
         info = s.roster.children_info.pop(child_id)
         s.roster.closed_usage_total += info.usage_total
         s.roster.closed_tool_calls += info.subtree_tool_calls
-        s.usage.pushed_floors.pop(child_id, None)
     if closed:
         s.roster.children = [c for c in s.roster.children if c in s.roster.children_info]
     size, keep = 0, len(s.trace)
@@ -110,3 +126,4 @@ def compact(s: HandleState) -> None:
         keep -= 1
     if keep:
         del s.trace[:keep]
+    return closed

@@ -30,8 +30,8 @@ from temporalio.exceptions import ActivityError
 from toolnexus_temporal.workflows.approvals.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.delegation import Delegation
-from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
-from toolnexus_temporal.workflows.lifecycle.carry import restore
+from toolnexus_temporal.workflows.inbox import restore_drained, turn_ended, turn_started
+from toolnexus_temporal.workflows.lifecycle.carry import restore, take_parked
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
 from toolnexus_temporal.workflows.metrics import tokens_spent, turn_settled
 from toolnexus_temporal.workflows.turn.context import note_reply, summarize_if_due
@@ -39,7 +39,11 @@ from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_tri
 from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
 from toolnexus_temporal.workflows.turn.tracing import TurnTrace
 from toolnexus_temporal.workflows.turn.workspace import Workspaces
-from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
+from toolnexus_temporal.workflows.visibility.visibility import (
+    Visibility,
+    error_text,
+    note_error,
+)
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
@@ -120,14 +124,13 @@ class Turn:
         """
         s = self.s
         body: Coroutine[Any, Any, TaskResult]
-        parked, s.approval.parked = s.approval.parked, None
+        parked = take_parked(s)
         if parked is not None:  # carried across continue-as-new while parked
             restore(self.scratch, parked)
             body = self._resume(parked)
         else:
             defn = require_defn(s)
-            s.intake.turn_pending = False
-            user_text = take_turn_input(s)
+            user_text = turn_started(s)
             unsent_before = list(s.turn.unsent)
             new_messages: list[Message] = list(s.turn.unsent)
             s.turn.unsent = []
@@ -157,12 +160,9 @@ class Turn:
         finally:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
-        s.intake.turn_inbox = []
-        s.approval.pending_req = None
-        s.approval.escalated_to = None
+        turn_ended(s)
+        self.approvals.clear_pending()
         self.scratch.interrupt_requested = False
-        # a carried turn stopped before it waited again leaves what carry.py pre-set
-        self.approvals.own_parked, self.approvals.own_suspension = None, False
         turn_settled(s, result)
         self.machine.settle(result)
         self.span.end(result)
@@ -276,7 +276,7 @@ class Turn:
                 "interrupted", "the turn was interrupted; its transcript was not kept"
             )
         result = self.scratch.result("error", f"LLM call failed: {cause}")
-        s.last_error = result.text[:500]
+        note_error(s, result.text)
         return result
 
     async def _llm_call(self, new_messages: list[Message]) -> LlmCallResult:

@@ -158,14 +158,23 @@ def short_error(err: ValidationError) -> str:
     return f"{where}: {first.get('msg', 'invalid')}"
 
 
+LAST_ERROR_CHARS = 500
+"""How much of an error ``last_error`` keeps."""
 REJECT_TRACE_CHARS = 200
-"""How much of a rejection's reason its trace line keeps (``last_error`` keeps 500 chars)."""
+"""How much of a rejection's reason its trace line keeps (``last_error`` keeps
+``LAST_ERROR_CHARS``)."""
 REJECT_COALESCE = 16
 """How many of the latest trace lines an equal rejection is counted on (no new line)."""
 REJECT_LOG_CAP = 20
 """Rejections of one run logged one by one; later ones are counted (a summary is logged)."""
 REJECT_LOG_EVERY = 1_000
 """Past ``REJECT_LOG_CAP``, a summary warning every this many rejections."""
+
+
+def note_error(s: HandleState, error: str) -> None:
+    """Keep ``error`` as the handle's ``last_error`` (its first ``LAST_ERROR_CHARS``): the one
+    writer of that field (a rejected input, an illegal transition, a failed hook or turn)."""
+    s.last_error = error[:LAST_ERROR_CHARS]
 
 
 class Visibility:
@@ -227,7 +236,7 @@ class Visibility:
         equal to one of the last ``REJECT_COALESCE`` trace lines bumps that line's count
         (``" ×N"``) instead of adding a line, and only the first ``REJECT_LOG_CAP``
         rejections of a run are logged (then a summary every ``REJECT_LOG_EVERY``)."""
-        self.s.last_error = f"{verb} rejected: {error}"[:500]
+        note_error(self.s, f"{verb} rejected: {error}")
         self.rejection = f"{verb} rejected: {error[:REJECT_TRACE_CHARS]}"
         workflow.set_current_details(fit(current_details(self.s, self.rejection), DETAILS_BYTES))
         self.rejections += 1
