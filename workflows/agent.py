@@ -39,7 +39,7 @@ from temporalio.exceptions import ApplicationError
 
 from toolnexus_temporal.workflows.approvals.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
-from toolnexus_temporal.workflows.children.background import Background
+from toolnexus_temporal.workflows.children.background import Background, BackgroundWake
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import HISTORY_FULL, Inbox, post_history_error
@@ -137,13 +137,19 @@ class AgentWorkflow:
         self._machine = Machine(s, self._vis, self._outbox, self._leases)
         self._scratch = TurnScratch()
         self._budgets = BudgetLedger(s, self._outbox)
-        self._inbox = Inbox(s, self._vis, self._machine, self._leases)
-        self._inbox.interrupting = lambda: self._scratch.interrupt_requested
-        self._children = Children(s, self._vis, self._machine, self._budgets, self._leases)
+        self._inbox = Inbox(s, self._vis, self._machine, self._leases, self._scratch)
         self._approvals = Approvals(s, self._scratch, self._vis, self._machine, self._outbox)
-        self._children.on_change = self._approvals.sync_parking
-        self._background = Background(s, self._vis, self._children, self._inbox)
-        self._children.on_background = self._background.wake_if_due
+        wake = BackgroundWake(s, self._vis, self._inbox)
+        self._children = Children(
+            s,
+            self._vis,
+            self._machine,
+            self._budgets,
+            self._leases,
+            on_change=self._approvals.sync_parking,
+            on_background=wake.wake_if_due,
+        )
+        self._background = Background(s, self._vis, self._children)
         self._delegation = Delegation(
             s, self._vis, self._children, self._approvals, self._background
         )
@@ -179,8 +185,8 @@ class AgentWorkflow:
             self._parking,
             self._turn,
             self._ticks,
+            wake.wake_if_due,
         )
-        self._loop.after_turn = self._background.wake_if_due
 
     # ------------------------------------------------------------------ run loop
 

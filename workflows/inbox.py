@@ -12,13 +12,11 @@ them from workflow code. Deterministic; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.children.background import take_waiting
 from toolnexus_temporal.workflows.leases import LeaseBook
-from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
@@ -130,6 +128,7 @@ class Inbox:
         vis: trace, publish and rejections.
         machine: the idle→running transition.
         leases: the slot this handle holds or asks for.
+        scratch: the running turn (whether an interrupt is stopping it).
     """
 
     def __init__(
@@ -138,14 +137,13 @@ class Inbox:
         vis: Visibility,
         machine: Machine,
         leases: LeaseBook,
+        scratch: TurnScratch,
     ):
         self.s = s
         self.vis = vis
         self.machine = machine
         self.leases = leases
-        self.interrupting: Callable[[], bool] = lambda: False
-        """Whether an interrupt is stopping the turn (set by the workflow: the turn's
-        scratch flag)."""
+        self.scratch = scratch
 
     def post(self, item: InboxItem) -> str | None:
         """Append ``item`` to the inbox (CONTRACT §3 post).
@@ -188,7 +186,7 @@ class Inbox:
             self.hold_wake(prompt, "wake while paused")
             return
         if s.state in ("running", "suspended"):
-            if self.interrupting():
+            if self.scratch.interrupt_requested:
                 # The wake came after an interrupt that is still stopping the turn: it runs
                 # once the handle is idle (``admit_held_wake``), not a silent no-op.
                 s.intake.held_wake, s.intake.held_prompt = True, prompt

@@ -246,3 +246,20 @@ def test_the_scan_finds_a_planted_write(source: str, tmp_path: Path) -> None:
     path.write_text(source)
     (write,) = scan(path, "workflows/turn/planted.py")
     assert not owner_allows(write)
+
+
+def test_no_callback_is_set_after_construction() -> None:
+    """``agent.py`` wires the components through their constructors: no ``self._x.attr = ...``
+    (a collaborator or callback set on a component after it was built)."""
+    tree = ast.parse((ROOT / "workflows" / "agent.py").read_text())
+    late = [
+        f"agent.py:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Attribute)
+        and isinstance(target.value.value, ast.Name)
+        and target.value.value.id == "self"
+    ]
+    assert not late, f"set after construction: {late}"

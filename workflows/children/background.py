@@ -22,7 +22,7 @@ The rules:
 * the items join the inbox at the next wake (:func:`take_waiting`, called by
   ``inbox.drain``), after the posts; an interrupted turn returns them to the inbox with
   the posts (``inbox.restore_drained``), so they are read once;
-* an idle parent is woken by the item (:meth:`Background.wake_if_due`, through the same wake
+* an idle parent is woken by the item (:meth:`BackgroundWake.wake_if_due`, through the same wake
   path as a host's wake: ``max_concurrent`` applies); a running or parked parent reads it at
   its next wake, and one is due as soon as its turn settles;
 * the state is all in :class:`BackgroundState`, so continue-as-new carries it: an item
@@ -266,23 +266,19 @@ def _error(text: str) -> ToolResult:
 # ---------------------------------------------------------------- the component
 
 
-class Background:
-    """The background children of one handle: starting one, waking the handle with their
-    items, and the model's tools.
-
-    Owns ``HandleState.background`` (:class:`BackgroundState`).
+class BackgroundWake:
+    """Wakes an idle handle when a background child's item waits for it: after a report
+    noted one (``Children``), and after each turn (the run loop).
 
     Args:
         s: the handle's state model.
         vis: trace lines.
-        children: spawns and closes the children.
         inbox: wakes this handle (the same path as a host's wake).
     """
 
-    def __init__(self, s: HandleState, vis: Visibility, children: Children, inbox: Inbox) -> None:
+    def __init__(self, s: HandleState, vis: Visibility, inbox: Inbox) -> None:
         self.s = s
         self.vis = vis
-        self.children = children
         self.inbox = inbox
 
     def wake_if_due(self) -> None:
@@ -304,6 +300,24 @@ class Background:
         senders = ", ".join(i.from_ for i in s.background.waiting)
         self.vis.trace(f"{s.id}: woken by background result ({senders})")
         self.inbox.wake_from_outside(None)
+
+
+class Background:
+    """The background children of one handle: starting one, waking the handle with their
+    items, and the model's tools.
+
+    Owns ``HandleState.background`` (:class:`BackgroundState`).
+
+    Args:
+        s: the handle's state model.
+        vis: trace lines.
+        children: spawns and closes the children.
+    """
+
+    def __init__(self, s: HandleState, vis: Visibility, children: Children) -> None:
+        self.s = s
+        self.vis = vis
+        self.children = children
 
     async def start(self, agent: str, prompt: str) -> ToolResult:
         """``task`` with ``"background": true``: spawn ``agent`` with its first wake

@@ -163,6 +163,10 @@ class Children:
         machine: the report to this handle's own parent.
         budgets: carving pools, the ledger after a report.
         leases: a child's lease at spawn, after its close or when its workflow ended.
+        on_change: called after a child's info changed (a report, or its workflow ended):
+            the handle's parking follows its task children (``Approvals.sync_parking``).
+        on_background: called after a background child's report noted an item for the next
+            wake (``BackgroundWake.wake_if_due``: an idle handle is woken).
     """
 
     def __init__(
@@ -172,6 +176,9 @@ class Children:
         machine: Machine,
         budgets: BudgetLedger,
         leases: LeaseBook,
+        *,
+        on_change: Callable[[], None] = lambda: None,
+        on_background: Callable[[], None] = lambda: None,
     ) -> None:
         self.s = s
         self.vis = vis
@@ -179,12 +186,8 @@ class Children:
         self.budgets = budgets
         self.leases = leases
         self.definitions = Definitions(s)
-        self.on_change: Callable[[], None] = lambda: None
-        """Called after a child's info changed (a report, or its workflow ended): the
-        handle's parking follows its task children (``Approvals.sync_parking``)."""
-        self.on_background: Callable[[], None] = lambda: None
-        """Called after a background child's report noted an item for the next wake
-        (``Background.wake_if_due``: an idle handle is woken)."""
+        self.on_change = on_change
+        self.on_background = on_background
         self.watcher = ChildWatch(
             s,
             vis,
@@ -192,7 +195,7 @@ class Children:
             budgets,
             leases,
             on_report=self.on_report,
-            on_change=lambda: self.on_change(),
+            on_change=on_change,
         )
         """Children whose workflows end (``children/watch.py``)."""
 

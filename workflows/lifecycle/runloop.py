@@ -43,6 +43,9 @@ class RunLoop:
         parking: runs a turn, or the parked turn carried over.
         turn: the LLM loop.
         ticks: the tick schedule's timer loop (runs beside the serve loop).
+        after_turn: called after each turn, once a held wake had its chance: a background
+            child's item that came during the turn wakes the handle
+            (``BackgroundWake.wake_if_due``).
     """
 
     def __init__(
@@ -55,6 +58,7 @@ class RunLoop:
         parking: CarryOver,
         turn: Turn,
         ticks: Ticks,
+        after_turn: Callable[[], None],
     ) -> None:
         self.s = s
         self._vis = vis
@@ -63,9 +67,7 @@ class RunLoop:
         self._children = children
         self._parking = parking
         self._turn = turn
-        self.after_turn: Callable[[], None] = lambda: None
-        """Called after each turn, once a held wake had its chance: a background child's
-        item that came during the turn wakes the handle (``Background.wake_if_due``)."""
+        self.after_turn = after_turn
         self._ticks = ticks
 
     async def run(self) -> HandleView:
