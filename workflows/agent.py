@@ -49,6 +49,7 @@ from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.lifecycle.runloop import RunLoop
 from toolnexus_temporal.workflows.lifecycle.updates import UpdateLog
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.metrics import TurnMetrics
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.pause import Pause
 from toolnexus_temporal.workflows.ticks import (
@@ -58,6 +59,8 @@ from toolnexus_temporal.workflows.ticks import (
     start_input,
 )
 from toolnexus_temporal.workflows.trust import Trust, masked
+from toolnexus_temporal.workflows.turn.context import ContextBound
+from toolnexus_temporal.workflows.turn.tracing import TurnTrace
 from toolnexus_temporal.workflows.turn.turn import Turn
 from toolnexus_temporal.workflows.visibility.visibility import (
     INVALID,
@@ -161,6 +164,8 @@ class AgentWorkflow:
             self._budgets,
             self._approvals,
             self._delegation,
+            # OpenTelemetry when the worker traces; metrics; the context bound
+            observers=(TurnTrace(), TurnMetrics(), ContextBound()),
         )
         self._lifecycle = Lifecycle(
             s,

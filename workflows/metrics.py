@@ -16,13 +16,14 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.messages import LlmCallResult
     from toolnexus_temporal.workflows.contract.metrics import (
         BUDGET_STOPS,
         TOKENS,
         TURNS,
         MetricDef,
     )
-    from toolnexus_temporal.workflows.contract.models import TaskResult, Usage
+    from toolnexus_temporal.workflows.contract.models import TaskResult, ToolCall, ToolResult, Usage
     from toolnexus_temporal.workflows.contract.state import HandleState
 
 
@@ -55,3 +56,25 @@ def tokens_spent(s: HandleState, usage: Usage) -> None:
     _add(TOKENS, usage.prompt_tokens, {"agent": agent, "direction": "input"})
     _add(TOKENS, usage.completion_tokens, {"agent": agent, "direction": "output"})
     _add(TOKENS, other, {"agent": agent, "direction": "other"})
+
+
+class TurnMetrics:
+    """The turn's metrics, a turn observer (``contract/events.py``): :func:`tokens_spent` and
+    :func:`turn_settled`."""
+
+    def turn_started(self, s: HandleState) -> None:
+        """Not observed."""
+
+    def llm_answered(self, s: HandleState, reply: LlmCallResult) -> None:
+        """Not observed (the tokens come with :meth:`tokens_spent`)."""
+
+    def tokens_spent(self, s: HandleState, usage: Usage) -> None:
+        """See :func:`tokens_spent`."""
+        tokens_spent(s, usage)
+
+    def tool_settled(self, s: HandleState, call: ToolCall, result: ToolResult) -> None:
+        """Not observed (tool calls are counted by the activities)."""
+
+    def turn_settled(self, s: HandleState, result: TaskResult) -> None:
+        """See :func:`turn_settled`."""
+        turn_settled(s, result)

@@ -28,7 +28,13 @@ with workflow.unsafe.imports_passed_through():
         SummarizeInput,
         SummarizeResult,
     )
-    from toolnexus_temporal.workflows.contract.models import ContextPolicy, Usage
+    from toolnexus_temporal.workflows.contract.models import (
+        ContextPolicy,
+        TaskResult,
+        ToolCall,
+        ToolResult,
+        Usage,
+    )
     from toolnexus_temporal.workflows.contract.names import (
         LLM_NON_RETRYABLE,
         LLM_SUMMARIZE_ACTIVITY,
@@ -51,6 +57,28 @@ def note_reply(s: HandleState, reply: LlmCallResult) -> None:
         return
     if reply.dropped > 0 or reply.usage.prompt_tokens > policy.max_tokens:
         s.turn.context_due = True
+
+
+class ContextBound:
+    """The context bound, a turn observer (``contract/events.py``): after each answered call
+    it marks the summarizer due (:func:`note_reply`); the turn runs the summarizer
+    (:func:`summarize_if_due`) before its next call."""
+
+    def turn_started(self, s: HandleState) -> None:
+        """Not observed."""
+
+    def llm_answered(self, s: HandleState, reply: LlmCallResult) -> None:
+        """See :func:`note_reply`."""
+        note_reply(s, reply)
+
+    def tokens_spent(self, s: HandleState, usage: Usage) -> None:
+        """Not observed."""
+
+    def tool_settled(self, s: HandleState, call: ToolCall, result: ToolResult) -> None:
+        """Not observed."""
+
+    def turn_settled(self, s: HandleState, result: TaskResult) -> None:
+        """Not observed."""
 
 
 async def summarize_if_due(s: HandleState, count_tokens: Callable[[Usage], None]) -> None:

@@ -22,7 +22,8 @@ from typing import Any
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from toolnexus_temporal.workflows.contract.models import TaskResult, Usage
+    from toolnexus_temporal.workflows.contract.messages import LlmCallResult
+    from toolnexus_temporal.workflows.contract.models import TaskResult, ToolCall, ToolResult, Usage
     from toolnexus_temporal.workflows.contract.state import HandleState
 
 TURN_SPAN_START = "__tnx_turn_span_start"
@@ -33,15 +34,16 @@ TURN_SPAN_END = "__tnx_turn_span_end"
 
 
 class TurnTrace:
-    """The span of the running turn of one handle: opened by :meth:`start`, ended by
-    :meth:`end`; :meth:`count` adds each LLM call's usage (tokens) for the span's
-    ``gen_ai.usage.*`` attributes. Holds no workflow state (nothing here is serialized)."""
+    """The span of the running turn of one handle, a turn observer
+    (``contract/events.py``): opened when the turn starts, ended when it settled; the tokens
+    spent meanwhile fill the span's ``gen_ai.usage.*`` attributes. Holds no workflow state
+    (nothing here is serialized)."""
 
     def __init__(self) -> None:
         self.input_tokens = 0
         self.output_tokens = 0
 
-    def start(self, s: HandleState) -> None:
+    def turn_started(self, s: HandleState) -> None:
         """Open the turn span of handle ``s`` (not on replay; no-op without the interceptor).
 
         The span's attributes (OpenTelemetry GenAI conventions, agent spans):
@@ -71,12 +73,18 @@ class TurnTrace:
             }
         )
 
-    def count(self, usage: Usage) -> None:
-        """Add one answered call's usage (tokens) to the turn's totals."""
+    def llm_answered(self, s: HandleState, reply: LlmCallResult) -> None:
+        """Not observed (the tokens come with :meth:`tokens_spent`)."""
+
+    def tool_settled(self, s: HandleState, call: ToolCall, result: ToolResult) -> None:
+        """Not observed (tool spans are the activities')."""
+
+    def tokens_spent(self, s: HandleState, usage: Usage) -> None:
+        """Add one call's usage (tokens) to the turn's totals."""
         self.input_tokens += usage.prompt_tokens
         self.output_tokens += usage.completion_tokens
 
-    def end(self, result: TaskResult) -> None:
+    def turn_settled(self, s: HandleState, result: TaskResult) -> None:
         """End the turn span with the turn's outcome: ``gen_ai.usage.input_tokens`` and
         ``gen_ai.usage.output_tokens`` (this turn's LLM calls, summaries included),
         ``tnx.turn.status`` and ``tnx.turn.llm_calls`` (not on replay; no-op without the

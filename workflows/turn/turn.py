@@ -19,7 +19,7 @@ continue-as-new while parked is resumed here (``carry.py``).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -33,11 +33,9 @@ from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, turn_ended, turn_started
 from toolnexus_temporal.workflows.lifecycle.carry import restore, take_parked
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
-from toolnexus_temporal.workflows.metrics import tokens_spent, turn_settled
-from toolnexus_temporal.workflows.turn.context import note_reply, summarize_if_due
+from toolnexus_temporal.workflows.turn.context import summarize_if_due
 from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
-from toolnexus_temporal.workflows.turn.tracing import TurnTrace
 from toolnexus_temporal.workflows.turn.workspace import Workspaces
 from toolnexus_temporal.workflows.visibility.visibility import (
     Visibility,
@@ -46,6 +44,7 @@ from toolnexus_temporal.workflows.visibility.visibility import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.events import TurnObserver
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.mcp import call_options, server_of
     from toolnexus_temporal.workflows.contract.messages import (
@@ -88,6 +87,8 @@ class Turn:
         budgets: the ledger and the budget check before each LLM call and tool batch.
         approvals: suspensions.
         delegation: the ``task`` tool.
+        observers: told of the turn's events, in order (``contract/events.py``): the span,
+            the metrics, the context bound (``agent.py``).
     """
 
     def __init__(
@@ -99,6 +100,7 @@ class Turn:
         budgets: BudgetLedger,
         approvals: Approvals,
         delegation: Delegation,
+        observers: Sequence[TurnObserver] = (),
     ) -> None:
         self.s = s
         self.scratch = scratch
@@ -110,7 +112,7 @@ class Turn:
         self.tools = ToolBatch(
             s, scratch, budgets, approvals, delegation, self._tool_job, self._exec_tool
         )
-        self.span = TurnTrace()  # OpenTelemetry, when the worker traces (tracing.py)
+        self.observers = tuple(observers)
         self.workspaces = Workspaces(s, vis)
 
     # ------------------------------------------------------------------ the turn
@@ -141,7 +143,8 @@ class Turn:
             self.scratch.turn_start_len = s.turn.transcript_len
             self.scratch.unsent_before = unsent_before
             body = self._loop()
-        self.span.start(s)
+        for o in self.observers:
+            o.turn_started(s)
         watchdog = self._start_watchdog()
         result: TaskResult
         try:
@@ -163,9 +166,9 @@ class Turn:
         turn_ended(s)
         self.approvals.clear_pending()
         self.scratch.interrupt_requested = False
-        turn_settled(s, result)
         self.machine.settle(result)
-        self.span.end(result)
+        for o in self.observers:
+            o.turn_settled(s, result)
 
     async def _resume(self, parked: ParkedTurn) -> TaskResult:
         """Go on with a turn carried across continue-as-new while parked: wait for the
@@ -203,7 +206,8 @@ class Turn:
             reply = await self._llm_call(self.scratch.next_messages)
             self._count(reply.usage)
             s.turn.transcript_len = reply.stored_len
-            note_reply(s, reply)
+            for o in self.observers:
+                o.llm_answered(s, reply)
             self.scratch.next_messages = []
             calls = reply.message.tool_calls or []
             if not calls:
@@ -303,13 +307,21 @@ class Turn:
         and its budgets."""
         self.scratch.tokens += usage.total_tokens
         self.s.turn.own_tokens += usage.total_tokens
-        tokens_spent(self.s, usage)
-        self.span.count(usage)
+        for o in self.observers:
+            o.tokens_spent(self.s, usage)
         self.budgets.recount()
 
     # ------------------------------------------------------------------ tools
 
     async def _tool_job(self, index: int, call: ToolCall) -> ToolResult:
+        """Run the unique tool call ``index`` (:meth:`_job`); the observers are told its
+        result."""
+        result = await self._job(index, call)
+        for o in self.observers:
+            o.tool_settled(self.s, call, result)
+        return result
+
+    async def _job(self, index: int, call: ToolCall) -> ToolResult:
         """Run the unique tool call ``index``: ``task``, a registered tool, or an error
         result naming the available tools (an MCP server's as ``<server>__*``)."""
         s = self.s

@@ -17,7 +17,7 @@ Pure functions over ``HandleState``; deterministic, no I/O.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
@@ -30,11 +30,14 @@ with workflow.unsafe.imports_passed_through():
         fit,
         fit_search_attribute,
     )
-    from toolnexus_temporal.workflows.contract.models import Request, iso_utc
+    from toolnexus_temporal.workflows.contract.models import HandleStateName, Request, iso_utc
     from toolnexus_temporal.workflows.contract.names import (
+        AGENT_ESCALATED_TO,
         AGENT_REQUEST_ID,
         AGENT_REQUEST_KIND,
         AGENT_REQUEST_PROMPT,
+        AGENT_STATE,
+        AGENT_WAITING_SINCE,
         APPROVAL_QUEUE,
         REQUEST_PROMPT_CHARS,
         REQUEST_SEARCH_ATTRIBUTES,
@@ -190,3 +193,53 @@ def request_attributes(
         prompt = req.prompt[:REQUEST_PROMPT_CHARS]
         updates.append(AGENT_REQUEST_PROMPT.value_set(fit_search_attribute(prompt)))
     return updates
+
+
+def escalation_queue(s: HandleState) -> str | None:
+    """The operator queue the pending Request escalated to, or None."""
+    to = s.approval.escalated_to
+    if s.state != "suspended" or to is None or not to.startswith("queue:"):
+        return None
+    return to.removeprefix("queue:")
+
+
+class OperatorView(NamedTuple):
+    """What the operator's search attributes show of a handle: ``AgentState``, the pending
+    Request (``AgentRequest*``, ``AgentWaitingSince``) and ``AgentEscalatedTo``. Built by
+    :meth:`of`; ``Visibility.publish`` upserts the difference from the one shown.
+
+    Attributes:
+        state: the handle's state.
+        request: the Request it is parked on while suspended, else None.
+        request_id: the id the ``AgentRequestId`` attribute shows (``request``'s).
+        queue: the operator queue it escalated to, or None.
+    """
+
+    state: HandleStateName
+    request: Request | None
+    request_id: str | None
+    queue: str | None
+
+    @classmethod
+    def of(cls, s: HandleState) -> OperatorView:
+        """The view of ``s`` now."""
+        req = s.approval.pending_req if s.state == "suspended" else None
+        return cls(s.state, req, req.id if req else None, escalation_queue(s))
+
+    def updates(
+        self, shown: OperatorView, *, with_prompt: bool
+    ) -> list[SearchAttributeUpdate[Any]]:
+        """The upserts that turn ``shown`` into this view, in one command (none: equal);
+        ``AgentWaitingSince`` is the workflow time when the handle starts waiting."""
+        updates = request_attributes(self.request, shown.request_id, with_prompt=with_prompt)
+        if self.request is not None and shown.request_id is None:  # starts waiting
+            updates.append(AGENT_WAITING_SINCE.value_set(workflow.now()))
+        if shown.state != self.state:
+            updates.insert(0, AGENT_STATE.value_set(self.state))
+        if self.queue != shown.queue:  # only a handle that escalated ever upserts it
+            updates.append(
+                AGENT_ESCALATED_TO.value_set(self.queue)
+                if self.queue
+                else AGENT_ESCALATED_TO.value_unset()
+            )
+        return updates

@@ -16,7 +16,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 
 from toolnexus_temporal.workflows.rules.approvals import stamp_pending_since
 from toolnexus_temporal.workflows.rules.roster import all_children, children_count
-from toolnexus_temporal.workflows.visibility.operator import current_details, request_attributes
+from toolnexus_temporal.workflows.visibility.operator import (
+    OperatorView,
+    current_details,
+)
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -24,7 +27,6 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import DETAILS_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import CloseRequest, WakeRequest
     from toolnexus_temporal.workflows.contract.models import (
-        HandleStateName,
         HandleStatus,
         HandleView,
         InboxItem,
@@ -33,8 +35,6 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.names import (
         AGENT_ESCALATED_TO,
         AGENT_REQUEST_ID,
-        AGENT_STATE,
-        AGENT_WAITING_SINCE,
         PUBLIC_SIGNALS,
         ROOT_ID,
     )
@@ -115,14 +115,6 @@ def _status_fields(s: HandleState) -> dict[str, Any]:
     }
 
 
-def escalation_queue(s: HandleState) -> str | None:
-    """The operator queue the pending Request escalated to, or None."""
-    to = s.approval.escalated_to
-    if s.state != "suspended" or to is None or not to.startswith("queue:"):
-        return None
-    return to.removeprefix("queue:")
-
-
 def append_trace(s: HandleState, line: str, at_ms: int) -> None:
     """Append a trace line stamped ``at_ms`` (ms since the epoch, workflow time), keeping at
     most ``options.trace_cap`` lines (the oldest go; ``trace_seq`` keeps counting)."""
@@ -180,10 +172,10 @@ def note_error(s: HandleState, error: str) -> None:
 class Visibility:
     """Trace, search attributes, current details and loud rejection for one handle.
 
-    Owns ``HandleState.trace``/``trace_seq`` and ``last_error`` for rejections, and per run
-    ``published_state`` (the ``AgentState`` search attribute last upserted), ``published_req``
-    (the ``AgentRequestId`` shown) and ``rejection`` (the last rejection, shown in
-    the current details until the next state change).
+    Owns ``HandleState.trace``/``trace_seq`` and ``last_error`` (:func:`note_error`), and
+    per run ``shown`` (the :class:`OperatorView` the search attributes show) and
+    ``rejection`` (the last rejection, shown in the current details until the next state
+    change).
 
     Args:
         s: the handle's state model (shared by every component of the workflow).
@@ -196,16 +188,15 @@ class Visibility:
         # ``run`` starts: on a worker with a cold cache the SDK may run an update handler
         # before ``run`` (temporalio/sdk-python#1591), and a later replay runs ``run`` first;
         # both orders must issue the same commands (tests/test_cold_start.py).
-        self.published_state: HandleStateName = "idle"
-        self.published_req: str | None = workflow.info().typed_search_attributes.get(
-            AGENT_REQUEST_ID
+        shown = workflow.info().typed_search_attributes
+        self.shown = OperatorView(
+            state="idle",
+            request=None,
+            request_id=shown.get(AGENT_REQUEST_ID),
+            queue=shown.get(AGENT_ESCALATED_TO),
         )
-        """The Request id the ``AgentRequest*`` search attributes show: a continued run
-        carries them (set here for the same reason as ``published_state``)."""
-        self.published_queue: str | None = workflow.info().typed_search_attributes.get(
-            AGENT_ESCALATED_TO
-        )
-        """The operator queue ``AgentEscalatedTo`` shows (a continued run carries it)."""
+        """What the search attributes show (:class:`OperatorView`): a continued run carries
+        the Request id and the queue."""
         self.rejection: str | None = None
         """The last rejected input (``{verb} rejected: {reason}``) since the state last
         changed: the current details show it first."""
@@ -274,40 +265,20 @@ class Visibility:
         return False
 
     def publish(self) -> None:
-        """Upsert ``AgentState`` and the pending Request's search attributes
-        (``operator.request_attributes``) in one command when either changed, and refresh the
+        """Publish the operator view (:meth:`OperatorView.of`): upsert ``AgentState`` and the
+        pending Request's search attributes in one command when any changed, and refresh the
         UI's current details (CONTRACT §8). The creator set every attribute at start."""
         s = self.s
-        if self.published_state != s.state:
+        view = OperatorView.of(s)
+        if self.shown.state != view.state:
             self.rejection = None  # shown until the next state change (a run's start is none)
-        self._publish_operator()
+        updates = view.updates(self.shown, with_prompt=s.options.prompt_in_visibility)
+        if updates:
+            workflow.upsert_search_attributes(updates)
+            self.shown = view
+            self.rejection = None  # a new Request clears the shown rejection too
         stamp_pending_since(s, int(workflow.now().timestamp() * 1000))
         workflow.set_current_details(fit(current_details(s, self.rejection), DETAILS_BYTES))
-
-    def _publish_operator(self) -> None:
-        """The upsert: ``AgentState`` and the pending Request's attributes, in one command
-        when either changed; a new Request clears the shown rejection too."""
-        s = self.s
-        req = s.approval.pending_req if s.state == "suspended" else None
-        updates = request_attributes(
-            req, self.published_req, with_prompt=s.options.prompt_in_visibility
-        )
-        if req is not None and self.published_req is None:  # starts waiting
-            updates.append(AGENT_WAITING_SINCE.value_set(workflow.now()))
-        if self.published_state != s.state:
-            updates.insert(0, AGENT_STATE.value_set(s.state))
-        queue = escalation_queue(s)
-        if queue != self.published_queue:  # only a handle that escalated ever upserts it
-            updates.append(
-                AGENT_ESCALATED_TO.value_set(queue) if queue else AGENT_ESCALATED_TO.value_unset()
-            )
-            self.published_queue = queue
-        if not updates:
-            return
-        workflow.upsert_search_attributes(updates)
-        self.published_state = s.state
-        self.published_req = req.id if req else None
-        self.rejection = None
 
     # ---- signal input: one model per signal, rejected loudly (never a failed task)
 
