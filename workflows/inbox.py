@@ -16,9 +16,9 @@ from collections.abc import Callable
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.children.background import take_waiting
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.rules.background import take_waiting
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():

@@ -20,11 +20,11 @@ from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
-from toolnexus_temporal.workflows.children.background import note, track
 from toolnexus_temporal.workflows.children.definitions import Definitions
 from toolnexus_temporal.workflows.children.watch import ChildWatch
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.rules.background import note, track
 from toolnexus_temporal.workflows.rules.roster import (
     children_count,
     next_child_id,

@@ -127,16 +127,6 @@ def snapshot(
     )
 
 
-def restore(scratch: TurnScratch, parked: ParkedTurn) -> None:
-    """Set up the scratch of a turn resumed from ``parked`` in a new run (the counters and
-    rollback point it had; no messages yet: the tool batch produces them)."""
-    scratch.start([])
-    scratch.llm_calls = parked.llm_calls
-    scratch.tokens = parked.tokens
-    scratch.turn_start_len = parked.turn_start_len
-    scratch.unsent_before = list(parked.unsent_before)
-
-
 class CarryOver:
     """Runs a turn to its end, or carries it into a new run while it is parked.
 

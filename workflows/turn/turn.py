@@ -31,8 +31,7 @@ from toolnexus_temporal.workflows.approvals.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, take_turn_input
-from toolnexus_temporal.workflows.lifecycle.carry import restore
-from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn, restore
 from toolnexus_temporal.workflows.metrics import tokens_spent, turn_settled
 from toolnexus_temporal.workflows.turn.context import note_reply, summarize_if_due
 from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_trip
