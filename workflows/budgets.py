@@ -23,6 +23,7 @@ from temporalio import workflow
 from toolnexus_temporal.workflows.outbox import Signals
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.messages import BudgetAsk, BudgetReply
     from toolnexus_temporal.workflows.contract.models import Budget, LimitName
     from toolnexus_temporal.workflows.contract.names import (
@@ -208,7 +209,7 @@ class BudgetLedger:
 
     def limit(self, tool_calls: int) -> LimitName | None:
         """:func:`budget_limit` at the current workflow time."""
-        return budget_limit(self.s, tool_calls, workflow.now().timestamp() * 1000)
+        return budget_limit(self.s, tool_calls, now_ms())
 
     def push_floors(self) -> None:
         """Tell children the live remainder of the tightest pool above them, when it changed

@@ -35,6 +35,7 @@ from toolnexus_temporal.workflows.visibility.operator import static_details, sta
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, view_of
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import DETAILS_BYTES, fit, workflow_id_error
     from toolnexus_temporal.workflows.contract.messages import (
         ChildReport,
@@ -252,13 +253,13 @@ class Children:
         """
         s = self.s
         resolved = await self.definitions.resolve_cached(name)
-        error = spawn_check(s, name, resolved, workflow.now().timestamp() * 1000)
+        error = spawn_check(s, name, resolved, now_ms())
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
             self.vis.trace(f"{s.id}: spawn {name} REJECTED ({error})")
             return None, error
         defn = resolved.defn
-        pools = carve(s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
+        pools = carve(s, budget or defn.budget, now_ms())
         nonce = str(workflow.uuid4())
         child_id = record_spawn(s, defn.name, nonce)
         if notify:

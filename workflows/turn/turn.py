@@ -41,6 +41,7 @@ from toolnexus_temporal.workflows.turn.workspace import Workspaces
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.mcp import call_options, server_of
     from toolnexus_temporal.workflows.contract.messages import (
@@ -246,7 +247,7 @@ class Turn:
         deadline = self.s.wall_deadline_ms
         if deadline is None:
             return None
-        left_ms = deadline - workflow.now().timestamp() * 1000
+        left_ms = deadline - now_ms()
         if left_ms <= 0:
             return None  # the first budget check stops the turn
 
