@@ -52,7 +52,6 @@ from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.pause import Pause
 from toolnexus_temporal.workflows.ticks import (
-    NOT_AN_AGENT_START,
     Ticks,
     parse_payload,
     start_input,
@@ -198,7 +197,9 @@ class AgentWorkflow:
                 schedule an agent instead (``ticks.start_input``).
         """
         if self._bad_start is not None:
-            raise ApplicationError(self._bad_start, type=NOT_AN_AGENT_START, non_retryable=True)
+            raise ApplicationError(
+                self._bad_start, type=names.NOT_AN_AGENT_START, non_retryable=True
+            )
         return await self._loop.run()
 
     # ------------------------------------------------------------------ queries
@@ -314,7 +315,7 @@ class AgentWorkflow:
         """
         error = self._inbox.wake_error()
         if error is not None:
-            raise ApplicationError(error, type="WakeRejected", non_retryable=True)
+            raise ApplicationError(error, type=names.WAKE_REJECTED, non_retryable=True)
         self._lifecycle.check_waiters()
 
     # ------------------------------------------------------------------ post
@@ -426,7 +427,7 @@ class AgentWorkflow:
         """
         self._lifecycle.updates += 1
         if self._updates.repeat() is None:  # a repeat would restart the fire time
-            self._ticks.set(parse_payload(ScheduleRequest, req, "ScheduleRejected").tick)
+            self._ticks.set(parse_payload(ScheduleRequest, req, names.SCHEDULE_REJECTED).tick)
             self._updates.record()
         return view_of(self.s)
 
@@ -438,10 +439,10 @@ class AgentWorkflow:
         Raises:
             ApplicationError: ``ScheduleRejected``.
         """
-        parse_payload(ScheduleRequest, req, "ScheduleRejected")
+        parse_payload(ScheduleRequest, req, names.SCHEDULE_REJECTED)
         error = self._ticks.schedule_error()
         if error is not None:
-            raise ApplicationError(error, type="ScheduleRejected", non_retryable=True)
+            raise ApplicationError(error, type=names.SCHEDULE_REJECTED, non_retryable=True)
 
     @workflow.update(name=names.UPDATE_PAUSE, description=docs.ADMIT_PAUSE)
     async def admit_pause(self, req: PauseRequest | Any) -> HandleStatus:
@@ -450,7 +451,7 @@ class AgentWorkflow:
         self._lifecycle.updates += 1
         if self._updates.repeat() is None:  # a repeat would undo a later unpause
             self._updates.record()
-            await self._pause.apply(parse_payload(PauseRequest, req, "PauseRejected"))
+            await self._pause.apply(parse_payload(PauseRequest, req, names.PAUSE_REJECTED))
         return status_of(self.s)
 
     @admit_pause.validator
@@ -461,10 +462,10 @@ class AgentWorkflow:
         Raises:
             ApplicationError: ``PauseRejected``.
         """
-        parse_payload(PauseRequest, req, "PauseRejected")
+        parse_payload(PauseRequest, req, names.PAUSE_REJECTED)
         error = self._pause.error()
         if error is not None:
-            raise ApplicationError(error, type="PauseRejected", non_retryable=True)
+            raise ApplicationError(error, type=names.PAUSE_REJECTED, non_retryable=True)
 
     @workflow.signal(name=names.SIGNAL_PAUSE, description=docs.PAUSE)
     async def pause_signal(self, *args: Any) -> None:

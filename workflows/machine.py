@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
     )
     from toolnexus_temporal.workflows.contract.names import (
+        NO_AGENT_DEFINITION,
         SIGNAL_CHILD_REPORT,
     )
     from toolnexus_temporal.workflows.contract.state import HandleState, ParkedTurn
@@ -99,7 +100,7 @@ def require_defn(s: HandleState) -> AgentDef:
     if s.defn is None:
         raise ApplicationError(
             f"{s.id} has no agent definition: the root never runs a turn",
-            type="NoAgentDefinition",
+            type=NO_AGENT_DEFINITION,
             non_retryable=True,
         )
     return s.defn

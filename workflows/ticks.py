@@ -64,10 +64,6 @@ CATCH_UP_SCAN: Final = 10_000
 there and the next fire time is the first after now (an outage of a week of minutely
 ticks still costs one tick)."""
 
-NOT_AN_AGENT_START: Final = "NotAnAgentStart"
-"""The ``ApplicationError`` type of a workflow started with input that is not an
-``AgentInput``."""
-
 
 def is_tick(item: InboxItem) -> bool:
     """Whether ``item`` is the coalesced tick item (``from=clock channel=timer``)."""
