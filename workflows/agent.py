@@ -3,19 +3,21 @@
 The state machine runs here, deterministically; LLM calls, tools, interpreters and hooks are
 activities; all state is one ``HandleState``. This module is the durable surface: the
 workflow's run, every handler and the queries, each delegating to one component (a plain
-class that owns one concept; imports only go down):
+class that owns one concept). The rooms of ``workflows/`` are floors, and a module imports
+only from its own room or a lower floor (``tests/unit/test_layers.py``, ``FLOORS``).
 
-* ``visibility/``: trace, search attributes, views, loud rejection of signal input;
-* ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
-* ``budgets``: pools and the budget check; ``leases``: ``max_concurrent``;
-* ``inbox``: post bounds, wake admission; ``approvals/``: suspension, Answer routing,
-  parking on task children, a parked turn carried across continue-as-new (``carry``);
-* ``children/``: spawn, child reports, closing a child, children whose workflows end
-  (``watch``), the ``task`` tool (``delegation``), background children that report back
-  (``background``);
-* ``turn/``: the LLM loop and tool calls; ``lifecycle/``: wait, interrupt, close, hooks,
-  continue-as-new, the run loop (``runloop``), verbs exactly once across runs
-  (``updates``).
+Floors of workflows/, lowest first: ``contract/`` (types, names, limits, the clock
+``now_ms``, the error types), ``rules/`` (pure rules over the state: Request routing, the
+roster, background items, rendering for the model), ``visibility/`` (trace, search
+attributes, views), ``outbox.py`` (signals to other handles), then ``leases.py``
+(``max_concurrent``), ``budgets.py``, ``metrics.py`` and ``trust.py`` on one floor,
+``machine.py`` (the transition table, settle, reports), ``inbox.py`` (post bounds, wake
+admission), ``approvals/`` (suspension, Answer routing, parking on task children, expiry),
+``children/`` (spawn, child reports, closing a child, ``watch``, the ``task`` tool,
+background children), ``turn/`` (the LLM loop and tool calls) and ``ticks.py`` on one floor,
+``lifecycle/`` (wait, interrupt, close, hooks, the run loop, a parked turn carried across
+continue-as-new, verbs exactly once across runs), ``pause.py``, and this module,
+``agent.py``.
 
 The docs' "Where each rule lives" page maps each rule to its module.
 
