@@ -19,7 +19,11 @@ from tests.replay_variants import RaisingAgentWorkflow, TimerFirstAgentWorkflow
 from toolnexus_temporal.cli.replaycheck import ReplayReport, replay_check, visibility_query
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.workflows.contract.names import PROTOCOL, WORKFLOW_TYPE
+from toolnexus_temporal.workflows.contract.names import (
+    PROTOCOL,
+    UNSUPPORTED_PROTOCOL,
+    WORKFLOW_TYPE,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTRY = {"worker": AgentDef(name="worker", system_prompt="be brief")}
@@ -270,7 +274,7 @@ async def test_an_agent_of_a_retired_generation_fails_at_once_on_this_build(
         with pytest.raises(WorkflowFailureError) as err:
             await asyncio.wait_for(handle.result(), 30)
         cause = err.value.cause
-        assert isinstance(cause, ApplicationError) and cause.type == "UnsupportedProtocol"
+        assert isinstance(cause, ApplicationError) and cause.type == UNSUPPORTED_PROTOCOL
         assert "protocol 2 (pre-release" in cause.message and "drain or terminate" in cause.message
 
 

@@ -30,7 +30,11 @@ from toolnexus_temporal.client.errors import VerbRejectedError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.contract.names import AGENT_NEXT_TICK, WORKFLOW_TYPE
+from toolnexus_temporal.workflows.contract.names import (
+    AGENT_NEXT_TICK,
+    NOT_AN_AGENT_START,
+    WORKFLOW_TYPE,
+)
 from toolnexus_temporal.workflows.contract.state import HandleState
 from toolnexus_temporal.workflows.rules.render import UNTRUSTED_HEADER
 
@@ -287,7 +291,7 @@ async def test_a_start_from_outside_fails_at_once(make_runtime: Any, client: Cli
             with pytest.raises(WorkflowFailureError) as failed:
                 await asyncio.wait_for(wf.result(), 15)
             cause = failed.value.cause
-            assert isinstance(cause, ApplicationError) and cause.type == "NotAnAgentStart"
+            assert isinstance(cause, ApplicationError) and cause.type == NOT_AN_AGENT_START
             assert cause.non_retryable
             assert "AgentDef.tick" in cause.message and "tnx schedule" in cause.message
 

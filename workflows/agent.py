@@ -3,19 +3,21 @@
 The state machine runs here, deterministically; LLM calls, tools, interpreters and hooks are
 activities; all state is one ``HandleState``. This module is the durable surface: the
 workflow's run, every handler and the queries, each delegating to one component (a plain
-class that owns one concept; imports only go down):
+class that owns one concept). The rooms of ``workflows/`` are floors, and a module imports
+only from its own room or a lower floor (``tests/unit/test_layers.py``, ``FLOORS``).
 
-* ``visibility/``: trace, search attributes, views, loud rejection of signal input;
-* ``outbox``: signals to other handles; ``machine``: the transition table, settle, reports;
-* ``budgets``: pools and the budget check; ``leases``: ``max_concurrent``;
-* ``inbox``: post bounds, wake admission; ``approvals/``: suspension, Answer routing,
-  parking on task children, a parked turn carried across continue-as-new (``carry``);
-* ``children/``: spawn, child reports, closing a child, children whose workflows end
-  (``watch``), the ``task`` tool (``delegation``), background children that report back
-  (``background``);
-* ``turn/``: the LLM loop and tool calls; ``lifecycle/``: wait, interrupt, close, hooks,
-  continue-as-new, the run loop (``runloop``), verbs exactly once across runs
-  (``updates``).
+Floors of workflows/, lowest first: ``contract/`` (types, names, limits, the clock
+``now_ms``, the error types), ``rules/`` (pure rules over the state: Request routing, the
+roster, background items, rendering for the model), ``visibility/`` (trace, search
+attributes, views), ``outbox.py`` (signals to other handles), then ``leases.py``
+(``max_concurrent``), ``budgets.py``, ``metrics.py`` and ``trust.py`` on one floor,
+``machine.py`` (the transition table, settle, reports), ``inbox.py`` (post bounds, wake
+admission), ``approvals/`` (suspension, Answer routing, parking on task children, expiry),
+``children/`` (spawn, child reports, closing a child, ``watch``, the ``task`` tool,
+background children), ``turn/`` (the LLM loop and tool calls) and ``ticks.py`` on one floor,
+``lifecycle/`` (wait, interrupt, close, hooks, the run loop, a parked turn carried across
+continue-as-new, verbs exactly once across runs), ``pause.py``, and this module,
+``agent.py``.
 
 The docs' "Where each rule lives" page maps each rule to its module.
 
@@ -53,7 +55,6 @@ from toolnexus_temporal.workflows.metrics import TurnMetrics
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.pause import Pause
 from toolnexus_temporal.workflows.ticks import (
-    NOT_AN_AGENT_START,
     Ticks,
     parse_payload,
     start_input,
@@ -209,7 +210,9 @@ class AgentWorkflow:
                 schedule an agent instead (``ticks.start_input``).
         """
         if self._bad_start is not None:
-            raise ApplicationError(self._bad_start, type=NOT_AN_AGENT_START, non_retryable=True)
+            raise ApplicationError(
+                self._bad_start, type=names.NOT_AN_AGENT_START, non_retryable=True
+            )
         return await self._loop.run()
 
     # ------------------------------------------------------------------ queries
@@ -325,7 +328,7 @@ class AgentWorkflow:
         """
         error = self._inbox.wake_error()
         if error is not None:
-            raise ApplicationError(error, type="WakeRejected", non_retryable=True)
+            raise ApplicationError(error, type=names.WAKE_REJECTED, non_retryable=True)
         self._lifecycle.check_waiters()
 
     # ------------------------------------------------------------------ post
@@ -437,7 +440,7 @@ class AgentWorkflow:
         """
         self._lifecycle.updates += 1
         if self._updates.repeat() is None:  # a repeat would restart the fire time
-            self._ticks.set(parse_payload(ScheduleRequest, req, "ScheduleRejected").tick)
+            self._ticks.set(parse_payload(ScheduleRequest, req, names.SCHEDULE_REJECTED).tick)
             self._updates.record()
         return view_of(self.s)
 
@@ -449,10 +452,10 @@ class AgentWorkflow:
         Raises:
             ApplicationError: ``ScheduleRejected``.
         """
-        parse_payload(ScheduleRequest, req, "ScheduleRejected")
+        parse_payload(ScheduleRequest, req, names.SCHEDULE_REJECTED)
         error = self._ticks.schedule_error()
         if error is not None:
-            raise ApplicationError(error, type="ScheduleRejected", non_retryable=True)
+            raise ApplicationError(error, type=names.SCHEDULE_REJECTED, non_retryable=True)
 
     @workflow.update(name=names.UPDATE_PAUSE, description=docs.ADMIT_PAUSE)
     async def admit_pause(self, req: PauseRequest | Any) -> HandleStatus:
@@ -461,7 +464,7 @@ class AgentWorkflow:
         self._lifecycle.updates += 1
         if self._updates.repeat() is None:  # a repeat would undo a later unpause
             self._updates.record()
-            await self._pause.apply(parse_payload(PauseRequest, req, "PauseRejected"))
+            await self._pause.apply(parse_payload(PauseRequest, req, names.PAUSE_REJECTED))
         return status_of(self.s)
 
     @admit_pause.validator
@@ -472,10 +475,10 @@ class AgentWorkflow:
         Raises:
             ApplicationError: ``PauseRejected``.
         """
-        parse_payload(PauseRequest, req, "PauseRejected")
+        parse_payload(PauseRequest, req, names.PAUSE_REJECTED)
         error = self._pause.error()
         if error is not None:
-            raise ApplicationError(error, type="PauseRejected", non_retryable=True)
+            raise ApplicationError(error, type=names.PAUSE_REJECTED, non_retryable=True)
 
     @workflow.signal(name=names.SIGNAL_PAUSE, description=docs.PAUSE)
     async def pause_signal(self, *args: Any) -> None:

@@ -25,6 +25,7 @@ from toolnexus_temporal.workflows.outbox import Signals
 from toolnexus_temporal.workflows.rules.roster import update_child
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.messages import BudgetAsk, BudgetReply
     from toolnexus_temporal.workflows.contract.models import Budget, LimitName
     from toolnexus_temporal.workflows.contract.names import (
@@ -217,7 +218,7 @@ class BudgetLedger:
 
     def limit(self, tool_calls: int) -> LimitName | None:
         """:func:`budget_limit` at the current workflow time."""
-        return budget_limit(self.s, tool_calls, workflow.now().timestamp() * 1000)
+        return budget_limit(self.s, tool_calls, now_ms())
 
     def push_floors(self) -> None:
         """Tell children the live remainder of the tightest pool above them, when it changed

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.children.background import take_waiting
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
+from toolnexus_temporal.workflows.rules.background import take_waiting
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():

@@ -39,9 +39,10 @@ with workflow.unsafe.imports_passed_through():
         ToolResult,
     )
     from toolnexus_temporal.workflows.contract.names import (
+        NO_AGENT_DEFINITION,
         SIGNAL_CHILD_REPORT,
     )
-    from toolnexus_temporal.workflows.contract.state import HandleState
+    from toolnexus_temporal.workflows.contract.state import HandleState, ParkedTurn
 
 TRANSITIONS: Final[Mapping[HandleStateName, frozenset[HandleStateName]]] = MappingProxyType(
     {
@@ -99,7 +100,7 @@ def require_defn(s: HandleState) -> AgentDef:
     if s.defn is None:
         raise ApplicationError(
             f"{s.id} has no agent definition: the root never runs a turn",
-            type="NoAgentDefinition",
+            type=NO_AGENT_DEFINITION,
             non_retryable=True,
         )
     return s.defn
@@ -224,6 +225,16 @@ class TurnScratch:
             limit=limit,
             pending=pending,
         )
+
+
+def restore(scratch: TurnScratch, parked: ParkedTurn) -> None:
+    """Set up the scratch of a turn resumed from ``parked`` in a new run (the counters and
+    rollback point it had; no messages yet: the tool batch produces them)."""
+    scratch.start([])
+    scratch.llm_calls = parked.llm_calls
+    scratch.tokens = parked.tokens
+    scratch.turn_start_len = parked.turn_start_len
+    scratch.unsent_before = list(parked.unsent_before)
 
 
 def report_needed_now(s: HandleState, before: HandleStateName | None) -> bool:

@@ -21,7 +21,6 @@ from typing import Any
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.approvals.approvals import now_ms
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.visibility.visibility import INVALID, Visibility, short_error
@@ -29,6 +28,7 @@ from toolnexus_temporal.workflows.visibility.visibility import INVALID, Visibili
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.messages import PauseRequest
     from toolnexus_temporal.workflows.contract.names import (
         AGENT_PAUSED,

@@ -40,13 +40,13 @@ from typing import Any, Final, TypeVar
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.workflows.approvals.approvals import now_ms
 from toolnexus_temporal.workflows.inbox import Inbox
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, short_error
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.cron import next_cron_ms
     from toolnexus_temporal.workflows.contract.models import InboxItem, TickSpec
     from toolnexus_temporal.workflows.contract.names import AGENT_NEXT_TICK
@@ -63,10 +63,6 @@ CATCH_UP_SCAN: Final = 10_000
 """Cron fire times counted one by one after a late timer; past this many the count stops
 there and the next fire time is the first after now (an outage of a week of minutely
 ticks still costs one tick)."""
-
-NOT_AN_AGENT_START: Final = "NotAnAgentStart"
-"""The ``ApplicationError`` type of a workflow started with input that is not an
-``AgentInput``."""
 
 
 def is_tick(item: InboxItem) -> bool:

@@ -4,10 +4,10 @@ result, outside the inbox cap, read once (issue 25 item 2)."""
 from __future__ import annotations
 
 from tests.unit.fakes import parent_with
-from toolnexus_temporal.workflows.children import background
 from toolnexus_temporal.workflows.contract.models import InboxItem, Request, TaskResult
 from toolnexus_temporal.workflows.contract.state import AgentInput, ChildInfo
 from toolnexus_temporal.workflows.inbox import drain, post_error, restore_drained
+from toolnexus_temporal.workflows.rules import background
 from toolnexus_temporal.workflows.rules.render import render_turn_input
 
 

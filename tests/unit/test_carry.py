@@ -15,9 +15,9 @@ from toolnexus_temporal.workflows.contract.models import (
     ToolResult,
 )
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
-from toolnexus_temporal.workflows.lifecycle.carry import carry_blocker, restore, snapshot
+from toolnexus_temporal.workflows.lifecycle.carry import carry_blocker, snapshot
 from toolnexus_temporal.workflows.lifecycle.lifecycle import MIN_RUN
-from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
+from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch, restore
 
 REQ = Request(id="root/a.1#3", kind="approval", prompt="may I?", data={"path": ["root", "a.1"]})
 CALLS = [

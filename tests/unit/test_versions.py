@@ -34,7 +34,7 @@ def test_the_baseline_runs() -> None:
 def test_a_retired_generation_is_refused_with_what_to_do(protocol: int) -> None:
     with pytest.raises(ApplicationError) as err:
         versions.check_protocol(protocol)
-    assert err.value.type == versions.UNSUPPORTED_PROTOCOL and err.value.non_retryable
+    assert err.value.type == names.UNSUPPORTED_PROTOCOL and err.value.non_retryable
     assert f"protocol {protocol} (pre-release" in str(err.value)
     assert "drain or terminate" in str(err.value)
 

@@ -57,6 +57,7 @@ from toolnexus_temporal.workflows.rules.roster import update_child
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, error_text
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import (
         InterpretInput,
@@ -86,11 +87,6 @@ approval queue for anyone who may signal: 3,052 ``answer`` signals in 20 s from 
 reached the server's 2,000 pending activities per workflow, and every workflow task failed
 from then on (the handle hung, queries refused). Past the cap an Answer is refused at once,
 loudly (fail-closed: ``send it again``)."""
-
-
-def now_ms() -> int:
-    """Workflow time, ms since the epoch."""
-    return int(workflow.now().timestamp() * 1000)
 
 
 class Answered(NamedTuple):

@@ -20,11 +20,11 @@ from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
-from toolnexus_temporal.workflows.children.background import note, track
 from toolnexus_temporal.workflows.children.definitions import Definitions
 from toolnexus_temporal.workflows.children.watch import ChildWatch
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
+from toolnexus_temporal.workflows.rules.background import note, track
 from toolnexus_temporal.workflows.rules.roster import (
     children_count,
     next_child_id,
@@ -35,6 +35,7 @@ from toolnexus_temporal.workflows.visibility.operator import static_details, sta
 from toolnexus_temporal.workflows.visibility.visibility import Visibility, view_of
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import DETAILS_BYTES, fit, workflow_id_error
     from toolnexus_temporal.workflows.contract.messages import (
         ChildReport,
@@ -255,13 +256,13 @@ class Children:
         """
         s = self.s
         resolved = await self.definitions.resolve_cached(name)
-        error = spawn_check(s, name, resolved, workflow.now().timestamp() * 1000)
+        error = spawn_check(s, name, resolved, now_ms())
         if error is not None or resolved.defn is None:
             error = error or "unknown agent"
             self.vis.trace(f"{s.id}: spawn {name} REJECTED ({error})")
             return None, error
         defn = resolved.defn
-        pools = carve(s, budget or defn.budget, int(workflow.now().timestamp() * 1000))
+        pools = carve(s, budget or defn.budget, now_ms())
         nonce = str(workflow.uuid4())
         child_id = record_spawn(s, defn.name, nonce)
         if notify:

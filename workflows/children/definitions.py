@@ -12,6 +12,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import ResolveAgentInput, ResolveAgentResult
     from toolnexus_temporal.workflows.contract.names import RESOLVE_AGENT_ACTIVITY
@@ -85,15 +86,15 @@ class Definitions:
             ActivityError: the lookup failed.
         """
         s = self.s
-        now_ms = int(workflow.now().timestamp() * 1000)
+        now = now_ms()
         cached = s.roster.agent_defs.get(name)
-        if cached is not None and now_ms - cached.at_ms < DEF_REFRESH_MS:
+        if cached is not None and now - cached.at_ms < DEF_REFRESH_MS:
             return ResolveAgentResult(defn=cached.defn, tool_options=cached.tool_options)
         resolved = await self.lookup(name)
-        now_ms = int(workflow.now().timestamp() * 1000)
+        now = now_ms()
         for found in (resolved, *resolved.team):
             if found.defn is not None:
                 s.roster.agent_defs[found.defn.name] = CachedDef(
-                    defn=found.defn, tool_options=found.tool_options, at_ms=now_ms
+                    defn=found.defn, tool_options=found.tool_options, at_ms=now
                 )
         return resolved

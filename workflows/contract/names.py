@@ -164,6 +164,32 @@ TOOL_NON_RETRYABLE: Final = ("UnknownTool", "ToolArgumentsInvalid")
 INTERPRET_NON_RETRYABLE: Final = ("UnknownInterpreter", "WrongAnswerId")
 """``ApplicationError`` types of ``tnx.interpret`` that no retry can fix."""
 
+# ---- ApplicationError types the workflow raises ----
+# Each is the ``type`` of an ``ApplicationError`` raised by workflow code (a failed run, or an
+# update refused by its validator: nothing reaches history). Named once here: the workflow
+# raises them and a client or test that tells one from another matches these names.
+
+WAKE_REJECTED: Final = "WakeRejected"
+"""A ``wake`` update refused by its validator (the reason is the message)."""
+
+SCHEDULE_REJECTED: Final = "ScheduleRejected"
+"""A ``schedule`` update refused by its validator: a bad payload, the root, a closed handle."""
+
+PAUSE_REJECTED: Final = "PauseRejected"
+"""A ``pause``/``unpause`` update refused by its validator: a bad payload, the root, a
+closed handle."""
+
+NO_AGENT_DEFINITION: Final = "NoAgentDefinition"
+"""A handle asked to run a turn without its ``AgentDef`` (non-retryable: the run fails
+rather than retrying its workflow task forever)."""
+
+NOT_AN_AGENT_START: Final = "NotAnAgentStart"
+"""A workflow started with input that is not an ``AgentInput`` (``temporal workflow start``,
+a schedule created by hand): the run fails at once."""
+
+UNSUPPORTED_PROTOCOL: Final = "UnsupportedProtocol"
+"""A handle whose protocol generation this build does not run (``versions.py``)."""
+
 # ---- search attributes (CONTRACT §8) ----
 # Registered on the namespace before a worker runs (``tnx server start`` and the test
 # fixture do it; ``ensure_search_attributes`` in the CLI's dev-server module does it for any

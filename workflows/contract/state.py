@@ -585,7 +585,7 @@ WRITERS: Mapping[str, tuple[str, ...]] = MappingProxyType(
         "usage": ("budgets.py",),
         "turn": ("turn/",),
         "updates": ("lifecycle/updates.py",),
-        "background": ("children/background.py",),
+        "background": ("children/background.py", "rules/background.py"),
         "ticks": ("ticks.py",),
         "pause": ("pause.py",),
         "workspace": ("turn/workspace.py",),

@@ -36,10 +36,8 @@ with workflow.unsafe.imports_passed_through():
         PROTOCOLS,
         RETIRED_PATCHES,
         RETIRED_PROTOCOLS,
+        UNSUPPORTED_PROTOCOL,
     )
-
-UNSUPPORTED_PROTOCOL = "UnsupportedProtocol"
-"""The ``ApplicationError`` type of a handle whose generation this build does not run."""
 
 
 def protocol_error(protocol: int) -> str | None:

@@ -128,22 +128,6 @@ def snapshot(
     )
 
 
-def take_parked(s: HandleState) -> ParkedTurn | None:
-    """The parked turn a continue-as-new carried over, taken (the new run resumes it)."""
-    parked, s.approval.parked = s.approval.parked, None
-    return parked
-
-
-def restore(scratch: TurnScratch, parked: ParkedTurn) -> None:
-    """Set up the scratch of a turn resumed from ``parked`` in a new run (the counters and
-    rollback point it had; no messages yet: the tool batch produces them)."""
-    scratch.start([])
-    scratch.llm_calls = parked.llm_calls
-    scratch.tokens = parked.tokens
-    scratch.turn_start_len = parked.turn_start_len
-    scratch.unsent_before = list(parked.unsent_before)
-
-
 class CarryOver:
     """Runs a turn to its end, or carries it into a new run while it is parked.
 

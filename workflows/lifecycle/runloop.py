@@ -15,12 +15,12 @@ from collections.abc import Callable
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.budgets import drop_floors
-from toolnexus_temporal.workflows.children import background
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.contract.versions import check_protocol
 from toolnexus_temporal.workflows.lifecycle.carry import CarryOver
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.outbox import Outbox
+from toolnexus_temporal.workflows.rules import background
 from toolnexus_temporal.workflows.rules.roster import compact
 from toolnexus_temporal.workflows.ticks import Ticks
 from toolnexus_temporal.workflows.turn.turn import Turn

@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
 from toolnexus_temporal.workflows.contract.models import Answer, Request
-from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState
+from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState, ParkedTurn
 
 
 def stamped(s: HandleState, fields: dict[str, Any]) -> Request:
@@ -156,3 +156,10 @@ def answer_hop(s: HandleState, request_id: str) -> Hop:
     if info.state == "closed":
         return Hop(None, f"answer {request_id!r} matches no pending request: {child} is closed")
     return Hop(child)
+
+
+def take_parked(s: HandleState) -> ParkedTurn | None:
+    """The parked turn a continue-as-new carried over (``lifecycle/carry.py``), taken: the
+    new run's turn resumes it."""
+    parked, s.approval.parked = s.approval.parked, None
+    return parked

@@ -31,8 +31,8 @@ from toolnexus_temporal.workflows.approvals.approvals import Approvals
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import restore_drained, turn_ended, turn_started
-from toolnexus_temporal.workflows.lifecycle.carry import restore, take_parked
-from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn
+from toolnexus_temporal.workflows.machine import Machine, TurnScratch, require_defn, restore
+from toolnexus_temporal.workflows.rules.approvals import take_parked
 from toolnexus_temporal.workflows.turn.context import summarize_if_due
 from toolnexus_temporal.workflows.turn.llmcall import Interrupted, llm_round_trip
 from toolnexus_temporal.workflows.turn.toolbatch import ToolBatch
@@ -44,6 +44,7 @@ from toolnexus_temporal.workflows.visibility.visibility import (
 )
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.events import TurnObserver
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.mcp import call_options, server_of
@@ -251,7 +252,7 @@ class Turn:
         deadline = self.s.wall_deadline_ms
         if deadline is None:
             return None
-        left_ms = deadline - workflow.now().timestamp() * 1000
+        left_ms = deadline - now_ms()
         if left_ms <= 0:
             return None  # the first budget check stops the turn
 

@@ -24,6 +24,7 @@ from toolnexus_temporal.workflows.visibility.operator import (
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, TypeAdapter, ValidationError
 
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import DETAILS_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import CloseRequest, WakeRequest
     from toolnexus_temporal.workflows.contract.models import (
@@ -211,7 +212,7 @@ class Visibility:
 
     def trace(self, line: str) -> None:
         """Append a trace line at the current workflow time (CONTRACT §7)."""
-        append_trace(self.s, line, int(workflow.now().timestamp() * 1000))
+        append_trace(self.s, line, now_ms())
         if " REJECTED (" in line:
             if len(self._repeats) >= 4 * REJECT_COALESCE:
                 self._repeats.clear()
@@ -259,7 +260,7 @@ class Visibility:
         for back in range(1, min(REJECT_COALESCE, len(trace)) + 1):
             if trace[-back].seq == seq:
                 del trace[-back]  # it moves to the end with a new seq: readers see it anew
-                append_trace(self.s, f"{line} ×{count + 1}", int(workflow.now().timestamp() * 1000))
+                append_trace(self.s, f"{line} ×{count + 1}", now_ms())
                 self._repeats[line] = (self.s.trace_seq, count + 1)
                 return True
         return False
@@ -277,7 +278,7 @@ class Visibility:
             workflow.upsert_search_attributes(updates)
             self.shown = view
             self.rejection = None  # a new Request clears the shown rejection too
-        stamp_pending_since(s, int(workflow.now().timestamp() * 1000))
+        stamp_pending_since(s, now_ms())
         workflow.set_current_details(fit(current_details(s, self.rejection), DETAILS_BYTES))
 
     # ---- signal input: one model per signal, rejected loudly (never a failed task)
