@@ -22,7 +22,7 @@ The rules:
 * the items join the inbox at the next wake (:func:`take_waiting`, called by
   ``inbox.drain``), after the posts; an interrupted turn returns them to the inbox with
   the posts (``inbox.restore_drained``), so they are read once;
-* an idle parent is woken by the item (``Background.wake_if_due``, through the same wake
+* an idle parent is woken by the item (``BackgroundWake.wake_if_due``, through the same wake
   path as a host's wake: ``max_concurrent`` applies); a running or parked parent reads it at
   its next wake, and one is due as soon as its turn settles;
 * the state is all in :class:`BackgroundState`, so continue-as-new carries it: an item
