@@ -60,7 +60,9 @@ from toolnexus_temporal.cli.demo_setup import (
 )
 from toolnexus_temporal.cli.demo_tour import TOUR_AGENTS, TOUR_TOOLS, Tour, run_tour
 from toolnexus_temporal.cli.devserver import DevServer, DevServerError, ensure_search_attributes
-from toolnexus_temporal.cli.ops import DEFAULT_ADDRESS
+from toolnexus_temporal.cli.options import DEFAULT_ADDRESS as DEFAULT_ADDRESS
+from toolnexus_temporal.cli.options import DEFAULT_DATA_DIR as DEFAULT_DATA_DIR
+from toolnexus_temporal.cli.options import DEFAULT_PROMPT as DEFAULT_PROMPT
 from toolnexus_temporal.cli.queue_cmd import approval_queue_url
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.errors import ClusterConfigError, TnxError
@@ -87,12 +89,6 @@ so they never collide with a runtime on the default scope (``root``) of the same
 
 DEMO_ROOT: Final = workflow_id_for(DEMO_SCOPE, ROOT_ID)
 """The demo root's workflow id."""
-
-DEFAULT_PROMPT: Final = "Ship the latest billing release: find what changed, then deploy it."
-"""The coordinator's prompt when none is given."""
-
-DEFAULT_DATA_DIR: Final = Path(".tnx")
-"""Where the demo keeps its state: ``temporal/`` (the dev server) and ``conversations.sqlite``."""
 
 DEFAULT_UI_URL: Final = "http://localhost:8233"
 """The usual web UI location of a Temporal dev server, used for external addresses."""
