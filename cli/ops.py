@@ -44,7 +44,6 @@ from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     NoWorkerError,
     TnxError,
-    VerbRejectedError,
 )
 from toolnexus_temporal.client.queries import check_scope, check_task_queue
 from toolnexus_temporal.client.reachability import require_worker, workflow_pollers
@@ -141,6 +140,9 @@ async def _run(
     timeout_s: float | None,
     worker: WorkerNeed,
 ) -> T:
+    """:func:`run`'s coroutine: connect, attach to the root (its task queue), check for a
+    worker when ``worker`` is required, run ``verb``, and turn every expected failure into a
+    :class:`CliError`."""
     check_query_options(opts)
     client = await connect_client(opts)
     rt = AgentRuntime(client, task_queue=opts.task_queue, scope=opts.scope, store=store)
@@ -194,9 +196,7 @@ async def _run(
         raise CliError(f"{err} ({opts.where()})") from err
     except NoWorkerError as err:
         raise CliError(no_worker_note(err, opts), EXIT_ENV) from err
-    except VerbRejectedError as err:
-        raise CliError(str(err)) from err
-    except TnxError as err:
+    except TnxError as err:  # VerbRejectedError among them: its message says it all
         raise CliError(str(err)) from err
     except WorkflowUpdateRPCTimeoutOrCancelledError as err:
         raise CliError(
