@@ -167,3 +167,18 @@ def test_update_names_come_from_the_handlers() -> None:
         names.UPDATE_WAIT,
     }
     assert rpc.SHORT_UPDATES < sent
+
+
+def test_light_cli_declarations_name_what_the_implementation_reads() -> None:
+    """``tnx codec-server``'s options are declared without the codec (``cli/app.py`` stays
+    light): the environment variables they name are the codec's."""
+    import typer.main
+
+    from toolnexus_temporal.cli.app import app
+    from toolnexus_temporal.client.codec import ENV_KEY_FILE, ENV_KEYS
+
+    group: Any = typer.main.get_command(app)
+    command = group.commands["codec-server"]
+    envvars = {p.name: p.envvar for p in command.params}
+    assert envvars["keys"] == ENV_KEYS
+    assert envvars["key_file"] == ENV_KEY_FILE
