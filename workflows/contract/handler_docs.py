@@ -5,7 +5,9 @@ UI's Signal dialog and ``temporal workflow metadata`` show them next to each nam
 ones say what input they take (the exact JSON shape); the runtime-internal ones (messages
 between handle workflows and the host library's update path) start with :data:`INTERNAL`.
 
-Descriptions are not part of history: changing them changes no workflow command.
+Descriptions are not part of history: changing them changes no workflow command. Also here:
+:func:`no_worker_hint`, the line of the static details (a child's and a root's) that says what
+a blank Current Details panel means; the host library uses it too.
 """
 
 from __future__ import annotations
