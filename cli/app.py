@@ -38,47 +38,41 @@ JSON document on stdout (the pydantic dump of the Handle, TaskResult, PostResult
 handles or trace lines). Errors are one line on stderr; exit codes are described in
 :mod:`toolnexus_temporal.cli.ops`.
 
-This module only parses options and prints (the common options of the host verbs in
-:mod:`~toolnexus_temporal.cli.hostcmd`, the ``demo`` command in
-:mod:`~toolnexus_temporal.cli.demo_cmd`); the logic lives in
-:mod:`~toolnexus_temporal.cli.demo`, :mod:`~toolnexus_temporal.cli.server` and
-:mod:`~toolnexus_temporal.cli.ops` (over :class:`~toolnexus_temporal.client.AgentRuntime`), the
-look in :mod:`~toolnexus_temporal.cli.render`.
+This module only declares the commands and their options (the common options of the host
+verbs in :mod:`~toolnexus_temporal.cli.hostcmd`, the ``demo`` command in
+:mod:`~toolnexus_temporal.cli.demo_cmd`, ``schedule``/``pause`` in
+:mod:`~toolnexus_temporal.cli.tick_cmd`, ``pending``/``answer``/``audit`` in
+:mod:`~toolnexus_temporal.cli.queue_cmd`, ``server`` in :mod:`~toolnexus_temporal.cli.server`).
+Each command imports its implementation when it runs: the host verbs'
+:mod:`~toolnexus_temporal.cli.verbs` and :mod:`~toolnexus_temporal.cli.queue`,
+:mod:`~toolnexus_temporal.cli.demo`, :mod:`~toolnexus_temporal.cli.replaycheck`,
+:mod:`~toolnexus_temporal.cli.codec_server`, all over :mod:`~toolnexus_temporal.cli.ops` (over
+:class:`~toolnexus_temporal.client.AgentRuntime`), the look in
+:mod:`~toolnexus_temporal.cli.render`. So ``tnx --version`` and ``tnx --help`` load typer,
+rich's console and these declarations only: no host library, worker, LLM or telemetry module
+(``tests/test_layout.py``; ``bench/cli_start.py`` times it).
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.text import Text
 
-from toolnexus_temporal.cli import args, live, ops, queue_cmd, render, replaycheck, tick_cmd
+from toolnexus_temporal.cli import queue_cmd, tick_cmd
 from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
-from toolnexus_temporal.cli.codec_server import codec_server_command
 from toolnexus_temporal.cli.demo_cmd import demo
-from toolnexus_temporal.cli.hostcmd import (
-    IdArg,
-    TreeIdArg,
-    emit,
-    err_console,
-    host_commands,
-    list_width,
-    out,
-    said,
-    show,
+from toolnexus_temporal.cli.hostcmd import IdArg, TreeIdArg, err_console, host_commands
+from toolnexus_temporal.cli.options import (
+    DEFAULT_CODEC_HOST,
+    DEFAULT_CODEC_ORIGINS,
+    DEFAULT_CODEC_PORT,
+    Options,
 )
-from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.server import server_app
-from toolnexus_temporal.cli.watch import watch_tree
-from toolnexus_temporal.client.errors import InvalidCursorError, SpawnError
-from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.client.stream import Cursor
-from toolnexus_temporal.workflows.contract.context import ModelView
-from toolnexus_temporal.workflows.contract.messages import PostResult
-from toolnexus_temporal.workflows.contract.models import InboxItem, Message
 
 app = typer.Typer(
     name="tnx",
@@ -108,7 +102,59 @@ def _tnx(version: TnxVersion = False) -> None:
 app.add_typer(server_app, name="server")
 
 app.command()(demo)
-app.command("codec-server")(codec_server_command)
+
+
+@app.command("codec-server")
+def codec_server_command(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_CODEC_HOST,
+    port: Annotated[int, typer.Option(help="TCP port to listen on (0: any free port).")] = (
+        DEFAULT_CODEC_PORT
+    ),
+    keys: Annotated[
+        str | None,
+        typer.Option(
+            "--keys",
+            envvar="TNX_CODEC_KEYS",
+            show_envvar=True,
+            help="Key entries id:base64key,... (the first encodes, all decode).",
+        ),
+    ] = None,
+    key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--key-file", envvar="TNX_CODEC_KEY_FILE", show_envvar=True, help="File of key entries."
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            envvar="TNX_CODEC_CORS_ORIGINS",
+            help="Web UI origin allowed by CORS (repeat for several; '*' for any; "
+            f"default: {', '.join(DEFAULT_CODEC_ORIGINS)}).",
+        ),
+    ] = None,
+    auth_token: Annotated[
+        str | None,
+        typer.Option(
+            "--auth-token",
+            envvar="TNX_CODEC_AUTH_TOKEN",
+            help="Require 'Authorization: Bearer TOKEN' on /encode and /decode.",
+        ),
+    ] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace", help="Serve only these X-Namespace values (repeat; default: any)."
+        ),
+    ] = None,
+) -> None:
+    """Serve Temporal's codec-server protocol (/encode, /decode) with the payload codec's keys,
+    so the web UI and `temporal --codec-endpoint` show decrypted payloads."""
+    from toolnexus_temporal.cli import codec_server
+
+    codec_server.serve_command(host, port, keys, key_file, cors_origin, auth_token, namespace)
+
 
 host_command = host_commands(app)
 """Registers a host verb on :data:`app` (:func:`~toolnexus_temporal.cli.hostcmd.host_commands`)."""
@@ -130,15 +176,9 @@ def ls_command(
 ) -> None:
     """List the tree under ID (default: the root): state (`paused` too), how long a pending
     request has waited, turns, tokens, pools, inbox, the next tick."""
-    target = args.tree_ref(opts, handle_id)
-    if watch:
-        watch_tree(opts, target, interval)
-        return
-    handles = ops.run(opts, lambda rt: rt.list(target))
-    if opts.json:
-        emit(args.dump(handles))
-    else:
-        show(render.tree_table(handles, width=list_width()))
+    from toolnexus_temporal.cli import verbs
+
+    verbs.ls(opts, handle_id, watch, interval)
 
 
 @host_command("inspect")
@@ -159,50 +199,17 @@ def inspect_command(
 ) -> None:
     """Show every field of a handle (and its transcript with --transcript, the model's view of
     it with --model-view)."""
-    target = args.ref(opts, handle_id)
-    store = args.open_store(opts.store) if transcript or model_view else None
+    from toolnexus_temporal.cli import verbs
 
-    async def verb(rt: AgentRuntime) -> tuple[Handle, list[Message] | None, ModelView | None]:
-        h = await rt.inspect(target)
-        return (
-            h,
-            await rt.transcript(h) if transcript else None,
-            await rt.model_view(h) if model_view else None,
-        )
-
-    h, messages, view = ops.run(opts, verb, store=store)
-    if opts.json:
-        doc = args.dump(h)
-        if messages is not None:
-            doc["transcript"] = args.dump(messages)
-        if view is not None:
-            doc["model_view"] = view.model_dump(mode="json", exclude_none=True)
-        emit(doc)
-        return
-    show(render.handle_table(h))
-    if messages is not None:
-        out.print()
-        out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
-        show(render.transcript_table(messages))
-    if view is not None:
-        out.print()
-        out.print(
-            f"[bold]model view[/bold] ({len(view.messages)} message(s), ~{view.estimate_tokens} "
-            f"tokens estimated; summarized {view.summarized}, dropped {view.dropped}, "
-            f"clipped {view.clipped})"
-        )
-        show(render.transcript_table(view.messages))
+    verbs.inspect(opts, handle_id, transcript, model_view)
 
 
 @host_command("trace")
 def trace_command(opts: Options, handle_id: TreeIdArg = None) -> None:
     """Show the merged trace lines of ID's subtree (default: the whole tree)."""
-    target = args.tree_ref(opts, handle_id)
-    lines = ops.run(opts, lambda rt: rt.trace(target))
-    if opts.json:
-        emit(args.dump(lines))
-    else:
-        show(render.trace_table(lines))
+    from toolnexus_temporal.cli import verbs
+
+    verbs.trace(opts, handle_id)
 
 
 @host_command("spawn")
@@ -238,19 +245,9 @@ def spawn_command(
     ] = False,
 ) -> None:
     """Spawn agent NAME under PARENT (the root is created if missing); print the new id."""
-    override = args.parse_budget(budget)
-    target = args.ref(opts, parent)
-    spawned = ops.run(
-        opts, lambda rt: rt.spawn(target, name, override, prompt=prompt, notify=notify), create=True
-    )
-    if isinstance(spawned, SpawnError):
-        if opts.json:
-            emit(args.dump(spawned))
-        raise CliError(str(spawned))
-    if opts.json:
-        emit(args.dump(spawned))
-    else:
-        out.print(escape(spawned.id), soft_wrap=True)
+    from toolnexus_temporal.cli import verbs
+
+    verbs.spawn(opts, parent, name, budget, prompt, notify)
 
 
 @host_command("post")
@@ -262,22 +259,9 @@ def post_command(
     channel: Annotated[str, typer.Option("--channel", help="Channel of the item.")] = "external",
 ) -> None:
     """Append an item to a handle's inbox; exit 1 when rejected (inbox full or closed)."""
-    target = args.ref(opts, handle_id)
-    try:
-        item = InboxItem(from_=sender, channel=channel, text=text)
-    except ValueError as err:
-        raise CliError(f"invalid item: {render.one_line(err)}", ops.EXIT_ENV) from err
-    result: PostResult = ops.run(opts, lambda rt: rt.post(target, item))
-    if opts.json:
-        emit(args.dump(result))
-    if not result.ok:
-        raise CliError(f"post to {target!r} rejected: {result.error}")
-    if not opts.json:
-        out.print(
-            f"post {escape(target)} → ok (inbox {result.status.inbox_count}, "
-            f"state {result.status.state})",
-            soft_wrap=True,
-        )
+    from toolnexus_temporal.cli import verbs
+
+    verbs.post(opts, handle_id, text, sender, channel)
 
 
 @host_command("wake")
@@ -289,12 +273,9 @@ def wake_command(
     ] = None,
 ) -> None:
     """Wake a handle with its inbox and PROMPT; returns once it is running."""
-    target = args.ref(opts, handle_id)
-    h = ops.run(opts, lambda rt: rt.wake(target, prompt))
-    if opts.json:
-        emit(args.dump(h))
-    else:
-        said("wake", h)
+    from toolnexus_temporal.cli import verbs
+
+    verbs.wake(opts, handle_id, prompt)
 
 
 @host_command("wait")
@@ -325,57 +306,17 @@ def wait_command(
 ) -> None:
     """Wait for a handle's result: the next one while it runs, else at once its last one; exit 0
     when done or pending, 1 otherwise. On a terminal a live status line shows the running turn."""
-    target = args.ref(opts, handle_id)
-    if after is not None:
-        try:
-            Cursor.parse(after)
-        except InvalidCursorError as err:
-            raise CliError(f"invalid --after: {err.reason}", ops.EXIT_ENV) from err
-    limit = None if timeout_ms is None else timeout_ms / 1000 + ops.VERB_TIMEOUT_S
-    streamed = False
-    if follow or after is not None or (out.is_terminal and not opts.json):
-        result, streamed = ops.run(
-            opts,
-            lambda rt: live.follow(
-                rt,
-                target,
-                timeout_ms,
-                console=out,
-                show_text=follow,
-                json_lines=opts.json,
-                after=after,
-            ),
-            timeout_s=limit,
-        )
-    else:
-        result = ops.run(opts, lambda rt: rt.wait(target, timeout_ms=timeout_ms), timeout_s=limit)
-    if opts.json:
-        if not follow and after is None:
-            emit(args.dump(result))
-    else:
-        out.print(render.result_summary(result))
-        if result.pending is not None:
-            out.print(Text(f"request: {result.pending.prompt}"))
-        shown = streamed and not result.is_error
-        if (
-            result.text
-            and not shown
-            and (result.pending is None or result.text != result.pending.prompt)
-        ):
-            out.print(Text(result.text, style="red" if result.is_error else ""))
-    if result.status not in render.OK_STATUSES:
-        raise typer.Exit(ops.EXIT_NO)
+    from toolnexus_temporal.cli import verbs
+
+    verbs.wait(opts, handle_id, timeout_ms, follow, after)
 
 
 @host_command("interrupt")
 def interrupt_command(opts: Options, handle_id: IdArg) -> None:
     """Abort a handle's running turn; returns once it is idle (no-op when not running)."""
-    target = args.ref(opts, handle_id)
-    h = ops.run(opts, lambda rt: rt.interrupt(target))
-    if opts.json:
-        emit(args.dump(h))
-    else:
-        said("interrupt", h)
+    from toolnexus_temporal.cli import verbs
+
+    verbs.interrupt(opts, handle_id)
 
 
 @host_command("close")
@@ -390,12 +331,9 @@ def close_command(
     ] = None,
 ) -> None:
     """Close a handle and its subtree; returns once all are closed (all stays readable)."""
-    target = args.ref(opts, handle_id)
-    h = ops.run(opts, lambda rt: rt.close(target, force=force, reason=reason))
-    if opts.json:
-        emit(args.dump(h))
-    else:
-        said("close", h)
+    from toolnexus_temporal.cli import verbs
+
+    verbs.close(opts, handle_id, force, reason)
 
 
 @host_command("recover")
@@ -403,14 +341,9 @@ def recover_command(opts: Options, handle_id: IdArg) -> None:
     """Start an agent the server terminated (history limits, `temporal workflow terminate`)
     again from its last state: idle, or parked on the same Request, which `tnx answer` then
     resumes. Refused (exit 1) for an agent that runs or is closed."""
-    target = args.ref(opts, handle_id)
-    h = ops.run(opts, lambda rt: rt.recover(target), worker="optional")
-    if opts.json:
-        emit(args.dump(h))
-    else:
-        said("recover", h)
-        if h.pending_req is not None:
-            out.print(Text(f"pending request {h.pending_req.id}: {h.pending_req.prompt}"))
+    from toolnexus_temporal.cli import verbs
+
+    verbs.recover(opts, handle_id)
 
 
 host_command("schedule")(tick_cmd.schedule_command)
@@ -420,7 +353,37 @@ host_command("unpause")(tick_cmd.unpause_command)
 host_command("pending")(queue_cmd.pending_command)
 host_command("answer")(queue_cmd.answer_command)
 host_command("audit")(queue_cmd.audit_command)
-host_command("replay-check")(replaycheck.replay_check_command)
+
+
+@host_command("replay-check")
+def replay_check_command(
+    opts: Options,
+    query: Annotated[
+        str | None,
+        typer.Option(help='Extra visibility condition, ANDed in, e.g. AgentName="coder".'),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="Check at most N workflows (default: all).")
+    ] = None,
+    sandbox: Annotated[
+        bool, typer.Option("--sandbox", help="Replay inside Temporal's sandbox (stricter).")
+    ] = False,
+    registry: Annotated[
+        str | None,
+        typer.Option(
+            help="The registry the new workers will run (MODULE:NAME): name the running agents"
+            " whose definitions reference tools or agents it lacks.",
+        ),
+    ] = None,
+) -> None:
+    """Replay every running agent workflow (in --scope, if given) against the workflow code
+    installed here: run it before deploying new code. Exit code 0: all replay; 1: some would
+    break (NONDETERMINISTIC, REPLAY FAILED, or UNSUPPORTED PROTOCOL: an agent of a protocol
+    generation this build no longer has); 2: some histories could not be fetched. Also prints
+    the protocol generations and patch ids the running agents use."""
+    from toolnexus_temporal.cli import replaycheck
+
+    replaycheck.run_command(opts, query, limit, sandbox, registry)
 
 
 def main() -> None:
@@ -432,7 +395,8 @@ def main() -> None:
     try:
         app()
     except SystemExit as done:
-        if not ops.client_used():
+        ops = sys.modules.get("toolnexus_temporal.cli.ops")  # loaded by the verbs that connect
+        if ops is None or not ops.client_used():
             raise
         code = done.code
         if code is not None and not isinstance(code, int):

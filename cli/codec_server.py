@@ -29,30 +29,32 @@ import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Final
 from urllib.parse import urlsplit
 
 import typer
 from google.protobuf import json_format
 from temporalio.api.common.v1 import Payloads
 
+from toolnexus_temporal.cli.options import (
+    DEFAULT_CODEC_HOST,
+    DEFAULT_CODEC_ORIGINS,
+    DEFAULT_CODEC_PORT,
+)
 from toolnexus_temporal.client.codec import (
-    ENV_KEY_FILE,
-    ENV_KEYS,
     AesGcmCodec,
     CodecError,
     codec_from_keys,
 )
 
-DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_HOST: Final = DEFAULT_CODEC_HOST
 """Address the codec server listens on when none is given (loopback only)."""
 
-DEFAULT_PORT: Final = 8081
+DEFAULT_PORT: Final = DEFAULT_CODEC_PORT
 """Port the codec server listens on when none is given."""
 
-DEFAULT_ORIGINS: Final = ("http://localhost:8233", "http://127.0.0.1:8233")
-"""Web UI origins allowed by CORS when none are given: the dev server's UI, under both names a
-browser may have been given (the origin is whatever host was typed)."""
+DEFAULT_ORIGINS: Final = DEFAULT_CODEC_ORIGINS
+"""Web UI origins allowed by CORS when none are given (:mod:`.options`)."""
 
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 """Largest request body accepted, bytes (a history page of payloads fits comfortably)."""
@@ -229,52 +231,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-def codec_server_command(
-    host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option(help="TCP port to listen on (0: any free port).")] = (
-        DEFAULT_PORT
-    ),
-    keys: Annotated[
-        str | None,
-        typer.Option(
-            "--keys",
-            envvar=ENV_KEYS,
-            show_envvar=True,
-            help="Key entries id:base64key,... (the first encodes, all decode).",
-        ),
-    ] = None,
-    key_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--key-file", envvar=ENV_KEY_FILE, show_envvar=True, help="File of key entries."
-        ),
-    ] = None,
-    cors_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--cors-origin",
-            envvar="TNX_CODEC_CORS_ORIGINS",
-            help="Web UI origin allowed by CORS (repeat for several; '*' for any; "
-            f"default: {', '.join(DEFAULT_ORIGINS)}).",
-        ),
-    ] = None,
-    auth_token: Annotated[
-        str | None,
-        typer.Option(
-            "--auth-token",
-            envvar="TNX_CODEC_AUTH_TOKEN",
-            help="Require 'Authorization: Bearer TOKEN' on /encode and /decode.",
-        ),
-    ] = None,
-    namespace: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--namespace", help="Serve only these X-Namespace values (repeat; default: any)."
-        ),
-    ] = None,
+def serve_command(
+    host: str,
+    port: int,
+    keys: str | None,
+    key_file: Path | None,
+    cors_origin: list[str] | None,
+    auth_token: str | None,
+    namespace: list[str] | None,
 ) -> None:
-    """Serve Temporal's codec-server protocol (/encode, /decode) with the payload codec's keys,
-    so the web UI and `temporal --codec-endpoint` show decrypted payloads."""
+    """`tnx codec-server` (its options: :mod:`~toolnexus_temporal.cli.app`): serve until
+    Ctrl-C; exit 2 when the keys are invalid or the port cannot be bound."""
     try:
         codec = codec_from_keys(keys, key_file)
     except CodecError as err:

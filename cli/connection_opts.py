@@ -6,18 +6,20 @@ environment variable of its own: :func:`load_cluster` hands what was given to
 :meth:`~toolnexus_temporal.client.cluster.ClusterConfig.load`, which adds the ``TEMPORAL_*``
 variables, the TOML profile and the defaults (flag > env > profile > default) and remembers
 where each setting came from.
+
+Light: the flags are part of ``tnx --help``, so this module imports typer only; the cluster
+configuration loads when a command runs (:func:`load_cluster`).
 """
 
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
-from toolnexus_temporal.cli.devserver import local_address
-from toolnexus_temporal.client.cluster import ClusterConfig
-from toolnexus_temporal.client.errors import ClusterConfigError
+if TYPE_CHECKING:
+    from toolnexus_temporal.client.cluster import ClusterConfig
 
 PANEL: Final = "Temporal connection (flag > TEMPORAL_* env > profile > default)"
 """Help panel of the connection flags."""
@@ -118,6 +120,10 @@ def load_cluster(kwargs: dict[str, Any]) -> ClusterConfig:
     Raises:
         ClusterConfigError: a bad setting, or a ``--grpc-meta`` without ``=``.
     """
+    from toolnexus_temporal.cli.devserver import local_address
+    from toolnexus_temporal.client.cluster import ClusterConfig
+    from toolnexus_temporal.client.errors import ClusterConfigError
+
     given = {name: kwargs.pop(name, None) for name in NAMES}
     meta: dict[str, str] = {}
     for item in given.pop("grpc_meta") or []:

@@ -60,7 +60,9 @@ from toolnexus_temporal.cli.demo_setup import (
 )
 from toolnexus_temporal.cli.demo_tour import TOUR_AGENTS, TOUR_TOOLS, Tour, run_tour
 from toolnexus_temporal.cli.devserver import DevServer, DevServerError, ensure_search_attributes
-from toolnexus_temporal.cli.ops import DEFAULT_ADDRESS
+from toolnexus_temporal.cli.options import DEFAULT_ADDRESS as DEFAULT_ADDRESS
+from toolnexus_temporal.cli.options import DEFAULT_DATA_DIR as DEFAULT_DATA_DIR
+from toolnexus_temporal.cli.options import DEFAULT_PROMPT as DEFAULT_PROMPT
 from toolnexus_temporal.cli.queue_cmd import approval_queue_url
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.errors import ClusterConfigError, TnxError
@@ -87,12 +89,6 @@ so they never collide with a runtime on the default scope (``root``) of the same
 
 DEMO_ROOT: Final = workflow_id_for(DEMO_SCOPE, ROOT_ID)
 """The demo root's workflow id."""
-
-DEFAULT_PROMPT: Final = "Ship the latest billing release: find what changed, then deploy it."
-"""The coordinator's prompt when none is given."""
-
-DEFAULT_DATA_DIR: Final = Path(".tnx")
-"""Where the demo keeps its state: ``temporal/`` (the dev server) and ``conversations.sqlite``."""
 
 DEFAULT_UI_URL: Final = "http://localhost:8233"
 """The usual web UI location of a Temporal dev server, used for external addresses."""
@@ -309,28 +305,7 @@ async def _run(
     await check_root(client, DEMO_ROOT, DEMO_TASK_QUEUE)
 
     async with AsyncExitStack() as stack:
-        llm = None if local_model else LlmConfig.from_env(base_url=llm_base_url, model=model)
-        if local_model:
-            llm = start_local_model(stack, console)
-        elif llm is None:
-            try:
-                scripted = stack.enter_context(ScriptedLLMServer(demo_script()))
-            except OSError as err:
-                raise DemoError(f"cannot start the scripted LLM server: {err}") from err
-            llm = LlmConfig(base_url=scripted.base_url, model=SCRIPTED_MODEL)
-            console.print(
-                f"[bold]LLM[/bold]: scripted OpenAI-compatible server on {llm.base_url} "
-                "[yellow](no OPENAI_BASE_URL set; replies are scripted, not a model)[/yellow]"
-            )
-            if model:
-                console.print(f"  (--model {escape(model)} ignored: no LLM endpoint is set)")
-        else:
-            key = "set" if os.environ.get(llm.api_key_env) else "not set"
-            console.print(
-                f"[bold]LLM[/bold]: {escape(llm.base_url)} model {escape(llm.model)} "
-                f"(OpenAI-compatible; {llm.api_key_env} {key})"
-            )
-
+        llm = _demo_llm(stack, console, llm_base_url, model, local_model)
         store_path = data_dir / "conversations.sqlite"
         worker = await stack.enter_async_context(
             create_worker(
@@ -375,18 +350,61 @@ async def _run(
         took = time.monotonic() - began
 
     console.print(f"\n[bold]tour[/bold]: done in {took:.1f} s")
+    _print_web_ui(console, link=link, own_server=server is not None)
+    _print_next(console, workflow_id, cluster)
+    return 0 if result.status == "done" else 1
+
+
+def _demo_llm(
+    stack: AsyncExitStack,
+    console: Console,
+    llm_base_url: str | None,
+    model: str | None,
+    local_model: bool,
+) -> LlmConfig:
+    """The demo's LLM, said on ``console``: the local model (``--local-model``), the
+    endpoint of ``--llm-base-url`` or the environment, else the scripted server (both
+    started on ``stack``).
+
+    Raises:
+        DemoError: the scripted server (or the local model) cannot start.
+    """
+    if local_model:
+        return start_local_model(stack, console)
+    llm = LlmConfig.from_env(base_url=llm_base_url, model=model)
+    if llm is None:
+        try:
+            scripted = stack.enter_context(ScriptedLLMServer(demo_script()))
+        except OSError as err:
+            raise DemoError(f"cannot start the scripted LLM server: {err}") from err
+        llm = LlmConfig(base_url=scripted.base_url, model=SCRIPTED_MODEL)
+        console.print(
+            f"[bold]LLM[/bold]: scripted OpenAI-compatible server on {llm.base_url} "
+            "[yellow](no OPENAI_BASE_URL set; replies are scripted, not a model)[/yellow]"
+        )
+        if model:
+            console.print(f"  (--model {escape(model)} ignored: no LLM endpoint is set)")
+        return llm
+    key = "set" if os.environ.get(llm.api_key_env) else "not set"
+    console.print(
+        f"[bold]LLM[/bold]: {escape(llm.base_url)} model {escape(llm.model)} "
+        f"(OpenAI-compatible; {llm.api_key_env} {key})"
+    )
+    return llm
+
+
+def _print_web_ui(console: Console, *, link: bool, own_server: bool) -> None:
+    """Where the tour's web UI links lead, when it is not the dev server this demo keeps."""
     if not link:
         console.print(
             "[bold]web UI[/bold]: the dev server stops with this demo; run [bold]tnx demo "
             "--keep-server[/bold] to keep it and open the links above"
         )
-    elif server is None:
+    elif not own_server:
         console.print(
             f"[bold]web UI[/bold]: links at {DEFAULT_UI_URL}, the default UI location of a dev "
             "server (adjust if yours differs)"
         )
-    _print_next(console, workflow_id, cluster)
-    return 0 if result.status == "done" else 1
 
 
 def _address_flag(cluster: ClusterConfig) -> str:

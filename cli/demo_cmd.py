@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR, DEFAULT_PROMPT, run_demo
+from toolnexus_temporal.cli.options import DEFAULT_DATA_DIR, DEFAULT_PROMPT
 from toolnexus_temporal.cli.server import PortOption, UiPortOption
 
 console = Console(highlight=False, soft_wrap=True)
@@ -66,6 +66,8 @@ def demo(
     task, an approval that parks and is answered (with the tnx answer and temporal workflow
     signal lines), the trace and the answer's record, usage and budgets per agent, a ticking
     monitor, a background child and the web UI links (the approval queue among them)."""
+    from toolnexus_temporal.cli.demo import run_demo
+
     try:
         code = asyncio.run(
             run_demo(

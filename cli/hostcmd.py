@@ -1,9 +1,12 @@
 """What every host verb of the ``tnx`` command (:mod:`~toolnexus_temporal.cli.app`) shares:
 the common options (:data:`COMMON_OPTIONS`, handed over as one
-:class:`~toolnexus_temporal.cli.ops.Options`), the ``host_command`` decorator that adds them
+:class:`~toolnexus_temporal.cli.options.Options`), the ``host_command`` decorator that adds them
 and turns errors into one line and an exit code (:func:`host_commands`), where they print
 (:data:`out`, :data:`err_console`; :func:`emit`, :func:`said`, :func:`fail_line`) and the
 handle id arguments (``IdArg``, ``TreeIdArg``).
+
+Light (``tnx --help`` imports it): typer, rich's console and :mod:`.options`; what a verb
+needs to run (:mod:`.ops`, :mod:`.args`, the host library) loads when it runs.
 """
 
 from __future__ import annotations
@@ -13,17 +16,18 @@ import inspect as pyinspect
 import json
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 from rich.console import Console, RenderableType
 from rich.markup import escape
 
-from toolnexus_temporal.cli import args, ops, render
-from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
-from toolnexus_temporal.cli.ops import CliError, Options
-from toolnexus_temporal.client.errors import ClusterConfigError
-from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.cli import options
+from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS
+from toolnexus_temporal.cli.options import CliError, Options
+
+if TYPE_CHECKING:
+    from toolnexus_temporal.client.handle import Handle
 
 out = Console(highlight=False)
 """Where the host verbs print tables (fitted to the terminal width)."""
@@ -77,7 +81,7 @@ COMMON_OPTIONS: list[pyinspect.Parameter] = [
     _common_option(
         "task_queue",
         str,
-        ops.DEFAULT_TASK_QUEUE,
+        options.DEFAULT_TASK_QUEUE,
         "--task-queue",
         "Task queue of the runtime (used when spawn creates the root).",
         envvar="TNX_TASK_QUEUE",
@@ -93,7 +97,7 @@ COMMON_OPTIONS: list[pyinspect.Parameter] = [
     _common_option(
         "store",
         str,
-        str(ops.DEFAULT_STORE),
+        str(options.DEFAULT_STORE),
         "--store",
         "The workers' conversation store, a SQLite file or a postgresql:// URL (read by "
         "inspect --transcript).",
@@ -110,7 +114,7 @@ COMMON_OPTIONS: list[pyinspect.Parameter] = [
 """The options every host verb takes, in one place: the connection flags
 (:data:`~toolnexus_temporal.cli.connection_opts.CONNECTION_OPTIONS`, resolved into the
 ``cluster`` of the Options) and the runtime's; :func:`host_command` adds them to each command
-and hands them over as one :class:`~toolnexus_temporal.cli.ops.Options`."""
+and hands them over as one :class:`~toolnexus_temporal.cli.options.Options`."""
 
 HostVerb = Callable[..., None]
 
@@ -118,7 +122,7 @@ HostVerb = Callable[..., None]
 def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], HostVerb]]:
     """The ``host_command(name)`` decorator of ``app``: it registers ``func(opts: Options,
     ...)`` as the command ``name``: the command gets the :data:`COMMON_OPTIONS`, and every
-    :class:`~toolnexus_temporal.cli.ops.CliError` it raises becomes one line on stderr and its
+    :class:`~toolnexus_temporal.cli.options.CliError` it raises becomes one line on stderr and its
     exit code (never a traceback)."""
 
     def host_command(name: str) -> Callable[[HostVerb], HostVerb]:
@@ -131,10 +135,14 @@ def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], Host
 
             @functools.wraps(func)
             def command(**kwargs: Any) -> None:
+                from toolnexus_temporal.cli import args, render
+                from toolnexus_temporal.cli.connection_opts import load_cluster
+                from toolnexus_temporal.client.errors import ClusterConfigError
+
                 try:
                     cluster = load_cluster(kwargs)
                 except ClusterConfigError as err:
-                    raise fail_line(str(err), ops.EXIT_ENV) from None
+                    raise fail_line(str(err), options.EXIT_ENV) from None
                 opts = Options(
                     address=cluster.address.value,
                     namespace=cluster.namespace.value,
@@ -160,7 +168,7 @@ def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], Host
                     raise fail_line(
                         f"unexpected {type(err).__name__}: {render.one_line(err)} "
                         "(set TNX_DEBUG=1 for the traceback)",
-                        ops.EXIT_ENV,
+                        options.EXIT_ENV,
                     ) from None
 
             params = [*own, *COMMON_OPTIONS]

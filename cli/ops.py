@@ -20,14 +20,20 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Final, Literal, TypeVar
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
+from toolnexus_temporal.cli.options import DEFAULT_ADDRESS as DEFAULT_ADDRESS
+from toolnexus_temporal.cli.options import DEFAULT_NAMESPACE as DEFAULT_NAMESPACE
+from toolnexus_temporal.cli.options import DEFAULT_STORE as DEFAULT_STORE
+from toolnexus_temporal.cli.options import DEFAULT_TASK_QUEUE as DEFAULT_TASK_QUEUE
+from toolnexus_temporal.cli.options import EXIT_ENV as EXIT_ENV
+from toolnexus_temporal.cli.options import EXIT_NO as EXIT_NO
+from toolnexus_temporal.cli.options import CliError as CliError
+from toolnexus_temporal.cli.options import Options as Options
 from toolnexus_temporal.cli.render import one_line, truncate
 from toolnexus_temporal.cli.workercheck import no_worker_line, root_task_queue
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
@@ -38,7 +44,6 @@ from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
     NoWorkerError,
     TnxError,
-    VerbRejectedError,
 )
 from toolnexus_temporal.client.queries import check_scope, check_task_queue
 from toolnexus_temporal.client.reachability import require_worker, workflow_pollers
@@ -47,19 +52,6 @@ from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 T = TypeVar("T")
-
-DEFAULT_ADDRESS: Final = "127.0.0.1:7233"
-"""Temporal frontend used when neither ``--address`` nor ``TEMPORAL_ADDRESS`` is set."""
-
-DEFAULT_NAMESPACE: Final = "default"
-"""Namespace used when neither ``--namespace`` nor ``TEMPORAL_NAMESPACE`` is set."""
-
-DEFAULT_TASK_QUEUE: Final = "tnx"
-"""Task queue used when neither ``--task-queue`` nor ``TNX_TASK_QUEUE`` is set."""
-
-DEFAULT_STORE: Final = Path(".tnx/conversations.sqlite")
-"""Conversation store read by ``inspect --transcript`` when neither ``--store`` nor
-``TNX_STORE`` is set."""
 
 CONNECT_TIMEOUT_S: Final = 10.0
 """Seconds allowed for connecting to Temporal."""
@@ -70,53 +62,6 @@ likely). ``wait`` adds its own ``--timeout-ms`` and has no limit without one."""
 
 WorkerNeed = Literal["required", "optional"]
 """Whether a verb needs a worker polling the task queue (see :func:`run`)."""
-
-EXIT_NO: Final = 1
-"""Exit code of a verb that answered "no" (see the module docstring)."""
-
-EXIT_ENV: Final = 2
-"""Exit code of an environment failure (see the module docstring)."""
-
-
-class CliError(Exception):
-    """An expected failure: ``message`` is one readable line, ``code`` the exit code."""
-
-    def __init__(self, message: str, code: int = EXIT_NO) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-
-
-@dataclass(frozen=True)
-class Options:
-    """The options every host verb takes (``--address``, ``--namespace``, ``--task-queue``,
-    ``--scope``, ``--store``, ``--json``).
-
-    Attributes:
-        address: Temporal frontend ``host:port``.
-        namespace: Temporal namespace.
-        task_queue: the runtime's task queue (used when ``spawn`` creates the root).
-        scope: the runtime's workflow id prefix, None for bare ids.
-        store: the conversation store, a SQLite path or a store URL (only ``inspect
-            --transcript`` reads it).
-        json: print one JSON document on stdout instead of tables.
-        cluster: the resolved connection (TLS, API key, ...; ``address`` and ``namespace``
-            are its values); None: resolve ``address``/``namespace`` over the environment and
-            the profile when connecting.
-    """
-
-    address: str = DEFAULT_ADDRESS
-    namespace: str = DEFAULT_NAMESPACE
-    task_queue: str = DEFAULT_TASK_QUEUE
-    scope: str | None = None
-    store: Path | str | None = DEFAULT_STORE
-    json: bool = False
-    cluster: ClusterConfig | None = None
-
-    def where(self) -> str:
-        """``namespace 'x' at host:port, scope 'y'``: the context of a lookup, for messages."""
-        scope = f"scope {self.scope!r}" if self.scope else "no scope"
-        return f"namespace {self.namespace!r} at {self.address}, {scope}"
 
 
 # ---------------------------------------------------------------------------- running verbs
@@ -195,6 +140,9 @@ async def _run(
     timeout_s: float | None,
     worker: WorkerNeed,
 ) -> T:
+    """:func:`run`'s coroutine: connect, attach to the root (its task queue), check for a
+    worker when ``worker`` is required, run ``verb``, and turn every expected failure into a
+    :class:`CliError`."""
     check_query_options(opts)
     client = await connect_client(opts)
     rt = AgentRuntime(client, task_queue=opts.task_queue, scope=opts.scope, store=store)
@@ -248,9 +196,7 @@ async def _run(
         raise CliError(f"{err} ({opts.where()})") from err
     except NoWorkerError as err:
         raise CliError(no_worker_note(err, opts), EXIT_ENV) from err
-    except VerbRejectedError as err:
-        raise CliError(str(err)) from err
-    except TnxError as err:
+    except TnxError as err:  # VerbRejectedError among them: its message says it all
         raise CliError(str(err)) from err
     except WorkflowUpdateRPCTimeoutOrCancelledError as err:
         raise CliError(

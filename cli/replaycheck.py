@@ -28,7 +28,7 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Final, Literal
+from typing import Any, Final, Literal
 
 import typer
 from rich.markup import escape
@@ -387,31 +387,11 @@ def missing_in(registry: Registry, defn: dict[str, Any] | None) -> list[str]:
 # ---------------------------------------------------------------------------- the command
 
 
-def replay_check_command(
-    opts: Options,
-    query: Annotated[
-        str | None,
-        typer.Option(help='Extra visibility condition, ANDed in, e.g. AgentName="coder".'),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Check at most N workflows (default: all).")
-    ] = None,
-    sandbox: Annotated[
-        bool, typer.Option("--sandbox", help="Replay inside Temporal's sandbox (stricter).")
-    ] = False,
-    registry: Annotated[
-        str | None,
-        typer.Option(
-            help="The registry the new workers will run (MODULE:NAME): name the running agents"
-            " whose definitions reference tools or agents it lacks.",
-        ),
-    ] = None,
+def run_command(
+    opts: Options, query: str | None, limit: int | None, sandbox: bool, registry: str | None
 ) -> None:
-    """Replay every running agent workflow (in --scope, if given) against the workflow code
-    installed here: run it before deploying new code. Exit code 0: all replay; 1: some would
-    break (NONDETERMINISTIC, REPLAY FAILED, or UNSUPPORTED PROTOCOL: an agent of a protocol
-    generation this build no longer has); 2: some histories could not be fetched. Also prints
-    the protocol generations and patch ids the running agents use."""
+    """`tnx replay-check` (its options: :mod:`~toolnexus_temporal.cli.app`): replay, print
+    the report, exit with its code."""
 
     local: Registry | None = None
     if registry is not None:

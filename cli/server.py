@@ -4,13 +4,14 @@ The commands manage a :class:`~toolnexus_temporal.cli.devserver.DevServer` throu
 directory (``temporal.sqlite``, ``server.pid``, ``server.log``), so ``stop`` and ``status``
 find a server that another process started. ``temporal-dev/start.sh`` and
 ``temporal-dev/stop.sh`` run them. Exit codes: 0 on success (``status``: running), 1 on a
-failure (``status``: not running).
+failure (``status``: not running). Light (``tnx --help`` imports it): each command imports
+:mod:`~toolnexus_temporal.cli.devserver` when it runs.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -18,8 +19,10 @@ from rich.markup import escape
 
 from toolnexus_temporal.cli import procs
 from toolnexus_temporal.cli.appstyle import APP_SETTINGS
-from toolnexus_temporal.cli.demo import DEFAULT_DATA_DIR
-from toolnexus_temporal.cli.devserver import DevServer, DevServerError
+from toolnexus_temporal.cli.options import DEFAULT_DATA_DIR
+
+if TYPE_CHECKING:
+    from toolnexus_temporal.cli.devserver import DevServer, DevServerError
 
 DEFAULT_SERVER_DIR = DEFAULT_DATA_DIR / "temporal"
 """The dev server's state directory when none is given (``.tnx/temporal``)."""
@@ -87,6 +90,8 @@ def start(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 30.0,
 ) -> None:
     """Start the dev server in the background (no-op when it already runs)."""
+    from toolnexus_temporal.cli.devserver import DevServer, DevServerError
+
     server = DevServer.at(_server_dir(data_dir), port=port, ui_port=ui_port)
     if server.is_running():
         console.print(f"already running (pid {server.pid()})")
@@ -106,6 +111,8 @@ def stop(
     timeout: Annotated[float, typer.Option(help="Seconds after SIGTERM before SIGKILL.")] = 10.0,
 ) -> None:
     """Stop the dev server recorded in DATA_DIR/server.pid."""
+    from toolnexus_temporal.cli.devserver import DevServer, DevServerError
+
     server = DevServer(data_dir=_server_dir(data_dir))
     try:
         stopped = server.stop(timeout_s=timeout)
@@ -121,6 +128,8 @@ def status(
     ui_port: UiPortOption = None,
 ) -> None:
     """Tell whether the dev server runs (exit code 0) or not (exit code 1)."""
+    from toolnexus_temporal.cli.devserver import DevServer
+
     server = DevServer.at(_server_dir(data_dir), port=port, ui_port=ui_port)
     if not server.is_running():
         console.print(f"not running from {server.data_dir}")

@@ -2,7 +2,8 @@
 schedule ls``, ``tnx unschedule ID``, ``tnx pause ID [--subtree] [--now]``, ``tnx unpause ID
 [--subtree]``. Each is one :class:`~toolnexus_temporal.client.AgentRuntime` call
 (``schedule``, ``unschedule``, ``pause``, ``unpause``); registered as host verbs by
-:mod:`~toolnexus_temporal.cli.app`.
+:mod:`~toolnexus_temporal.cli.app`. This module holds the commands' options (light: ``tnx
+--help`` imports it); what they do is in :mod:`~toolnexus_temporal.cli.verbs`.
 """
 
 from __future__ import annotations
@@ -11,13 +12,9 @@ import re
 from typing import Annotated, Final
 
 import typer
-from rich.markup import escape
 
-from toolnexus_temporal.cli import args, ops, render
-from toolnexus_temporal.cli.hostcmd import IdArg, emit, list_width, out, show
-from toolnexus_temporal.cli.ops import CliError, Options
-from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.cli.hostcmd import IdArg
+from toolnexus_temporal.cli.options import EXIT_ENV, CliError, Options
 
 _DURATION: Final = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNIT_S: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86_400.0}
@@ -31,7 +28,7 @@ def parse_every(text: str) -> float:
     """
     match = _DURATION.match(text)
     if match is None:
-        raise CliError(f"--every {text!r} is not a duration (e.g. 30s, 5m, 1h, 1d)", ops.EXIT_ENV)
+        raise CliError(f"--every {text!r} is not a duration (e.g. 30s, 5m, 1h, 1d)", EXIT_ENV)
     return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
 
 
@@ -59,36 +56,9 @@ def schedule_command(
 ) -> None:
     """Put a tick schedule on a handle (a durable timer in its own workflow), or list the
     handles that have one (`tnx schedule ls`)."""
-    if handle_id == "ls":
-        if every or cron or prompt or inbox_only:
-            raise CliError("tnx schedule ls takes no schedule options", ops.EXIT_ENV)
-        handles = [h for h in ops.run(opts, lambda rt: rt.list()) if h.tick and h.state != "closed"]
-        if opts.json:
-            emit(args.dump(handles))
-            return
-        rows: list[list[render.Cell]] = [
-            [escape(h.id), h.state, render.tick_line(h)] for h in handles
-        ]
-        show(render.listing(["ID", "STATE", "SCHEDULE"], rows, list_width()))
-        return
-    if (every is None) == (cron is None):
-        raise CliError("give exactly one of --every and --cron", ops.EXIT_ENV)
-    seconds = None if every is None else parse_every(every)
-    target = args.ref(opts, handle_id)
+    from toolnexus_temporal.cli import verbs
 
-    async def verb(rt: AgentRuntime) -> Handle:
-        try:
-            return await rt.schedule(
-                target, every=seconds, cron=cron, prompt=prompt, wake=not inbox_only
-            )
-        except ValueError as err:
-            raise CliError(f"invalid schedule: {render.one_line(err)}", ops.EXIT_ENV) from err
-
-    h = ops.run(opts, verb)
-    if opts.json:
-        emit(args.dump(h))
-    else:
-        out.print(f"schedule {escape(h.id)} → {render.tick_line(h)}", soft_wrap=True)
+    verbs.schedule(opts, handle_id, every, cron, prompt, inbox_only)
 
 
 def unschedule_command(
@@ -96,12 +66,9 @@ def unschedule_command(
     handle_id: IdArg,
 ) -> None:
     """Remove a handle's tick schedule (its definition's too)."""
-    target = args.ref(opts, handle_id)
-    h = ops.run(opts, lambda rt: rt.unschedule(target))
-    if opts.json:
-        emit(args.dump(h))
-    else:
-        out.print(f"unschedule {escape(h.id)} → no ticks", soft_wrap=True)
+    from toolnexus_temporal.cli import verbs
+
+    verbs.unschedule(opts, handle_id)
 
 
 Subtree = Annotated[
@@ -118,12 +85,9 @@ def pause_command(
     ] = False,
 ) -> None:
     """Pause a handle: it keeps taking posts and ticks but starts no turn until unpaused."""
-    target = args.ref(opts, handle_id)
-    h = ops.run(opts, lambda rt: rt.pause(target, now=now, subtree=subtree))
-    if opts.json:
-        emit(args.dump(h))
-    else:
-        out.print(f"pause {escape(h.id)} → {h.state}, paused", soft_wrap=True)
+    from toolnexus_temporal.cli import verbs
+
+    verbs.pause(opts, handle_id, subtree, now)
 
 
 def unpause_command(
@@ -132,9 +96,6 @@ def unpause_command(
     subtree: Subtree = False,
 ) -> None:
     """Unpause a handle: a wake held while it was paused runs now."""
-    target = args.ref(opts, handle_id)
-    h = ops.run(opts, lambda rt: rt.unpause(target, subtree=subtree))
-    if opts.json:
-        emit(args.dump(h))
-    else:
-        out.print(f"unpause {escape(h.id)} → {h.state}", soft_wrap=True)
+    from toolnexus_temporal.cli import verbs
+
+    verbs.unpause(opts, handle_id, subtree)

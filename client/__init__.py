@@ -2,11 +2,14 @@
 
 Modules: ``runtime`` (the verbs), ``handle`` (``Handle``, a read model of one agent),
 ``errors``, ``cluster`` (``connect``: profiles, ``TEMPORAL_*`` variables, TLS, API key),
-``rpc`` (the typed updates and queries), ``turns`` (the client side of a wake: slots from the
-parent, ``turn`` updates in flight), ``stream`` (live output of a running turn), ``codec``
-(encryption at rest: the AES-256-GCM payload codec and the data converter) and ``testing``
-(a scripted LLM for tests). The host library imports the workflow definitions and models,
-never the worker or an activity; the ``tnx`` command line is :mod:`toolnexus_temporal.cli`.
+``rpc`` (the typed updates and queries), ``handlers`` (the workflow's handlers as the host
+library calls them: durable names, contract types), ``turns`` (the client side of a wake:
+slots from the parent, ``turn`` updates in flight), ``stream`` (live output of a running
+turn), ``codec`` (encryption at rest: the AES-256-GCM payload codec and the data converter)
+and ``testing`` (a scripted LLM for tests). The host library imports the workflow contract
+only (types, names, pure rules in ``workflows/contract/``), never a workflow component, the
+worker or an activity (``tests/test_layout.py``); the ``tnx`` command line is
+:mod:`toolnexus_temporal.cli`.
 
 Each verb and the Temporal message it sends to the handle's workflow:
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from toolnexus_temporal.client.errors import AnswerRejectedError, HandleNotFoundError
+from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.rpc import HandleRpc
-from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.messages import AnswerResult
 from toolnexus_temporal.workflows.contract.models import Answer
 
@@ -33,7 +33,7 @@ async def confirm_at_owner(rpc: HandleRpc, answer: Answer, result: AnswerResult)
     deadline, delay = loop.time() + CONFIRM_S, 0.05
     while loop.time() < deadline:
         try:
-            state = await rpc.query(owner, AgentWorkflow.state)
+            state = await rpc.query(owner, AgentWorkflowStub.state)
         except HandleNotFoundError as err:
             raise AnswerRejectedError(answer.id, f"{owner} does not exist") from err
         if state.approval.answer_id == answer.id:

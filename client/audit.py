@@ -24,9 +24,9 @@ from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.queries import quoted
 from toolnexus_temporal.client.rpc import HandleRpc
-from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.models import Answer
 from toolnexus_temporal.workflows.contract.names import SIGNAL_ANSWER, UPDATE_ANSWER
 from toolnexus_temporal.workflows.contract.state import AuditEntry
@@ -158,7 +158,7 @@ async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.l
     """
     entries: builtins.list[tuple[str, AuditEntry]] = []
     for hid in handle_ids:
-        state = await rpc.query(hid, AgentWorkflow.state)
+        state = await rpc.query(hid, AgentWorkflowStub.state)
         entries.extend((hid, entry) for entry in state.approval.audit)
     scanned: set[str] = set()
     for hid in handle_ids:

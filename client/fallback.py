@@ -24,8 +24,8 @@ import asyncio
 from typing import Final
 
 from toolnexus_temporal.client.errors import AnswerRejectedError, VerbRejectedError
+from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.rpc import HandleRpc
-from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.messages import (
     AnswerResult,
     CloseRequest,
@@ -97,7 +97,7 @@ class Fallbacks:
         self._rpc = rpc
 
     async def _view(self, hid: str) -> HandleView:
-        return await self._rpc.query(hid, AgentWorkflow.view)
+        return await self._rpc.query(hid, AgentWorkflowStub.view)
 
     async def wait(
         self, hid: str, timeout_ms: int | None, after_seq: int | None = None
@@ -204,7 +204,7 @@ class Fallbacks:
         except VerbRejectedError:
             view = await self._view(hid)
             return PostResult(ok=False, error="inbox closed", status=status_of_view(view))
-        lines = await self._rpc.query(hid, AgentWorkflow.trace)
+        lines = await self._rpc.query(hid, AgentWorkflowStub.trace)
         status = status_of_view(await self._view(hid))
         for line in lines:
             if line.seq > before and ": post REJECTED (" in line.line:
@@ -232,7 +232,7 @@ class Fallbacks:
         delay = POLL_FIRST_S
         while True:
             view = await self._view(target)
-            for line in await self._rpc.query(target, AgentWorkflow.trace):
+            for line in await self._rpc.query(target, AgentWorkflowStub.trace):
                 if line.seq <= before:
                     continue
                 if f": answer {answer.id} (" in line.line:
@@ -260,5 +260,5 @@ class Fallbacks:
         return None
 
     async def _last_seq(self, hid: str) -> int:
-        lines = await self._rpc.query(hid, AgentWorkflow.trace)
+        lines = await self._rpc.query(hid, AgentWorkflowStub.trace)
         return lines[-1].seq if lines else 0

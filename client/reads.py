@@ -15,10 +15,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
+from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.roots import QueueRow, suspended
 from toolnexus_temporal.client.rpc import HandleRpc
-from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.context import ModelView, model_view
 from toolnexus_temporal.workflows.contract.models import (
     HandleStatus,
@@ -133,7 +133,7 @@ class HandleReads:
         """
         if self.store is None:
             raise TnxError("AgentRuntime(store=...) is needed to read the model's view")
-        state = await self._rpc.query(handle_id(h), AgentWorkflow.state)
+        state = await self._rpc.query(handle_id(h), AgentWorkflowStub.state)
         if state.store_key is None:
             return ModelView(messages=[])
         messages = await self._committed(state.store_key, state.turn.transcript_len)
@@ -203,7 +203,7 @@ class HandleReads:
         occurrence (workflow time, then tree order) (CONTRACT §7)."""
         merged: builtins.list[tuple[int, int, int, TraceLine]] = []
         for rank, node in enumerate(await self.list(h)):
-            lines = await self._rpc.query(node.id, AgentWorkflow.trace)
+            lines = await self._rpc.query(node.id, AgentWorkflowStub.trace)
             merged.extend((line.at_ms, rank, line.seq, line) for line in lines)
         merged.sort(key=lambda item: item[:3])
         return [item[3] for item in merged]
@@ -222,7 +222,7 @@ class HandleReads:
         return await self.inspect(h)
 
     async def _view(self, h: HandleRef) -> HandleView:
-        return await self._rpc.query(handle_id(h), AgentWorkflow.view)
+        return await self._rpc.query(handle_id(h), AgentWorkflowStub.view)
 
     async def _closed_result(self, h: HandleRef) -> TaskResult:
         view = await self.inspect(h)

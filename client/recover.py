@@ -36,9 +36,9 @@ from temporalio.service import RPCError
 
 from toolnexus_temporal.client.codec import readable_query_failure
 from toolnexus_temporal.client.errors import RecoverRefusedError
+from toolnexus_temporal.client.handlers import AgentWorkflowStub as AgentWorkflow
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.rpc import HandleRpc, rpc_error
-from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.models import HandleView
 from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 from toolnexus_temporal.workflows.contract.state import AgentInput

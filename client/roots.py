@@ -26,10 +26,11 @@ from temporalio.common import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client.errors import OrphanedHandlesError, SearchAttributesMissingError
+from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.queries import prefix_clause
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.rpc import HandleRpc
-from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.contract.handler_docs import no_worker_hint
 from toolnexus_temporal.workflows.contract.models import Budget, HandleView, RuntimeOptions
 from toolnexus_temporal.workflows.contract.names import (
     AGENT_DEPTH,
@@ -45,7 +46,6 @@ from toolnexus_temporal.workflows.contract.names import (
     ROOT_ID,
 )
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, UsageState
-from toolnexus_temporal.workflows.visibility.operator import no_worker_hint
 
 
 async def start_root(
@@ -81,9 +81,13 @@ async def start_root(
     for attempt in range(ROOT_START_ATTEMPTS):
         await check_no_orphans(rpc)
         wf = await _start(rpc, state, task_queue)
-        carried = await rpc.guarded(partial(riding_outage, partial(wf.query, AgentWorkflow.state)))
+        carried = await rpc.guarded(
+            partial(riding_outage, partial(wf.query, AgentWorkflowStub.state))
+        )
         if attempt == ROOT_START_ATTEMPTS - 1 or not (carried.closing or carried.state == "closed"):
-            return await rpc.guarded(partial(riding_outage, partial(wf.query, AgentWorkflow.view)))
+            return await rpc.guarded(
+                partial(riding_outage, partial(wf.query, AgentWorkflowStub.view))
+            )
         # The running root is closing (a close or a cancellation request just reached it):
         # attaching would give a runtime whose every spawn is refused. Wait for that run to
         # end, then start a new one.
@@ -102,7 +106,7 @@ async def _start(rpc: HandleRpc, state: HandleState, task_queue: str) -> Workflo
     """Start the root workflow, or attach to the running one (``USE_EXISTING``)."""
     return await riding_outage(
         lambda: rpc.client.start_workflow(
-            AgentWorkflow.run,
+            AgentWorkflowStub.run,
             AgentInput(state=state),
             id=rpc.workflow_id(ROOT_ID),
             task_queue=task_queue,

@@ -1,12 +1,12 @@
 """Connecting to Temporal, and the typed calls the host library makes to handle workflows: the
 one module of the host library that talks to the Temporal client.
 
-Every update and query names its :class:`AgentWorkflow` handler by method reference
-(``wf.execute_update(AgentWorkflow.turn, req)``, ``wf.query(AgentWorkflow.view)``), so the
-message name, the argument type and the result type all come from the handler's definition:
-no names as strings, no ``Any`` results. The wire is what the handlers declare
-(``@workflow.update(name="turn")``, ...; the names are listed in
-:mod:`toolnexus_temporal.workflows.contract.names`).
+Every update and query names its handler on
+:class:`~toolnexus_temporal.client.handlers.AgentWorkflowStub` by method reference
+(``wf.execute_update(AgentWorkflowStub.turn, req)``, ``wf.query(AgentWorkflowStub.view)``): the
+wire name is the durable name the stub declares (``@workflow.update(name=names.UPDATE_TURN)``;
+:mod:`toolnexus_temporal.workflows.contract.names`), and the argument and result types come from
+its annotations: no ``Any`` results, and no import of the workflow's implementation.
 
 :class:`HandleRpc` adds what every verb needs around one call: typed errors
 (:class:`~toolnexus_temporal.client.errors.HandleNotFoundError`,
@@ -47,6 +47,7 @@ from toolnexus_temporal.client.errors import (
     VerbRejectedError,
     WorkflowTaskFailingError,
 )
+from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.reachability import WorkerProbe, guarded
 from toolnexus_temporal.client.retry import (
     OUTAGE_DELAY_MAX_S,
@@ -59,38 +60,37 @@ from toolnexus_temporal.client.retry import (
     riding_busy_queries,
     riding_outage,
 )
-from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.models import HandleView
 from toolnexus_temporal.workflows.contract.names import (
+    HISTORY_FULL,
     UPDATE_ANSWER,
     UPDATE_POST,
     UPDATE_SPAWN,
+    WAITERS_FULL,
     workflow_id_for,
 )
-from toolnexus_temporal.workflows.inbox import HISTORY_FULL
-from toolnexus_temporal.workflows.lifecycle.lifecycle import WAITERS_FULL
 
 _A = TypeVar("_A")
 _R = TypeVar("_R")
 
-AgentHandle: TypeAlias = WorkflowHandle[AgentWorkflow, HandleView]
+AgentHandle: TypeAlias = WorkflowHandle[AgentWorkflowStub, HandleView]
 """A handle's workflow, typed: its run returns the final HandleView."""
 
-Update: TypeAlias = UpdateMethodMultiParam[[AgentWorkflow, _A], _R]
-"""An update handler of AgentWorkflow taking ``_A`` and returning ``_R``
-(``AgentWorkflow.admit_post``: ``Update[InboxItem, PostResult]``)."""
+Update: TypeAlias = UpdateMethodMultiParam[[AgentWorkflowStub, _A], _R]
+"""An update handler of AgentWorkflowStub taking ``_A`` and returning ``_R``
+(``AgentWorkflowStub.admit_post``: ``Update[InboxItem, PostResult]``)."""
 
-AsyncUpdate: TypeAlias = UpdateMethodMultiParam[[AgentWorkflow, _A], Awaitable[_R]]
+AsyncUpdate: TypeAlias = UpdateMethodMultiParam[[AgentWorkflowStub, _A], Awaitable[_R]]
 """An ``async`` update handler: the SDK types a handler registered with ``name=`` as returning
-its coroutine (``AgentWorkflow.turn``: ``AsyncUpdate[TurnRequest, WaitResponse]``); the
+its coroutine (``AgentWorkflowStub.turn``: ``AsyncUpdate[TurnRequest, WaitResponse]``); the
 overloads of :meth:`HandleRpc.update` and :meth:`HandleRpc.start_update` give the result it
 resolves to, which is what the workflow sends."""
 
-Query: TypeAlias = Callable[[AgentWorkflow], _R]
-"""A query handler of AgentWorkflow returning ``_R`` (``AgentWorkflow.view``)."""
+Query: TypeAlias = Callable[[AgentWorkflowStub], _R]
+"""A query handler of AgentWorkflowStub returning ``_R`` (``AgentWorkflowStub.view``)."""
 
 HISTORY_FULL_WAIT_S: Final = 10.0
-"""How long a post refused because its run's history is full (``inbox.HISTORY_FULL``) is
+"""How long a post refused because its run's history is full (``names.HISTORY_FULL``) is
 sent again (backoff as for a refused update) before the refusal is returned, s."""
 
 UPDATE_BACKOFF_S: Final = 30.0
@@ -143,7 +143,9 @@ class HandleRpc:
 
     def handle(self, handle_id: str) -> AgentHandle:
         """The typed workflow handle of a handle id (no RPC)."""
-        return self.client.get_workflow_handle_for(AgentWorkflow.run, self.workflow_id(handle_id))
+        return self.client.get_workflow_handle_for(
+            AgentWorkflowStub.run, self.workflow_id(handle_id)
+        )
 
     @overload
     async def update(
@@ -177,7 +179,7 @@ class HandleRpc:
 
         Args:
             handle_id: the handle whose workflow gets it.
-            update: the handler, e.g. ``AgentWorkflow.admit_post``.
+            update: the handler, e.g. ``AgentWorkflowStub.admit_post``.
             arg: its one argument.
             limit_wait_s: how long a refusal for an update limit is retried, s (a verb with
                 a signal form falls back to it sooner).
@@ -261,7 +263,7 @@ class HandleRpc:
         return await self._call(handle_id, update, lambda _: started.result(rpc_timeout=None))
 
     async def query(self, handle_id: str, query: Query[_R]) -> _R:
-        """Run a query (``wf.query(query)``), e.g. ``AgentWorkflow.view``.
+        """Run a query (``wf.query(query)``), e.g. ``AgentWorkflowStub.view``.
 
         Raises:
             HandleNotFoundError: no such workflow.

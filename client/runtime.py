@@ -33,6 +33,7 @@ from toolnexus_temporal.client.errors import (
 )
 from toolnexus_temporal.client.fallback import Fallbacks, status_of_view
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
+from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.queries import check_scope
 from toolnexus_temporal.client.reachability import WorkerProbe
 from toolnexus_temporal.client.reads import HandleReads, TranscriptReader
@@ -41,7 +42,6 @@ from toolnexus_temporal.client.roots import start_root
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, TERMINATED, HandleRpc
 from toolnexus_temporal.client.stream import LiveEvent, follow_turn
 from toolnexus_temporal.client.turns import Turns
-from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.messages import (
     AnswerResult,
     CloseRequest,
@@ -217,7 +217,7 @@ class AgentRuntime(HandleReads):
                 prompt=prompt,
                 notify=notify,
             )
-            result = await self._rpc.update(pid, AgentWorkflow.spawn, request)
+            result = await self._rpc.update(pid, AgentWorkflowStub.spawn, request)
         except VerbRejectedError as err:  # the parent's workflow has ended: it is closed
             return SpawnError(parent=pid, name=name, error=f"parent closed ({err.reason})")
         if result.handle is None:
@@ -281,7 +281,7 @@ class AgentRuntime(HandleReads):
         hid = handle_id(h)
         try:
             result = await self._rpc.update(
-                hid, AgentWorkflow.admit_post, payload, limit_wait_s=FALLBACK_AFTER_S
+                hid, AgentWorkflowStub.admit_post, payload, limit_wait_s=FALLBACK_AFTER_S
             )
         except UpdateLimitError:
             result = await self._fallbacks.post(hid, payload)
@@ -382,7 +382,7 @@ class AgentRuntime(HandleReads):
         try:
             status = await self._rpc.update(
                 hid,
-                AgentWorkflow.admit_interrupt,
+                AgentWorkflowStub.admit_interrupt,
                 InterruptRequest(),
                 limit_wait_s=FALLBACK_AFTER_S,
             )
@@ -405,7 +405,7 @@ class AgentRuntime(HandleReads):
             req = CloseRequest(force=force, reason=reason)
             try:
                 await self._rpc.update(
-                    hid, AgentWorkflow.admit_close, req, limit_wait_s=FALLBACK_AFTER_S
+                    hid, AgentWorkflowStub.admit_close, req, limit_wait_s=FALLBACK_AFTER_S
                 )
             except UpdateLimitError:
                 await self._fallbacks.close(hid, req)
@@ -488,7 +488,7 @@ class AgentRuntime(HandleReads):
             raise AnswerRejectedError(answer.id, f"{hid} is closed")
         try:
             result = await self._rpc.update(
-                hid, AgentWorkflow.admit_answer, answer, limit_wait_s=FALLBACK_AFTER_S
+                hid, AgentWorkflowStub.admit_answer, answer, limit_wait_s=FALLBACK_AFTER_S
             )
         except UpdateLimitError:
             result = await self._fallbacks.answer(hid, answer)
@@ -571,7 +571,7 @@ class AgentRuntime(HandleReads):
 
     async def _schedule(self, h: HandleRef, spec: TickSpec | None) -> Handle:
         view = await self._rpc.update(
-            handle_id(h), AgentWorkflow.schedule, ScheduleRequest(tick=spec)
+            handle_id(h), AgentWorkflowStub.schedule, ScheduleRequest(tick=spec)
         )
         if isinstance(h, Handle):
             h.apply(view)
@@ -617,8 +617,8 @@ class AgentRuntime(HandleReads):
         if subtree:
             for node in await self.list(hid):
                 if node.id != hid and node.state != "closed":
-                    await self._rpc.update(node.id, AgentWorkflow.admit_pause, req)
+                    await self._rpc.update(node.id, AgentWorkflowStub.admit_pause, req)
             if hid == ROOT_ID:
                 return await self.inspect(h)
-        status = await self._rpc.update(hid, AgentWorkflow.admit_pause, req)
+        status = await self._rpc.update(hid, AgentWorkflowStub.admit_pause, req)
         return await self._apply(h, status)

@@ -86,166 +86,125 @@ def render(
     """Render an OpenAI-shaped scripted reply in ``style``, as JSON or as an SSE stream.
 
     ``chunk_delay_s`` spaces stream events out (:class:`SlowFrames`)."""
+    if style == "anthropic":
+        message = _anthropic_message(reply)
+        if not stream:
+            return httpx.Response(200, json=message)
+        frames = [
+            f"event: {name}\ndata: {json.dumps(data)}\n\n"
+            for name, data in _anthropic_events(message)
+        ]
+        return _sse(frames, chunk_delay_s)
+    if not stream:
+        return httpx.Response(200, json=reply)
+    chunks = _openai_chunks(reply)
+    frames = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+    return _sse(frames, chunk_delay_s)
+
+
+def _anthropic_message(reply: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI-shaped reply as an Anthropic Messages API response (not streamed)."""
     message = reply["choices"][0]["message"]
     usage_raw = reply.get("usage") or {}
     content = message.get("content") or ""
     calls = message.get("tool_calls") or []
-    if style == "anthropic":
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
-        blocks += [
-            {
-                "type": "tool_use",
-                "id": c["id"],
-                "name": c["function"]["name"],
-                "input": json.loads(c["function"]["arguments"] or "{}"),
-            }
-            for c in calls
-        ]
-        anthropic_usage = {
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    blocks += [
+        {
+            "type": "tool_use",
+            "id": c["id"],
+            "name": c["function"]["name"],
+            "input": json.loads(c["function"]["arguments"] or "{}"),
+        }
+        for c in calls
+    ]
+    return {
+        "id": "msg_scripted",
+        "type": "message",
+        "role": "assistant",
+        "content": blocks,
+        "stop_reason": "tool_use" if calls else "end_turn",
+        "usage": {
             "input_tokens": usage_raw.get("prompt_tokens", 0),
             "output_tokens": usage_raw.get("completion_tokens", 0),
-        }
-        stop = "tool_use" if calls else "end_turn"
-        if not stream:
-            return httpx.Response(
-                200,
-                json={
-                    "id": "msg_scripted",
-                    "type": "message",
-                    "role": "assistant",
-                    "content": blocks,
-                    "stop_reason": stop,
-                    "usage": anthropic_usage,
-                },
-            )
-        events: list[tuple[str, dict[str, Any]]] = [
-            (
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {
-                        "id": "msg_scripted",
-                        "type": "message",
-                        "role": "assistant",
-                        "content": [],
-                        "usage": {
-                            "input_tokens": anthropic_usage["input_tokens"],
-                            "output_tokens": 0,
-                        },
-                    },
-                },
-            )
+        },
+    }
+
+
+def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE events (name, data) that stream an Anthropic ``message``: its start, each
+    content block's start, deltas and stop, the stop reason and the usage."""
+    usage = message["usage"]
+    start = {
+        "id": message["id"],
+        "type": "message",
+        "role": "assistant",
+        "content": [],
+        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0},
+    }
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": start})
+    ]
+    for index, block in enumerate(message["content"]):
+        events += _anthropic_block_events(index, block)
+    delta = {
+        "type": "message_delta",
+        "delta": {"stop_reason": message["stop_reason"]},
+        "usage": {"output_tokens": usage["output_tokens"]},
+    }
+    events.append(("message_delta", delta))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _anthropic_block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The SSE events of one content block: start, its text or tool input in pieces, stop."""
+    if block["type"] == "text":
+        opening: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": piece} for piece in _pieces(block["text"])]
+    else:
+        opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        deltas = [
+            {"type": "input_json_delta", "partial_json": piece}
+            for piece in _pieces(json.dumps(block["input"]))
         ]
-        for index, block in enumerate(blocks):
-            if block["type"] == "text":
-                events.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {"type": "text", "text": ""},
-                        },
-                    )
-                )
-                for piece in _pieces(block["text"]):
-                    events.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "text_delta", "text": piece},
-                            },
-                        )
-                    )
-            else:
-                events.append(
-                    (
-                        "content_block_start",
-                        {
-                            "type": "content_block_start",
-                            "index": index,
-                            "content_block": {
-                                "type": "tool_use",
-                                "id": block["id"],
-                                "name": block["name"],
-                                "input": {},
-                            },
-                        },
-                    )
-                )
-                for piece in _pieces(json.dumps(block["input"])):
-                    events.append(
-                        (
-                            "content_block_delta",
-                            {
-                                "type": "content_block_delta",
-                                "index": index,
-                                "delta": {"type": "input_json_delta", "partial_json": piece},
-                            },
-                        )
-                    )
-            events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-        events.append(
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop},
-                    "usage": {"output_tokens": anthropic_usage["output_tokens"]},
-                },
-            )
-        )
-        events.append(("message_stop", {"type": "message_stop"}))
-        frames = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
-        return _sse(frames, chunk_delay_s)
-    if not stream:
-        return httpx.Response(200, json=reply)
-    chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "delta": {"role": "assistant"}}]}]
-    for piece in _pieces(content):
-        chunks.append({"choices": [{"index": 0, "delta": {"content": piece}}]})
+    start = {"type": "content_block_start", "index": index, "content_block": opening}
+    events: list[tuple[str, dict[str, Any]]] = [("content_block_start", start)]
+    events += [
+        ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+        for d in deltas
+    ]
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    return events
+
+
+def _openai_chunks(reply: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chat-completion chunks that stream an OpenAI ``reply``: the role, the text and
+    each tool call in pieces, the finish reason, the usage (the model on every chunk)."""
+    message = reply["choices"][0]["message"]
+    content = message.get("content") or ""
+    calls = message.get("tool_calls") or []
+
+    def chunk(delta: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "delta": delta, **extra}]}
+
+    chunks = [chunk({"role": "assistant"})]
+    chunks += [chunk({"content": piece}) for piece in _pieces(content)]
     for i, c in enumerate(calls):
+        name = c["function"]["name"]
+        call = {"index": i, "id": c["id"], "type": "function"}
         chunks.append(
-            {
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {
-                            "tool_calls": [
-                                {
-                                    "index": i,
-                                    "id": c["id"],
-                                    "type": "function",
-                                    "function": {"name": c["function"]["name"], "arguments": ""},
-                                }
-                            ]
-                        },
-                    }
-                ]
-            }
+            chunk({"tool_calls": [{**call, "function": {"name": name, "arguments": ""}}]})
         )
-        for piece in _pieces(c["function"]["arguments"]):
-            chunks.append(
-                {
-                    "choices": [
-                        {
-                            "index": 0,
-                            "delta": {
-                                "tool_calls": [{"index": i, "function": {"arguments": piece}}]
-                            },
-                        }
-                    ]
-                }
-            )
-    chunks.append(
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if calls else "stop"}]}
-    )
-    chunks.append({"choices": [], "usage": usage_raw})
+        chunks += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+            for piece in _pieces(c["function"]["arguments"])
+        ]
+    chunks.append(chunk({}, finish_reason="tool_calls" if calls else "stop"))
+    chunks.append({"choices": [], "usage": reply.get("usage") or {}})
     if reply.get("model"):  # the model that answered, on every chunk as OpenAI sends it
         chunks = [{**c, "model": reply["model"]} for c in chunks]
-    frames = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
-    return _sse(frames, chunk_delay_s)
+    return chunks
 
 
 def _pieces(text: str, size: int = 8) -> list[str]:

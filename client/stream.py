@@ -57,7 +57,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionDescription
 from temporalio.converter import PayloadConverter
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -598,19 +598,13 @@ async def follow_turn(
     """
     start_at = Cursor.parse(after) if after is not None else None
     h = await inspect()
-    try:
-        desc = await client.get_workflow_handle(workflow_id).describe()
-    except RPCError as err:
-        raise rpc_error(handle_id, err) from err
+    desc = await _describe(client, handle_id, workflow_id)
     latest_run = desc.run_id
     latest_len = desc.raw_description.workflow_execution_info.history_length
-    if start_at is None:
-        start = Cursor(run_id=latest_run, event=latest_len)
-        if h.state != "running" and not h.queued:
-            yield TurnEnd(result=h.last_result, seq=str(start))
-            return
-    else:
-        start = start_at
+    start = start_at if start_at is not None else Cursor(run_id=latest_run, event=latest_len)
+    if start_at is None and h.state != "running" and not h.queued:
+        yield TurnEnd(result=h.last_result, seq=str(start))
+        return
     queued = h.queued
     converter = client.data_converter
     inbox: asyncio.Queue[tuple[str, Any, Any]] = asyncio.Queue()
@@ -618,43 +612,6 @@ async def follow_turn(
     poll, me = _DescribePoll.join(
         client, workflow_id, poll_s, lambda run, found: inbox.put_nowait(("live", run, found))
     )
-
-    async def read_history() -> None:
-        run_id: str | None = start.run_id
-        first = True
-        while run_id is not None:
-            run = client.get_workflow_handle(workflow_id, run_id=run_id)
-            following, run_id = run_id, None
-            open_llm: set[int] = set()
-            try:
-                async for event in run.fetch_history_events(wait_new_event=True):
-                    kind = event.event_type
-                    if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                        attrs = event.activity_task_scheduled_event_attributes
-                        if attrs.activity_type.name == LLM_CALL_ACTIVITY:
-                            open_llm.add(event.event_id)
-                    elif kind in _CLOSED:
-                        open_llm.discard(getattr(event, _CLOSED[kind]).scheduled_event_id)
-                    elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-                        cont = event.workflow_execution_continued_as_new_event_attributes
-                        run_id = cont.new_execution_run_id
-                    poll.want(me, bool(open_llm))
-                    await inbox.put(("event", following, event))
-            except RPCError as err:
-                refused = (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT)
-                if first and err.status in refused:
-                    await inbox.put(("error", following, err))
-                    return
-                break  # the stream still ends with the turn; only the history's events are lost
-            finally:
-                poll.want(me, False)
-            first = False
-        await inbox.put(("history_end", None, None))
-
-    async def time_out() -> None:
-        if timeout_ms is not None:
-            await asyncio.sleep(timeout_ms / 1000)
-            await inbox.put(("timeout", None, None))
 
     def position() -> str:
         """The cursor now (the start while the stream is still rebuilding its state)."""
@@ -666,45 +623,28 @@ async def follow_turn(
 
     if start_at is None:
         inbox.put_nowait(("live", latest_run, await _details(converter, desc.raw_description)))
-    tasks = [asyncio.create_task(t()) for t in (read_history, time_out)]
+    history = _read_history(client, workflow_id, start.run_id, inbox, poll, me)
+    tasks = [asyncio.create_task(history), asyncio.create_task(_time_out(timeout_ms, inbox))]
     latest_live: tuple[str, list[tuple[str, LiveOutput]]] = ("", [])
     caught_up = False
     try:
         while True:
             kind, run_id, value = await _next(inbox, tasks)
-            if kind == "failed":
-                failed = [t for t in tasks if t.done() and t.exception() is not None]
-                raise failed[0].exception()  # type: ignore[misc]
             if kind == "error":
                 raise InvalidCursorError(str(start), f"no run {run_id} of {handle_id}: {value}")
-            if kind == "timeout":
-                result = TaskResult(
-                    status="timeout",
-                    is_error=True,
-                    text=f"no result within {timeout_ms} ms; the turn keeps running",
-                )
-                yield TurnEnd(result=result, seq=position())
-                return
-            if kind == "history_end":
-                yield await ending()
+            if kind in ("timeout", "history_end"):
+                yield _timed_out(timeout_ms, position()) if kind == "timeout" else await ending()
                 return
             if kind == "live":
                 latest_live = (run_id, value)
-                if run_id != state.run_id:
-                    continue
-                for activity_id, out in value:
-                    for ev in state.live(activity_id, out):
-                        yield ev
+                for ev in _live(state, value) if run_id == state.run_id else []:
+                    yield ev
                 continue
             if run_id != state.run_id:
                 continue
             event: HistoryEvent = value
-            for ev in await state.observe(converter, event):
+            for ev in await _observe(state, converter, event, start, start_at):
                 yield ev
-            if state.silent and (run_id != start.run_id or event.event_id >= start.event):
-                await state.wake(converter)
-                if start_at is not None:
-                    state.restore(start_at)
             if state.ended:
                 yield await ending()
                 return
@@ -719,9 +659,8 @@ async def follow_turn(
                     yield await ending()
                     return
             if latest_live[0] == state.run_id:  # details read before this event: news now?
-                for activity_id, out in latest_live[1]:
-                    for ev in state.live(activity_id, out):
-                        yield ev
+                for ev in _live(state, latest_live[1]):
+                    yield ev
     finally:
         poll.leave(me)
         for t in tasks:
@@ -729,10 +668,98 @@ async def follow_turn(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def _describe(
+    client: Client, handle_id: str, workflow_id: str
+) -> WorkflowExecutionDescription:
+    """The workflow's description (its current run).
+
+    Raises:
+        HandleNotFoundError: no such workflow.
+    """
+    try:
+        return await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as err:
+        raise rpc_error(handle_id, err) from err
+
+
+async def _observe(
+    state: _Follow, converter: Any, event: HistoryEvent, start: Cursor, start_at: Cursor | None
+) -> list[LiveEvent]:
+    """Record one history event of the followed run; the events it makes. Rebuilding the
+    state (silent) stops at the start position, where a resumed stream takes what it had
+    shown at ``start_at``."""
+    events = await state.observe(converter, event)
+    if state.silent and (state.run_id != start.run_id or event.event_id >= start.event):
+        await state.wake(converter)
+        if start_at is not None:
+            state.restore(start_at)
+    return events
+
+
+def _live(state: _Follow, found: list[tuple[str, LiveOutput]]) -> list[LiveEvent]:
+    """The events of the heartbeat details ``found`` (activity id, live output) of a run."""
+    return [ev for activity_id, out in found for ev in state.live(activity_id, out)]
+
+
+def _timed_out(timeout_ms: int | None, seq: str) -> TurnEnd:
+    """The end of a stream whose ``timeout_ms`` passed (the turn keeps running)."""
+    text = f"no result within {timeout_ms} ms; the turn keeps running"
+    return TurnEnd(result=TaskResult(status="timeout", is_error=True, text=text), seq=seq)
+
+
+async def _time_out(timeout_ms: int | None, inbox: asyncio.Queue[tuple[str, Any, Any]]) -> None:
+    """Put ``("timeout", ...)`` in ``inbox`` after ``timeout_ms`` (never without one)."""
+    if timeout_ms is not None:
+        await asyncio.sleep(timeout_ms / 1000)
+        await inbox.put(("timeout", None, None))
+
+
+async def _read_history(
+    client: Client,
+    workflow_id: str,
+    run_id: str | None,
+    inbox: asyncio.Queue[tuple[str, Any, Any]],
+    poll: _DescribePoll,
+    me: int,
+) -> None:
+    """Put each history event of ``run_id`` and of the runs it continued as in ``inbox``
+    (``("event", run id, event)``), then ``("history_end", ...)``; ``("error", run id,
+    err)`` when the first run cannot be read. Tells ``poll`` whether an LLM call is open."""
+    first = True
+    while run_id is not None:
+        run = client.get_workflow_handle(workflow_id, run_id=run_id)
+        following, run_id = run_id, None
+        open_llm: set[int] = set()
+        try:
+            async for event in run.fetch_history_events(wait_new_event=True):
+                kind = event.event_type
+                if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    attrs = event.activity_task_scheduled_event_attributes
+                    if attrs.activity_type.name == LLM_CALL_ACTIVITY:
+                        open_llm.add(event.event_id)
+                elif kind in _CLOSED:
+                    open_llm.discard(getattr(event, _CLOSED[kind]).scheduled_event_id)
+                elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+                    cont = event.workflow_execution_continued_as_new_event_attributes
+                    run_id = cont.new_execution_run_id
+                poll.want(me, bool(open_llm))
+                await inbox.put(("event", following, event))
+        except RPCError as err:
+            refused = (RPCStatusCode.NOT_FOUND, RPCStatusCode.INVALID_ARGUMENT)
+            if first and err.status in refused:
+                await inbox.put(("error", following, err))
+                return
+            break  # the stream still ends with the turn; only the history's events are lost
+        finally:
+            poll.want(me, False)
+        first = False
+    await inbox.put(("history_end", None, None))
+
+
 async def _next(
     inbox: asyncio.Queue[tuple[str, Any, Any]], tasks: list[asyncio.Task[None]]
 ) -> tuple[str, Any, Any]:
-    """The next observation, or ``("failed", None, None)`` as soon as a task failed."""
+    """The next observation; a task's exception as soon as it failed."""
     if not inbox.empty():
         return inbox.get_nowait()
     getter = asyncio.ensure_future(inbox.get())
@@ -744,6 +771,8 @@ async def _next(
             getter.cancel()
     if getter.done() and not getter.cancelled():
         return getter.result()
-    if any(t.done() and t.exception() is not None for t in tasks):
-        return ("failed", None, None)
+    for t in tasks:
+        failure = t.exception() if t.done() else None
+        if failure is not None:
+            raise failure
     return await _next(inbox, [t for t in tasks if not t.done()])

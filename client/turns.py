@@ -26,8 +26,8 @@ from toolnexus_temporal.client.errors import (
 )
 from toolnexus_temporal.client.fallback import Fallbacks
 from toolnexus_temporal.client.handle import HandleRef, handle_id
+from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
-from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.messages import TurnRequest, WaitRequest, WaitResponse
 
 
@@ -77,7 +77,7 @@ class Turns:
         """
         self._in_flight.pop(hid, None)
         try:
-            update = await self._rpc.start_update(hid, AgentWorkflow.turn, req)
+            update = await self._rpc.start_update(hid, AgentWorkflowStub.turn, req)
         except UpdateLimitError:  # the wake signal, and a later wait polls
             await self._fallbacks.wake(hid, req.prompt)
             return
@@ -94,7 +94,7 @@ class Turns:
         self._in_flight.pop(hid, None)  # a newer turn: a later wait is for it, not an older one
         try:
             resp = await self._rpc.update(
-                hid, AgentWorkflow.turn, req, limit_wait_s=FALLBACK_AFTER_S
+                hid, AgentWorkflowStub.turn, req, limit_wait_s=FALLBACK_AFTER_S
             )
         except UpdateLimitError:
             return await self._fallbacks.turn(hid, req.prompt)
@@ -131,7 +131,7 @@ class Turns:
             req = WaitRequest(timeout_ms=left, after_seq=resp.again_after_seq)
             try:
                 resp = await self._rpc.update(
-                    hid, AgentWorkflow.wait, req, limit_wait_s=FALLBACK_AFTER_S
+                    hid, AgentWorkflowStub.wait, req, limit_wait_s=FALLBACK_AFTER_S
                 )
             except UpdateLimitError:
                 return await self._fallbacks.wait(hid, left, req.after_seq)
@@ -161,7 +161,7 @@ class Turns:
             since = asyncio.get_running_loop().time()
             try:
                 resp = await self._rpc.update(
-                    hid, AgentWorkflow.wait, req, limit_wait_s=FALLBACK_AFTER_S
+                    hid, AgentWorkflowStub.wait, req, limit_wait_s=FALLBACK_AFTER_S
                 )
             except UpdateLimitError:  # too many waiters, or the run's update limit
                 return await self._fallbacks.wait(hid, timeout_ms)
@@ -183,7 +183,7 @@ class Turns:
     ) -> WaitResponse:
         """The result of a ``turn`` update :meth:`start` sent, asked again on the next run
         when it says so (:meth:`again`; the caller's ``wait_for`` bounds the time)."""
-        resp = await self._rpc.result(hid, AgentWorkflow.turn, update)
+        resp = await self._rpc.result(hid, AgentWorkflowStub.turn, update)
         return await self.again(hid, resp, None)
 
     async def fresh(self, hid: str, resp: WaitResponse, timeout_ms: int | None) -> WaitResponse:
@@ -208,7 +208,7 @@ class Turns:
             if owner == hid or not owner.startswith(hid + "/"):
                 return resp
             try:
-                view = await self._rpc.query(owner, AgentWorkflow.view)
+                view = await self._rpc.query(owner, AgentWorkflowStub.view)
             except (HandleNotFoundError, VerbRejectedError):
                 return resp  # the owner is gone: nothing fresher to wait for
             if view.state == "suspended" and view.pending_req is not None:
@@ -218,7 +218,7 @@ class Turns:
             since = asyncio.get_running_loop().time()
             try:
                 resp = await self._rpc.update(
-                    hid, AgentWorkflow.wait, req_next, limit_wait_s=FALLBACK_AFTER_S
+                    hid, AgentWorkflowStub.wait, req_next, limit_wait_s=FALLBACK_AFTER_S
                 )
             except UpdateLimitError:
                 resp = await self._fallbacks.wait(hid, timeout_ms, resp.status.result_seq)

@@ -1,11 +1,13 @@
 """The docs' map of where each rule lives (``docs/reference/rules.md``) matches the tree: every
-module it lists exists, and every module of ``workflows/`` is listed (a new workflow module
-gets its line in the map, a moved one moves there too)."""
+module it lists exists, and every module of ``workflows/``, ``activities/``, ``client/`` and
+``cli/`` is listed (a new module gets its line in the map, a moved one moves there too)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 MAP = REPO / "docs" / "reference" / "rules.md"
@@ -26,11 +28,14 @@ def test_every_listed_module_exists() -> None:
     assert not missing, f"listed in {MAP.name} but not in the tree: {missing}"
 
 
-def test_every_workflow_module_is_listed() -> None:
+@pytest.mark.parametrize("folder", ["workflows", "activities", "client", "cli"])
+def test_every_module_is_listed(folder: str) -> None:
+    """Every module of ``folder`` (its package ``__init__.py`` files aside, except the host
+    library's, which is its public surface) has a line in the map."""
     modules = {
         str(p.relative_to(REPO))
-        for p in (REPO / "workflows").rglob("*.py")
-        if p.name != "__init__.py"
+        for p in (REPO / folder).rglob("*.py")
+        if p.name != "__init__.py" or str(p.relative_to(REPO)) == "client/__init__.py"
     }
     unlisted = sorted(modules - set(listed()))
-    assert not unlisted, f"workflow modules missing from {MAP.name}: {unlisted}"
+    assert not unlisted, f"{folder}/ modules missing from {MAP.name}: {unlisted}"

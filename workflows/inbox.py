@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import INBOX_BYTES, text_bytes
     from toolnexus_temporal.workflows.contract.messages import WakeRequest
     from toolnexus_temporal.workflows.contract.models import InboxItem
+    from toolnexus_temporal.workflows.contract.names import HISTORY_FULL as HISTORY_FULL
     from toolnexus_temporal.workflows.contract.state import HandleState
     from toolnexus_temporal.workflows.rules.render import coalesce_ticks, render_turn_input
 
@@ -56,10 +57,7 @@ POST_HISTORY_BYTES = 16 * 2**20
 (nothing reaches history) until the run continues as new: a flood of posts through the client
 can no longer grow a run that cannot continue as new yet (a turn in flight, a run younger than
 its shortest length) towards Temporal's 50 MiB. The client reads the refusal (type
-:data:`HISTORY_FULL`) as ``PostResult(ok=False)``, after retrying it for a while."""
-
-HISTORY_FULL = "HistoryFull"
-"""The ``ApplicationError`` type of a post refused at :data:`POST_HISTORY_BYTES`."""
+``names.HISTORY_FULL``) as ``PostResult(ok=False)``, after retrying it for a while."""
 
 
 def post_history_error(history_bytes: int) -> str | None:

@@ -5,7 +5,9 @@ UI's Signal dialog and ``temporal workflow metadata`` show them next to each nam
 ones say what input they take (the exact JSON shape); the runtime-internal ones (messages
 between handle workflows and the host library's update path) start with :data:`INTERNAL`.
 
-Descriptions are not part of history: changing them changes no workflow command.
+Descriptions are not part of history: changing them changes no workflow command. Also here:
+:func:`no_worker_hint`, the line of the static details (a child's and a root's) that says what
+a blank Current Details panel means; the host library uses it too.
 """
 
 from __future__ import annotations
@@ -105,3 +107,18 @@ INBOX: Final = "Items waiting for the next wake, oldest first."
 RECOVERY: Final = (
     "What `tnx recover` starts again from this run (its state, a parked turn; secrets masked)."
 )
+
+
+# ---- static details (the web UI shows them without a worker)
+
+
+def no_worker_hint(task_queue: str) -> str:
+    """What a blank Current Details panel ("No Current Details") means, for the static
+    details of a child's workflow (``visibility/operator.py``) and of a root's (the host
+    library's ``client/roots.py``): no worker serves the task queue, and the command that
+    starts one."""
+    return (
+        'Current Details blank ("No Current Details")? No tnx worker serves task queue'
+        f" `{task_queue}`: start one with `tnx-worker --task-queue {task_queue} --registry"
+        " MODULE:REGISTRY`. An answer sent meanwhile (Signal `answer`) is kept until it runs."
+    )

@@ -106,6 +106,14 @@ QUERY_TRACE: Final = "trace"
 QUERY_INBOX: Final = "inbox"
 QUERY_RECOVERY: Final = "recovery"
 
+# Error types a validator refuses an update with (the host library reads them).
+HISTORY_FULL: Final = "HistoryFull"
+"""The ``ApplicationError`` type of a post refused because its run's history is full
+(``inbox.POST_HISTORY_BYTES``): the client retries it until the run continued as new."""
+WAITERS_FULL: Final = "WaitersFull"
+"""The ``ApplicationError`` type of a ``wait`` or ``turn`` refused because the handle holds
+``lifecycle.WAITERS_MAX`` already: the client polls the ``view`` query instead."""
+
 # ---- activities ----
 
 LLM_CALL_ACTIVITY: Final = "tnx.llm_call"

@@ -51,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.models import TaskResult
     from toolnexus_temporal.workflows.contract.names import (
         RUN_HOOK_ACTIVITY,
+        WAITERS_FULL,
     )
     from toolnexus_temporal.workflows.contract.state import HandleState
 
@@ -62,8 +63,6 @@ waiting hosts would leave ``interrupt``, ``close`` and the Answer no room. Past 
 validator refuses (nothing reaches history) with type :data:`WAITERS_FULL`, and the client
 waits by polling the ``view`` query instead (queries take no update slot)."""
 
-WAITERS_FULL = "WaitersFull"
-"""The ``ApplicationError`` type of a ``wait`` or ``turn`` refused at :data:`WAITERS_MAX`."""
 MIN_RUN = timedelta(milliseconds=1_200)
 """The shortest run that continues as new by default (Temporal's minimal interval between
 runs, ``history.workflowIdReuseMinimalInterval``, is 1 s): see :meth:`Lifecycle.young_for`

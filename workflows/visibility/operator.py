@@ -25,6 +25,7 @@ from temporalio.common import SearchAttributeUpdate
 from toolnexus_temporal.workflows.rules.roster import children_count
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.handler_docs import no_worker_hint
     from toolnexus_temporal.workflows.contract.limits import (
         SUMMARY_BYTES,
         fit,
@@ -135,16 +136,6 @@ def static_summary(s: HandleState) -> str:
     purpose = s.defn.description if s.defn else ""
     head = f"agent {name} (child of {s.parent})"
     return fit(f"{head}: {purpose[:120]}" if purpose else head, SUMMARY_BYTES)
-
-
-def no_worker_hint(task_queue: str) -> str:
-    """What a blank Current Details panel ("No Current Details") means, for the static
-    details: no worker serves the task queue, and the command that starts one."""
-    return (
-        'Current Details blank ("No Current Details")? No tnx worker serves task queue'
-        f" `{task_queue}`: start one with `tnx-worker --task-queue {task_queue} --registry"
-        " MODULE:REGISTRY`. An answer sent meanwhile (Signal `answer`) is kept until it runs."
-    )
 
 
 def static_details(s: HandleState) -> str:

@@ -1,0 +1,242 @@
+"""What ``tnx pending``, ``tnx answer`` and ``tnx audit`` do once parsed (their options:
+:mod:`~toolnexus_temporal.cli.queue_cmd`). Imported when one of them runs, never by ``tnx
+--help``: this module loads the host library.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from rich.markup import escape
+
+from toolnexus_temporal.cli import args, ops, render
+from toolnexus_temporal.cli.devserver import local_ui_url
+from toolnexus_temporal.cli.hostcmd import emit, err_console, fail_line, list_width, out, show
+from toolnexus_temporal.cli.ops import Options
+from toolnexus_temporal.cli.queue_cmd import DEFAULT_UI, approval_queue_url
+from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
+from toolnexus_temporal.client.audit import AuditRecord
+from toolnexus_temporal.client.cluster import default_answerer
+from toolnexus_temporal.client.errors import NoWorkerError
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.roots import QueueRow
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.workflows.contract.messages import AnswerResult
+from toolnexus_temporal.workflows.contract.models import Answer
+
+# ---------------------------------------------------------------------------- pending
+
+
+def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
+    """``tnx pending``: the approval queue, from the handles when a worker runs, else from
+    visibility with a note; ``--ui``: the web UI link of the same list."""
+    if ui:
+        _print_ui_link(opts, ui_url)
+        return
+
+    async def verb(rt: AgentRuntime) -> tuple[list[Handle], list[QueueRow], NoWorkerError | None]:
+        found = await worker_read(rt, rt.pending)
+        if isinstance(found, NoWorkerError):
+            return [], await rt.queue(), found
+        return found, [], None
+
+    handles, rows, missing = ops.run(opts, verb, worker="optional")
+    if opts.json:
+        emit(_pending_json(handles, rows))
+    elif missing is not None:
+        _print_visibility_queue(opts, rows, missing)
+    elif not handles:
+        out.print("no suspended agents", soft_wrap=True)
+    else:
+        show(render.pending_table(handles, width=list_width()))
+        out.print(
+            "answer with: tnx answer ID --approve | --decline [--data JSON]   "
+            '(web UI / temporal CLI: signal \'answer\' with {"id": REQUEST, "ok": true})',
+            soft_wrap=True,
+            style="dim",
+        )
+
+
+def _print_ui_link(opts: Options, ui_url: str | None) -> None:
+    """``tnx pending --ui``: the web UI link of the approval queue, and the columns to add."""
+    base = ui_url or local_ui_url() or DEFAULT_UI
+    out.print(approval_queue_url(base, opts.namespace, opts.scope), soft_wrap=True)
+    err_console.print(
+        "columns to add in the UI (Configure Columns; kept by the browser): "
+        "AgentRequestKind, AgentRequestPrompt, AgentWaitingSince, AgentRequestId",
+        style="dim",
+    )
+
+
+def _pending_json(handles: list[Handle], rows: list[QueueRow]) -> list[dict[str, Any]]:
+    """``tnx pending --json``: one object per suspended agent, from its handle or (no
+    worker) from its visibility row (``"source": "visibility"``)."""
+    from_handles = [
+        {
+            "id": h.id,
+            "request": args.dump(h.pending_req) if h.pending_req else None,
+            "since_ms": h.pending_since_ms,
+        }
+        for h in handles
+    ]
+    from_rows = [
+        {
+            "id": row.id,
+            "request": (
+                {"id": row.request_id, "kind": row.kind, "prompt": row.prompt}
+                if row.request_id
+                else None
+            ),
+            "since_ms": (int(row.waiting_since.timestamp() * 1000) if row.waiting_since else None),
+            "source": "visibility",
+        }
+        for row in rows
+    ]
+    return from_handles + from_rows
+
+
+def _print_visibility_queue(opts: Options, rows: list[QueueRow], missing: NoWorkerError) -> None:
+    """The queue read from visibility (no worker runs), and a note saying so."""
+    if rows:
+        show(render.queue_table(rows, width=list_width()))
+    else:
+        out.print("no suspended agents")
+    err_console.print(
+        "[yellow]note[/yellow]: "
+        + escape(ops.no_worker_note(missing, opts))
+        + "; read from visibility (the full prompt and the turn continue when one runs; "
+        "an answer is kept until then: tnx answer ID --approve)",
+        style="dim",
+    )
+
+
+# ---------------------------------------------------------------------------- answer
+
+Delivered = AnswerResult | tuple[NoWorkerError, str]
+"""What :func:`answer` delivered: the workflow's AnswerResult (an update), or, with no worker
+running, the NoWorkerError and the Request id it signalled."""
+
+
+def answer(
+    opts: Options,
+    handle_id: str,
+    approve: bool,
+    decline: bool,
+    data: str | None,
+    request: str | None,
+    by: str | None,
+) -> None:
+    """``tnx answer``: answer the pending Request of ``handle_id`` (an update), or with no
+    worker running send the ``answer`` signal for the Request id its search attributes hold
+    (or ``request``)."""
+    if approve == decline:
+        raise fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
+    payload = args.parse_json_object(data, "--data")
+    target = args.ref(opts, handle_id)
+    who = by if by is not None else default_answerer()
+    if not who.strip() or len(who) > 200:
+        raise fail_line("--by must be 1 to 200 characters", ops.EXIT_ENV)
+
+    def answer_to(request_id: str) -> Answer:
+        return Answer(
+            id=request_id,
+            ok=approve,
+            data=payload,
+            reason=None if approve else "declined",
+            by=who,
+        )
+
+    result = ops.run(
+        opts, lambda rt: _deliver(rt, opts, target, request, answer_to), worker="optional"
+    )
+    _print_answered(opts, result, target, "approved" if approve else "declined")
+
+
+async def _deliver(
+    rt: AgentRuntime,
+    opts: Options,
+    target: str,
+    request: str | None,
+    answer_to: Callable[[str], Answer],
+) -> Delivered:
+    """Answer ``target``'s pending Request (or ``request``): an update when a worker runs,
+    else the ``answer`` signal for the Request id of its search attributes.
+
+    Raises:
+        CliError: no pending Request (in its state, or its search attributes).
+    """
+    h = await worker_read(rt, lambda: rt.inspect(target))
+    if isinstance(h, NoWorkerError):
+        request_id = request
+        if request_id is None:
+            row = await rt.queue_row(target)
+            if row is None or row.request_id is None:
+                raise ops.CliError(
+                    f"{target} has no pending request in its search attributes "
+                    f"(not suspended); {ops.no_worker_note(h, opts)}",
+                    ops.EXIT_ENV,
+                )
+            request_id = row.request_id
+        await signal_answer(rt, target, answer_to(request_id))
+        return h, request_id
+    if request is not None:  # the workflow says why it is refused (expired, answered...)
+        return await rt.answer(target, answer_to(request))
+    if h.pending_req is None:
+        raise ops.CliError(f"{h.id} has no pending request (state {h.state})")
+    return await rt.answer(target, answer_to(h.pending_req.id))
+
+
+def _print_answered(opts: Options, result: Delivered, target: str, verdict: str) -> None:
+    """What ``tnx answer`` prints once the Answer is delivered (an update or a signal)."""
+    if isinstance(result, tuple):
+        missing, request_id = result
+        if opts.json:
+            emit({"ok": True, "delivered": "signal", "answered": None, "request": request_id})
+        else:
+            out.print(
+                f"answer {escape(request_id)} ({verdict}) delivered to {escape(target)} as a "
+                f"signal: it runs when a worker polls task queue {escape(missing.task_queue)} "
+                "(none does now)",
+                soft_wrap=True,
+            )
+        return
+    if opts.json:
+        emit(args.dump(result))
+    else:
+        out.print(
+            f"answered → delivered to {escape(result.answered or '?')} ({verdict})",
+            soft_wrap=True,
+        )
+
+
+# ---------------------------------------------------------------------------- audit
+
+
+def audit(opts: Options, handle_id: str, subtree: bool) -> None:
+    """``tnx audit``: every answered request of ``handle_id`` (its subtree with
+    ``subtree``), one line each."""
+    target = args.ref(opts, handle_id)
+
+    async def read(rt: AgentRuntime) -> list[AuditRecord]:
+        return await rt.audit(target, subtree=subtree)
+
+    records = ops.run(opts, read)
+    if opts.json:
+        emit(args.dump(records))
+        return
+    if not records:
+        out.print(f"{escape(target)}: no answered requests", soft_wrap=True)
+        return
+    for r in records:
+        verdict = "ok" if r.ok else (r.reason or "declined")
+        who = r.principal or r.identity or "-"
+        checked = "verified" if r.verified else "unverified"
+        out.print(
+            f"{escape(r.answered_at or '?')}  {escape(r.request_id)}  {verdict}  via {r.path}"
+            f"  by {escape(r.by or '-')} ({checked}; identity {escape(who)})"
+            + (f"  escalated to {escape(r.escalated_to)}" if r.escalated_to else "")
+            + (f"  data {escape(json.dumps(r.data, sort_keys=True))}" if r.data else ""),
+            soft_wrap=True,
+        )

@@ -1,0 +1,282 @@
+"""What the host verbs of ``tnx`` do once parsed: one function per verb, called by its
+command in :mod:`~toolnexus_temporal.cli.app` (or :mod:`~toolnexus_temporal.cli.tick_cmd`)
+with the parsed options. Imported when a verb runs, never by ``tnx --help``: this module
+loads the host library.
+"""
+
+from __future__ import annotations
+
+import typer
+from rich.markup import escape
+from rich.text import Text
+
+from toolnexus_temporal.cli import args, live, ops, render
+from toolnexus_temporal.cli.hostcmd import emit, list_width, out, said, show
+from toolnexus_temporal.cli.ops import CliError, Options
+from toolnexus_temporal.cli.tick_cmd import parse_every
+from toolnexus_temporal.cli.watch import watch_tree
+from toolnexus_temporal.client.errors import InvalidCursorError, SpawnError
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.client.stream import Cursor
+from toolnexus_temporal.workflows.contract.context import ModelView
+from toolnexus_temporal.workflows.contract.messages import PostResult
+from toolnexus_temporal.workflows.contract.models import InboxItem, Message
+
+
+def ls(opts: Options, handle_id: str | None, watch: bool, interval: float) -> None:
+    """`tnx ls`: see its command for the options."""
+    target = args.tree_ref(opts, handle_id)
+    if watch:
+        watch_tree(opts, target, interval)
+        return
+    handles = ops.run(opts, lambda rt: rt.list(target))
+    if opts.json:
+        emit(args.dump(handles))
+    else:
+        show(render.tree_table(handles, width=list_width()))
+
+
+def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -> None:
+    """`tnx inspect`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    store = args.open_store(opts.store) if transcript or model_view else None
+
+    async def verb(rt: AgentRuntime) -> tuple[Handle, list[Message] | None, ModelView | None]:
+        h = await rt.inspect(target)
+        return (
+            h,
+            await rt.transcript(h) if transcript else None,
+            await rt.model_view(h) if model_view else None,
+        )
+
+    h, messages, view = ops.run(opts, verb, store=store)
+    if opts.json:
+        doc = args.dump(h)
+        if messages is not None:
+            doc["transcript"] = args.dump(messages)
+        if view is not None:
+            doc["model_view"] = view.model_dump(mode="json", exclude_none=True)
+        emit(doc)
+        return
+    show(render.handle_table(h))
+    if messages is not None:
+        out.print()
+        out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
+        show(render.transcript_table(messages))
+    if view is not None:
+        out.print()
+        out.print(
+            f"[bold]model view[/bold] ({len(view.messages)} message(s), ~{view.estimate_tokens} "
+            f"tokens estimated; summarized {view.summarized}, dropped {view.dropped}, "
+            f"clipped {view.clipped})"
+        )
+        show(render.transcript_table(view.messages))
+
+
+def trace(opts: Options, handle_id: str | None) -> None:
+    """`tnx trace`: see its command for the options."""
+    target = args.tree_ref(opts, handle_id)
+    lines = ops.run(opts, lambda rt: rt.trace(target))
+    if opts.json:
+        emit(args.dump(lines))
+    else:
+        show(render.trace_table(lines))
+
+
+def spawn(
+    opts: Options, parent: str, name: str, budget: str | None, prompt: str | None, notify: bool
+) -> None:
+    """`tnx spawn`: see its command for the options."""
+    override = args.parse_budget(budget)
+    target = args.ref(opts, parent)
+    spawned = ops.run(
+        opts, lambda rt: rt.spawn(target, name, override, prompt=prompt, notify=notify), create=True
+    )
+    if isinstance(spawned, SpawnError):
+        if opts.json:
+            emit(args.dump(spawned))
+        raise CliError(str(spawned))
+    if opts.json:
+        emit(args.dump(spawned))
+    else:
+        out.print(escape(spawned.id), soft_wrap=True)
+
+
+def post(opts: Options, handle_id: str, text: str, sender: str, channel: str) -> None:
+    """`tnx post`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    try:
+        item = InboxItem(from_=sender, channel=channel, text=text)
+    except ValueError as err:
+        raise CliError(f"invalid item: {render.one_line(err)}", ops.EXIT_ENV) from err
+    result: PostResult = ops.run(opts, lambda rt: rt.post(target, item))
+    if opts.json:
+        emit(args.dump(result))
+    if not result.ok:
+        raise CliError(f"post to {target!r} rejected: {result.error}")
+    if not opts.json:
+        out.print(
+            f"post {escape(target)} → ok (inbox {result.status.inbox_count}, "
+            f"state {result.status.state})",
+            soft_wrap=True,
+        )
+
+
+def wake(opts: Options, handle_id: str, prompt: str | None) -> None:
+    """`tnx wake`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.wake(target, prompt))
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        said("wake", h)
+
+
+def wait(
+    opts: Options, handle_id: str, timeout_ms: int | None, follow: bool, after: str | None
+) -> None:
+    """`tnx wait`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    if after is not None:
+        try:
+            Cursor.parse(after)
+        except InvalidCursorError as err:
+            raise CliError(f"invalid --after: {err.reason}", ops.EXIT_ENV) from err
+    limit = None if timeout_ms is None else timeout_ms / 1000 + ops.VERB_TIMEOUT_S
+    streamed = False
+    if follow or after is not None or (out.is_terminal and not opts.json):
+        result, streamed = ops.run(
+            opts,
+            lambda rt: live.follow(
+                rt,
+                target,
+                timeout_ms,
+                console=out,
+                show_text=follow,
+                json_lines=opts.json,
+                after=after,
+            ),
+            timeout_s=limit,
+        )
+    else:
+        result = ops.run(opts, lambda rt: rt.wait(target, timeout_ms=timeout_ms), timeout_s=limit)
+    if opts.json:
+        if not follow and after is None:
+            emit(args.dump(result))
+    else:
+        out.print(render.result_summary(result))
+        if result.pending is not None:
+            out.print(Text(f"request: {result.pending.prompt}"))
+        shown = streamed and not result.is_error
+        if (
+            result.text
+            and not shown
+            and (result.pending is None or result.text != result.pending.prompt)
+        ):
+            out.print(Text(result.text, style="red" if result.is_error else ""))
+    if result.status not in render.OK_STATUSES:
+        raise typer.Exit(ops.EXIT_NO)
+
+
+def interrupt(opts: Options, handle_id: str) -> None:
+    """`tnx interrupt`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.interrupt(target))
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        said("interrupt", h)
+
+
+def close(opts: Options, handle_id: str, force: bool, reason: str | None) -> None:
+    """`tnx close`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.close(target, force=force, reason=reason))
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        said("close", h)
+
+
+def recover(opts: Options, handle_id: str) -> None:
+    """`tnx recover`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.recover(target), worker="optional")
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        said("recover", h)
+        if h.pending_req is not None:
+            out.print(Text(f"pending request {h.pending_req.id}: {h.pending_req.prompt}"))
+
+
+def schedule(
+    opts: Options,
+    handle_id: str,
+    every: str | None,
+    cron: str | None,
+    prompt: str | None,
+    inbox_only: bool,
+) -> None:
+    """`tnx schedule`: see its command for the options."""
+    if handle_id == "ls":
+        if every or cron or prompt or inbox_only:
+            raise CliError("tnx schedule ls takes no schedule options", ops.EXIT_ENV)
+        handles = [h for h in ops.run(opts, lambda rt: rt.list()) if h.tick and h.state != "closed"]
+        if opts.json:
+            emit(args.dump(handles))
+            return
+        rows: list[list[render.Cell]] = [
+            [escape(h.id), h.state, render.tick_line(h)] for h in handles
+        ]
+        show(render.listing(["ID", "STATE", "SCHEDULE"], rows, list_width()))
+        return
+    if (every is None) == (cron is None):
+        raise CliError("give exactly one of --every and --cron", ops.EXIT_ENV)
+    seconds = None if every is None else parse_every(every)
+    target = args.ref(opts, handle_id)
+
+    async def verb(rt: AgentRuntime) -> Handle:
+        try:
+            return await rt.schedule(
+                target, every=seconds, cron=cron, prompt=prompt, wake=not inbox_only
+            )
+        except ValueError as err:
+            raise CliError(f"invalid schedule: {render.one_line(err)}", ops.EXIT_ENV) from err
+
+    h = ops.run(opts, verb)
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        out.print(f"schedule {escape(h.id)} → {render.tick_line(h)}", soft_wrap=True)
+
+
+def unschedule(opts: Options, handle_id: str) -> None:
+    """`tnx unschedule`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.unschedule(target))
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        out.print(f"unschedule {escape(h.id)} → no ticks", soft_wrap=True)
+
+
+def pause(opts: Options, handle_id: str, subtree: bool, now: bool) -> None:
+    """`tnx pause`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.pause(target, now=now, subtree=subtree))
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        out.print(f"pause {escape(h.id)} → {h.state}, paused", soft_wrap=True)
+
+
+def unpause(opts: Options, handle_id: str, subtree: bool) -> None:
+    """`tnx unpause`: see its command for the options."""
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.unpause(target, subtree=subtree))
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        out.print(f"unpause {escape(h.id)} → {h.state}", soft_wrap=True)
