@@ -42,7 +42,6 @@ from toolnexus_temporal.client.rpc import HandleRpc, rpc_error
 from toolnexus_temporal.workflows.contract.models import HandleView
 from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 from toolnexus_temporal.workflows.contract.state import AgentInput
-from toolnexus_temporal.workflows.trust import restarted
 
 _REFUSALS = {
     WorkflowExecutionStatus.RUNNING: "it is running: nothing to recover",
@@ -92,7 +91,11 @@ async def recover(rpc: HandleRpc, hid: str) -> HandleView:
         raise RecoverRefusedError(hid, f"its last state cannot be resumed ({point.why})")
     state = point.input.state
     own, nonces = await _nonces(rpc, desc.id, desc.run_id)
-    restarted(state, desc.run_id, own, nonces)  # the workflow side writes the state
+    # The rule that writes the state lives on the workflow side's pure floor (rules/), loaded
+    # here only when a recover runs: importing the host library loads contract/ alone.
+    from toolnexus_temporal.workflows.rules.roster import restarted
+
+    restarted(state, desc.run_id, own, nonces)
     summary, details = await desc.static_summary(), await desc.static_details()
     ours = {key.name for key in ALL_SEARCH_ATTRIBUTES}  # not the server's own (BuildIds, ...)
     attributes = TypedSearchAttributes(

@@ -23,11 +23,9 @@ Deterministic; no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.rules.roster import update_child, was_child
+from toolnexus_temporal.workflows.rules.roster import was_child
 from toolnexus_temporal.workflows.visibility.visibility import Log
 
 with workflow.unsafe.imports_passed_through():
@@ -76,22 +74,6 @@ def masked(s: HandleState) -> HandleState:
     infos = {c: i.model_copy(update={"nonce": None}) for c, i in s.roster.children_info.items()}
     roster = s.roster.model_copy(update={"children_info": infos})
     return s.model_copy(update={"nonce": None, "roster": roster})
-
-
-def restarted(
-    s: HandleState, run_id: str, own_nonce: str | None, child_nonces: Mapping[str, str]
-) -> None:
-    """Make the state a ``recovery`` query returned (nonces masked) the input of a run started
-    again from the terminated run ``run_id`` (``AgentRuntime.recover``): the nonces put back
-    (the handle's own, and its children's by child id, read from that run's history), the
-    run it came from recorded, and a report owed to the parent (which marked it closed
-    meanwhile)."""
-    s.nonce = own_nonce
-    for child in list(s.roster.children_info):
-        if child in child_nonces:
-            update_child(s, child, nonce=child_nonces[child])
-    s.recovered_from = run_id
-    s.report_owed = s.parent is not None
 
 
 class Trust:

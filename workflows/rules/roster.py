@@ -19,6 +19,7 @@ Plain functions over ``HandleState``; deterministic, no I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from temporalio import workflow
@@ -127,3 +128,19 @@ def compact(s: HandleState) -> list[str]:
     if keep:
         del s.trace[:keep]
     return closed
+
+
+def restarted(
+    s: HandleState, run_id: str, own_nonce: str | None, child_nonces: Mapping[str, str]
+) -> None:
+    """Make the state a ``recovery`` query returned (nonces masked) the input of a run started
+    again from the terminated run ``run_id`` (``AgentRuntime.recover``): the nonces put back
+    (the handle's own, and its children's by child id, read from that run's history), the
+    run it came from recorded, and a report owed to the parent (which marked it closed
+    meanwhile)."""
+    s.nonce = own_nonce
+    for child in list(s.roster.children_info):
+        if child in child_nonces:
+            update_child(s, child, nonce=child_nonces[child])
+    s.recovered_from = run_id
+    s.report_owed = s.parent is not None
