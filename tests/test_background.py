@@ -19,7 +19,7 @@ import httpx
 from temporalio.client import Client
 
 from tests.helpers import eventually, replay_every_run, spawn
-from tests.test_parked_history import continue_as_new_by_rejections
+from tests.parking import continue_as_new_by_rejections
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import (
     AgentDef,

@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client
 
 from tests.helpers import eventually, spawn
-from tests.test_parked_history import cli_answer, continue_as_new_by_rejections
+from tests.parking import cli_answer, continue_as_new_by_rejections
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Request, RuntimeOptions
 from toolnexus_temporal.client.audit import AuditRecord
@@ -264,7 +264,7 @@ async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
     import signal
     import uuid
 
-    from tests.test_restart import start_worker
+    from tests.workers import start_tnx_worker
     from toolnexus_temporal.client import AgentRuntime, Handle
     from toolnexus_temporal.client.testing import ScriptedLLMServer
 
@@ -282,7 +282,7 @@ async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
     task_queue = f"tq-{scope}"
     store = tmp_path / "store.sqlite"
     with ScriptedLLMServer(llm) as server:
-        first = await start_worker(
+        first = await start_tnx_worker(
             address, task_queue, server.base_url, store, registry="tests.registries:EXPIRING"
         )
         try:
@@ -297,7 +297,7 @@ async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
             first.send_signal(signal.SIGKILL)
             await first.wait()
         await asyncio.sleep(5)  # past the 4 s deadline, with no worker at all
-        second = await start_worker(
+        second = await start_tnx_worker(
             address, task_queue, server.base_url, store, registry="tests.registries:EXPIRING"
         )
         try:
@@ -326,7 +326,7 @@ async def test_expiry_survives_a_server_restart(tmp_path, store) -> None:
     import uuid
 
     from tests.conftest import MODEL
-    from tests.test_outage import free_port, start_server
+    from tests.workers import free_port, start_server
     from toolnexus_temporal.activities import LlmConfig
     from toolnexus_temporal.client import AgentRuntime
     from toolnexus_temporal.client.cluster import connect
@@ -584,7 +584,7 @@ async def test_tnx_answer_after_expiry_says_it_expired_and_tnx_audit_shows_it(
     """The shell's view of an expired Request: ``tnx answer --request`` is refused with the
     expiry (exit 1, nothing changed), ``tnx answer`` without one finds nothing pending, and
     ``tnx audit`` lists the expiry."""
-    from tests.test_cli import Cli
+    from tests.cli_support import Cli
 
     llm = one_call("quick")
     async with make_runtime(registry(AgentDef(name="w", tools=["quick"])), llm.transport()) as rt:

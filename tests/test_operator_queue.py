@@ -219,7 +219,7 @@ async def test_a_parked_handle_keeps_its_queue_entry_across_continue_as_new(
 ) -> None:
     """The attributes travel with continue-as-new; the new run neither re-stamps
     ``AgentWaitingSince`` nor loses the Request, and unsets them once answered."""
-    from tests.test_parked_history import REGISTRY, continue_as_new_by_rejections, park, script
+    from tests.parking import REGISTRY, continue_as_new_by_rejections, park, script
     from toolnexus_temporal.client import RuntimeOptions
 
     options = RuntimeOptions(continue_as_new_events=100)

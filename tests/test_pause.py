@@ -13,7 +13,7 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from tests.helpers import eventually, replay_every_run
-from tests.test_parked_history import continue_as_new_by_rejections
+from tests.parking import continue_as_new_by_rejections
 from tests.test_ticks import Recorder, guarded, inbox_of, registry, tick_block
 from toolnexus_temporal.activities import Registry, define_tool
 from toolnexus_temporal.client import (

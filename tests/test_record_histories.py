@@ -248,10 +248,10 @@ async def test_record_hardened_histories(make_runtime, client) -> None:
     root of a parked tree (a graceful close); a child terminated and reflected in its parent.
     Writes ``parked_run*.json`` and ``cancel_*_run*.json`` (every run of each workflow)."""
     from tests.helpers import eventually
+    from tests.parking import REGISTRY as PARKED_REGISTRY
+    from tests.parking import continue_as_new_by_rejections, park
+    from tests.parking import script as parked_script
     from tests.test_cancellation import registry as cancel_registry
-    from tests.test_parked_history import REGISTRY as PARKED_REGISTRY
-    from tests.test_parked_history import continue_as_new_by_rejections, park
-    from tests.test_parked_history import script as parked_script
     from toolnexus_temporal.client import Answer, RuntimeOptions
 
     HISTORIES.mkdir(exist_ok=True)

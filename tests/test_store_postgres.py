@@ -14,9 +14,9 @@ import pytest
 from temporalio.client import Client
 from typer.testing import CliRunner
 
+from tests.cli_support import Cli
 from tests.conftest import MODEL
 from tests.test_approvals import registry
-from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, StoreUnavailableError
 from toolnexus_temporal.activities.pgstore import PostgresConversationStore
 from toolnexus_temporal.cli.worker_cmd import app as worker_app

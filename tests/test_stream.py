@@ -16,9 +16,9 @@ from typing import Any, TypeVar
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from tests.cli_support import TNX, Cli
 from tests.conftest import MODEL
 from tests.helpers import accepted_updates, eventually, spawn
-from tests.test_cli import TNX, Cli
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.stream import (

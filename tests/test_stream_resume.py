@@ -19,10 +19,10 @@ import httpx
 import pytest
 from temporalio.client import Client
 
+from tests.cli_support import TNX, Cli
 from tests.conftest import MODEL
 from tests.helpers import spawn
-from tests.test_cli import TNX, Cli
-from tests.test_parked_history import continue_as_new_by_rejections, guarded
+from tests.parking import continue_as_new_by_rejections, guarded
 from tests.test_stream import LONG_REPLY, REPLY, _config, cursor_now, held
 from toolnexus_temporal.activities import Registry, define_tool
 from toolnexus_temporal.client import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.test_cli import Cli
+from tests.cli_support import Cli
 from tests.test_ticks import Recorder, registry
 
 

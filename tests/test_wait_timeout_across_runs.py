@@ -8,7 +8,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from tests.test_parked_history import continue_as_new_by_rejections
+from tests.parking import continue_as_new_by_rejections
 from tests.test_pause import Recorder, registry
 from toolnexus_temporal.client import RuntimeOptions
 
