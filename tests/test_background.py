@@ -45,6 +45,9 @@ async def guarded(ctx: ToolContext) -> Any:
     return "guarded ran"
 
 
+# Local on purpose: the ``lead``/``kid`` pair of the background-children tests (the lead's
+# budget and the kid's tools vary by test; the models ``m-lead``/``m-kid`` are what ``Held``
+# holds); no other test file uses it.
 def registry(lead_budget: Budget | None = None, kid_tools: list[str] | None = None) -> Registry:
     return Registry(
         [
