@@ -8,7 +8,9 @@ many agents or CLI processes, kills of workers or servers (multihost, outage), i
 fresh venvs, the browser, a benchmark run, and the long part of each race loop (a race test's
 loop is split by ``tests.helpers.split_loop``: its first iterations stay in the inner loop,
 the rest are ``stress``). CI (scripts/test.sh) runs everything. Shared helpers (``spawn``,
-``Gate``, ``eventually``, ``settle``) live in tests/helpers.py only."""
+``Gate``, ``eventually``, ``settle``) live in tests/helpers.py only, and what several test
+files share lives in the support modules (``SUPPORT_MODULES``): a test file never imports
+from another test file (tests/unit/test_test_support.py)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,23 @@ from toolnexus_temporal.client import AgentRuntime, RuntimeOptions
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.contract.models import Budget
 from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
+
+SUPPORT_MODULES = (
+    "tests.helpers",
+    "tests.approving",
+    "tests.cli_support",
+    "tests.expiring",
+    "tests.fixture_llm",
+    "tests.parking",
+    "tests.recorded",
+    "tests.registries",
+    "tests.streaming",
+    "tests.ticking",
+    "tests.workers",
+)
+"""The modules holding what test files share. Their ``assert``s are rewritten as a test
+module's are (a failing helper shows the values, as it did in the test file it came from)."""
+pytest.register_assert_rewrite(*SUPPORT_MODULES)
 
 MODEL = "stub-model"
 """The model name the scripted LLM answers for by default."""

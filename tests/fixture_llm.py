@@ -1,5 +1,6 @@
 """Turn the toolnexus conformance fixtures (tests/fixtures/toolnexus, MIT) into scripted LLMs,
-registries and tools, so each fixture runs as a data-driven test against a real dev server."""
+registries and tools (``FixtureLLM``, ``fixture_registry``), so each fixture runs as a
+data-driven test against a real dev server."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import httpx
 
+from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.client import AgentDef, Answer, Request
 from toolnexus_temporal.client.testing import openai_view, render, style_of, text, tool_calls
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolnexus"
@@ -142,3 +145,46 @@ class FixtureLLM:
             return render(reply, style, stream=bool(raw.get("stream")))
         finally:
             self.in_flight -= 1
+
+
+def lookup(q: str = "") -> str:
+    """returns data(<q>)"""
+    return f"data({q})"
+
+
+async def check_secret(ctx: ToolContext) -> Any:
+    """needs an approval, then returns secret-token"""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt="approve secret access?")
+    return "secret-token" if ctx.answer.ok else "no token"
+
+
+async def auto_approve(req: Request) -> Answer:
+    return Answer(id=req.id, ok=True)
+
+
+def fixture_registry(fixture: dict[str, Any]) -> Registry:
+    """The fixture's agents (its ``registry``: ``does``, ``model``, ``tools``, ``team``; a
+    ``waitFor`` agent escalates to the ``auto-approve`` interpreter) with the tools they use
+    (``lookup``, ``check_secret``)."""
+    tools = {
+        "lookup": define_tool(lookup),
+        "check_secret": define_tool(check_secret, input_schema={"type": "object"}),
+    }
+    agents = [
+        AgentDef(
+            name=name,
+            description=spec["does"],
+            model=spec["model"],
+            tools=spec.get("tools", []),
+            team=spec.get("team", []),
+            wait_for="auto-approve" if "waitFor" in spec else None,
+        )
+        for name, spec in fixture["registry"].items()
+    ]
+    used = {t for spec in fixture["registry"].values() for t in spec.get("tools", [])}
+    return Registry(
+        agents,
+        tools=[tools[name] for name in sorted(used)],
+        interpreters={"auto-approve": auto_approve},
+    )

@@ -1,13 +1,18 @@
-"""Registries importable by a separate worker process (``tnx-worker --registry
-tests.registries:APPROVALS``) in tests that stop and restart workers."""
+"""Registries shared by the tests: the constants are importable by a separate worker process
+(``tnx-worker --registry tests.registries:APPROVALS``) in tests that stop and restart
+workers; ``recording_closes`` and ``cancelling`` build registries whose close hook records
+the closed handles. Topic registries live beside their helpers (``tests/approving.py``,
+``tests/expiring.py``, ``tests/parking.py``, ``tests/ticking.py``, ``tests/fixture_llm.py``)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
-from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
+from toolnexus_temporal.activities import Registry, Tool, ToolContext, define_tool, pending
 from toolnexus_temporal.client import AgentDef
+from toolnexus_temporal.workflows.contract.messages import HookInput
 from toolnexus_temporal.workflows.contract.models import ApprovalPolicy
 
 
@@ -100,3 +105,32 @@ METRICS = Registry(
 )
 """One agent per scripted turn of the Prometheus test (``tests/test_metrics_prometheus.py``):
 a plain turn, a tool turn, an approval that waits, a budget stop."""
+
+
+def recording_closes(
+    agents: Sequence[AgentDef], closed: list[str] | None = None, tools: Sequence[Tool] = ()
+) -> Registry:
+    """``agents`` and ``tools`` with one hook under each ``on_close`` name the agents use: it
+    appends the closed handle's id to ``closed`` (when given)."""
+
+    async def record_close(event: HookInput) -> None:
+        if closed is not None:
+            closed.append(event.handle_id)
+
+    hooks = {agent.on_close: record_close for agent in agents if agent.on_close}
+    return Registry(agents, tools=tools, hooks=hooks)
+
+
+def cancelling(closed: list[str]) -> Registry:
+    """A parent that delegates to an asker whose tool needs an approval, and a plain ``chat``;
+    each records its close in ``closed`` (``tests/test_cancellation.py`` and the ``cancel``
+    recorder of the committed histories)."""
+    return recording_closes(
+        [
+            AgentDef(name="parent", team=["asker"], model="m-parent", on_close="record"),
+            AgentDef(name="asker", tools=["check_secret"], on_close="record"),
+            AgentDef(name="chat", on_close="record"),
+        ],
+        closed,
+        tools=[check_secret_tool()],
+    )

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
+from tests.expiring import expiry_registry, finished
 from tests.helpers import eventually, spawn
-from tests.test_expiry import finished, registry
 from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Handle, Request
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.models import ApprovalPolicy
@@ -21,7 +21,7 @@ def script() -> ScriptedLLM:
     return ScriptedLLM({"stub-model": [tool_calls(("slow", {})), text("done")]})
 
 
-GATED = registry(
+GATED = expiry_registry(
     AgentDef(name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]}))
 )
 """One agent whose Request only alice may answer."""

@@ -6,52 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
+from tests.approving import approvals_registry, lookup
 from tests.conftest import temporal_binary
 from tests.helpers import eventually, spawn
-from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
-from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Request
+from toolnexus_temporal.activities import Registry, define_tool
+from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-
-
-async def ask_approval(ctx: ToolContext) -> Any:
-    """Request approval before doing the risky thing."""
-    if ctx.answer is None:
-        return pending(kind="approval", prompt="need approval to proceed")
-    return "approved: " + json.dumps(ctx.answer.data or {})
-
-
-class LookupArgs(BaseModel):
-    q: str
-
-
-def lookup(args: LookupArgs) -> str:
-    """Look something up."""
-    return f"data({args.q})"
-
-
-async def approve(req: Request) -> Answer:
-    return Answer(id=req.id, ok=True, data={"by": "interpreter"})
-
-
-async def decline(req: Request) -> Answer:
-    return Answer(id=req.id, ok=False, reason="declined")
-
-
-TOOLS = [
-    define_tool(ask_approval, input_schema={"type": "object", "properties": {}}),
-    define_tool(lookup),
-]
-INTERPRETERS = {"approve": approve, "decline": decline}
-
-
-def registry(*agents: AgentDef) -> Registry:
-    return Registry(agents, tools=TOOLS, interpreters=INTERPRETERS)
-
 
 STATES = ("idle", "running", "suspended", "closed")
 ARROW = re.compile(rf"^({'|'.join(STATES)})→({'|'.join(STATES)})\b")
@@ -149,7 +112,7 @@ async def test_seed_002_example_2_inline_approval(make_runtime) -> None:
     llm = ScriptedLLM(
         {"stub-model": [tool_calls(("ask_approval", {})), text("done, approved inline")]}
     )
-    async with make_runtime(registry(worker), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(worker), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         await rt.wake(h, "do the risky thing")
         r = await rt.wait(h)
@@ -171,7 +134,7 @@ async def test_seed_002_example_2_inline_approval(make_runtime) -> None:
 async def test_seed_002_example_3_durable_approval_then_resume(make_runtime) -> None:
     worker = AgentDef(name="worker", description="does risky work", tools=["ask_approval"])
     llm = ScriptedLLM({"stub-model": [tool_calls(("ask_approval", {})), text("done, approved")]})
-    async with make_runtime(registry(worker), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(worker), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         await rt.wake(h, "do the risky thing")
         r = await rt.wait(h)
@@ -203,7 +166,7 @@ async def test_seed_002_example_3_durable_approval_then_resume(make_runtime) -> 
 async def test_declined_answer_reaches_the_model_as_an_error(make_runtime) -> None:
     worker = AgentDef(name="worker", tools=["ask_approval"], wait_for="decline")
     llm = ScriptedLLM({"stub-model": [tool_calls(("ask_approval", {})), text("ok, not doing it")]})
-    async with make_runtime(registry(worker), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(worker), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         r = await rt.run_turn(h, "go")
         assert r.text == "ok, not doing it"
@@ -213,7 +176,7 @@ async def test_declined_answer_reaches_the_model_as_an_error(make_runtime) -> No
 async def test_wrong_answer_id_is_rejected_and_changes_nothing(make_runtime, client) -> None:
     worker = AgentDef(name="worker", tools=["ask_approval"])
     llm = ScriptedLLM({"stub-model": [tool_calls(("ask_approval", {})), text("done")]})
-    async with make_runtime(registry(worker), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(worker), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         assert (await rt.run_turn(h, "go")).status == "pending"
         req = h.pending_req
@@ -239,7 +202,7 @@ async def test_wrong_answer_id_is_rejected_and_changes_nothing(make_runtime, cli
 async def test_interrupt_cancels_a_parked_request(make_runtime) -> None:
     worker = AgentDef(name="worker", tools=["ask_approval"])
     llm = ScriptedLLM({"stub-model": [tool_calls(("ask_approval", {})), text("later")]})
-    async with make_runtime(registry(worker), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(worker), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         await rt.post(h, "keep me")
         assert (await rt.run_turn(h, "go")).status == "pending"
@@ -259,7 +222,7 @@ async def test_two_tools_suspending_in_one_response_are_answered_in_turn(make_ru
             ]
         }
     )
-    async with make_runtime(registry(worker), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(worker), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         assert (await rt.run_turn(h, "go")).status == "pending"
         first = h.pending_req
@@ -280,7 +243,7 @@ async def test_two_tools_suspending_in_one_response_are_answered_in_turn(make_ru
 async def test_an_approval_answered_with_the_temporal_cli(make_runtime, env) -> None:
     worker = AgentDef(name="worker", tools=["ask_approval"])
     llm = ScriptedLLM({"stub-model": [tool_calls(("ask_approval", {})), text("cli approved")]})
-    async with make_runtime(registry(worker), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(worker), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         assert (await rt.run_turn(h, "go")).status == "pending"
         assert h.pending_req is not None
@@ -313,7 +276,7 @@ async def test_an_approval_answered_with_the_temporal_cli(make_runtime, env) -> 
 
 
 async def test_escalation_through_a_three_level_chain_names_the_grandparent(make_runtime) -> None:
-    reg = registry(
+    reg = approvals_registry(
         AgentDef(name="boss", wait_for="approve"),
         AgentDef(name="lead"),
         AgentDef(name="leaf", tools=["ask_approval"]),
@@ -330,7 +293,7 @@ async def test_escalation_through_a_three_level_chain_names_the_grandparent(make
 
 
 async def test_task_fan_out_rolls_usage_up_and_closes_children(make_runtime) -> None:
-    reg = registry(
+    reg = approvals_registry(
         AgentDef(name="coordinator", description="splits", team=["explore"]),
         AgentDef(name="explore", description="read-only research", tools=["lookup"]),
     )
@@ -374,7 +337,7 @@ async def test_task_fan_out_rolls_usage_up_and_closes_children(make_runtime) -> 
 
 
 async def test_durable_approval_through_task_parks_every_level(make_runtime) -> None:
-    reg = registry(
+    reg = approvals_registry(
         AgentDef(name="parent", team=["asker"], model="m-parent"),
         AgentDef(name="asker", description="needs approvals", tools=["ask_approval"]),
     )

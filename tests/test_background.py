@@ -19,7 +19,7 @@ import httpx
 from temporalio.client import Client
 
 from tests.helpers import eventually, replay_every_run, spawn
-from tests.test_parked_history import continue_as_new_by_rejections
+from tests.parking import continue_as_new_by_rejections
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
 from toolnexus_temporal.client import (
     AgentDef,
@@ -45,6 +45,9 @@ async def guarded(ctx: ToolContext) -> Any:
     return "guarded ran"
 
 
+# Local on purpose: the ``lead``/``kid`` pair of the background-children tests (the lead's
+# budget and the kid's tools vary by test; the models ``m-lead``/``m-kid`` are what ``Held``
+# holds); no other test file uses it.
 def registry(lead_budget: Budget | None = None, kid_tools: list[str] | None = None) -> Registry:
     return Registry(
         [

@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import urllib.parse
@@ -35,6 +34,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import MODEL, temporal_binary
+from tests.workers import free_port
 from toolnexus_temporal.activities import (
     LlmConfig,
     Registry,
@@ -78,13 +78,6 @@ REGISTRY = Registry(
     [AgentDef(name="deployer", description="Releases builds to production", tools=["release"])],
     tools=[define_tool(release, input_schema={"type": "object", "properties": {}})],
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")

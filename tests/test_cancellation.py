@@ -11,7 +11,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.helpers import Gate, eventually, spawn
-from tests.registries import check_secret_tool
+from tests.registries import cancelling
 from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.client import (
     AgentDef,
@@ -23,21 +23,6 @@ from toolnexus_temporal.client import (
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.contract.messages import HookInput
 from toolnexus_temporal.workflows.contract.names import AGENT_STATE
-
-
-def registry(closed: list[str]) -> Registry:
-    async def record_close(event: HookInput) -> None:
-        closed.append(event.handle_id)
-
-    return Registry(
-        [
-            AgentDef(name="parent", team=["asker"], model="m-parent", on_close="record"),
-            AgentDef(name="asker", tools=["check_secret"], on_close="record"),
-            AgentDef(name="chat", on_close="record"),
-        ],
-        tools=[check_secret_tool()],
-        hooks={"record": record_close},
-    )
 
 
 async def completed(client: Client, workflow_id: str) -> None:
@@ -58,7 +43,7 @@ async def test_cancelling_the_root_closes_the_parked_tree(make_runtime, client) 
             "stub-model": [tool_calls(("check_secret", {})), text("idle one")],
         }
     )
-    async with make_runtime(registry(closed), llm.transport()) as rt:
+    async with make_runtime(cancelling(closed), llm.transport()) as rt:
         parent = await spawn(rt, rt.root, "parent")
         idle = await spawn(rt, rt.root, "chat")
         assert (await rt.run_turn(parent, "go")).status == "pending"
@@ -83,7 +68,7 @@ async def test_cancelling_a_running_handle_lets_its_turn_finish(make_runtime, cl
     gate = Gate()
     options = RuntimeOptions(shutdown_ms=60_000)  # the close's grace for a running turn
     async with make_runtime(
-        registry(closed), httpx.MockTransport(gate.handle), options=options
+        cancelling(closed), httpx.MockTransport(gate.handle), options=options
     ) as rt:
         h = await spawn(rt, rt.root, "chat")
         await rt.wake(h, "work")
@@ -112,7 +97,7 @@ async def test_cancelling_a_running_handle_lets_its_turn_finish(make_runtime, cl
 
 async def test_a_new_runtime_refuses_to_orphan_running_handles(make_runtime, client) -> None:
     llm = ScriptedLLM({"stub-model": []})
-    async with make_runtime(registry([]), llm.transport()) as rt:
+    async with make_runtime(cancelling([]), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "chat")
         await client.get_workflow_handle(rt.workflow_id("root")).terminate("test")
         again = AgentRuntime(client, task_queue=rt.task_queue, scope=rt.scope)
@@ -200,7 +185,7 @@ async def test_a_runtime_started_right_after_cancelling_the_root_gets_a_new_root
     and starts a new root: its spawns work (before: it attached to the closing root and every
     spawn was refused "parent closed")."""
     llm = ScriptedLLM({"stub-model": [text("idle one")] * 10})
-    async with make_runtime(registry([]), llm.transport()) as rt:
+    async with make_runtime(cancelling([]), llm.transport()) as rt:
         for _ in range(3):
             await spawn(rt, rt.root, "chat")
             await client.get_workflow_handle(rt.workflow_id("root")).cancel()

@@ -7,85 +7,25 @@ worker lives on the test's event loop and must keep serving while the CLI runs.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import re
-import sys
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
+from tests.cli_support import Cli
 from tests.helpers import Gate
 from toolnexus_temporal.activities import Registry
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, RuntimeOptions
+from toolnexus_temporal.client import AgentDef, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, text
-
-TNX = Path(sys.executable).parent / "tnx"
 
 AGENTS = [
     AgentDef(name="coordinator", description="splits and delegates"),
     AgentDef(name="explore", description="read-only research"),
     AgentDef(name="peer", description="team member"),
 ]
-
-ENV_KEYS = ("TEMPORAL_", "TNX_")
-
-
-@dataclass
-class Run:
-    """One finished ``tnx`` run."""
-
-    args: tuple[str, ...]
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-    def __str__(self) -> str:
-        return f"tnx {' '.join(self.args)} -> {self.code}\nstdout:\n{self.out}\nstderr:\n{self.err}"
-
-
-class Cli:
-    """Runs ``tnx`` against a test runtime (its address, scope and task queue, via the
-    environment variables the CLI reads)."""
-
-    def __init__(self, env: Any, rt: AgentRuntime, store: Path | None = None) -> None:
-        base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_KEYS)}
-        self.environ = {
-            **base,
-            "TEMPORAL_ADDRESS": env.client.service_client.config.target_host,
-            "TNX_SCOPE": rt.scope or "",
-            "TNX_TASK_QUEUE": rt.task_queue,
-            "COLUMNS": "100",
-        }
-        if store is not None:
-            self.environ["TNX_STORE"] = str(store)
-
-    async def __call__(self, *args: str, columns: int = 100) -> Run:
-        proc = await asyncio.create_subprocess_exec(
-            str(TNX),
-            *args,
-            env={**self.environ, "COLUMNS": str(columns)},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        out, err = await asyncio.wait_for(proc.communicate(), 90)
-        assert proc.returncode is not None
-        run = Run(args, proc.returncode, out.decode(), err.decode())
-        assert "Traceback" not in run.err, run
-        return run
-
-    async def ok(self, *args: str, columns: int = 100) -> Run:
-        run = await self(*args, columns=columns)
-        assert run.code == 0, run
-        return run
 
 
 def fits(output: str, width: int) -> bool:

@@ -15,8 +15,6 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,32 +22,14 @@ import pytest
 from temporalio.client import Client
 from typer.testing import CliRunner
 
-from tests.registries import APPROVALS
-from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
+from tests.cli_support import ENV_KEYS, cli_env
+from tests.workers import free_port, worker_on
 from toolnexus_temporal.cli.app import app
 from toolnexus_temporal.client import AgentRuntime, Handle, NoWorkerError, reachability
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.worker import create_worker
 
 NO_WORKER_BOUND_S = 2.0
 """Issue 14: "the CLI's no-worker errors take under 2 s in a test"."""
-
-ENV_KEYS = ("TEMPORAL_", "TNX_")
-
-
-def cli_env(client: Client, scope: str, task_queue: str) -> dict[str, str | None]:
-    """The environment a ``tnx`` run reads: this test's server, scope and task queue (and
-    nothing of the caller's)."""
-    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(ENV_KEYS)}
-    env.update(
-        {
-            "TEMPORAL_ADDRESS": client.service_client.config.target_host,
-            "TNX_SCOPE": scope,
-            "TNX_TASK_QUEUE": task_queue,
-            "COLUMNS": "200",
-        }
-    )
-    return env
 
 
 async def tnx(env: dict[str, str | None], *args: str) -> tuple[Any, float]:
@@ -110,25 +90,6 @@ async def test_every_verb_fails_at_once_without_a_worker(client: Client) -> None
     assert result.exit_code == 0, result.output
     assert "no suspended agents" in result.stdout and "no worker polls" in result.stderr
     assert took < NO_WORKER_BOUND_S, took
-
-
-@asynccontextmanager
-async def worker_on(
-    client: Client, task_queue: str, llm: ScriptedLLM, store: Path
-) -> AsyncIterator[None]:
-    """An in-process worker serving ``task_queue`` with the APPROVALS registry."""
-    async with (
-        create_worker(
-            client,
-            registry=APPROVALS,
-            llm=LlmConfig(base_url="http://mock.local/v1", model="stub-model"),
-            task_queue=task_queue,
-            store=SqliteConversationStore(store),
-            transport=llm.transport(),
-        ) as worker,
-        worker,
-    ):
-        yield
 
 
 async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_path: Path) -> None:
@@ -203,12 +164,9 @@ async def test_every_verb_answers_at_once_right_after_the_worker_stopped(
 
 
 def test_worker_without_a_server_says_so_in_one_line(tmp_path: Path) -> None:
-    import socket
     import subprocess
 
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_KEYS)}
     worker = Path(sys.executable).parent / "tnx-worker"
     done = subprocess.run(
@@ -242,11 +200,7 @@ def test_worker_without_a_server_says_so_in_one_line(tmp_path: Path) -> None:
 
 
 async def test_tnx_without_a_server_says_so_in_one_line() -> None:
-    import socket
-
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()  # a port nothing listens on
     env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(ENV_KEYS)}
     env["TEMPORAL_ADDRESS"] = f"127.0.0.1:{port}"
     for args in (("ls",), ("pending",), ("answer", "root/a.1", "--approve", "--request", "x#1")):

@@ -11,8 +11,8 @@ import sys
 import time
 from typing import Any
 
+from tests.cli_support import TNX, Cli
 from tests.registries import APPROVALS
-from tests.test_cli import TNX, Cli
 from toolnexus_temporal.client import Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 

@@ -25,10 +25,11 @@ from temporalio.api.history.v1 import History
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowQueryFailedError
 
+from tests.cli_support import Cli
 from tests.conftest import MODEL, temporal_binary
 from tests.helpers import eventually
 from tests.registries import check_secret_tool
-from tests.test_cli import Cli
+from tests.workers import start_tnx_worker
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.activities.store import SqliteConversationStore
 from toolnexus_temporal.cli.codec_server import CodecServer
@@ -499,29 +500,16 @@ async def test_tnx_worker_encrypts_with_its_codec_keys(client: Client, tmp_path:
     scope = f"t-{uuid.uuid4().hex[:10]}"
     llm = ScriptedLLM({MODEL: [text(m["final"])]})
     with ScriptedLLMServer(llm) as llm_server:
-        proc = await asyncio.create_subprocess_exec(
-            worker_bin,
-            "--registry",
-            "tests.registries:APPROVALS",
-            "--address",
+        proc = await start_tnx_worker(
             client.service_client.config.target_host,
-            "--task-queue",
             f"tq-{scope}",
-            "--llm-base-url",
             llm_server.base_url,
-            "--model",
-            MODEL,
-            "--store",
-            str(tmp_path / "store.sqlite"),
-            cwd=root,
+            tmp_path / "store.sqlite",
+            model=MODEL,
+            ready=lambda line: b"codec=aes-256-gcm key=w1" in line,
             env={**env, "TNX_CODEC_KEYS": f"w1:{base64.b64encode(KEY_B).decode()}"},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
         )
         try:
-            assert proc.stdout is not None
-            line = await asyncio.wait_for(proc.stdout.readline(), 60)
-            assert b"codec=aes-256-gcm key=w1" in line, line
             codec = AesGcmCodec({"w1": KEY_B})
             rt = await AgentRuntime(
                 with_codec(client, codec), task_queue=f"tq-{scope}", scope=scope

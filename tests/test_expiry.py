@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
+from tests.expiring import expiry_registry, finished
 from tests.helpers import eventually, spawn
-from tests.test_parked_history import cli_answer, continue_as_new_by_rejections
+from tests.parking import cli_answer, continue_as_new_by_rejections
 from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
-from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Request, RuntimeOptions
+from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, RuntimeOptions
 from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -27,49 +28,8 @@ GRANULARITY_MS = 1_000
 """One timer granularity: the deadline of an expiring Request is met within this."""
 
 
-async def quick(ctx: ToolContext) -> Any:
-    """Needs an approval that expires 1.5 s after it is asked."""
-    if ctx.answer is None:
-        return pending(kind="approval", prompt="deploy?", timeout_ms=1_500)
-    return "deployed " + json.dumps(ctx.answer.data or {})
-
-
-async def slow(ctx: ToolContext) -> Any:
-    """Needs an approval (the agent's policy sets any timeout)."""
-    if ctx.answer is None:
-        return pending(kind="approval", prompt="delete?")
-    return "deleted " + json.dumps(ctx.answer.data or {})
-
-
-async def approve(req: Request) -> Answer:
-    return Answer(id=req.id, ok=True, data={"via": "escalation"})
-
-
-TOOLS = [
-    define_tool(quick, input_schema={"type": "object", "properties": {}}),
-    define_tool(slow, input_schema={"type": "object", "properties": {}}),
-]
-
-
-def registry(*agents: AgentDef) -> Registry:
-    return Registry(agents, tools=TOOLS, interpreters={"approve": approve})
-
-
 def one_call(tool: str, reply: str = "finished") -> ScriptedLLM:
     return ScriptedLLM({"stub-model": [tool_calls((tool, {})), text(reply)]})
-
-
-async def finished(rt: Any, h: Any, within_s: float = 15) -> Any:
-    """The result of ``h``'s turn once it no longer waits on a Request (``wait`` on a
-    suspended handle returns ``pending`` at once)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within_s
-    while loop.time() < deadline:
-        r = await rt.wait(h, timeout_ms=2_000)
-        if r.status not in ("pending", "timeout"):
-            return r
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{h.id} still waits: {r}")
 
 
 def tool_message(llm: ScriptedLLM) -> str:
@@ -90,7 +50,9 @@ def lateness_ms(record: AuditRecord, expires_at: str) -> int:
 
 async def test_request_expires_and_the_model_sees_it_declined(make_runtime) -> None:
     llm = one_call("quick")
-    async with make_runtime(registry(AgentDef(name="w", tools=["quick"])), llm.transport()) as rt:
+    async with make_runtime(
+        expiry_registry(AgentDef(name="w", tools=["quick"])), llm.transport()
+    ) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.status == "pending" and r.pending is not None
@@ -120,7 +82,7 @@ async def test_agent_timeout_expires_across_continue_as_new(make_runtime, client
     llm = one_call("slow")
     agent = AgentDef(name="w", tools=["slow"], approval=ApprovalPolicy(timeout_ms=6_000))
     options = RuntimeOptions(continue_as_new_events=100)
-    async with make_runtime(registry(agent), llm.transport(), options=options) as rt:
+    async with make_runtime(expiry_registry(agent), llm.transport(), options=options) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.status == "pending" and r.pending is not None
@@ -162,7 +124,7 @@ async def test_escalation_to_an_interpreter_for_the_parent(make_runtime) -> None
         tools=["slow"],
         approval=ApprovalPolicy(escalate=Escalation(after_ms=1_000, interpreter="approve")),
     )
-    async with make_runtime(registry(agent), llm.transport()) as rt:
+    async with make_runtime(expiry_registry(agent), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.status == "pending"
@@ -183,7 +145,7 @@ async def test_escalation_to_a_named_operator_queue(make_runtime, client: Client
         tools=["slow"],
         approval=ApprovalPolicy(escalate=Escalation(after_ms=500, queue="ops-oncall")),
     )
-    async with make_runtime(registry(agent), llm.transport()) as rt:
+    async with make_runtime(expiry_registry(agent), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.status == "pending" and r.pending is not None
@@ -218,7 +180,7 @@ async def test_approvers_refuse_loudly_and_the_audit_names_each_sender(
     agent = AgentDef(
         name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
     )
-    async with make_runtime(registry(agent), llm.transport()) as rt:
+    async with make_runtime(expiry_registry(agent), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.pending is not None
@@ -264,7 +226,7 @@ async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
     import signal
     import uuid
 
-    from tests.test_restart import start_worker
+    from tests.workers import start_tnx_worker
     from toolnexus_temporal.client import AgentRuntime, Handle
     from toolnexus_temporal.client.testing import ScriptedLLMServer
 
@@ -282,7 +244,7 @@ async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
     task_queue = f"tq-{scope}"
     store = tmp_path / "store.sqlite"
     with ScriptedLLMServer(llm) as server:
-        first = await start_worker(
+        first = await start_tnx_worker(
             address, task_queue, server.base_url, store, registry="tests.registries:EXPIRING"
         )
         try:
@@ -297,7 +259,7 @@ async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
             first.send_signal(signal.SIGKILL)
             await first.wait()
         await asyncio.sleep(5)  # past the 4 s deadline, with no worker at all
-        second = await start_worker(
+        second = await start_tnx_worker(
             address, task_queue, server.base_url, store, registry="tests.registries:EXPIRING"
         )
         try:
@@ -326,7 +288,7 @@ async def test_expiry_survives_a_server_restart(tmp_path, store) -> None:
     import uuid
 
     from tests.conftest import MODEL
-    from tests.test_outage import free_port, start_server
+    from tests.workers import free_port, start_server
     from toolnexus_temporal.activities import LlmConfig
     from toolnexus_temporal.client import AgentRuntime
     from toolnexus_temporal.client.cluster import connect
@@ -342,7 +304,7 @@ async def test_expiry_survives_a_server_restart(tmp_path, store) -> None:
         async with (
             create_worker(
                 client,
-                registry=registry(agent),
+                registry=expiry_registry(agent),
                 llm=LlmConfig(base_url="http://mock.local/v1", model=MODEL),
                 task_queue=task_queue,
                 store=store,
@@ -377,7 +339,7 @@ async def test_each_request_escalates_on_its_own(make_runtime, client: Client) -
         tools=["slow"],
         approval=ApprovalPolicy(escalate=Escalation(after_ms=300, interpreter="approve")),
     )
-    async with make_runtime(registry(agent), llm.transport()) as rt:
+    async with make_runtime(expiry_registry(agent), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "w")
         await rt.wake(h, "go")
         r = await finished(rt, h)
@@ -448,7 +410,7 @@ async def test_a_refused_approver_changes_nothing_by_signal_or_through_the_paren
             "stub-model": [tool_calls(("slow", {})), text("child done")],
         }
     )
-    reg = registry(
+    reg = expiry_registry(
         AgentDef(name="parent", description="delegates", team=["w"], model="m-parent"),
         AgentDef(
             name="w",
@@ -495,7 +457,7 @@ async def test_the_audit_finds_each_sender_in_the_run_that_recorded_it(
     )
     options = RuntimeOptions(continue_as_new_events=100)
     async with make_runtime(
-        registry(AgentDef(name="w", tools=["slow"])), llm.transport(), options=options
+        expiry_registry(AgentDef(name="w", tools=["slow"])), llm.transport(), options=options
     ) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
@@ -539,7 +501,7 @@ async def test_a_queue_escalation_survives_continue_as_new(make_runtime, client:
         approval=ApprovalPolicy(escalate=Escalation(after_ms=300, queue="ops-night")),
     )
     options = RuntimeOptions(continue_as_new_events=100)
-    async with make_runtime(registry(agent), llm.transport(), options=options) as rt:
+    async with make_runtime(expiry_registry(agent), llm.transport(), options=options) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.pending is not None
@@ -584,10 +546,12 @@ async def test_tnx_answer_after_expiry_says_it_expired_and_tnx_audit_shows_it(
     """The shell's view of an expired Request: ``tnx answer --request`` is refused with the
     expiry (exit 1, nothing changed), ``tnx answer`` without one finds nothing pending, and
     ``tnx audit`` lists the expiry."""
-    from tests.test_cli import Cli
+    from tests.cli_support import Cli
 
     llm = one_call("quick")
-    async with make_runtime(registry(AgentDef(name="w", tools=["quick"])), llm.transport()) as rt:
+    async with make_runtime(
+        expiry_registry(AgentDef(name="w", tools=["quick"])), llm.transport()
+    ) as rt:
         tnx = Cli(env, rt)
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
@@ -609,7 +573,9 @@ async def test_the_audit_keeps_a_bounded_copy_of_large_answer_data(make_runtime)
     """The tool gets an Answer's 300 KB of data whole; the audit entry (in the handle's
     state) keeps its first 2,000 characters of JSON and its length."""
     llm = one_call("slow", "deleted with a big answer")
-    async with make_runtime(registry(AgentDef(name="w", tools=["slow"])), llm.transport()) as rt:
+    async with make_runtime(
+        expiry_registry(AgentDef(name="w", tools=["slow"])), llm.transport()
+    ) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.pending is not None
@@ -661,7 +627,7 @@ async def test_an_approver_gated_answer_reads_its_principal_and_falls_back(
         name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"approval": ["alice"]})
     )
     free = AgentDef(name="free", tools=["slow"], model="m-free")
-    async with make_runtime(registry(gated, free), llm.transport()) as rt:
+    async with make_runtime(expiry_registry(gated, free), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "w")
         wid = rt.workflow_id(h.id)
         r = await rt.run_turn(h, "go")
@@ -725,7 +691,7 @@ async def test_an_unreadable_history_refuses_the_answer(
     agent = AgentDef(
         name="w", tools=["slow"], approval=ApprovalPolicy(approvers={"slow": ["alice"]})
     )
-    async with make_runtime(registry(agent), llm.transport()) as rt:
+    async with make_runtime(expiry_registry(agent), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.pending is not None
@@ -769,7 +735,7 @@ async def test_the_lookup_reads_encrypted_answers_with_the_workers_codec(
     async with (
         create_worker(
             secure,
-            registry=registry(agent),
+            registry=expiry_registry(agent),
             llm=LlmConfig(base_url="http://mock.local/v1", model="stub-model"),
             task_queue=f"tq-{scope}",
             store=store,

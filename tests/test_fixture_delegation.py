@@ -8,52 +8,11 @@ import json
 import re
 from typing import Any
 
-from tests.fixture_llm import FixtureLLM, load_fixture
-from toolnexus_temporal.activities import Registry, ToolContext, define_tool, pending
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, Handle, Request
+from tests.fixture_llm import FixtureLLM, fixture_registry, load_fixture
+from toolnexus_temporal.client import AgentRuntime, Answer, Handle
 
 STATES = "idle|running|suspended|closed"
 ARROW = re.compile(rf"^(?:{STATES})?→(?:{STATES})")
-
-
-def lookup(q: str = "") -> str:
-    """returns data(<q>)"""
-    return f"data({q})"
-
-
-async def check_secret(ctx: ToolContext) -> Any:
-    """needs an approval, then returns secret-token"""
-    if ctx.answer is None:
-        return pending(kind="approval", prompt="approve secret access?")
-    return "secret-token" if ctx.answer.ok else "no token"
-
-
-async def auto_approve(req: Request) -> Answer:
-    return Answer(id=req.id, ok=True)
-
-
-def fixture_registry(fixture: dict[str, Any]) -> Registry:
-    tools = {
-        "lookup": define_tool(lookup),
-        "check_secret": define_tool(check_secret, input_schema={"type": "object"}),
-    }
-    agents = [
-        AgentDef(
-            name=name,
-            description=spec["does"],
-            model=spec["model"],
-            tools=spec.get("tools", []),
-            team=spec.get("team", []),
-            wait_for="auto-approve" if "waitFor" in spec else None,
-        )
-        for name, spec in fixture["registry"].items()
-    ]
-    used = {t for spec in fixture["registry"].values() for t in spec.get("tools", [])}
-    return Registry(
-        agents,
-        tools=[tools[name] for name in sorted(used)],
-        interpreters={"auto-approve": auto_approve},
-    )
 
 
 def transitions(lines: list[str], handle_id: str) -> list[str]:

@@ -18,7 +18,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import temporal_binary
-from tests.test_parked_history import (
+from tests.parking import (
     REGISTRY,
     cli_answer,
     cli_flood,

@@ -14,6 +14,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from tests.conftest import rt_transcript, temporal_binary
 from tests.helpers import Gate, spawn
+from tests.registries import recording_closes
 from toolnexus_temporal.activities import Registry
 from toolnexus_temporal.client import AgentDef, InboxItem, VerbRejectedError
 from toolnexus_temporal.client.testing import ScriptedLLM, text
@@ -27,16 +28,8 @@ AGENTS = [
 ]
 
 
-def registry(closed: list[str] | None = None) -> Registry:
-    async def record_close(event: HookInput) -> None:
-        if closed is not None:
-            closed.append(event.handle_id)
-
-    return Registry(AGENTS, hooks={"record_close": record_close})
-
-
 async def test_ids_are_parent_scoped_and_count_across_names(make_runtime) -> None:
-    async with make_runtime(registry(), ScriptedLLM({}).transport()) as rt:
+    async with make_runtime(recording_closes(AGENTS), ScriptedLLM({}).transport()) as rt:
         coord = await spawn(rt, rt.root, "coordinator")
         kids = [await spawn(rt, coord, name) for name in ("explore", "peer", "explore")]
         assert [k.id for k in kids] == [
@@ -63,7 +56,7 @@ async def test_ids_are_parent_scoped_and_count_across_names(make_runtime) -> Non
 
 async def test_inbox_block_renders_provenance_and_coalesces_ticks(make_runtime) -> None:
     llm = ScriptedLLM({"stub-model": [text("ok")]})
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(recording_closes(AGENTS), llm.transport()) as rt:
         peer = await spawn(rt, rt.root, "peer")
         for item in (
             InboxItem(from_="root/coordinator.1", channel="peer", text="update 1"),
@@ -88,7 +81,7 @@ async def test_inbox_cap_rejects_loudly(make_runtime) -> None:
     from toolnexus_temporal.client import RuntimeOptions
 
     async with make_runtime(
-        registry(), ScriptedLLM({}).transport(), options=RuntimeOptions(inbox_cap=2)
+        recording_closes(AGENTS), ScriptedLLM({}).transport(), options=RuntimeOptions(inbox_cap=2)
     ) as rt:
         peer = await spawn(rt, rt.root, "peer")
         assert (await rt.post(peer, "1")).ok
@@ -101,7 +94,7 @@ async def test_inbox_cap_rejects_loudly(make_runtime) -> None:
 
 async def test_interrupt_mid_llm_call_restores_the_inbox(make_runtime, store) -> None:
     gate = Gate()
-    async with make_runtime(registry(), httpx.MockTransport(gate.handle)) as rt:
+    async with make_runtime(recording_closes(AGENTS), httpx.MockTransport(gate.handle)) as rt:
         slow = await spawn(rt, rt.root, "slow")
         await rt.post(slow, "for later")
         await rt.wake(slow, "work slowly")
@@ -146,7 +139,7 @@ async def test_interrupt_mid_llm_call_restores_the_inbox(make_runtime, store) ->
 async def test_close_cascade_is_leaf_first_and_close_is_not_loss(make_runtime) -> None:
     closed: list[str] = []
     llm = ScriptedLLM({"stub-model": [text("before close")]})
-    async with make_runtime(registry(closed), llm.transport()) as rt:
+    async with make_runtime(recording_closes(AGENTS, closed), llm.transport()) as rt:
         coord = await spawn(rt, rt.root, "coordinator")
         child = await spawn(rt, coord, "peer")
         grandchild = await spawn(rt, child, "peer")
@@ -186,7 +179,7 @@ async def test_close_cascade_is_leaf_first_and_close_is_not_loss(make_runtime) -
 
 async def test_close_lets_a_running_turn_finish_within_the_grace(make_runtime) -> None:
     gate = Gate()
-    async with make_runtime(registry(), httpx.MockTransport(gate.handle)) as rt:
+    async with make_runtime(recording_closes(AGENTS), httpx.MockTransport(gate.handle)) as rt:
         slow = await spawn(rt, rt.root, "slow")
         await rt.wake(slow, "work")
         await asyncio.wait_for(gate.entered.wait(), 10)
@@ -200,7 +193,7 @@ async def test_close_lets_a_running_turn_finish_within_the_grace(make_runtime) -
 
 async def test_forced_close_aborts_the_turn_first(make_runtime) -> None:
     gate = Gate()
-    async with make_runtime(registry(), httpx.MockTransport(gate.handle)) as rt:
+    async with make_runtime(recording_closes(AGENTS), httpx.MockTransport(gate.handle)) as rt:
         slow = await spawn(rt, rt.root, "slow")
         await rt.wake(slow, "work")
         waiter = asyncio.create_task(rt.wait(slow))
@@ -214,7 +207,7 @@ async def test_forced_close_aborts_the_turn_first(make_runtime) -> None:
 
 async def test_a_signal_from_the_temporal_cli_binary_drives_the_handle(make_runtime, env) -> None:
     llm = ScriptedLLM({"stub-model": [text("from the shell")]})
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(recording_closes(AGENTS), llm.transport()) as rt:
         peer = await spawn(rt, rt.root, "peer")
         address = env.client.service_client.config.target_host
         wf_id = rt.workflow_id(peer.id)
@@ -277,7 +270,7 @@ async def test_a_signal_from_the_temporal_cli_binary_drives_the_handle(make_runt
 
 async def test_search_attributes_follow_the_state(make_runtime, client) -> None:
     gate = Gate()
-    async with make_runtime(registry(), httpx.MockTransport(gate.handle)) as rt:
+    async with make_runtime(recording_closes(AGENTS), httpx.MockTransport(gate.handle)) as rt:
         slow = await spawn(rt, rt.root, "slow")
         await rt.wake(slow, "work")
         await asyncio.wait_for(gate.entered.wait(), 10)
@@ -313,7 +306,7 @@ async def test_search_attributes_follow_the_state(make_runtime, client) -> None:
 
 async def test_transcript_reads_through_the_store(make_runtime, store) -> None:
     llm = ScriptedLLM({"stub-model": [text("one"), text("two")]})
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(recording_closes(AGENTS), llm.transport()) as rt:
         rt.store = store
         peer = await spawn(rt, rt.root, "peer")
         await rt.run_turn(peer, "a")

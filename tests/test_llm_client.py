@@ -12,9 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fixture_llm import FixtureLLM, load_fixture
+from tests.fixture_llm import FixtureLLM, fixture_registry, load_fixture
 from tests.helpers import spawn
-from tests.test_fixture_delegation import fixture_registry
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.client import AgentDef, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, render, style_of, text, tool_calls
@@ -27,6 +26,8 @@ def lookup(q: str) -> str:
     return f"data({q})"
 
 
+# Local on purpose: one agent ``worker`` whose ``AgentDef`` fields each test overrides (its
+# LLM settings), with this file's ``lookup``; no other test file builds it.
 def registry(**overrides: Any) -> Registry:
     return Registry(
         [AgentDef(name="worker", system_prompt="be brief", tools=["lookup"], **overrides)],

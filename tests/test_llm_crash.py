@@ -5,7 +5,6 @@ time with no model call started past it."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 import uuid
@@ -15,38 +14,25 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers import eventually, spawn
+from tests.workers import start_worker_process
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Budget
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.contract.models import RuntimeOptions
 
-ROOT = Path(__file__).resolve().parent.parent
 MODEL = "stub-model"
 
 
 async def start_crash_worker(
     address: str, queue: str, base_url: str, store: Path, marker: Path, mode: str
 ) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
+    return await start_worker_process(
         sys.executable,
-        "-m",
-        "tests.crash_worker",
-        address,
-        queue,
-        base_url,
-        str(store),
-        str(marker),
-        mode,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        *("-m", "tests.crash_worker", address, queue, base_url),
+        *(str(store), str(marker), mode),
+        ready=b"ready",
     )
-    assert proc.stdout is not None
-    line = await asyncio.wait_for(proc.stdout.readline(), 60)
-    assert line.startswith(b"ready"), line
-    return proc
 
 
 async def kill9(proc: asyncio.subprocess.Process) -> None:

@@ -5,18 +5,13 @@ is stopped (before: ``tnx ls`` went to 7233 and suggested ``tnx server start``).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.workers import free_port
+
 TNX = str(Path(sys.executable).parent / "tnx")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def tnx(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:

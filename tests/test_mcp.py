@@ -21,7 +21,8 @@ from temporalio.client import Client
 
 from tests.conftest import MODEL, RuntimeFactory
 from tests.helpers import eventually, spawn
-from tests.test_parked_history import cli_answer
+from tests.parking import cli_answer
+from tests.workers import free_port
 from toolnexus_temporal.activities import Registry, RegistryError, define_tool
 from toolnexus_temporal.activities.mcp import FAILED_LISTING_HOLD_S, McpPool, offered_name
 from toolnexus_temporal.client import AgentDef, Answer, McpServer
@@ -497,8 +498,6 @@ async def test_a_tool_name_the_server_lacks_is_not_a_metric_label() -> None:
     of the SDK runtime. The ``execute_tool`` span names follow the same rule (OpenTelemetry
     span names are low-cardinality): ``execute_tool time__(unknown)``; its
     ``gen_ai.tool.name`` keeps the name called."""
-    import socket
-
     import httpx
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -514,9 +513,7 @@ async def test_a_tool_name_the_server_lacks_is_not_a_metric_label() -> None:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     token = telemetry.ACTIVE_TRACER.set(provider.get_tracer("test"))
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     runtime = metrics_runtime("127.0.0.1", port)
     env = ActivityEnvironment()
     env.metric_meter = runtime.metric_meter

@@ -15,7 +15,6 @@ that turn only (the workflow meter skips replay).
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,6 +26,7 @@ from temporalio.client import Client
 
 from tests.helpers import eventually, spawn
 from tests.multihost import WorkerProcess
+from tests.workers import free_port
 from toolnexus_temporal.client import AgentRuntime, Answer
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
 from toolnexus_temporal.workflows.contract.models import Budget
@@ -35,13 +35,6 @@ pytestmark = pytest.mark.prometheus
 
 PROMETHEUS = Path("/usr/bin/prometheus")
 WITHIN_S = 60.0
-
-
-def free_port() -> int:
-    """A loopback port free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Prom:

@@ -14,9 +14,9 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.approving import WORKER, approvals_registry
 from tests.conftest import temporal_binary
 from tests.helpers import settle, spawn
-from tests.test_approvals import registry
 from toolnexus_temporal.client import AgentDef, AgentRuntime
 from toolnexus_temporal.client.errors import SearchAttributesMissingError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -30,8 +30,6 @@ from toolnexus_temporal.workflows.contract.names import (
     ROOT_ID,
 )
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState
-
-WORKER = AgentDef(name="worker", description="does risky work", tools=["ask_approval"])
 
 
 async def metadata(client: Client, wf_id: str) -> WorkflowMetadata:
@@ -56,7 +54,7 @@ async def queue(client: Client, scope: str) -> list[str]:
 
 async def test_a_parked_agent_is_in_the_queue_with_its_request(make_runtime, client) -> None:
     llm = ScriptedLLM({"stub-model": [tool_calls(("ask_approval", {})), text("deployed")]})
-    async with make_runtime(registry(WORKER), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(WORKER), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         wf_id = rt.workflow_id(h.id)
         await rt.wake(h, "deploy")
@@ -120,7 +118,7 @@ async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, cli
             ]
         }
     )
-    async with make_runtime(registry(boss, WORKER), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(boss, WORKER), llm.transport()) as rt:
         b = await spawn(rt, rt.root, "boss")
         await rt.wake(b, "go")
         r = await rt.wait(b)
@@ -144,7 +142,7 @@ async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, cli
 
 async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client) -> None:
     llm = ScriptedLLM({"stub-model": [text("one")]})
-    async with make_runtime(registry(WORKER), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(WORKER), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "worker")
         wf_id = rt.workflow_id(h.id)
         await client.get_workflow_handle(wf_id).signal("answer", {"id": f"{h.id}#5", "ok": True})
@@ -164,7 +162,7 @@ async def test_a_rejection_in_the_first_workflow_task_is_shown(make_runtime, cli
     """A wrong answer that lands in a run's first workflow task (seen under load right after
     a spawn; forced here by signal-with-start): the run's first publish is no state change
     and keeps it on the page."""
-    async with make_runtime(registry(WORKER), ScriptedLLM({}).transport()) as rt:
+    async with make_runtime(approvals_registry(WORKER), ScriptedLLM({}).transport()) as rt:
         scope = f"{rt.scope}-first"
         state = HandleState(id=ROOT_ID, scope=scope, task_queue=rt.task_queue)
         wf_id = f"{scope}/{ROOT_ID}"
@@ -219,7 +217,7 @@ async def test_a_parked_handle_keeps_its_queue_entry_across_continue_as_new(
 ) -> None:
     """The attributes travel with continue-as-new; the new run neither re-stamps
     ``AgentWaitingSince`` nor loses the Request, and unsets them once answered."""
-    from tests.test_parked_history import REGISTRY, continue_as_new_by_rejections, park, script
+    from tests.parking import REGISTRY, continue_as_new_by_rejections, park, script
     from toolnexus_temporal.client import RuntimeOptions
 
     options = RuntimeOptions(continue_as_new_events=100)

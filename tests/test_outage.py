@@ -5,44 +5,23 @@ turn's result, instead of dying with ``RPCError: tcp connect error``."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import uuid
 from pathlib import Path
 
 import httpx
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
 
-from tests.conftest import MODEL, temporal_binary
+from tests.conftest import MODEL
 from tests.helpers import Gate, spawn
+from tests.workers import free_port, start_server
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef, AgentRuntime
 from toolnexus_temporal.client.cluster import connect
 from toolnexus_temporal.worker import create_worker
-from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
 
 OUTAGE_S = 5.0
 """How long the server stays down, s (the issue saw 10-30 s; the retry has no such bound)."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def start_server(port: int, db: Path) -> WorkflowEnvironment:
-    return await WorkflowEnvironment.start_local(
-        port=port,
-        dev_server_existing_path=temporal_binary(),
-        data_converter=pydantic_data_converter,
-        search_attributes=ALL_SEARCH_ATTRIBUTES,
-        dev_server_log_level="error",
-        dev_server_extra_args=["--db-filename", str(db)],
-    )
 
 
 @pytest.mark.stress  # a second dev server, killed and restarted

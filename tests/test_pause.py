@@ -13,8 +13,8 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import Client, WorkflowUpdateFailedError
 
 from tests.helpers import eventually, replay_every_run
-from tests.test_parked_history import continue_as_new_by_rejections
-from tests.test_ticks import Recorder, guarded, inbox_of, registry, tick_block
+from tests.parking import continue_as_new_by_rejections
+from tests.ticking import Recorder, guarded, inbox_of, tick_block, ticker_registry
 from toolnexus_temporal.activities import Registry, define_tool
 from toolnexus_temporal.client import (
     AgentDef,
@@ -48,7 +48,7 @@ async def test_a_paused_handle_takes_posts_and_holds_one_wake(
     """Paused: posts land, wakes start no turn (the latest is kept), the view, the search
     attribute and the current details say so; unpause runs the held wake once."""
     llm = Recorder()
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(ticker_registry(), llm.transport()) as rt:
         h = await rt.spawn(rt.root, "ticker")
         await rt.pause(h)
         assert h.paused
@@ -80,7 +80,7 @@ async def test_a_paused_handle_takes_posts_and_holds_one_wake(
 async def test_a_running_turn_finishes_or_is_interrupted_now(make_runtime: Any) -> None:
     """Pause lets the running turn finish (then no turn starts); ``now`` interrupts it."""
     llm = Recorder()
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(ticker_registry(), llm.transport()) as rt:
         h = await rt.spawn(rt.root, "ticker")
         await rt.wake(h, "BLOCK one")
         await llm.blocked.wait()
@@ -111,7 +111,7 @@ async def test_a_running_turn_finishes_or_is_interrupted_now(make_runtime: Any) 
 async def test_ticks_while_paused_coalesce_into_one_wake(make_runtime: Any) -> None:
     """Ticks fired while paused count into one inbox item; unpause runs one wake for them."""
     llm = Recorder()
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(ticker_registry(), llm.transport()) as rt:
         h = await rt.spawn(rt.root, "ticker")
         await rt.pause(h)
         await rt.schedule(h, every=1, prompt="tick")
@@ -140,7 +140,7 @@ async def test_pause_signals_reject_bad_input_and_leave_state_intact(
     rejected loudly (trace, last_error) and changes nothing; good input works; the
     ``admit_pause`` update refuses a bad payload with its reason; the root takes no pause."""
     llm = Recorder()
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(ticker_registry(), llm.transport()) as rt:
         h = await rt.spawn(rt.root, "ticker")
         wf = client.get_workflow_handle(rt.workflow_id(h.id))
         await wf.signal("pause", {"now": "yes"})
@@ -185,7 +185,7 @@ async def _not_paused(rt: AgentRuntime, h: Any) -> bool:
 
 async def test_pause_a_subtree(make_runtime: Any) -> None:
     """``subtree``: every open handle under the one given is paused, and unpaused."""
-    async with make_runtime(registry(), Recorder().transport()) as rt:
+    async with make_runtime(ticker_registry(), Recorder().transport()) as rt:
         lead = await rt.spawn(rt.root, "ticker")
         other = await rt.spawn(rt.root, "ticker")
         await rt.pause(rt.root, subtree=True)
@@ -200,7 +200,7 @@ async def test_the_wall_clock_budget_runs_on_while_paused(make_runtime: Any) -> 
     wake, and on unpause that turn is ``incomplete`` (limit ``wallMs``) at once, with no
     LLM call (the docs' "what a paused handle's wall-clock budget does")."""
     llm = Recorder()
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(ticker_registry(), llm.transport()) as rt:
         h = await rt.spawn(rt.root, "ticker", Budget(max_wall_ms=2_000))
         assert isinstance(h, Handle) and h.wall_deadline_ms is not None
         deadline = h.wall_deadline_ms
@@ -261,7 +261,7 @@ async def test_paused_and_the_next_tick_survive_continue_as_new(
     once, and the host's wait gets its result."""
     llm = Recorder()
     options = RuntimeOptions(continue_as_new_events=100)
-    async with make_runtime(registry(), llm.transport(), options=options) as rt:
+    async with make_runtime(ticker_registry(), llm.transport(), options=options) as rt:
         h = await rt.spawn(rt.root, "ticker")
         await rt.pause(h)
         await rt.schedule(h, every=3_600, prompt="hourly")
@@ -296,7 +296,7 @@ async def test_a_held_wait_on_an_idle_handle_lets_it_continue_as_new(
     run from continuing as new: 5,000 rejected signals and still the first run."""
     llm = Recorder()
     options = RuntimeOptions(continue_as_new_events=100)
-    async with make_runtime(registry(), llm.transport(), options=options) as rt:
+    async with make_runtime(ticker_registry(), llm.transport(), options=options) as rt:
         h = await rt.spawn(rt.root, "ticker")
         waiter = asyncio.create_task(rt.wait(h))  # no result yet: held
         wf = client.get_workflow_handle(rt.workflow_id(h.id))

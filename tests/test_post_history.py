@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.helpers import Gate, spawn
-from tests.test_parked_history import REGISTRY, runs_of
+from tests.parking import REGISTRY, runs_of
 from toolnexus_temporal.workflows.inbox import POST_HISTORY_BYTES
 
 

@@ -14,46 +14,20 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from temporalio.client import Client, WorkflowHistory
 
+from tests.recorded import HISTORIES
 from toolnexus_temporal.activities.tools import ToolContext, define_tool
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle, InboxItem
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 
-HISTORIES = Path(__file__).parent / "histories"
-
 RECORDING = pytest.mark.skipif(
     not os.environ.get("TNX_RECORD_HISTORIES"), reason="recording is opt-in"
 )
-
-SCENARIOS = (
-    "basic",
-    "delegation",
-    "protocol",
-    "operator",
-    "parked",
-    "cancel",
-    "interp",
-    "hooks",
-    "timeouts",
-    "grace",
-    "task",
-    "budget",
-    "terminated",
-    "race",
-    "recovered",
-    "background",
-    "ticks",
-    "context",
-    "expiry",
-    "workspace",
-)
-"""Each recorder's file-name prefix (``test_replay.py`` checks each has files)."""
 
 
 @RECORDING
@@ -197,8 +171,7 @@ async def test_record_operator_histories(make_runtime, client) -> None:
     """The approval queue: a ``task`` child parks (both it and its parent upsert
     the Request's search attributes), a wrong answer is rejected, the Answer sent to the
     parent is routed down, both unset the attributes. Writes ``operator_*.json``."""
-    from tests.test_approvals import registry
-    from tests.test_operator_queue import WORKER
+    from tests.approving import WORKER, approvals_registry
 
     boss = AgentDef(name="boss", description="delegates", team=["worker"])
     llm = ScriptedLLM(
@@ -211,7 +184,7 @@ async def test_record_operator_histories(make_runtime, client) -> None:
             ]
         }
     )
-    async with make_runtime(registry(boss, WORKER), llm.transport()) as rt:
+    async with make_runtime(approvals_registry(boss, WORKER), llm.transport()) as rt:
         b = await rt.spawn(rt.root, "boss")
         assert isinstance(b, Handle)
         r = await rt.run_turn(b, "go")
@@ -248,10 +221,10 @@ async def test_record_hardened_histories(make_runtime, client) -> None:
     root of a parked tree (a graceful close); a child terminated and reflected in its parent.
     Writes ``parked_run*.json`` and ``cancel_*_run*.json`` (every run of each workflow)."""
     from tests.helpers import eventually
-    from tests.test_cancellation import registry as cancel_registry
-    from tests.test_parked_history import REGISTRY as PARKED_REGISTRY
-    from tests.test_parked_history import continue_as_new_by_rejections, park
-    from tests.test_parked_history import script as parked_script
+    from tests.parking import REGISTRY as PARKED_REGISTRY
+    from tests.parking import continue_as_new_by_rejections, park
+    from tests.parking import script as parked_script
+    from tests.registries import cancelling
     from toolnexus_temporal.client import Answer, RuntimeOptions
 
     HISTORIES.mkdir(exist_ok=True)
@@ -280,7 +253,7 @@ async def test_record_hardened_histories(make_runtime, client) -> None:
             "stub-model": [tool_calls(("check_secret", {})), text("idle one")],
         }
     )
-    async with make_runtime(cancel_registry(closed), llm.transport()) as rt:
+    async with make_runtime(cancelling(closed), llm.transport()) as rt:
         parent = await rt.spawn(rt.root, "parent")
         chat = await rt.spawn(rt.root, "chat")
         assert isinstance(parent, Handle) and isinstance(chat, Handle)
@@ -356,7 +329,7 @@ def _arrows(lines: list[str], handle_id: str) -> list[str]:
 async def test_record_interp_histories(make_runtime, client) -> None:
     """Inline interpreters (``wait_for``): one approves (the tool runs again with the
     Answer), one declines (the model sees the refusal). Writes ``interp_*.json``."""
-    from tests.test_approvals import registry as approvals_registry
+    from tests.approving import approvals_registry
 
     reg = approvals_registry(
         AgentDef(name="inl", tools=["ask_approval"], wait_for="approve", model="m-inl"),
@@ -757,7 +730,7 @@ async def test_record_race_histories(make_runtime, client) -> None:
     handle's Request. The first close lands well before the Answer (the parked turn is
     interrupted, the late Answer dropped); the second is signalled as the interpreter
     returns (whichever lands first decides). Writes ``race_*.json``."""
-    from tests.test_approvals import TOOLS
+    from tests.approving import TOOLS
     from toolnexus_temporal.activities import Registry
     from toolnexus_temporal.client import Answer, Request
 
@@ -952,7 +925,7 @@ async def test_record_expiry_histories(make_runtime, client) -> None:
     expires and a late Answer rejected; an agent escalating to a named queue after 300 ms, an
     approver refused and one accepted; an agent escalating to an interpreter for its parent;
     an agent timeout carried across a continue-as-new while parked."""
-    from tests.test_expiry import finished, registry
+    from tests.expiring import expiry_registry, finished
     from toolnexus_temporal.client import Answer, AnswerRejectedError, RuntimeOptions
     from toolnexus_temporal.workflows.contract.models import ApprovalPolicy, Escalation
 
@@ -964,7 +937,7 @@ async def test_record_expiry_histories(make_runtime, client) -> None:
             "m-carry": [tool_calls(("slow", {})), text("done")],
         }
     )
-    agents = registry(
+    agents = expiry_registry(
         AgentDef(name="dead", tools=["quick"]),
         AgentDef(
             name="queue",

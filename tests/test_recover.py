@@ -10,9 +10,9 @@ import asyncio
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from tests.cli_support import Cli
 from tests.helpers import Gate
-from tests.test_cli import Cli
-from tests.test_parked_history import REGISTRY, continue_as_new_by_rejections, park
+from tests.parking import REGISTRY, continue_as_new_by_rejections, park
 from toolnexus_temporal.client import (
     AgentRuntime,
     Answer,

@@ -14,7 +14,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from tests.test_record_histories import HISTORIES, SCENARIOS
+from tests.recorded import HISTORIES, SCENARIOS
 from toolnexus_temporal import worker
 from toolnexus_temporal.activities.registry import RegistryActivities
 from toolnexus_temporal.client import AgentDef, Handle

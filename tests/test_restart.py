@@ -3,54 +3,11 @@ and the parked turn finishes without a duplicate child or a repeated LLM call.""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
-import sys
 import uuid
-from pathlib import Path
 
+from tests.workers import start_tnx_worker, stop_worker
 from toolnexus_temporal.client import AgentRuntime, Answer, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-async def start_worker(
-    address: str,
-    task_queue: str,
-    base_url: str,
-    store: Path,
-    registry: str = "tests.registries:APPROVALS",
-) -> asyncio.subprocess.Process:
-    proc = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "tnx-worker"),
-        "--registry",
-        registry,
-        "--address",
-        address,
-        "--task-queue",
-        task_queue,
-        "--llm-base-url",
-        base_url,
-        "--model",
-        "stub-model",
-        "--store",
-        str(store),
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    assert proc.stdout is not None
-    line = await asyncio.wait_for(proc.stdout.readline(), 60)
-    assert line.startswith(b"worker on"), line
-    return proc
-
-
-async def stop_worker(proc: asyncio.subprocess.Process) -> None:
-    proc.send_signal(signal.SIGTERM)
-    assert await asyncio.wait_for(proc.wait(), 30) == 0
 
 
 async def test_approval_answered_after_a_worker_restart(client, env, tmp_path) -> None:
@@ -68,7 +25,7 @@ async def test_approval_answered_after_a_worker_restart(client, env, tmp_path) -
     task_queue = f"tq-{scope}"
     store = tmp_path / "store.sqlite"
     with ScriptedLLMServer(llm) as server:
-        first = await start_worker(address, task_queue, server.base_url, store)
+        first = await start_tnx_worker(address, task_queue, server.base_url, store)
         try:
             rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
             parent = await rt.spawn(rt.root, "parent")
@@ -79,7 +36,7 @@ async def test_approval_answered_after_a_worker_restart(client, env, tmp_path) -
             await stop_worker(first)
         assert llm.calls() == 2
 
-        second = await start_worker(address, task_queue, server.base_url, store)
+        second = await start_tnx_worker(address, task_queue, server.base_url, store)
         try:
             await rt.resume(Answer(id=result.pending.id, ok=True))
             result = await rt.wait(parent)

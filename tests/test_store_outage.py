@@ -19,9 +19,9 @@ import httpx
 import psycopg
 import pytest
 
+from tests.cli_support import Cli
 from tests.helpers import eventually, spawn
 from tests.pg import PgServer
-from tests.test_cli import Cli
 from toolnexus_temporal.activities import StoreUnavailableError
 from toolnexus_temporal.activities.pgstore import PostgresConversationStore
 from toolnexus_temporal.client import AgentDef, RuntimeOptions

@@ -14,9 +14,9 @@ import pytest
 from temporalio.client import Client
 from typer.testing import CliRunner
 
+from tests.approving import approvals_registry
+from tests.cli_support import Cli
 from tests.conftest import MODEL
-from tests.test_approvals import registry
-from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, StoreUnavailableError
 from toolnexus_temporal.activities.pgstore import PostgresConversationStore
 from toolnexus_temporal.cli.worker_cmd import app as worker_app
@@ -61,7 +61,9 @@ async def test_turns_with_tools_and_an_approval_on_the_postgres_store(
             ]
         }
     )
-    async with make_runtime(registry(worker), llm.transport(), conv_store=postgres_db) as rt:
+    async with make_runtime(
+        approvals_registry(worker), llm.transport(), conv_store=postgres_db
+    ) as rt:
         assert await store_sessions(postgres_db) >= 1  # opened at worker start
         h = await rt.spawn(rt.root, "worker")
         assert isinstance(h, Handle)
@@ -110,7 +112,7 @@ async def test_turns_with_tools_and_an_approval_on_the_postgres_store(
 async def test_an_unreachable_store_fails_once_at_worker_start(client: Client) -> None:
     url = f"postgresql://tnx:s3cret@127.0.0.1:{closed_port()}/tnx"
     with pytest.raises(StoreUnavailableError, match="cannot reach the PostgreSQL") as caught:
-        async with create_worker(client, registry=registry(), llm=LLM, store=url):
+        async with create_worker(client, registry=approvals_registry(), llm=LLM, store=url):
             raise AssertionError("no worker without its store")
     assert "s3cret" not in str(caught.value)
 
@@ -124,7 +126,9 @@ async def test_a_store_object_is_opened_but_left_to_its_owner(
     # default queue `tnx` in the same process)
     queue = f"tq-{uuid.uuid4().hex[:8]}"
     async with (
-        create_worker(client, registry=registry(), llm=LLM, store=store, task_queue=queue) as w,
+        create_worker(
+            client, registry=approvals_registry(), llm=LLM, store=store, task_queue=queue
+        ) as w,
         w,
     ):
         assert await store_sessions(postgres_db) >= 1

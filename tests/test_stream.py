@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from tests.cli_support import TNX, Cli
 from tests.conftest import MODEL
 from tests.helpers import accepted_updates, eventually, spawn
-from tests.test_cli import TNX, Cli
+from tests.streaming import LONG_REPLY, REPLY, cursor_now, held, stream_config
 from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
 from toolnexus_temporal.client.stream import (
@@ -31,13 +32,8 @@ from toolnexus_temporal.client.stream import (
 )
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
 
-REPLY = "".join(f"piece{i:02d} " for i in range(10))  # 10 stream pieces of 8 characters
 DELAY_S = 0.3
 T = TypeVar("T")
-
-
-def _config(server: ScriptedLLMServer, *, stream: bool = True) -> LlmConfig:
-    return LlmConfig(base_url=server.base_url, model=MODEL, stream=stream)
 
 
 async def _collect(rt: AgentRuntime, h: Handle) -> list[LiveEvent]:
@@ -49,7 +45,9 @@ async def test_stream_yields_the_text_deltas_in_order_and_ends_with_the_turn(
 ) -> None:
     llm = ScriptedLLM({MODEL: [text(REPLY, completion_tokens=12)]}, chunk_delay_s=DELAY_S)
     with ScriptedLLMServer(llm) as server:
-        async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
+        async with make_runtime(
+            {"chat": AgentDef(name="chat")}, None, llm=stream_config(server)
+        ) as rt:
             h = await spawn(rt, rt.root, "chat")
             await rt.wake(h, "talk")
             events = await _collect(rt, h)
@@ -87,7 +85,7 @@ async def test_tool_call_starts_come_before_the_tool_ends(make_runtime) -> None:
     registry = Registry([AgentDef(name="chat", tools=["gated"])], tools=[define_tool(gated)])
     events: list[LiveEvent] = []
     with ScriptedLLMServer(llm) as server:
-        async with make_runtime(registry, None, llm=_config(server)) as rt:
+        async with make_runtime(registry, None, llm=stream_config(server)) as rt:
             h = await spawn(rt, rt.root, "chat")
             await rt.wake(h, "look it up")
             async for ev in rt.stream(h):
@@ -170,27 +168,15 @@ async def test_history_per_turn_is_no_larger_with_streaming(make_runtime, client
     streamed_llm = ScriptedLLM({MODEL: [text(REPLY)]}, chunk_delay_s=DELAY_S)
     plain_llm = ScriptedLLM({MODEL: [_after(DELAY_S * 14, text(REPLY))]})
     with ScriptedLLMServer(streamed_llm) as a, ScriptedLLMServer(plain_llm) as b:
-        streamed = await _turn_history(make_runtime, client, _config(a))
-        plain = await _turn_history(make_runtime, client, _config(b, stream=False))
+        streamed = await _turn_history(make_runtime, client, stream_config(a))
+        plain = await _turn_history(make_runtime, client, stream_config(b, stream=False))
     assert streamed[2] == plain[2] == REPLY
     assert streamed[1] == plain[1], (streamed, plain)
     assert abs(streamed[0] - plain[0]) <= 32, (streamed, plain)
     assert len(streamed_llm.frames_sent) >= 10  # it did stream, piece by piece
 
 
-LONG_REPLY = "".join(f"piece{i:02d} " for i in range(40))  # 40 pieces, ~4 s at FOLLOW_DELAY_S
 FOLLOW_DELAY_S = 0.1
-
-
-def held(reply: dict[str, Any], release: threading.Event) -> Callable[[Any], dict[str, Any]]:
-    """A script entry answering ``reply`` once ``release`` is set (it blocks the server's
-    thread for that request only): the turn runs, and its reply has not begun."""
-
-    def entry(view: Any) -> dict[str, Any]:
-        release.wait(120)
-        return reply
-
-    return entry
 
 
 def held_long_replies(n: int) -> tuple[ScriptedLLM, list[threading.Event]]:
@@ -220,20 +206,15 @@ async def once_following(
     return await task
 
 
-async def cursor_now(rt: AgentRuntime, h: Handle) -> str:
-    """The live-output position of ``h`` now (a stream's ``seq`` that ends at once)."""
-    [end] = [ev async for ev in rt.stream(h, timeout_ms=0)]
-    assert isinstance(end, TurnEnd) and end.seq, end
-    return end.seq
-
-
 async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env, client) -> None:
     """``tnx`` takes seconds to start and sends no update while it follows (nothing on the
     server says it is following): it follows from a cursor taken while the reply is held,
     so it prints the whole text however late it started."""
     llm, (first, second) = held_long_replies(2)
     with ScriptedLLMServer(llm) as server:
-        async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
+        async with make_runtime(
+            {"chat": AgentDef(name="chat")}, None, llm=stream_config(server)
+        ) as rt:
             h = await spawn(rt, rt.root, "chat")
             tnx = Cli(env, rt)
             await rt.wake(h, "talk")
@@ -260,7 +241,9 @@ async def test_tnx_wait_follow_prints_the_text_as_it_streams(make_runtime, env, 
 async def test_tnx_wait_shows_a_status_line_on_a_terminal_only(make_runtime, env, client) -> None:
     llm, (first, second) = held_long_replies(2)
     with ScriptedLLMServer(llm) as server:
-        async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
+        async with make_runtime(
+            {"chat": AgentDef(name="chat")}, None, llm=stream_config(server)
+        ) as rt:
             h = await spawn(rt, rt.root, "chat")
             tnx = Cli(env, rt)
             await rt.wake(h, "talk")

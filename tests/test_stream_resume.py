@@ -19,11 +19,11 @@ import httpx
 import pytest
 from temporalio.client import Client
 
+from tests.cli_support import TNX, Cli
 from tests.conftest import MODEL
 from tests.helpers import spawn
-from tests.test_cli import TNX, Cli
-from tests.test_parked_history import continue_as_new_by_rejections, guarded
-from tests.test_stream import LONG_REPLY, REPLY, _config, cursor_now, held
+from tests.parking import continue_as_new_by_rejections, guarded
+from tests.streaming import LONG_REPLY, REPLY, cursor_now, held, stream_config
 from toolnexus_temporal.activities import Registry, define_tool
 from toolnexus_temporal.client import (
     AgentDef,
@@ -119,7 +119,7 @@ async def test_a_follower_that_disconnects_anywhere_and_resumes_sees_every_event
     )
     registry = Registry([AgentDef(name="chat", tools=["lookup"])], tools=[define_tool(lookup)])
     with ScriptedLLMServer(llm) as server:
-        async with make_runtime(registry, None, llm=_config(server)) as rt:
+        async with make_runtime(registry, None, llm=stream_config(server)) as rt:
             h = await spawn(rt, rt.root, "chat")
             await rt.wake(h, "look it up")
             start = await cursor_now(rt, h)
@@ -161,7 +161,7 @@ async def test_resume_follows_the_turn_into_the_run_that_continued_it(make_runti
     )
     with ScriptedLLMServer(script_parking()) as server:
         options = RuntimeOptions(continue_as_new_events=100)
-        async with make_runtime(registry, None, llm=_config(server), options=options) as rt:
+        async with make_runtime(registry, None, llm=stream_config(server), options=options) as rt:
             h = await spawn(rt, rt.root, "worker")
             await rt.wake(h, "go")
             first = await take(rt, h, await cursor_now(rt, h), None)
@@ -192,7 +192,9 @@ async def test_tnx_follow_interrupted_prints_the_resume_line_and_resumes(make_ru
     release = threading.Event()
     llm = ScriptedLLM({MODEL: [held(text(LONG_REPLY), release)]}, chunk_delay_s=0.15)
     with ScriptedLLMServer(llm) as server:
-        async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
+        async with make_runtime(
+            {"chat": AgentDef(name="chat")}, None, llm=stream_config(server)
+        ) as rt:
             h = await spawn(rt, rt.root, "chat")
             tnx = Cli(env, rt)
             await rt.wake(h, "talk")
@@ -242,7 +244,9 @@ async def test_fifty_hosts_follow_one_agent_at_once(make_runtime, client) -> Non
     target = client.service_client.config.target_host
     figures: dict[str, Any] = {}
     with ScriptedLLMServer(llm) as server:
-        async with make_runtime({"chat": AgentDef(name="chat")}, None, llm=_config(server)) as rt:
+        async with make_runtime(
+            {"chat": AgentDef(name="chat")}, None, llm=stream_config(server)
+        ) as rt:
             h = await spawn(rt, rt.root, "chat")
             alone: list[float] = []
             for phase, i in (("none", 0), ("hosts", 1), ("shared", 2)):
@@ -367,7 +371,7 @@ async def test_a_retried_call_restarts_its_text_for_followers_and_resumed_ones(
     options = RuntimeOptions(llm_initial_retry_ms=200)
     with ScriptedLLMServer(llm) as server:
         async with make_runtime(
-            {"chat": AgentDef(name="chat")}, None, llm=_config(server), options=options
+            {"chat": AgentDef(name="chat")}, None, llm=stream_config(server), options=options
         ) as rt:
             h = await spawn(rt, rt.root, "chat")
             await rt.wake(h, "talk")

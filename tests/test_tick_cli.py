@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.test_cli import Cli
-from tests.test_ticks import Recorder, registry
+from tests.cli_support import Cli
+from tests.ticking import Recorder, ticker_registry
 
 
 async def test_schedule_pause_and_ls_from_the_shell(make_runtime: Any, env: Any) -> None:
-    async with make_runtime(registry(), Recorder().transport()) as rt:
+    async with make_runtime(ticker_registry(), Recorder().transport()) as rt:
         tnx = Cli(env, rt)
         await tnx.ok("spawn", "root", "ticker")
         await tnx.ok("spawn", "root", "ticker")

@@ -7,17 +7,16 @@ or two seconds. The turn input the scripted LLM sees is the contract's rendering
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from typing import Any
 
-import httpx
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from tests.helpers import eventually, replay_every_run
-from toolnexus_temporal.activities import LlmConfig, Registry, ToolContext, define_tool, pending
+from tests.ticking import TICK_LINE, Recorder, guarded, inbox_of, tick_block, ticker_registry
+from toolnexus_temporal.activities import LlmConfig, Registry, define_tool
 from toolnexus_temporal.client import (
     AgentDef,
     AgentRuntime,
@@ -38,58 +37,6 @@ from toolnexus_temporal.workflows.contract.names import (
 from toolnexus_temporal.workflows.contract.state import HandleState
 from toolnexus_temporal.workflows.rules.render import UNTRUSTED_HEADER
 
-TICK_LINE = "[from=clock channel=timer] tick (x{n} coalesced)"
-
-
-def tick_block(n: int, *others: str) -> str:
-    """The inbox block of a turn woken by ticks (CONTRACT §4): the tick line first."""
-    lines = [TICK_LINE.format(n=n), *others]
-    numbered = [f"{k}. {line}" for k, line in enumerate(lines, start=1)]
-    return "\n".join([UNTRUSTED_HEADER.format(n=len(lines)), *numbered])
-
-
-class Recorder:
-    """An LLM transport that records each call's last user message; a message containing
-    ``BLOCK`` waits until :meth:`release`."""
-
-    def __init__(self) -> None:
-        self.prompts: list[str] = []
-        self.gate = asyncio.Event()
-        self.blocked = asyncio.Event()
-
-    def release(self) -> None:
-        self.gate.set()
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
-        users = [m for m in body["messages"] if m["role"] == "user"]
-        last = users[-1]["content"] if users else ""
-        self.prompts.append(last)
-        if "BLOCK" in last:
-            self.blocked.set()
-            await self.gate.wait()
-        return httpx.Response(200, json=text("checked"))
-
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
-
-
-async def guarded(ctx: ToolContext) -> Any:
-    """Needs an approval."""
-    if ctx.answer is None:
-        return pending(kind="approval", prompt="go ahead?")
-    return "guarded ran"
-
-
-def registry(tick: TickSpec | None = None) -> Registry:
-    return Registry([AgentDef(name="ticker", description="looks at a queue", tick=tick)])
-
-
-async def inbox_of(rt: AgentRuntime, h: Any) -> list[InboxItem]:
-    """The handle's inbox (the ``inbox`` query)."""
-    wf = rt.client.get_workflow_handle(rt.workflow_id(h.id))
-    return await wf.query(AgentWorkflow.inbox)
-
 
 async def state_of(rt: AgentRuntime, h: Any) -> HandleState:
     """The handle's state model (the ``state`` query)."""
@@ -108,7 +55,7 @@ async def test_definition_tick_wakes_an_idle_handle(make_runtime: Any, client: C
     the AgentNextTick search attribute."""
     llm = Recorder()
     spec = TickSpec(every_ms=1_000, prompt="look at the queue")
-    async with make_runtime(registry(spec), llm.transport()) as rt:
+    async with make_runtime(ticker_registry(spec), llm.transport()) as rt:
         h = await rt.spawn(rt.root, "ticker")
         await eventually(lambda: len(llm.prompts) >= 2, within_s=15, what="two tick turns")
         assert llm.prompts[0] == f"look at the queue\n\n{tick_block(1)}"
@@ -128,7 +75,7 @@ async def test_ticks_coalesce_while_running_and_never_fill_the_inbox(make_runtim
     fill the inbox up to its cap; the next tick after the turn wakes the handle with one
     line ``tick (xN coalesced)`` counting them all."""
     llm = Recorder()
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(ticker_registry(), llm.transport()) as rt:
         h = await rt.spawn(rt.root, "ticker")
         await rt.wake(h, "BLOCK until released")
         await llm.blocked.wait()
@@ -169,7 +116,7 @@ async def test_inbox_only_ticks_schedule_and_unschedule(make_runtime: Any, clien
     next fire time (view and search attribute); a cron schedule fires on its minute; bad
     schedules are refused and change nothing; the root takes none."""
     llm = Recorder()
-    async with make_runtime(registry(), llm.transport()) as rt:
+    async with make_runtime(ticker_registry(), llm.transport()) as rt:
         h = await rt.spawn(rt.root, "ticker")
         await rt.schedule(h, every=1, wake=False)
         assert h.tick == TickSpec(every_ms=1_000, wake=False) and h.next_tick_ms is not None
@@ -218,7 +165,7 @@ async def test_an_outage_yields_one_catch_up_tick(client: Client) -> None:
     llm = Recorder()
     scope = f"t-{uuid.uuid4().hex[:10]}"
     queue = f"tq-{scope}"
-    reg = registry(TickSpec(every_ms=1_000, prompt="catch up"))
+    reg = ticker_registry(TickSpec(every_ms=1_000, prompt="catch up"))
 
     def worker() -> Any:
         return create_worker(
@@ -255,7 +202,7 @@ async def test_ticks_continue_across_continue_as_new(make_runtime: Any, client: 
     llm = Recorder()
     options = RuntimeOptions(continue_as_new_events=100)
     async with make_runtime(
-        registry(TickSpec(every_ms=1_000)), llm.transport(), options=options
+        ticker_registry(TickSpec(every_ms=1_000)), llm.transport(), options=options
     ) as rt:
         h = await rt.spawn(rt.root, "ticker")
         wf = client.get_workflow_handle(rt.workflow_id(h.id))
@@ -280,7 +227,7 @@ async def test_a_start_from_outside_fails_at_once(make_runtime: Any, client: Cli
     """``temporal schedule create --type AgentWorkflow`` (or ``temporal workflow start``)
     starts the workflow with no usable input: the run fails at once, non-retryable, with a
     message that says how to schedule an agent instead."""
-    async with make_runtime(registry(), Recorder().transport()) as rt:
+    async with make_runtime(ticker_registry(), Recorder().transport()) as rt:
         for args in ([], ["hello"], [{"state": "x"}], [{"schedule": 1}]):
             wf = await client.start_workflow(
                 WORKFLOW_TYPE,

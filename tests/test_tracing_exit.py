@@ -14,6 +14,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from tests.workers import start_worker_process
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,19 +35,15 @@ async def test_cli_and_worker_export_their_spans_when_they_exit(env, tmp_path: P
     }
     llm = ScriptedLLM({"m-parent": [text("ok")]}, repeat_last=True)
     with ScriptedLLMServer(llm) as server:
-        worker = await asyncio.create_subprocess_exec(
+        worker = await start_worker_process(
             str(BIN / "tnx-worker"),
             *("--registry", "tests.registries:APPROVALS", "--llm-base-url", server.base_url),
             *("--model", "stub-model", "--store", str(tmp_path / "s.sqlite")),
-            cwd=ROOT,
             env=traced,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+            ready=lambda line: b"worker on " in line and b" tracing=console" in line,
         )
         try:
             assert worker.stdout is not None
-            line = await asyncio.wait_for(worker.stdout.readline(), 60)
-            assert b"worker on " in line and b" tracing=console" in line, line
             cli = await asyncio.create_subprocess_exec(
                 str(BIN / "tnx"),
                 *("spawn", "root", "parent", "--prompt", "hi"),

@@ -15,8 +15,9 @@ from urllib.parse import parse_qs, urlparse
 from temporalio.client import Client
 from typer.testing import CliRunner
 
+from tests.cli_support import cli_env
 from tests.conftest import temporal_binary
-from tests.test_cli_no_worker import cli_env, worker_on
+from tests.workers import worker_on
 from toolnexus_temporal.cli.app import app
 from toolnexus_temporal.cli.queue_cmd import DEFAULT_UI, approval_queue_url
 from toolnexus_temporal.client import AgentRuntime, Handle

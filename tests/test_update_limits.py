@@ -16,10 +16,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.cli_support import Cli
 from tests.conftest import MODEL, temporal_binary
 from tests.helpers import Gate, accepted_updates, eventually, spawn, split_loop
 from tests.registries import APPROVALS
-from tests.test_cli import Cli
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, TaskResult
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls

@@ -8,8 +8,8 @@ from typing import Any
 
 from temporalio.client import Client
 
-from tests.test_parked_history import continue_as_new_by_rejections
-from tests.test_pause import Recorder, registry
+from tests.parking import continue_as_new_by_rejections
+from tests.ticking import Recorder, ticker_registry
 from toolnexus_temporal.client import RuntimeOptions
 
 TIMEOUT_MS = 8_000
@@ -20,7 +20,7 @@ async def test_a_wait_timeout_counts_from_its_start_across_continue_as_new(
 ) -> None:
     llm = Recorder()
     options = RuntimeOptions(continue_as_new_events=100)
-    async with make_runtime(registry(), llm.transport(), options=options) as rt:
+    async with make_runtime(ticker_registry(), llm.transport(), options=options) as rt:
         h = await rt.spawn(rt.root, "ticker")
         loop = asyncio.get_running_loop()
         start = loop.time()

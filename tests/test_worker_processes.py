@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 
+from tests.workers import start_tnx_worker
 from toolnexus_temporal.client import AgentRuntime, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text
 
@@ -60,28 +61,13 @@ class Supervisor:
 
 
 async def start_supervisor(address: str, task_queue: str, base_url: str, store: Path) -> Supervisor:
-    proc = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).parent / "tnx-worker"),
-        "--processes",
-        "2",
-        "--registry",
-        "tests.registries:APPROVALS",
-        "--address",
+    proc = await start_tnx_worker(
         address,
-        "--task-queue",
         task_queue,
-        "--llm-base-url",
         base_url,
-        "--model",
-        "stub-model",
-        "--store",
-        str(store),
-        "--graceful-shutdown-s",
-        "10",
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+        store,
+        args=("--processes", "2", "--graceful-shutdown-s", "10"),
+        ready=None,  # the Supervisor reads the start lines of both processes
     )
     sup = Supervisor(proc)
     await sup.started()

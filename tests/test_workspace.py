@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import sys
 import uuid
 from pathlib import Path
@@ -20,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.conftest import MODEL
 from tests.helpers import eventually, spawn
+from tests.workers import start_tnx_worker, start_worker_process, stop_worker
 from tests.workspace_worker import registry
 from toolnexus_temporal.activities import LlmConfig
 from toolnexus_temporal.activities.workspace import workspace_dir_name
@@ -28,8 +27,6 @@ from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, te
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.contract.names import QUERY_STATE
 from toolnexus_temporal.workflows.contract.state import HandleState
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def tool_outputs(llm: ScriptedLLM) -> list[str]:
@@ -48,25 +45,13 @@ async def start_worker(
 ) -> asyncio.subprocess.Process:
     """A worker process (``tests/workspace_worker.py``) that polls once it returns."""
     with (root.parent / f"{identity}.log").open("wb") as log:
-        proc = await asyncio.create_subprocess_exec(
+        return await start_worker_process(
             sys.executable,
-            "-m",
-            "tests.workspace_worker",
-            address,
-            queue,
-            base_url,
-            str(store),
-            str(root),
-            identity,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=asyncio.subprocess.PIPE,
+            *("-m", "tests.workspace_worker", address, queue, base_url),
+            *(str(store), str(root), identity),
+            ready=b"ready",
             stderr=log,
         )
-    assert proc.stdout is not None
-    line = await asyncio.wait_for(proc.stdout.readline(), 60)
-    assert line.startswith(b"ready"), line
-    return proc
 
 
 async def test_workspace_calls_keep_to_one_worker_and_move_when_it_is_killed(
@@ -252,24 +237,15 @@ async def test_tnx_worker_keeps_a_given_root_and_a_new_claim_starts_it_empty(
     root = tmp_path / "root"
 
     async def tnx_worker() -> asyncio.subprocess.Process:
-        proc = await asyncio.create_subprocess_exec(
-            str(Path(sys.executable).parent / "tnx-worker"),
-            *("--registry", "tests.workspace_worker:REGISTRY", "--address", address),
-            *("--task-queue", queue, "--llm-base-url", server.base_url, "--model", MODEL),
-            *("--store", str(tmp_path / "conv.sqlite"), "--workspace-root", str(root)),
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
+        return await start_tnx_worker(
+            address,
+            queue,
+            server.base_url,
+            tmp_path / "conv.sqlite",
+            "tests.workspace_worker:REGISTRY",
+            model=MODEL,
+            args=("--workspace-root", str(root)),
         )
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        assert line.startswith(b"worker on"), line
-        return proc
-
-    async def stop(proc: asyncio.subprocess.Process) -> None:
-        proc.send_signal(signal.SIGTERM)
-        assert await asyncio.wait_for(proc.wait(), 30) == 0
 
     with ScriptedLLMServer(llm) as server:
         first = await tnx_worker()
@@ -281,7 +257,7 @@ async def test_tnx_worker_keeps_a_given_root_and_a_new_claim_starts_it_empty(
             workspace = root / workspace_dir_name(rt.workflow_id(h.id))
             assert result(tool_outputs(llm)[0]) == {"dir": str(workspace), "files": ["x"]}
         finally:
-            await stop(first)
+            await stop_worker(first)
         assert (workspace / "x").read_text() == "x"  # a given root is kept
         second = await tnx_worker()  # on the same root: the stopped worker's queue is gone
         try:
@@ -292,7 +268,7 @@ async def test_tnx_worker_keeps_a_given_root_and_a_new_claim_starts_it_empty(
             assert result(last) == {"dir": str(workspace), "files": ["y"]}
             await rt.close(h)
         finally:
-            await stop(second)
+            await stop_worker(second)
 
 
 @pytest.mark.stress  # a worker killed mid-call: Temporal's 30 s heartbeat timeout finds it
