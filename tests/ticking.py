@@ -16,7 +16,7 @@ from toolnexus_temporal.activities import Registry, ToolContext, pending
 from toolnexus_temporal.client import AgentDef, AgentRuntime, InboxItem, TickSpec
 from toolnexus_temporal.client.testing import text
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.turn.render import UNTRUSTED_HEADER
+from toolnexus_temporal.workflows.rules.render import UNTRUSTED_HEADER
 
 TICK_LINE = "[from=clock channel=timer] tick (x{n} coalesced)"
 
