@@ -60,16 +60,16 @@ from toolnexus_temporal.client.codec import (
 )
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
 from toolnexus_temporal.client.keycheck import KeyMismatchError
-from toolnexus_temporal.client.metrics import (
+from toolnexus_temporal.client.queries import check_task_queue, quoted
+from toolnexus_temporal.client.reachability import namespace_exists
+from toolnexus_temporal.observability.prometheus import (
     DEFAULT_FLEET_INTERVAL_S,
     FleetGauges,
     MetricsEndpointError,
     metrics_address,
     metrics_runtime,
 )
-from toolnexus_temporal.client.queries import check_task_queue
-from toolnexus_temporal.client.reachability import namespace_exists
-from toolnexus_temporal.client.tracing import (
+from toolnexus_temporal.observability.tracing import (
     TracingConfigError,
     check_tracing_setup,
     traces_exporter,
@@ -119,7 +119,7 @@ async def serve(
         codec: the payload codec (encryption at rest), None for plain payloads.
         deployment: Worker Versioning's deployment version, None for an unversioned worker.
         metrics: serve Prometheus metrics (:class:`MetricsOptions`: the process's SDK runtime
-            binds the port; :mod:`~toolnexus_temporal.client.metrics`), None for none.
+            binds the port; :mod:`~toolnexus_temporal.observability.prometheus`), None for none.
         tracing: OpenTelemetry traces: True/False, None from the ``OTEL_*`` environment
             (docs/guide/tracing.md).
         workspace_root: where the workspaces of workspace tools live (kept); None: a
@@ -257,11 +257,13 @@ class MetricsOptions:
 def _start_fleet_gauges(
     client: Client, task_queue: str, runtime: Runtime | None, metrics: MetricsOptions | None
 ) -> asyncio.Task[None] | None:
-    """The fleet gauges' loop (:class:`~toolnexus_temporal.client.metrics.FleetGauges`) on
+    """The fleet gauges' loop (:class:`~toolnexus_temporal.observability.prometheus.FleetGauges`) on
     the metrics runtime's meter, or None without metrics or with ``fleet_interval_s`` 0."""
     if runtime is None or metrics is None or metrics.fleet_interval_s <= 0:
         return None
-    gauges = FleetGauges(client, task_queue, runtime.metric_meter, metrics.fleet_interval_s)
+    gauges = FleetGauges(
+        client, task_queue, runtime.metric_meter, metrics.fleet_interval_s, quote=quoted
+    )
     return asyncio.create_task(gauges.run())
 
 

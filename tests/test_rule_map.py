@@ -10,7 +10,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 MAP = REPO / "docs" / "reference" / "rules.md"
 
-_MODULE = re.compile(r"`((?:workflows|activities|client|cli)/[\w/]+\.py|worker\.py)`")
+_MODULE = re.compile(r"`((?:workflows|activities|client|cli|observability)/[\w/]+\.py|worker\.py)`")
 
 
 def listed() -> list[str]:
