@@ -308,14 +308,10 @@ async def create_worker(
     )
     if deployment is not None:
         worker_options["deployment_config"] = deployment_config(deployment)
-    if tracing_wanted(tracing):
-        from toolnexus_temporal.observability.otel import TnxTracingInterceptor, tracing_interceptor
-
-        if not any(isinstance(i, TnxTracingInterceptor) for i in client.config()["interceptors"]):
-            worker_options["interceptors"] = [
-                *worker_options.get("interceptors", ()),
-                tracing_interceptor(),
-            ]
+    worker_options["interceptors"] = [
+        *worker_options.get("interceptors", ()),
+        *_tracing_interceptors(client, tracing),
+    ]
     worker_options.setdefault("identity", worker_identity(client.identity))
     effective = codec if codec is not None else client.data_converter.payload_codec
     if check_keys:
@@ -341,6 +337,18 @@ async def create_worker(
     finally:
         if owned:
             await close_store(conv_store)
+
+
+def _tracing_interceptors(client: Client, tracing: bool | None) -> list[Interceptor]:
+    """The tracing interceptor the worker adds (:mod:`~toolnexus_temporal.observability.otel`,
+    imported only then): one when tracing is wanted and ``client`` has none already."""
+    if not tracing_wanted(tracing):
+        return []
+    from toolnexus_temporal.observability.otel import TnxTracingInterceptor, tracing_interceptor
+
+    if any(isinstance(i, TnxTracingInterceptor) for i in client.config()["interceptors"]):
+        return []
+    return [tracing_interceptor()]
 
 
 def worker_identity(client_identity: str) -> str:
