@@ -56,7 +56,8 @@ from toolnexus_temporal.client.keycheck import (
     check_worker_keys,
     worker_converter,
 )
-from toolnexus_temporal.client.tracing import tracing_wanted
+from toolnexus_temporal.observability.activity import ActivityObserver
+from toolnexus_temporal.observability.tracing import tracing_wanted
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 
 WORKFLOWS: tuple[type, ...] = (AgentWorkflow,)
@@ -274,7 +275,7 @@ async def create_worker(
             (:func:`stale_keys` then says why). False only for tests of that run-time guard.
         tracing: OpenTelemetry traces (docs/guide/tracing.md): True on, False off, None
             (default) on only when the ``OTEL_*`` environment names an exporter
-            (:func:`~toolnexus_temporal.client.tracing.tracing_wanted`). On, the worker
+            (:func:`~toolnexus_temporal.observability.tracing.tracing_wanted`). On, the worker
             gets the tracing interceptor unless ``client`` already has it (``connect(...,
             tracing=True)``); off, no interceptor is added.
         workspace_root: where the handles' workspaces live when the registry has workspace
@@ -307,14 +308,10 @@ async def create_worker(
     )
     if deployment is not None:
         worker_options["deployment_config"] = deployment_config(deployment)
-    if tracing_wanted(tracing):
-        from toolnexus_temporal.activities.otel import TnxTracingInterceptor, tracing_interceptor
-
-        if not any(isinstance(i, TnxTracingInterceptor) for i in client.config()["interceptors"]):
-            worker_options["interceptors"] = [
-                *worker_options.get("interceptors", ()),
-                tracing_interceptor(),
-            ]
+    worker_options["interceptors"] = [
+        *worker_options.get("interceptors", ()),
+        *_tracing_interceptors(client, tracing),
+    ]
     worker_options.setdefault("identity", worker_identity(client.identity))
     effective = codec if codec is not None else client.data_converter.payload_codec
     if check_keys:
@@ -340,6 +337,18 @@ async def create_worker(
     finally:
         if owned:
             await close_store(conv_store)
+
+
+def _tracing_interceptors(client: Client, tracing: bool | None) -> list[Interceptor]:
+    """The tracing interceptor the worker adds (:mod:`~toolnexus_temporal.observability.otel`,
+    imported only then): one when tracing is wanted and ``client`` has none already."""
+    if not tracing_wanted(tracing):
+        return []
+    from toolnexus_temporal.observability.otel import TnxTracingInterceptor, tracing_interceptor
+
+    if any(isinstance(i, TnxTracingInterceptor) for i in client.config()["interceptors"]):
+        return []
+    return [tracing_interceptor()]
 
 
 def worker_identity(client_identity: str) -> str:
@@ -392,6 +401,9 @@ async def _worker(
         mcp_schemas=mcp_pool.schemas,
     )
     options = {**WORKER_DEFAULTS, **worker_options}
+    # Last: inside the tracing interceptor, whose RunActivity span its spans are children of.
+    observer = ActivityObserver(tool_known=tool_activities.knows, llm_target=llm_activities.target)
+    options["interceptors"] = [*options.get("interceptors", ()), observer]
     extra: list[Any] = []
     if any(tool.options.workspace for tool in reg.tools.values()):  # activities/workspace.py
         host = WorkspaceHost(task_queue, tool_activities, workspace_root)

@@ -63,7 +63,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.activities import metrics, telemetry, wire
+from toolnexus_temporal.activities import wire
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.live import LiveFeed
 from toolnexus_temporal.activities.redact import redacted_error
@@ -73,6 +73,7 @@ from toolnexus_temporal.activities.store import (
     StoreError,
     StoreUnavailableError,
 )
+from toolnexus_temporal.observability import metrics, spans
 from toolnexus_temporal.workflows.contract import context
 from toolnexus_temporal.workflows.contract.messages import (
     LiveOutput,
@@ -296,19 +297,17 @@ class LlmActivities:
         start, end = context.summary_span(transcript, inp.policy, inp.summary)
         if end <= start:
             return SummarizeResult()
-        style: WireStyle = inp.style or self.config.style
+        model, style = self.target(inp)
         body = wire.request_body(
             style,
-            model=self.config.model if inp.model == "inherit" else inp.model,
+            model=model,
             messages=context.summary_request(transcript[start:end], inp.policy, inp.summary),
             tools=[],
             max_tokens=inp.policy.summary_max_tokens,
             stream=False,
         )
-        with telemetry.llm_span(model=body["model"], provider=style) as span:
-            async with self._slots or contextlib.nullcontext():
-                with metrics.llm_call(str(body.get("model"))):
-                    message, usage = await self._call(style, body, live, span)
+        async with self._slots or contextlib.nullcontext():
+            message, usage = await self._call(style, body, live)
         limit = inp.policy.summary_max_tokens * context.CHARS_PER_TOKEN
         text = (message.content or "").strip()[:limit] or "(no summary)"
         return SummarizeResult(summary=ContextSummary(text=text, upto=end), usage=usage)
@@ -325,6 +324,7 @@ class LlmActivities:
         store was down; ``held`` its heartbeat details), and return it: the model is not asked
         again."""
         live.carry(held)  # keep the reply on the server until it is stored
+        spans.current_llm().recorded()
         activity.logger.info(
             "LLM call %s/%s: storing the reply an earlier attempt received (not asking again)",
             inp.conv_id,
@@ -343,23 +343,18 @@ class LlmActivities:
         )
         return _fit(result)
 
+    def target(self, inp: LlmCallInput | SummarizeInput) -> tuple[str, WireStyle]:
+        """The model (``inherit``: the configured one) and the wire style ``inp`` is sent
+        with: the ``chat {model}`` span's model and ``gen_ai.provider.name``
+        (``observability/activity.py`` opens it around the activity)."""
+        style: WireStyle = inp.style or self.config.style
+        return (self.config.model if inp.model == "inherit" else inp.model), style
+
     async def _llm_call(
         self, inp: LlmCallInput, live: LiveFeed, store: _StoreCalls
     ) -> LlmCallResult:
-        style: WireStyle = inp.style or self.config.style
-        model = self.config.model if inp.model == "inherit" else inp.model
-        with telemetry.llm_span(model=model, provider=style) as span:
-            return await self._llm_call_in(inp, live, store, style, model, span)
-
-    async def _llm_call_in(
-        self,
-        inp: LlmCallInput,
-        live: LiveFeed,
-        store: _StoreCalls,
-        style: WireStyle,
-        model: str,
-        span: telemetry.LlmSpan,
-    ) -> LlmCallResult:
+        model, style = self.target(inp)
+        span = spans.current_llm()
         recorded, stored_len, transcript = await self._begin(inp, store)
         if recorded is not None:
             activity.logger.info("LLM call %s/%s already answered", inp.conv_id, inp.fence)
@@ -388,8 +383,7 @@ class LlmActivities:
             async with asyncio.timeout(left_s):
                 async with self._slots or contextlib.nullcontext():
                     _check_deadline(inp.deadline_ms)
-                    with metrics.llm_call(str(body.get("model"))):
-                        message, usage = await self._call(style, body, live, span)
+                    message, usage = await self._call(style, body, live)
         except TimeoutError:
             _check_deadline(inp.deadline_ms, aborted=True)
             raise
@@ -458,10 +452,19 @@ class LlmActivities:
         return None, stored_len, transcript
 
     async def _call(
-        self, style: WireStyle, body: dict[str, Any], live: LiveFeed, span: telemetry.LlmSpan
+        self, style: WireStyle, body: dict[str, Any], live: LiveFeed
     ) -> tuple[Message, Usage]:
-        """POST the request; read an SSE stream (published live through ``live``) or a
-        plain JSON body; the answer is recorded on ``span``."""
+        """One LLM HTTP round trip, counted and timed (``tnx_llm_calls_total``,
+        ``tnx_llm_call_latency_milliseconds``: :func:`~toolnexus_temporal.observability.metrics
+        .llm_call`): POST the request; read an SSE stream (published live through ``live``) or
+        a plain JSON body; the answer is recorded on the ``chat`` span
+        (:func:`~toolnexus_temporal.observability.spans.current_llm`)."""
+        with metrics.llm_call(str(body.get("model"))):
+            return await self._round_trip(style, body, live)
+
+    async def _round_trip(
+        self, style: WireStyle, body: dict[str, Any], live: LiveFeed
+    ) -> tuple[Message, Usage]:
         url = wire.endpoint(style, self.config.base_url)
         request = self._http.build_request(
             "POST",
@@ -479,14 +482,14 @@ class LlmActivities:
         try:
             await self._check_status(url, response)
             if response.headers.get("content-type", "").startswith("text/event-stream"):
-                return await self._read_stream(style, url, response, live, span)
+                return await self._read_stream(style, url, response, live)
             await response.aread()
             try:
                 raw = response.json()
                 message, usage = wire.parse_response(style, raw)
             except ValueError as err:  # WireError, or JSON that does not parse
                 raise _malformed(url, err, response.text) from err
-            span.response(message, usage, *wire.response_meta(style, raw))
+            spans.current_llm().response(message, usage, *wire.response_meta(style, raw))
             return message, usage
         except httpx.TransportError as err:
             raise ApplicationError(
@@ -520,7 +523,6 @@ class LlmActivities:
         url: str,
         response: httpx.Response,
         live: LiveFeed,
-        span: telemetry.LlmSpan,
     ) -> tuple[Message, Usage]:
         assembler = wire.StreamAssembler(style)
         data: list[str] = []
@@ -542,7 +544,7 @@ class LlmActivities:
             message, usage = assembler.result()
         except wire.WireError as err:
             raise _malformed(url, err, "") from err
-        span.response(message, usage, assembler.model, assembler.finish_reasons)
+        spans.current_llm().response(message, usage, assembler.model, assembler.finish_reasons)
         return message, usage
 
 

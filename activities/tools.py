@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.activities import metrics, telemetry
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.redact import mentions_secret, redacted_error
 from toolnexus_temporal.activities.threads import run_stoppable
@@ -340,7 +339,8 @@ class ToolActivities:
 
     @activity.defn(name=TOOL_CALL_ACTIVITY)
     async def tool_call(self, inp: ToolCallInput) -> ToolResult:
-        """Run one tool call.
+        """Run one tool call, heartbeating (an interrupt reaches it). Its span and metrics are
+        the worker's activity interceptor's (``observability/activity.py``).
 
         Raises:
             ApplicationError: ``UnknownTool`` / ``ToolArgumentsInvalid`` (non-retryable);
@@ -348,35 +348,41 @@ class ToolActivities:
                 the workflow turns the final failure into an ``is_error`` result).
         """
         tool = self.tools.get(inp.tool)
-        if tool is None and self.mcp is not None and self.mcp.owns(inp.tool):
-            try:
-                with metrics.tool_call(inp.tool) as outcome:
-                    with telemetry.tool_span(
-                        tool=inp.tool,
-                        call_id=inp.call_id,
-                        handle_id=inp.handle_id,
-                        arguments=inp.arguments,
-                    ) as traced:
-                        try:
-                            async with heartbeating():
-                                result = await self.mcp.call(inp)
-                        except ApplicationError as err:
-                            if err.type == "UnknownTool":  # a name the model made up
-                                outcome.label = metrics.unknown_mcp_tool(inp.tool)
-                                traced.rename(outcome.label)
-                            raise
-                        traced(result)
-                    outcome.value = metrics.tool_outcome(result)
-                    return result
-            except Exception as err:
-                self._raise_clean(err)
-        if tool is None:
-            raise ApplicationError(
-                f"tool {inp.tool!r} is not registered on this worker",
-                type="UnknownTool",
-                non_retryable=True,
-            )
-        arguments = call_arguments(inp)
+        try:
+            async with heartbeating():
+                if tool is None and self.mcp is not None and self.mcp.owns(inp.tool):
+                    return await self.mcp.call(inp)
+                if tool is None:
+                    raise ApplicationError(
+                        f"tool {inp.tool!r} is not registered on this worker",
+                        type="UnknownTool",
+                        non_retryable=True,
+                    )
+                return await tool.invoke(call_arguments(inp), await self._context(inp, tool))
+        except ValueError as err:
+            if tool is not None and str(err).startswith(f"invalid arguments for {tool.name}"):
+                raise ApplicationError(
+                    str(err), type="ToolArgumentsInvalid", non_retryable=True
+                ) from err
+            self._raise_clean(err)
+        except Exception as err:
+            self._raise_clean(err)
+
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` is a tool of this worker: registered here, or of one of its MCP
+        servers (``<server>__<tool>``; the server may still not offer it). The activity
+        interceptor neither counts nor traces a call of a name it does not know
+        (``observability/activity.py``)."""
+        return name in self.tools or (self.mcp is not None and self.mcp.owns(name))
+
+    async def _context(self, inp: ToolCallInput, tool: Tool) -> ToolContext:
+        """The ToolContext of a call of ``tool``, with the handle's workspace for a workspace
+        tool (resolved off the event loop).
+
+        Raises:
+            ApplicationError: ``NoWorkspace`` (non-retryable): a workspace tool on a queue
+                without workspaces.
+        """
         workspace: Path | None = None
         if tool.options.workspace:
             if self.workspace is None:
@@ -389,30 +395,9 @@ class ToolActivities:
             workspace = await asyncio.to_thread(
                 self.workspace, activity.info().workflow_id or inp.handle_id
             )
-        ctx = ToolContext(
+        return ToolContext(
             handle_id=inp.handle_id, call_id=inp.call_id, answer=inp.answer, workspace=workspace
         )
-        try:
-            with metrics.tool_call(tool.name) as outcome:
-                with telemetry.tool_span(
-                    tool=inp.tool,
-                    call_id=inp.call_id,
-                    handle_id=inp.handle_id,
-                    arguments=inp.arguments,
-                ) as traced:
-                    async with heartbeating():
-                        result = await tool.invoke(arguments, ctx)
-                    traced(result)
-                outcome.value = metrics.tool_outcome(result)
-                return result
-        except ValueError as err:
-            if str(err).startswith(f"invalid arguments for {tool.name}"):
-                raise ApplicationError(
-                    str(err), type="ToolArgumentsInvalid", non_retryable=True
-                ) from err
-            self._raise_clean(err)
-        except Exception as err:
-            self._raise_clean(err)
 
     def _raise_clean(self, err: Exception) -> NoReturn:
         """Re-raise a tool's error; one that quotes a configured secret (the LLM key,

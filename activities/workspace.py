@@ -191,6 +191,9 @@ class WorkspaceHost:
             worker.client,
             task_queue=self.task_queue,
             activities=[self.tools.tool_call],
+            # the main worker's own interceptors (the activity interceptor's spans and
+            # metrics, observability/activity.py; tracing when given to the worker only)
+            interceptors=config.get("interceptors", ()),
             identity=self.identity,
             max_concurrent_activities=WORKSPACE_SLOTS,
             graceful_shutdown_timeout=config.get("graceful_shutdown_timeout") or timedelta(),

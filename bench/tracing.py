@@ -34,8 +34,8 @@ from bench import llm
 from bench.ours import registry
 from bench.suite import dev_server, percentile
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
-from toolnexus_temporal.activities.otel import TnxTracingInterceptor
 from toolnexus_temporal.client import AgentRuntime, Handle
+from toolnexus_temporal.observability.otel import TnxTracingInterceptor
 from toolnexus_temporal.worker import create_worker
 
 

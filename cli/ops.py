@@ -83,9 +83,9 @@ def hard_exit(code: int) -> None:
     core touches Python objects while the interpreter is being torn down
     (temporalio/sdk-python#300). A CLI command has nothing left to clean up at that point,
     so it skips finalization. Spans that tracing still holds are exported first, for up to
-    ``activities.otel.FLUSH_AT_EXIT_S`` (that module is imported only when tracing is on).
+    ``observability.otel.FLUSH_AT_EXIT_S`` (that module is imported only when tracing is on).
     """
-    otel = sys.modules.get("toolnexus_temporal.activities.otel")
+    otel = sys.modules.get("toolnexus_temporal.observability.otel")
     if otel is not None:
         otel.flush_tracing()
     for stream in (sys.stdout, sys.stderr):

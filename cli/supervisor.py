@@ -157,7 +157,6 @@ async def supervise(
     loop = asyncio.get_running_loop()
     children: list[asyncio.subprocess.Process] = []
     state: dict[str, signal.Signals | None] = {"signal": None, "again": None}
-    failed = False
 
     def forward(sig: signal.Signals) -> None:
         for child in children:
@@ -197,30 +196,7 @@ async def supervise(
             f"supervisor: {processes} worker processes on one task queue: pids "
             + ", ".join(str(c.pid) for c in children)
         )
-        waits = {asyncio.create_task(c.wait()): (i + 1, c) for i, c in enumerate(children)}
-        pending = set(waits)
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                index, child = waits[task]
-                code = task.result()
-                if state["signal"] is None:
-                    failed = True
-                    echo(
-                        f"supervisor: worker process {index}/{processes} (pid {child.pid}) "
-                        f"{describe_exit(code)} on its own; not restarted: draining the "
-                        "others, exit 1"
-                    )
-                    state["signal"] = signal.SIGTERM
-                    forward(signal.SIGTERM)
-                elif code not in (0, -int(state["signal"] or 0)):
-                    # (killed by the very signal forwarded: it was still starting, before its
-                    # handler existed, so it held no task: a clean stop)
-                    failed = True
-                    echo(
-                        f"supervisor: worker process {index}/{processes} (pid {child.pid}) "
-                        f"{describe_exit(code)}"
-                    )
+        failed = await _wait_children(children, state, forward, echo)
     finally:
         forward(signal.SIGTERM)  # cancelled or failed to start them all: leave none behind
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -230,6 +206,48 @@ async def supervise(
         signal.signal(again, signal.SIG_DFL)
         signal.raise_signal(again)
     return 1 if failed else 0
+
+
+async def _wait_children(
+    children: list[asyncio.subprocess.Process],
+    state: dict[str, signal.Signals | None],
+    forward: Callable[[signal.Signals], None],
+    echo: Callable[[str], None],
+) -> bool:
+    """Wait until every child has ended (:func:`supervise`'s loop). A child that ends before
+    any signal (``state["signal"]``) makes the others drain (SIGTERM forwarded); one that
+    ends after a signal with a code other than 0 or that signal's is a failure.
+
+    Returns:
+        Whether a child failed (the supervisor then exits 1).
+    """
+    processes = len(children)
+    failed = False
+    waits = {asyncio.create_task(c.wait()): (i + 1, c) for i, c in enumerate(children)}
+    pending = set(waits)
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            index, child = waits[task]
+            code = task.result()
+            if state["signal"] is None:
+                failed = True
+                echo(
+                    f"supervisor: worker process {index}/{processes} (pid {child.pid}) "
+                    f"{describe_exit(code)} on its own; not restarted: draining the "
+                    "others, exit 1"
+                )
+                state["signal"] = signal.SIGTERM
+                forward(signal.SIGTERM)
+            elif code not in (0, -int(state["signal"] or 0)):
+                # (killed by the very signal forwarded: it was still starting, before its
+                # handler existed, so it held no task: a clean stop)
+                failed = True
+                echo(
+                    f"supervisor: worker process {index}/{processes} (pid {child.pid}) "
+                    f"{describe_exit(code)}"
+                )
+    return failed
 
 
 def run_supervisor(argv: Sequence[str], processes: int) -> int:

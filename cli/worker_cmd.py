@@ -29,12 +29,12 @@ from temporalio.client import Client
 from temporalio.common import WorkerDeploymentVersion
 from temporalio.runtime import Runtime
 from temporalio.service import RPCError
+from temporalio.worker import Worker
 
 from toolnexus_temporal.activities.llm import LlmConfig
-from toolnexus_temporal.activities.registry import Registry, RegistryError
+from toolnexus_temporal.activities.registry import Registry
 from toolnexus_temporal.activities.store import (
     ConversationStore,
-    StoreConfigError,
     StoreError,
     StoreUnavailableError,
 )
@@ -42,47 +42,23 @@ from toolnexus_temporal.activities.stores import close_store, open_checked, open
 from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import connect_message, hard_exit
-from toolnexus_temporal.cli.supervisor import (
-    CHILD_ENV,
-    PROCESSES_ENV,
-    ProcessesError,
-    parse_processes,
-    process_label,
-    run_supervisor,
-)
+from toolnexus_temporal.cli.supervisor import CHILD_ENV, process_label, run_supervisor
+from toolnexus_temporal.cli.worker_settings import WorkerSettings, settings_from, settings_options
 from toolnexus_temporal.client.cluster import ClusterConfig
-from toolnexus_temporal.client.codec import (
-    ENV_KEY_FILE,
-    ENV_KEYS,
-    AesGcmCodec,
-    CodecError,
-    codec_from_keys,
-)
+from toolnexus_temporal.client.codec import AesGcmCodec
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
 from toolnexus_temporal.client.keycheck import KeyMismatchError
-from toolnexus_temporal.client.metrics import (
+from toolnexus_temporal.client.queries import quoted
+from toolnexus_temporal.client.reachability import namespace_exists
+from toolnexus_temporal.observability.prometheus import (
     DEFAULT_FLEET_INTERVAL_S,
     FleetGauges,
     MetricsEndpointError,
     metrics_address,
     metrics_runtime,
 )
-from toolnexus_temporal.client.queries import check_task_queue
-from toolnexus_temporal.client.reachability import namespace_exists
-from toolnexus_temporal.client.tracing import (
-    TracingConfigError,
-    check_tracing_setup,
-    traces_exporter,
-    tracing_wanted,
-)
-from toolnexus_temporal.worker import (
-    DEFAULT_GRACEFUL_SHUTDOWN_S,
-    DEFAULT_STORE_PATH,
-    DEFAULT_TASK_QUEUE,
-    create_worker,
-    parse_deployment,
-    stale_keys,
-)
+from toolnexus_temporal.observability.tracing import traces_exporter, tracing_wanted
+from toolnexus_temporal.worker import DEFAULT_GRACEFUL_SHUTDOWN_S, create_worker, stale_keys
 
 
 class WorkerStartError(Exception):
@@ -119,7 +95,7 @@ async def serve(
         codec: the payload codec (encryption at rest), None for plain payloads.
         deployment: Worker Versioning's deployment version, None for an unversioned worker.
         metrics: serve Prometheus metrics (:class:`MetricsOptions`: the process's SDK runtime
-            binds the port; :mod:`~toolnexus_temporal.client.metrics`), None for none.
+            binds the port; :mod:`~toolnexus_temporal.observability.prometheus`), None for none.
         tracing: OpenTelemetry traces: True/False, None from the ``OTEL_*`` environment
             (docs/guide/tracing.md).
         workspace_root: where the workspaces of workspace tools live (kept); None: a
@@ -162,31 +138,8 @@ async def _serve(
     workspace_root: Path | None = None,
 ) -> None:
     registry = Registry.load(registry_spec)
-    runtime = None
-    if metrics is not None:
-        try:
-            runtime = metrics_runtime(metrics.host, metrics.port)
-        except MetricsEndpointError as err:
-            raise WorkerStartError(str(err)) from err
-    try:
-        client = await cluster.connect(codec=codec, runtime=runtime, tracing=tracing)
-    except ClusterConnectError as err:
-        raise WorkerStartError(connect_message(err.target, err.reason)) from err
-    if not await namespace_exists(client):
-        raise WorkerStartError(
-            f"cannot start a worker at {cluster.describe()}: "
-            f"namespace {client.namespace!r} does not exist there"
-        )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_signal() -> None:
-        stop.set()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)  # a second signal: its default action, at once
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal)
+    client, runtime = await _connect(cluster, codec, metrics, tracing)
+    stop = _stop_on_signals()
     try:
         async with create_worker(
             client,
@@ -206,25 +159,9 @@ async def _serve(
             typer.echo(
                 process_label() + f"worker on {cluster.describe()} task_queue={task_queue} "
                 f"agents={', '.join(registry.names())} llm={llm.base_url} model={llm.model} "
-                f"store={conv_store!r}"
-                + (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
-                + (f" version={deployment.to_canonical_string()}" if deployment else "")
-                + (f" tracing={traces_exporter()}" if tracing_wanted(tracing) else "")
-                + (
-                    f" metrics=http://{metrics_address(metrics.host, metrics.port)}/metrics"
-                    if metrics
-                    else ""
-                )
+                f"store={conv_store!r}" + _start_details(codec, deployment, tracing, metrics)
             )
-            done, _ = await asyncio.wait(
-                [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
-            )
-            if run not in done:
-                typer.echo(
-                    f"shutting down: activities in flight get up to {graceful_shutdown_s:g} s "
-                    "to finish (signal again to stop now)..."
-                )
-                await worker.shutdown()
+            await _run_until_stopped(worker, run, stop, graceful_shutdown_s)
             if fleet is not None:
                 fleet.cancel()
             await run
@@ -236,6 +173,87 @@ async def _serve(
             f"cannot start a worker at {cluster.describe()}: Temporal answered "
             f"{err.status.name}: {err.message}"
         ) from err
+
+
+async def _connect(
+    cluster: ClusterConfig,
+    codec: AesGcmCodec | None,
+    metrics: MetricsOptions | None,
+    tracing: bool | None,
+) -> tuple[Client, Runtime | None]:
+    """The worker's client (on the metrics runtime when metrics are served) and that runtime.
+
+    Raises:
+        WorkerStartError: the metrics port cannot be bound, Temporal cannot be reached, or
+            the namespace does not exist.
+    """
+    runtime = None
+    if metrics is not None:
+        try:
+            runtime = metrics_runtime(metrics.host, metrics.port)
+        except MetricsEndpointError as err:
+            raise WorkerStartError(str(err)) from err
+    try:
+        client = await cluster.connect(codec=codec, runtime=runtime, tracing=tracing)
+    except ClusterConnectError as err:
+        raise WorkerStartError(connect_message(err.target, err.reason)) from err
+    if not await namespace_exists(client):
+        raise WorkerStartError(
+            f"cannot start a worker at {cluster.describe()}: "
+            f"namespace {client.namespace!r} does not exist there"
+        )
+    return client, runtime
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by the first SIGINT or SIGTERM; a second one gets its default action (the
+    process stops at once)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        stop.set()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)  # a second signal: its default action, at once
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal)
+    return stop
+
+
+def _start_details(
+    codec: AesGcmCodec | None,
+    deployment: WorkerDeploymentVersion | None,
+    tracing: bool | None,
+    metrics: MetricsOptions | None,
+) -> str:
+    """The optional part of the start line: codec key, version, tracing, metrics URL."""
+    return (
+        (f" codec=aes-256-gcm key={codec.current_key_id}" if codec else "")
+        + (f" version={deployment.to_canonical_string()}" if deployment else "")
+        + (f" tracing={traces_exporter()}" if tracing_wanted(tracing) else "")
+        + (
+            f" metrics=http://{metrics_address(metrics.host, metrics.port)}/metrics"
+            if metrics
+            else ""
+        )
+    )
+
+
+async def _run_until_stopped(
+    worker: Worker, run: asyncio.Task[None], stop: asyncio.Event, graceful_shutdown_s: float
+) -> None:
+    """Wait for the worker's ``run`` to end or ``stop`` to be set; on ``stop``, shut the
+    worker down gracefully (the activities in flight get ``graceful_shutdown_s``)."""
+    done, _ = await asyncio.wait(
+        [run, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+    )
+    if run not in done:
+        typer.echo(
+            f"shutting down: activities in flight get up to {graceful_shutdown_s:g} s "
+            "to finish (signal again to stop now)..."
+        )
+        await worker.shutdown()
 
 
 @dataclass(frozen=True)
@@ -257,11 +275,13 @@ class MetricsOptions:
 def _start_fleet_gauges(
     client: Client, task_queue: str, runtime: Runtime | None, metrics: MetricsOptions | None
 ) -> asyncio.Task[None] | None:
-    """The fleet gauges' loop (:class:`~toolnexus_temporal.client.metrics.FleetGauges`) on
+    """The fleet gauges' loop (:class:`~toolnexus_temporal.observability.prometheus.FleetGauges`) on
     the metrics runtime's meter, or None without metrics or with ``fleet_interval_s`` 0."""
     if runtime is None or metrics is None or metrics.fleet_interval_s <= 0:
         return None
-    gauges = FleetGauges(client, task_queue, runtime.metric_meter, metrics.fleet_interval_s)
+    gauges = FleetGauges(
+        client, task_queue, runtime.metric_meter, metrics.fleet_interval_s, quote=quoted
+    )
     return asyncio.create_task(gauges.run())
 
 
@@ -310,201 +330,55 @@ def _with_connection_options(func: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
+def _with_settings(func: Callable[..., None]) -> Callable[..., None]:
+    """Give the command ``func(cluster, settings, **own)`` the options of
+    :class:`~toolnexus_temporal.cli.worker_settings.WorkerSettings`; an option that does not
+    check out is a usage error naming it (exit 2)."""
+    own = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        for p in inspect.signature(func, eval_str=True).parameters.values()
+        if p.name not in ("cluster", "settings")
+    ]
+
+    @functools.wraps(func)
+    def command(cluster: ClusterConfig, **kwargs: Any) -> None:
+        func(cluster, settings_from(kwargs), **kwargs)
+
+    params = [*settings_options(), *own]
+    setattr(command, "__signature__", inspect.Signature(params))  # noqa: B010
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
 @app.command()
 @_with_connection_options
-def run(
-    cluster: ClusterConfig,
-    registry: Annotated[
-        str,
-        typer.Option(
-            envvar="TNX_REGISTRY",
-            help="Agent registry as package.module:NAME, e.g. toolnexus_temporal.cli.demo:REGISTRY",
-        ),
-    ],
-    task_queue: Annotated[str, typer.Option(envvar="TNX_TASK_QUEUE")] = DEFAULT_TASK_QUEUE,
-    llm_base_url: Annotated[
-        str | None, typer.Option(envvar="OPENAI_BASE_URL", help="OpenAI-compatible base URL")
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option(envvar="TNX_MODEL", help="Model used for model='inherit'")
-    ] = None,
-    style: Annotated[
-        str, typer.Option(envvar="TNX_LLM_STYLE", help="Wire style: openai or anthropic")
-    ] = "openai",
-    max_concurrent_turns: Annotated[
-        int | None,
-        typer.Option(envvar="TNX_MAX_CONCURRENT_TURNS", help="LLM calls in flight at once"),
-    ] = None,
-    store: Annotated[
-        str,
-        typer.Option(
-            envvar=["TNX_STORE_URL", "TNX_STORE"],
-            help="Conversation store: postgresql://user:pw@host:5432/db (many hosts), "
-            "sqlite:///abs/path or a SQLite file path (one host)",
-        ),
-    ] = str(DEFAULT_STORE_PATH),
-    sandbox: Annotated[
-        bool,
-        typer.Option(
-            "--sandbox",
-            envvar="TNX_SANDBOX",
-            help="Run workflows in Temporal's sandbox (slower; see worker.workflow_runner)",
-        ),
-    ] = False,
-    codec_keys: Annotated[
-        str | None,
-        typer.Option(
-            envvar=ENV_KEYS,
-            help="Encrypt payloads: key entries id:base64key,... (first encodes, all decode)",
-        ),
-    ] = None,
-    codec_key_file: Annotated[
-        Path | None, typer.Option(envvar=ENV_KEY_FILE, help="File of codec key entries")
-    ] = None,
-    deployment_name: Annotated[
-        str | None,
-        typer.Option(
-            envvar="TNX_DEPLOYMENT_NAME",
-            help="Worker Versioning: the worker deployment's name (with --build-id)",
-        ),
-    ] = None,
-    build_id: Annotated[
-        str | None,
-        typer.Option(
-            envvar="TNX_BUILD_ID",
-            help="Worker Versioning: this code's build id, e.g. a git sha (with --deployment-name)",
-        ),
-    ] = None,
-    graceful_shutdown_s: Annotated[
-        float,
-        typer.Option(
-            envvar="TNX_GRACEFUL_SHUTDOWN_S",
-            min=0,
-            help="Seconds activities in flight (LLM calls, tools) get to finish after "
-            "SIGTERM/SIGINT before they are cancelled",
-        ),
-    ] = DEFAULT_GRACEFUL_SHUTDOWN_S,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            envvar="TNX_METRICS_PORT",
-            min=1,
-            max=65535,
-            help="Serve Prometheus metrics (the SDK's and the runtime's) on this port at "
-            "/metrics (docs/guide/metrics.md)",
-        ),
-    ] = None,
-    metrics_host: Annotated[
-        str, typer.Option(envvar="TNX_METRICS_HOST", help="The address --metrics-port binds")
-    ] = "0.0.0.0",
-    fleet_metrics_interval_s: Annotated[
-        float,
-        typer.Option(
-            envvar="TNX_FLEET_METRICS_INTERVAL_S",
-            min=0,
-            help="Seconds between the fleet gauges' visibility reads (approvals waiting, "
-            "handles by state), at least 1; 0: this worker reports none",
-        ),
-    ] = DEFAULT_FLEET_INTERVAL_S,
-    otel: Annotated[
-        bool | None,
-        typer.Option(
-            "--otel/--no-otel",
-            help="OpenTelemetry traces, exported as the OTEL_* variables say (default: on "
-            "when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set)",
-        ),
-    ] = None,
-    processes: Annotated[
-        str,
-        typer.Option(
-            envvar=PROCESSES_ENV,
-            help="Worker processes on this host, all on the task queue, under one supervisor "
-            "(auto: one per core; the LLM cap is per process; see docs/guide/scale.md)",
-        ),
-    ] = "1",
-    workspace_root: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="TNX_WORKSPACE_ROOT",
-            help="Where workspace tools' directories live (kept); default: a temporary "
-            "directory removed when the worker stops",
-        ),
-    ] = None,
-    version: WorkerVersion = False,
-) -> None:
+@_with_settings
+def run(cluster: ClusterConfig, settings: WorkerSettings, version: WorkerVersion = False) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
     the TEMPORAL_* variables and the config file's profile, as for ``tnx`` (README
     "Connecting to a cluster")."""
-    try:
-        Registry.load(registry)
-    except RegistryError as err:
-        raise typer.BadParameter(str(err), param_hint="--registry") from None
-    try:
-        check_task_queue(task_queue)  # it goes into TaskQueue="..." queries (fleet gauges)
-    except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--task-queue") from None
-    if not llm_base_url:
-        raise typer.BadParameter(
-            "no LLM endpoint: pass --llm-base-url or set OPENAI_BASE_URL", param_hint="llm"
-        )
-    model = model or os.environ.get("OPENAI_MODEL")
-    if not model:
-        raise typer.BadParameter("no model: pass --model or set TNX_MODEL", param_hint="model")
-    if style not in ("openai", "anthropic"):
-        raise typer.BadParameter("style must be openai or anthropic", param_hint="style")
-    try:
-        deployment = parse_deployment(deployment_name, build_id)
-    except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--deployment-name/--build-id") from None
-    llm = LlmConfig(base_url=llm_base_url, model=model, style=style)
-    try:
-        open_store(store)  # only checks the URL: nothing connects yet
-    except StoreConfigError as err:
-        raise typer.BadParameter(str(err), param_hint="--store") from None
-    try:
-        codec = (
-            codec_from_keys(codec_keys, codec_key_file) if codec_keys or codec_key_file else None
-        )
-    except CodecError as err:
-        raise typer.BadParameter(str(err), param_hint="--codec-keys") from None
-    try:
-        if tracing_wanted(otel):
-            check_tracing_setup()  # an unknown exporter or no otel extra: here, not at connect
-    except TracingConfigError as err:
-        raise typer.BadParameter(str(err), param_hint="--otel") from None
-    try:
-        count = parse_processes(processes)
-    except ProcessesError as err:
-        raise typer.BadParameter(str(err), param_hint="--processes") from None
-    if metrics_port is not None and metrics_port + count - 1 > 65535:  # P .. P+N-1 (scale.md)
-        raise typer.BadParameter(
-            f"{count} processes serve ports {metrics_port} to {metrics_port + count - 1}: "
-            f"{metrics_port + count - 1} is past 65535",
-            param_hint="--metrics-port",
-        )
-    if 0 < fleet_metrics_interval_s < 1:  # back-to-back visibility reads load the server
-        raise typer.BadParameter(
-            f"must be 0 (no fleet gauges) or at least 1 s, got {fleet_metrics_interval_s:g}",
-            param_hint="--fleet-metrics-interval-s",
-        )
+    count = settings.process_count
     if count > 1:  # every flag is checked: the children run this command with --processes 1
         raise typer.Exit(run_supervisor(sys.argv[1:], count))
+    metrics = _process_metrics(
+        settings.metrics_port, settings.metrics_host, settings.fleet_metrics_interval_s
+    )
     try:
         asyncio.run(
             serve(
                 cluster=cluster,
-                task_queue=task_queue,
-                registry_spec=registry,
-                llm=llm,
-                store=store,
-                max_concurrent_turns=max_concurrent_turns,
-                sandboxed=sandbox,
-                codec=codec,
-                deployment=deployment,
-                graceful_shutdown_s=graceful_shutdown_s,
-                metrics=_process_metrics(metrics_port, metrics_host, fleet_metrics_interval_s),
-                tracing=otel,
-                workspace_root=workspace_root,
+                task_queue=settings.task_queue,
+                registry_spec=settings.registry,
+                llm=settings.llm,
+                store=settings.store,
+                max_concurrent_turns=settings.max_concurrent_turns,
+                sandboxed=settings.sandbox,
+                codec=settings.codec,
+                deployment=settings.deployment,
+                graceful_shutdown_s=settings.graceful_shutdown_s,
+                metrics=metrics,
+                tracing=settings.otel,
+                workspace_root=settings.workspace_root,
             )
         )
     except (StoreUnavailableError, StoreError, WorkerStartError, KeyMismatchError) as err:

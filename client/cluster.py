@@ -58,7 +58,7 @@ from toolnexus_temporal.client.cluster_sources import (
 )
 from toolnexus_temporal.client.codec import data_converter as codec_data_converter
 from toolnexus_temporal.client.errors import ClusterConfigError, ClusterConnectError
-from toolnexus_temporal.client.tracing import check_tracing_setup, tracing_wanted
+from toolnexus_temporal.observability.tracing import check_tracing_setup, tracing_wanted
 
 DEFAULT_ADDRESS_SETTING: Final = Setting(DEFAULT_ADDRESS, DEFAULT_SOURCE)
 """The address when nothing gives one."""
@@ -308,7 +308,7 @@ class ClusterConfig:
         client_options.setdefault("identity", default_identity())
         if tracing_wanted(tracing):
             check_tracing_setup()
-            from toolnexus_temporal.activities.otel import tracing_interceptor
+            from toolnexus_temporal.observability.otel import tracing_interceptor
 
             client_options["interceptors"] = [
                 *client_options.get("interceptors", ()),

@@ -1,8 +1,8 @@
-"""The fleet gauges' oldest wait (client/metrics.py) is the oldest waiting Request's at any
-queue length. SQL visibility lists newest first and cannot order by ``AgentWaitingSince``:
-with more waiting Requests than one list reads, the gauge read the newest page's oldest and
-under-reported the wait. Here one list reads a single row (``FLEET_LIST_LIMIT`` patched to 1)
-and three agents park one after another."""
+"""The fleet gauges' oldest wait (observability/prometheus.py) is the oldest waiting
+Request's at any queue length. SQL visibility lists newest first and cannot order by
+``AgentWaitingSince``: with more waiting Requests than one list reads, the gauge read the
+newest page's oldest and under-reported the wait. Here one list reads a single row
+(``FLEET_LIST_LIMIT`` patched to 1) and three agents park one after another."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from temporalio.common import MetricMeter
 
 from tests.helpers import eventually, spawn
 from tests.registries import APPROVALS, check_secret  # noqa: F401 (registry module)
-from toolnexus_temporal.client import metrics
+from toolnexus_temporal.client.queries import quoted
 from toolnexus_temporal.client.testing import ScriptedLLM, tool_calls
+from toolnexus_temporal.observability import prometheus as metrics
 from toolnexus_temporal.workflows.contract.names import AGENT_WAITING_SINCE
 
 
@@ -43,7 +44,7 @@ async def test_the_oldest_wait_is_the_oldest_request_past_one_list(
             assert stamp is not None
             since.append(stamp)
         assert since == sorted(since) and since[0] < since[-1]
-        gauges = metrics.FleetGauges(client, rt.task_queue, MetricMeter.noop)
+        gauges = metrics.FleetGauges(client, rt.task_queue, MetricMeter.noop, quote=quoted)
 
         async def counted() -> bool:
             return (await gauges.read()).approvals_waiting == 3

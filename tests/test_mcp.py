@@ -7,6 +7,7 @@ server."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import subprocess
@@ -504,9 +505,11 @@ async def test_a_tool_name_the_server_lacks_is_not_a_metric_label() -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
     from temporalio.testing import ActivityEnvironment
 
-    from toolnexus_temporal.activities import telemetry
     from toolnexus_temporal.activities.tools import ToolActivities
-    from toolnexus_temporal.client.metrics import metrics_runtime
+    from toolnexus_temporal.observability import spans as telemetry
+    from toolnexus_temporal.observability.activity import ActivityObserver
+    from toolnexus_temporal.observability.prometheus import metrics_runtime
+    from toolnexus_temporal.workflows.contract.names import TOOL_CALL_ACTIVITY
 
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -517,15 +520,17 @@ async def test_a_tool_name_the_server_lacks_is_not_a_metric_label() -> None:
     runtime = metrics_runtime("127.0.0.1", port)
     env = ActivityEnvironment()
     env.metric_meter = runtime.metric_meter
+    env.info = dataclasses.replace(env.info, activity_type=TOOL_CALL_ACTIVITY)
     pool = McpPool({"time": time_server()})
     tools = ToolActivities({}, {}, mcp=pool)
+    observer = ActivityObserver(tool_known=tools.knows)  # as create_worker installs it
     try:
         for name in ("time__zzz1", "time__zzz2", "time__get_current_time"):
             call = ToolCallInput(
                 tool=name, arguments='{"timezone": "UTC"}', handle_id="h", call_id="c"
             )
             try:
-                await env.run(tools.tool_call, call)
+                await env.run(observer.run, tools.tool_call, call)
             except Exception as err:
                 assert "UnknownTool" in repr(err) or "offers no tool" in str(err), err
     finally:

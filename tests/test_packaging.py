@@ -143,7 +143,7 @@ def test_pip_install_adds_one_top_level_package(tmp_path: Path) -> None:
     top = {f.split("/")[0] for f in files if not f.startswith("..")}
     top = {t for t in top if not t.endswith(".dist-info") and t != "__pycache__"}
     assert top == {"toolnexus_temporal"}, sorted(top)
-    for sub in ("workflows", "activities", "client", "cli"):
+    for sub in ("workflows", "activities", "client", "cli", "observability"):
         assert f"toolnexus_temporal/{sub}/__init__.py" in files, sub
     assert "toolnexus_temporal/worker.py" in files
     assert "toolnexus_temporal/py.typed" in files
@@ -162,7 +162,7 @@ def test_pip_install_adds_one_top_level_package(tmp_path: Path) -> None:
             check=True,
         ).stdout.strip()
     )
-    for generic in ("client", "workflows", "activities", "worker.py", "cli"):
+    for generic in ("client", "workflows", "activities", "worker.py", "cli", "observability"):
         assert not (site / generic).exists(), generic
 
 

@@ -1,6 +1,7 @@
 """The docs' map of where each rule lives (``docs/reference/rules.md``) matches the tree: every
-module it lists exists, and every module of ``workflows/``, ``activities/``, ``client/`` and
-``cli/`` is listed (a new module gets its line in the map, a moved one moves there too)."""
+module it lists exists, and every module of ``workflows/``, ``activities/``, ``client/``,
+``cli/`` and ``observability/`` is listed (a new module gets its line in the map, a moved one
+moves there too)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 MAP = REPO / "docs" / "reference" / "rules.md"
 
-_MODULE = re.compile(r"`((?:workflows|activities|client|cli)/[\w/]+\.py|worker\.py)`")
+_MODULE = re.compile(r"`((?:workflows|activities|client|cli|observability)/[\w/]+\.py|worker\.py)`")
 
 
 def listed() -> list[str]:
@@ -28,7 +29,7 @@ def test_every_listed_module_exists() -> None:
     assert not missing, f"listed in {MAP.name} but not in the tree: {missing}"
 
 
-@pytest.mark.parametrize("folder", ["workflows", "activities", "client", "cli"])
+@pytest.mark.parametrize("folder", ["workflows", "activities", "client", "cli", "observability"])
 def test_every_module_is_listed(folder: str) -> None:
     """Every module of ``folder`` (its package ``__init__.py`` files aside, except the host
     library's, which is its public surface) has a line in the map."""

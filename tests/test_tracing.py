@@ -19,11 +19,11 @@ from temporalio.client import Client
 
 from tests.helpers import eventually, spawn
 from toolnexus_temporal.activities import LlmConfig, Registry, ToolContext, define_tool, pending
-from toolnexus_temporal.activities.otel import TnxTracingInterceptor
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer
 from toolnexus_temporal.client.cluster import connect
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
-from toolnexus_temporal.client.tracing import tracing_wanted
+from toolnexus_temporal.observability.otel import TnxTracingInterceptor
+from toolnexus_temporal.observability.tracing import tracing_wanted
 from toolnexus_temporal.worker import create_worker, replayer
 from toolnexus_temporal.workflows.contract.models import HandleView
 from toolnexus_temporal.workflows.contract.names import QUERY_VIEW
@@ -275,7 +275,7 @@ def test_the_rule_for_turning_tracing_on() -> None:
 
 
 def test_content_is_recorded_only_when_opted_in_and_bounded(monkeypatch) -> None:
-    from toolnexus_temporal.activities import telemetry
+    from toolnexus_temporal.observability import spans as telemetry
     from toolnexus_temporal.workflows.contract.models import ToolResult
 
     exporter = InMemorySpanExporter()

@@ -161,7 +161,7 @@ def test_metrics_ports_past_65535_are_a_usage_error_before_any_process_starts(
 def test_the_metrics_address_of_an_ipv6_host_is_bracketed() -> None:
     """``--metrics-host ::`` binds ``[::]:P`` and the start line's URL is
     ``http://[::]:P/metrics`` (RFC 3986 brackets), not ``http://:::P/metrics``."""
-    from toolnexus_temporal.client.metrics import metrics_address
+    from toolnexus_temporal.observability.prometheus import metrics_address
 
     assert metrics_address("::", 9464) == "[::]:9464"
     assert metrics_address("0.0.0.0", 9464) == "0.0.0.0:9464"

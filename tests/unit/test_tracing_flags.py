@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from toolnexus_temporal.cli import worker_cmd
-from toolnexus_temporal.client.tracing import TracingConfigError, traces_exporter
+from toolnexus_temporal.observability.tracing import TracingConfigError, traces_exporter
 
 BASE = ["--registry", "tests.registries:APPROVALS", "--llm-base-url", "http://x/v1", "--model", "m"]
 
@@ -45,7 +45,7 @@ def test_tracing_on_without_the_otel_extra_names_it(monkeypatch: pytest.MonkeyPa
     """``--otel`` (or an ``OTEL_*`` endpoint in the environment) on a machine without the
     ``otel`` extra: one line naming the extra and how to turn tracing off, exit 2, not a
     ModuleNotFoundError traceback out of the connect."""
-    from toolnexus_temporal.client import tracing
+    from toolnexus_temporal.observability import tracing
 
     monkeypatch.setattr(tracing, "installed", lambda module: not module.startswith("opentel"))
     with pytest.raises(TracingConfigError, match=r"toolnexus-temporal\[otel\]"):

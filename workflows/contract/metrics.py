@@ -9,9 +9,9 @@ Who records what:
 * workflow code (``workflows/metrics.py``): turns, tokens, budget stops. The workflow meter
   skips replay (the SDK's ``_ReplaySafeMetricMeter``), so a replayed turn is not counted
   twice;
-* activities (``activities/metrics.py``): LLM calls and tool calls, with their latency, one
+* activities (``observability/metrics.py``): LLM calls and tool calls, with their latency, one
   per attempt;
-* the worker (``client/metrics.py``): the fleet gauges read from visibility.
+* the worker (``observability/prometheus.py``): the fleet gauges read from visibility.
 
 Conventions (docs/guide/metrics.md): names start with ``tnx_``; counters end in ``_total``
 (the SDK's ``counters_total_suffix`` stays off so its own names match Temporal's

@@ -1,5 +1,5 @@
 """The tracing interceptor and the OpenTelemetry SDK set-up (issue 27, item 1); imported only
-when tracing is on (:func:`~toolnexus_temporal.client.tracing.tracing_wanted`).
+when tracing is on (:func:`~toolnexus_temporal.observability.tracing.tracing_wanted`).
 
 :class:`TnxTracingInterceptor` is Temporal's ``temporalio.contrib.opentelemetry
 .TracingInterceptor`` (client and worker spans, context carried in the ``_tracer-data``
@@ -14,7 +14,7 @@ made only when not replaying) plus what makes one trace of a host's wake:
 * while a turn span is open, the contrib's outbound spans of that workflow run
   (``StartActivity``, ``StartChildWorkflow``, ``Signal*Workflow``) are its children, so LLM
   calls, tool calls and delegated children hang under the turn;
-* activity spans (``chat``, ``execute_tool``, :mod:`.telemetry`) under ``RunActivity``.
+* activity spans (``chat``, ``execute_tool``, :mod:`.spans`) under ``RunActivity``.
 
 Open turn spans are kept per workflow run on this worker, at most :data:`MAX_OPEN_TURNS`
 (the oldest is dropped unexported past that: a workflow evicted mid-turn and never back).
@@ -41,8 +41,8 @@ from temporalio.contrib.opentelemetry import (
     TracingWorkflowInboundInterceptor,
 )
 
-from toolnexus_temporal.activities.telemetry import ACTIVE_TRACER
-from toolnexus_temporal.client.tracing import traces_exporter
+from toolnexus_temporal.observability.spans import ACTIVE_TRACER
+from toolnexus_temporal.observability.tracing import traces_exporter
 from toolnexus_temporal.workflows.contract.names import SIGNAL_WAKE, UPDATE_TURN
 from toolnexus_temporal.workflows.turn.tracing import TURN_SPAN_END, TURN_SPAN_START
 
@@ -217,7 +217,7 @@ def setup_tracing(exporter: SpanExporter | None = None) -> TracerProvider:
 
     Raises:
         TracingConfigError: ``OTEL_TRACES_EXPORTER`` names another exporter
-            (:func:`~toolnexus_temporal.client.tracing.traces_exporter`).
+            (:func:`~toolnexus_temporal.observability.tracing.traces_exporter`).
         ImportError: the OTLP exporter is not installed (the ``otel`` extra).
     """
     current = opentelemetry.trace.get_tracer_provider()

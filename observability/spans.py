@@ -1,20 +1,21 @@
 """OpenTelemetry tracing (issue 27, item 1): the spans of the activities.
 
-When tracing is on is one rule, :func:`~toolnexus_temporal.client.tracing.tracing_wanted`;
-off (the default), no interceptor is installed and nothing here imports OpenTelemetry.
+When tracing is on is one rule, :func:`~toolnexus_temporal.observability.tracing.tracing_wanted`;
+off (the default), no tracing interceptor is installed and nothing here imports OpenTelemetry.
 
 **The spans** (names and attributes of the OpenTelemetry GenAI semantic conventions,
 https://opentelemetry.io/docs/specs/semconv/gen-ai/): ``chat {model}`` around one LLM call
 (:func:`llm_span`) and ``execute_tool {tool}`` around one tool call (:func:`tool_span`), each
-a child of the contrib interceptor's ``RunActivity`` span; the turn's ``invoke_agent {agent}``
-span is made in workflow code (``workflows/turn/tracing.py``) and ended by
-``activities/otel.py``. Our own attributes: ``tnx.handle.id``, ``tnx.parent.id``.
+a child of the contrib interceptor's ``RunActivity`` span and opened by the activity
+interceptor (``observability/activity.py``); the turn's ``invoke_agent {agent}`` span is made
+in workflow code (``workflows/turn/tracing.py``) and ended by ``observability/otel.py``. Our
+own attributes: ``tnx.handle.id``, ``tnx.parent.id``.
 
 **Content** (prompts, completions, tool arguments and results) is recorded only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`` (the GenAI instrumentations'
 standard switch), each value cut to :data:`CONTENT_MAX_CHARS` characters.
 
-An activity makes its spans only under the tracing interceptor (``activities/otel.py`` sets
+An activity makes its spans only under the tracing interceptor (``observability/otel.py`` sets
 :data:`ACTIVE_TRACER` for the activity's duration); elsewhere the helpers return at once.
 """
 
@@ -27,7 +28,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from toolnexus_temporal.client.tracing import truthy
+from toolnexus_temporal.observability.tracing import truthy
 from toolnexus_temporal.workflows.contract.models import Message, ToolResult, Usage
 
 ENV_CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -39,6 +40,11 @@ CONTENT_MAX_CHARS = 8_000
 ACTIVE_TRACER: contextvars.ContextVar[Any] = contextvars.ContextVar("tnx_tracer", default=None)
 """The OpenTelemetry tracer of the tracing interceptor running the current activity (None:
 tracing is off for it)."""
+
+CURRENT_LLM: contextvars.ContextVar[LlmSpan | None] = contextvars.ContextVar(
+    "tnx_llm_span", default=None
+)
+"""The ``chat`` span of the LLM activity running (:func:`llm_span` sets it)."""
 
 
 def capture_content(env: Mapping[str, str] | None = None) -> bool:
@@ -60,6 +66,12 @@ def handle_attributes(handle_id: str) -> dict[str, str]:
         "tnx.parent.id": parent,
         "gen_ai.agent.name": last.rpartition(".")[0] or last,
     }
+
+
+def current_llm() -> LlmSpan:
+    """The :class:`LlmSpan` the activity interceptor opened for the LLM activity running (a
+    no-op one outside it, or with tracing off): record the request and answer on it."""
+    return CURRENT_LLM.get() or LlmSpan(None)
 
 
 class LlmSpan:
@@ -108,7 +120,7 @@ def llm_span(*, model: str, provider: str) -> Iterator[LlmSpan]:
     """The ``chat {model}`` span (kind CLIENT) of one LLM call in the current activity, with
     ``gen_ai.operation.name`` ``chat``, ``gen_ai.request.model``, ``gen_ai.provider.name``
     (the wire style) and the handle's attributes (from the activity's workflow id). Yields a
-    no-op :class:`LlmSpan` when tracing is off."""
+    no-op :class:`LlmSpan` when tracing is off; :func:`current_llm` returns it meanwhile."""
     tracer = ACTIVE_TRACER.get()
     if tracer is None:
         yield LlmSpan(None)
@@ -122,11 +134,15 @@ def llm_span(*, model: str, provider: str) -> Iterator[LlmSpan]:
         **_activity_handle(),
     }
     with tracer.start_as_current_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attrs) as s:
+        span = LlmSpan(s)
+        token = CURRENT_LLM.set(span)
         try:
-            yield LlmSpan(s)
+            yield span
         except BaseException as err:
             s.set_attribute("error.type", _error_type(err))
             raise
+        finally:
+            CURRENT_LLM.reset(token)
 
 
 class ToolSpan:

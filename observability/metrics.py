@@ -1,5 +1,7 @@
 """The metrics activities record (``workflows/contract/metrics.py``): each LLM HTTP round
-trip and each tool attempt, counted by outcome and timed, in ms.
+trip and each tool attempt, counted by outcome and timed, in ms. The tool metrics are put
+around the ``tnx.tool_call`` activity by the activity interceptor (``observability/activity.py``);
+the LLM metrics time the HTTP round trip alone, inside the LLM activity (``activities/llm.py``).
 
 Recorded through ``activity.metric_meter()``, the worker runtime's meter with the activity's
 ``namespace``, ``task_queue`` and ``activity_type`` (the SDK adds them); without a metrics

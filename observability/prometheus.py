@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Final, get_args
@@ -28,7 +29,6 @@ from temporalio.common import MetricMeter
 from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.service import RPCError
 
-from toolnexus_temporal.client.queries import quoted
 from toolnexus_temporal.workflows.contract.metrics import (
     APPROVAL_OLDEST_WAIT,
     APPROVALS_WAITING,
@@ -125,6 +125,13 @@ class FleetGauges:
         task_queue: the runtime's task queue (the gauges count its handles only).
         meter: the metrics runtime's meter (``Runtime.metric_meter``).
         interval_s: seconds between reads.
+        quote: how a value goes into a visibility query: the host's
+            :func:`~toolnexus_temporal.client.queries.quoted` (the one place that does it;
+            this package imports no host module). It raises ``ValueError`` for a value it
+            cannot quote.
+
+    Raises:
+        ValueError: ``interval_s`` not above 0, or a task queue ``quote`` refuses.
     """
 
     def __init__(
@@ -133,9 +140,12 @@ class FleetGauges:
         task_queue: str,
         meter: MetricMeter,
         interval_s: float = DEFAULT_FLEET_INTERVAL_S,
+        *,
+        quote: Callable[[str], str],
     ) -> None:
         if interval_s <= 0:
             raise ValueError(f"interval_s must be above 0, got {interval_s}")
+        self._quoted = quote
         self.client = client
         self.task_queue = task_queue
         self.interval_s = interval_s
@@ -150,8 +160,8 @@ class FleetGauges:
             APPROVAL_OLDEST_WAIT.name, APPROVAL_OLDEST_WAIT.description, APPROVAL_OLDEST_WAIT.unit
         )
         self._live = (
-            f'WorkflowType={quoted(WORKFLOW_TYPE)} AND ExecutionStatus="Running" '
-            f"AND TaskQueue={quoted(task_queue)}"
+            f'WorkflowType={quote(WORKFLOW_TYPE)} AND ExecutionStatus="Running" '
+            f"AND TaskQueue={quote(task_queue)}"
         )
 
     async def read(self) -> FleetSnapshot:
@@ -162,9 +172,9 @@ class FleetGauges:
         """
         snap = FleetSnapshot()
         for state in HANDLE_STATES:
-            query = f"{self._live} AND {AGENT_STATE.name}={quoted(state)}"
+            query = f"{self._live} AND {AGENT_STATE.name}={self._quoted(state)}"
             snap.handles[state] = (await self.client.count_workflows(query)).count
-        queue = f"{APPROVAL_QUEUE} AND TaskQueue={quoted(self.task_queue)}"
+        queue = f"{APPROVAL_QUEUE} AND TaskQueue={self._quoted(self.task_queue)}"
         snap.approvals_waiting = (await self.client.count_workflows(queue)).count
         oldest = await self._oldest_since(queue) if snap.approvals_waiting else None
         if oldest is not None:
@@ -189,7 +199,7 @@ class FleetGauges:
             if found is None:
                 break
             oldest = found
-            query = f"{queue} AND {AGENT_WAITING_SINCE.name} < {quoted(_ms_floor(found))}"
+            query = f"{queue} AND {AGENT_WAITING_SINCE.name} < {self._quoted(_ms_floor(found))}"
             if not (await self.client.count_workflows(query)).count:
                 break
         return oldest

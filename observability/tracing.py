@@ -8,7 +8,7 @@ OpenTelemetry environment names an exporter: ``OTEL_TRACES_EXPORTER`` set to any
 (OpenTelemetry SDK environment variables). ``OTEL_SDK_DISABLED=true`` or
 ``OTEL_TRACES_EXPORTER=none`` turn it off whatever else says. Off (the default): no
 interceptor is installed and OpenTelemetry is not imported. On: the interceptor and the SDK
-set-up are ``activities/otel.py``.
+set-up are ``observability/otel.py``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def tracing_wanted(explicit: bool | None = None, env: Mapping[str, str] | None =
 
 
 TRACES_EXPORTERS = ("otlp", "console")
-"""The ``OTEL_TRACES_EXPORTER`` names the SDK set-up (``activities/otel.py``) knows, besides
+"""The ``OTEL_TRACES_EXPORTER`` names the SDK set-up (``observability/otel.py``) knows, besides
 ``none`` (tracing off)."""
 
 
