@@ -95,7 +95,7 @@ class RunLoop:
             self._children.watcher.watch_earlier()
             # The timer loop ends with the handle's close; a continue-as-new drops its timer
             # and the next run starts it again from ``TickState.next_ms`` (ticks.py).
-            ticking = asyncio.create_task(self._ticks.run())
+            ticking = asyncio.create_task(self._tick_loop())
             await self._serve()
             await ticking  # closed: the loop unsets AgentNextTick and ends
         except asyncio.CancelledError:
@@ -107,6 +107,17 @@ class RunLoop:
             lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
         )
         return view_of(s)
+
+    async def _tick_loop(self) -> None:
+        """The tick schedule's timer loop (``ticks.py``), started once there is a schedule
+        (or the handle closes): until then its wait is this field read, so a handle without
+        a schedule runs no tick code at each activation."""
+        s = self.s
+        if not self._ticks.begin():
+            await workflow.wait_condition(
+                lambda: s.ticks.spec is not None or s.state == "closed" or s.closing
+            )
+        await self._ticks.run()
 
     async def _serve(self) -> None:
         """The run loop: each admitted wake runs one turn, until the handle is closed (or the
