@@ -7,7 +7,7 @@ off (the default), no interceptor is installed and nothing here imports OpenTele
 https://opentelemetry.io/docs/specs/semconv/gen-ai/): ``chat {model}`` around one LLM call
 (:func:`llm_span`) and ``execute_tool {tool}`` around one tool call (:func:`tool_span`), each
 a child of the contrib interceptor's ``RunActivity`` span; the turn's ``invoke_agent {agent}``
-span is made in workflow code (``workflows/turn/tracing.py``) and ended by
+span is made in workflow code (``workflows/turn/observe.py``) and ended by
 ``activities/otel.py``. Our own attributes: ``tnx.handle.id``, ``tnx.parent.id``.
 
 **Content** (prompts, completions, tool arguments and results) is recorded only when

@@ -43,9 +43,9 @@ class RunLoop:
         parking: runs a turn, or the parked turn carried over.
         turn: the LLM loop.
         ticks: the tick schedule's timer loop (runs beside the serve loop).
-        after_turn: called after each turn, once a held wake had its chance: a background
-            child's item that came during the turn wakes the handle
-            (``BackgroundWake.wake_if_due``).
+        after_turn: called after a turn when a background child's item waits, once a held
+            wake had its chance: the item wakes the handle (``BackgroundWake.wake_if_due``,
+            which checks the rest; without an item it has nothing to do).
     """
 
     def __init__(
@@ -143,7 +143,8 @@ class RunLoop:
                 run = self._parking.run_turn(self._turn.run)
                 await asyncio.shield(asyncio.create_task(run))
                 life.inbox.admit_held_wake()  # a wake that came during an interrupt
-                self.after_turn()  # a background child's item that came during the turn
+                if s.background.waiting:  # a background child's item came during the turn
+                    self.after_turn()
                 await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model
