@@ -1,8 +1,8 @@
 """Tracing and metrics of the host and the worker, in one place (issue 33, item 3).
 
 Imported downward by ``client/``, ``activities/``, ``worker.py`` and ``cli/``; it imports none
-of them (only ``workflows/contract/`` for names, ``workflows/turn/tracing.py`` for the turn
-span's extern-function names, and temporalio). The workflow side (the turn span opened in
+of them (only ``workflows/contract/`` for names, the turn span's extern functions among them,
+and temporalio). The workflow side (the turn span opened in
 workflow code, the counters a workflow records) stays in ``workflows/``: it must be
 deterministic.
 

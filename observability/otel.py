@@ -6,7 +6,7 @@ when tracing is on (:func:`~toolnexus_temporal.observability.tracing.tracing_wan
 header of workflow starts, signals, updates, child workflows and activities; workflow spans
 made only when not replaying) plus what makes one trace of a host's wake:
 
-* the **turn span** ``invoke_agent {agent}`` (``workflows/turn/tracing.py`` opens and ends it
+* the **turn span** ``invoke_agent {agent}`` (``workflows/turn/observe.py`` opens and ends it
   through the extern functions registered here). Its parent is the context of the last
   ``wake`` signal or ``turn`` update that carried one (the host's ``StartWorkflowUpdate:turn``
   span, or a parent agent's ``SignalChildWorkflow``/``SignalExternalWorkflow`` span), else
@@ -43,8 +43,12 @@ from temporalio.contrib.opentelemetry import (
 
 from toolnexus_temporal.observability.spans import ACTIVE_TRACER
 from toolnexus_temporal.observability.tracing import traces_exporter
-from toolnexus_temporal.workflows.contract.names import SIGNAL_WAKE, UPDATE_TURN
-from toolnexus_temporal.workflows.turn.tracing import TURN_SPAN_END, TURN_SPAN_START
+from toolnexus_temporal.workflows.contract.names import (
+    SIGNAL_WAKE,
+    TURN_SPAN_END,
+    TURN_SPAN_START,
+    UPDATE_TURN,
+)
 
 MAX_OPEN_TURNS = 10_000
 """Most turn spans one worker keeps open at once."""
@@ -77,7 +81,7 @@ class TnxTracingInterceptor(TracingInterceptor):
         self, input: temporalio.worker.WorkflowInterceptorClassInput
     ) -> type[TracingWorkflowInboundInterceptor]:
         """The contrib's workflow interceptor, which also reports wake contexts, and our
-        extern functions (``workflows/turn/tracing.py``)."""
+        extern functions (``workflows/turn/observe.py``)."""
         super().workflow_interceptor_class(input)
         input.unsafe_extern_functions.update(
             {

@@ -8,7 +8,7 @@ https://opentelemetry.io/docs/specs/semconv/gen-ai/): ``chat {model}`` around on
 (:func:`llm_span`) and ``execute_tool {tool}`` around one tool call (:func:`tool_span`), each
 a child of the contrib interceptor's ``RunActivity`` span and opened by the activity
 interceptor (``observability/activity.py``); the turn's ``invoke_agent {agent}`` span is made
-in workflow code (``workflows/turn/tracing.py``) and ended by ``observability/otel.py``. Our
+in workflow code (``workflows/turn/observe.py``) and ended by ``observability/otel.py``. Our
 own attributes: ``tnx.handle.id``, ``tnx.parent.id``.
 
 **Content** (prompts, completions, tool arguments and results) is recorded only when

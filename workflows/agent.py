@@ -10,14 +10,14 @@ Floors of workflows/, lowest first: ``contract/`` (types, names, limits, the clo
 ``now_ms``, the error types), ``rules/`` (pure rules over the state: Request routing, the
 roster, background items, rendering for the model), ``visibility/`` (trace, search
 attributes, views), ``outbox.py`` (signals to other handles), then ``leases.py``
-(``max_concurrent``), ``budgets.py``, ``metrics.py`` and ``trust.py`` on one floor,
+(``max_concurrent``), ``budgets.py`` and ``trust.py`` on one floor,
 ``machine.py`` (the transition table, settle, reports), ``inbox.py`` (post bounds, wake
 admission), ``approvals/`` (suspension, Answer routing, parking on task children, expiry),
 ``children/`` (spawn, child reports, closing a child, ``watch``, the ``task`` tool,
-background children), ``turn/`` (the LLM loop and tool calls) and ``ticks.py`` on one floor,
-``lifecycle/`` (wait, interrupt, close, hooks, the run loop, a parked turn carried across
-continue-as-new, verbs exactly once across runs), ``pause.py``, and this module,
-``agent.py``.
+background children), ``turn/`` (the LLM loop and tool calls, its span and metrics) and
+``ticks.py`` on one floor, ``lifecycle/`` (wait, interrupt, close, hooks, the run loop, a
+parked turn carried across continue-as-new, verbs exactly once across runs), ``pause.py``,
+and this module, ``agent.py``.
 
 The docs' "Where each rule lives" page maps each rule to its module.
 
@@ -51,7 +51,6 @@ from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
 from toolnexus_temporal.workflows.lifecycle.runloop import RunLoop
 from toolnexus_temporal.workflows.lifecycle.updates import UpdateLog
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
-from toolnexus_temporal.workflows.metrics import TurnMetrics
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.pause import Pause
 from toolnexus_temporal.workflows.ticks import (
@@ -61,7 +60,7 @@ from toolnexus_temporal.workflows.ticks import (
 )
 from toolnexus_temporal.workflows.trust import Trust, masked
 from toolnexus_temporal.workflows.turn.context import ContextBound
-from toolnexus_temporal.workflows.turn.tracing import TurnTrace
+from toolnexus_temporal.workflows.turn.observe import TurnTelemetry
 from toolnexus_temporal.workflows.turn.turn import Turn
 from toolnexus_temporal.workflows.visibility.visibility import (
     INVALID,
@@ -165,8 +164,8 @@ class AgentWorkflow:
             self._budgets,
             self._approvals,
             self._delegation,
-            # OpenTelemetry when the worker traces; metrics; the context bound
-            observers=(TurnTrace(), TurnMetrics(), ContextBound()),
+            # the span (when the worker traces) and the metrics; the context bound
+            observers=(TurnTelemetry(), ContextBound()),
         )
         self._lifecycle = Lifecycle(
             s,

@@ -82,9 +82,11 @@ def wake_error(s: HandleState) -> str | None:
 
 def drain(s: HandleState, prompt: str | None) -> None:
     """Admit a wake: keep its prompt, move the inbox into the turn (the posts, then the
-    background children's items: ``children/background.py``), mark the turn pending."""
+    background children's items, when any wait: ``children/background.py``), mark the turn
+    pending."""
     s.intake.wake_prompt = prompt
-    s.intake.turn_inbox = s.intake.items + take_waiting(s)
+    waiting = take_waiting(s) if s.background.waiting else []
+    s.intake.turn_inbox = s.intake.items + waiting
     s.intake.items = []
     s.intake.turn_pending = True
 

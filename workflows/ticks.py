@@ -212,9 +212,15 @@ class Ticks:
 
     # ---- the timer loop
 
-    async def run(self) -> None:
-        """The timer loop of this run: sleep (a durable timer) until the next fire time,
-        fire, repeat; a schedule change starts it over. Ends when the handle closes."""
+    def begin(self) -> bool:
+        """Start this run's schedule: the first run takes the definition's (``AgentDef.tick``).
+
+        Returns:
+            Whether the timer loop has work now: a schedule, or an ``AgentNextTick`` shown
+            that must be unset. Without either, the run loop starts :meth:`run` only once a
+            schedule is set or the handle closes (``lifecycle/runloop.py``), so a handle
+            without a schedule runs no tick code while it serves wakes.
+        """
         s = self.s
         t = s.ticks
         if not t.started:  # the first run: the definition's schedule
@@ -222,6 +228,14 @@ class Ticks:
             if s.defn is not None and s.defn.tick is not None:
                 t.spec = s.defn.tick
                 t.next_ms = first_fire_ms(t.spec, now_ms())
+        return t.spec is not None or self.published_ms is not None
+
+    async def run(self) -> None:
+        """The timer loop of this run (after :meth:`begin`): sleep (a durable timer) until
+        the next fire time, fire, repeat; a schedule change starts it over. Ends when the
+        handle closes."""
+        s = self.s
+        t = s.ticks
         while not self._closed():
             version = self.version
 

@@ -24,7 +24,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("rules",),  # pure rules over the state, one module per concept
     ("visibility",),  # trace lines, views, search attributes, the operator's view
     ("outbox",),  # signals to other handles, counted until delivered
-    ("leases", "budgets", "metrics", "trust"),  # slots, budgets, metrics, nonces
+    ("leases", "budgets", "trust"),  # slots, budgets, nonces
     ("machine",),  # the state machine, the turn's scratch, the one result path
     ("inbox",),  # posts, wake admission, the turn's input
     ("approvals",),  # suspension, Answers, expiry and audit

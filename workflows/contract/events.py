@@ -2,10 +2,10 @@
 
 The turn (``workflows/turn/turn.py``) does its work (LLM calls, tool calls, budgets, the
 settle) and tells its observers what happened, in order, instead of calling each cross-cutting
-feature: the span (``turn/tracing.py``), the metrics (``workflows/metrics.py``) and the
-context bound (``turn/context.py``) are observers given to the turn at construction
-(``agent.py``). An observer reads the state and may write only its own part (the context
-bound writes ``turn.context_due``); it issues no command.
+feature: the span and the metrics (one observer, ``turn/observe.py``) and the context bound
+(``turn/context.py``) are observers given to the turn at construction (``agent.py``). An
+observer reads the state and may write only its own part (the context bound writes
+``turn.context_due``); it issues no command.
 
 Types only: deterministic and I/O free.
 """

@@ -6,7 +6,7 @@
 same meter (``workflow.metric_meter()``, ``activity.metric_meter()``, ``Runtime.metric_meter``).
 Who records what:
 
-* workflow code (``workflows/metrics.py``): turns, tokens, budget stops. The workflow meter
+* workflow code (``workflows/turn/observe.py``): turns, tokens, budget stops. The workflow meter
   skips replay (the SDK's ``_ReplaySafeMetricMeter``), so a replayed turn is not counted
   twice;
 * activities (``observability/metrics.py``): LLM calls and tool calls, with their latency, one

@@ -172,6 +172,15 @@ TOOL_NON_RETRYABLE: Final = ("UnknownTool", "ToolArgumentsInvalid")
 INTERPRET_NON_RETRYABLE: Final = ("UnknownInterpreter", "WrongAnswerId")
 """``ApplicationError`` types of ``tnx.interpret`` that no retry can fix."""
 
+# ---- the turn span's extern functions (tracing on) ----
+# The workflow's turn observer (``workflows/turn/observe.py``) calls these through the
+# outbound interceptor that ``observability/otel.py`` installs, which opens and ends the span.
+TURN_SPAN_START: Final = "__tnx_turn_span_start"
+"""Extern function: open the turn span of ``(workflow_id, run_id)``."""
+TURN_SPAN_END: Final = "__tnx_turn_span_end"
+"""Extern function: end the open turn span of ``(workflow_id, run_id)``."""
+
+
 # ---- ApplicationError types the workflow raises ----
 # Each is the ``type`` of an ``ApplicationError`` raised by workflow code (a failed run, or an
 # update refused by its validator: nothing reaches history). Named once here: the workflow

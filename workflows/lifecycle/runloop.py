@@ -43,9 +43,9 @@ class RunLoop:
         parking: runs a turn, or the parked turn carried over.
         turn: the LLM loop.
         ticks: the tick schedule's timer loop (runs beside the serve loop).
-        after_turn: called after each turn, once a held wake had its chance: a background
-            child's item that came during the turn wakes the handle
-            (``BackgroundWake.wake_if_due``).
+        after_turn: called after a turn when a background child's item waits, once a held
+            wake had its chance: the item wakes the handle (``BackgroundWake.wake_if_due``,
+            which checks the rest; without an item it has nothing to do).
     """
 
     def __init__(
@@ -95,7 +95,7 @@ class RunLoop:
             self._children.watcher.watch_earlier()
             # The timer loop ends with the handle's close; a continue-as-new drops its timer
             # and the next run starts it again from ``TickState.next_ms`` (ticks.py).
-            ticking = asyncio.create_task(self._ticks.run())
+            ticking = asyncio.create_task(self._tick_loop())
             await self._serve()
             await ticking  # closed: the loop unsets AgentNextTick and ends
         except asyncio.CancelledError:
@@ -107,6 +107,17 @@ class RunLoop:
             lambda: workflow.all_handlers_finished() and self._outbox.signals_in_flight == 0
         )
         return view_of(s)
+
+    async def _tick_loop(self) -> None:
+        """The tick schedule's timer loop (``ticks.py``), started once there is a schedule
+        (or the handle closes): until then its wait is this field read, so a handle without
+        a schedule runs no tick code at each activation."""
+        s = self.s
+        if not self._ticks.begin():
+            await workflow.wait_condition(
+                lambda: s.ticks.spec is not None or s.state == "closed" or s.closing
+            )
+        await self._ticks.run()
 
     async def _serve(self) -> None:
         """The run loop: each admitted wake runs one turn, until the handle is closed (or the
@@ -132,7 +143,8 @@ class RunLoop:
                 run = self._parking.run_turn(self._turn.run)
                 await asyncio.shield(asyncio.create_task(run))
                 life.inbox.admit_held_wake()  # a wake that came during an interrupt
-                self.after_turn()  # a background child's item that came during the turn
+                if s.background.waiting:  # a background child's item came during the turn
+                    self.after_turn()
                 await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))
                 continue
             # Idle and the run is long: once nothing is in flight, carry the whole state model

@@ -127,7 +127,7 @@ class Turn:
         """
         s = self.s
         body: Coroutine[Any, Any, TaskResult]
-        parked = take_parked(s)
+        parked = take_parked(s) if s.approval.parked is not None else None
         if parked is not None:  # carried across continue-as-new while parked
             restore(self.scratch, parked)
             body = self._resume(parked)
@@ -165,7 +165,14 @@ class Turn:
             if watchdog is not None and not watchdog.done():
                 watchdog.cancel()
         turn_ended(s)
-        self.approvals.clear_pending()
+        approvals = self.approvals
+        if (  # a Request was made or carried this turn: clear it (else nothing to clear)
+            s.approval.pending_req is not None
+            or s.approval.escalated_to is not None
+            or approvals.own_parked is not None
+            or approvals.own_suspension
+        ):
+            approvals.clear_pending()
         self.scratch.interrupt_requested = False
         self.machine.settle(result)
         for o in self.observers:

@@ -278,7 +278,13 @@ class Visibility:
             workflow.upsert_search_attributes(updates)
             self.shown = view
             self.rejection = None  # a new Request clears the shown rejection too
-        stamp_pending_since(s, now_ms())
+        a = s.approval
+        if (  # a Request pending, or its stamp left to clear (else nothing to stamp)
+            a.pending_req is not None
+            or a.pending_since_id is not None
+            or a.pending_since_ms is not None
+        ):
+            stamp_pending_since(s, now_ms())
         workflow.set_current_details(fit(current_details(s, self.rejection), DETAILS_BYTES))
 
     # ---- signal input: one model per signal, rejected loudly (never a failed task)
