@@ -5,9 +5,11 @@ names and types."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
 
@@ -182,3 +184,36 @@ def test_light_cli_declarations_name_what_the_implementation_reads() -> None:
     envvars = {p.name: p.envvar for p in command.params}
     assert envvars["keys"] == ENV_KEYS
     assert envvars["key_file"] == ENV_KEY_FILE
+
+
+OBSERVABILITY = Path(__file__).resolve().parent.parent / "observability"
+OBSERVABILITY_MAY_IMPORT = (
+    "toolnexus_temporal.observability",
+    "toolnexus_temporal.workflows.contract",
+)
+"""What ``observability/`` may import of the package: itself and the workflow contract. It is
+imported downward by ``client/``, ``activities/``, ``worker.py`` and ``cli/`` (issue 33,
+item 3), so an import of any of them (or of a workflow component) would tie two floors both
+ways."""
+
+
+def test_observability_imports_only_itself_and_the_contract() -> None:
+    """Every import in ``observability/`` (module-level, in functions, under TYPE_CHECKING)."""
+    wrong = []
+    for path in sorted(OBSERVABILITY.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue  # relative: inside the package
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                if _under(name, "toolnexus_temporal") and not any(
+                    _under(name, p) for p in OBSERVABILITY_MAY_IMPORT
+                ):
+                    wrong.append(f"{path.name}:{node.lineno} imports {name}")
+    assert not wrong, wrong
