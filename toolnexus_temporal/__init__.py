@@ -12,6 +12,8 @@ Subpackages, by role (each importable on its own):
   durable names and models.
 * ``toolnexus_temporal.activities``: every piece of I/O (LLM calls, tools, the store).
 * ``toolnexus_temporal.worker``: wiring (``create_worker``, ``tnx-worker``).
+* ``toolnexus_temporal.observability``: tracing and metrics of the host and the worker (the
+  workflow side of both is one observer of the turn, in ``workflows/turn/observe.py``).
 * ``toolnexus_temporal.cli``: the ``tnx`` command, the demo, the dev-server and local-model
   process managers.
 
