@@ -826,6 +826,7 @@ async def test_record_recovered_histories(make_runtime, client) -> None:
         await _record_each(client, rt, "recovered", {"root": "root", "guard": h.id})
 
 
+@RECORDING
 async def test_record_ticks_histories(make_runtime, client) -> None:
     """Ticks and pause (issue 25): a definition's 1 s tick that wakes the handle, a pause
     during which ticks coalesce and a wake is held, the pause and unpause signals (one with
@@ -920,6 +921,7 @@ async def test_record_context_histories(make_runtime, client) -> None:
         await _record_each(client, rt, "context", {"dropper": dropper.id})
 
 
+@RECORDING
 async def test_record_expiry_histories(make_runtime, client) -> None:
     """Expiry, escalation, approvers and the audit (issue 26): a tool's 1.5 s timeout that
     expires and a late Answer rejected; an agent escalating to a named queue after 300 ms, an
