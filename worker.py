@@ -39,6 +39,7 @@ from temporalio.worker import (
 )
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from toolnexus_temporal.activities.fork import ForkActivities
 from toolnexus_temporal.activities.llm import LlmActivities, LlmConfig
 from toolnexus_temporal.activities.mcp import McpPool
 from toolnexus_temporal.activities.principal import PrincipalActivities
@@ -421,6 +422,7 @@ async def _worker(
                 tool_activities.interpret,
                 llm_activities.llm_call,
                 llm_activities.llm_summarize,
+                ForkActivities(conv_store).fork_transcript,
                 WatchActivities(client).watch_children,
                 PrincipalActivities(client).answer_principal,
                 *extra,

@@ -17,6 +17,8 @@ Commands::
     tnx interrupt ID
     tnx close ID [--force] [--reason TEXT]
     tnx recover ID                       start an agent the server terminated again
+    tnx fork ID --turn N [--budget JSON] [--model NAME] [--prompt TEXT]   a new agent from
+                                         ID's first N turns, under the same parent
     tnx schedule ID --every 1h|--cron EXPR [--prompt TEXT] [--inbox-only]   a tick schedule
     tnx schedule ls                      the handles with a tick schedule, their next tick
     tnx unschedule ID
@@ -344,6 +346,40 @@ def recover_command(opts: Options, handle_id: IdArg) -> None:
     from toolnexus_temporal.cli import verbs
 
     verbs.recover(opts, handle_id)
+
+
+@host_command("fork")
+def fork_command(
+    opts: Options,
+    handle_id: IdArg,
+    turn: Annotated[
+        int,
+        typer.Option(
+            "--turn",
+            metavar="N",
+            help="Keep ID's first N turns (from 1; its last only once it is idle or closed).",
+        ),
+    ],
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget", metavar="JSON", help="The fork's budget (default: its definition's)."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", metavar="NAME", help="The fork's model instead of its def's."),
+    ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option("--prompt", metavar="TEXT", help="Also wake the fork with TEXT."),
+    ] = None,
+) -> None:
+    """A new agent under ID's parent whose conversation is ID's first N turns; print its id.
+    ID is untouched (closed or not); its children and pending Request are not copied."""
+    from toolnexus_temporal.cli import verbs
+
+    verbs.fork(opts, handle_id, turn, budget, model, prompt)
 
 
 host_command("schedule")(tick_cmd.schedule_command)

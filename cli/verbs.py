@@ -211,6 +211,24 @@ def recover(opts: Options, handle_id: str) -> None:
             out.print(Text(f"pending request {h.pending_req.id}: {h.pending_req.prompt}"))
 
 
+def fork(
+    opts: Options,
+    handle_id: str,
+    turn: int,
+    budget: str | None,
+    model: str | None,
+    prompt: str | None,
+) -> None:
+    """`tnx fork`: see its command for the options."""
+    override = args.parse_budget(budget)
+    target = args.ref(opts, handle_id)
+    h = ops.run(opts, lambda rt: rt.fork(target, turn, budget=override, model=model, prompt=prompt))
+    if opts.json:
+        emit(args.dump(h))
+    else:
+        out.print(escape(h.id), soft_wrap=True)
+
+
 def schedule(
     opts: Options,
     handle_id: str,

@@ -18,6 +18,7 @@ Each verb and the Temporal message it sends to the handle's workflow:
 from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.errors import (
     AnswerRejectedError,
+    ForkRefusedError,
     HandleNotFoundError,
     InvalidCursorError,
     NoWorkerError,
@@ -58,6 +59,7 @@ __all__ = [
     "Budget",
     "ContextPolicy",
     "Escalation",
+    "ForkRefusedError",
     "Handle",
     "HandleNotFoundError",
     "InboxItem",

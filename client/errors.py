@@ -69,6 +69,25 @@ class RecoverRefusedError(TnxError):
         self.reason = reason
 
 
+class ForkRefusedError(TnxError):
+    """``fork`` refused to make a fork (``client/fork.py``): a turn below 1 or past the
+    original's last complete turn, the root (it has no conversation), an original whose
+    parent is closed (the fork would live there), or a spawn the parent refused (its
+    ``max_children``, an exhausted pool, ...). Nothing was spawned and nothing changed.
+
+    Attributes:
+        handle_id: the original's handle id.
+        turn: the turn asked for.
+        reason: why.
+    """
+
+    def __init__(self, handle_id: str, turn: int, reason: str) -> None:
+        super().__init__(f"fork of {handle_id!r} at turn {turn} refused: {reason}")
+        self.handle_id = handle_id
+        self.turn = turn
+        self.reason = reason
+
+
 class NoWorkerError(TnxError):
     """No worker polls the task queue the handle workflows run on, so a query (or a verb
     that needs the workflow to act) would wait until a deadline instead of answering

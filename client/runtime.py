@@ -32,6 +32,7 @@ from toolnexus_temporal.client.errors import (
     VerbRejectedError,
 )
 from toolnexus_temporal.client.fallback import Fallbacks, status_of_view
+from toolnexus_temporal.client.fork import fork_handle, fork_request
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
 from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.queries import check_scope
@@ -225,6 +226,49 @@ class AgentRuntime(HandleReads):
         if isinstance(parent, Handle):
             parent.children.append(result.handle.id)
         return Handle.from_view(result.handle)
+
+    async def fork(
+        self,
+        h: HandleRef,
+        at_turn: int,
+        *,
+        budget: Budget | None = None,
+        model: str | None = None,
+        prompt: str | None = None,
+    ) -> Handle:
+        """A new agent whose conversation is the first ``at_turn`` turns of ``h``'s
+        (``client/fork.py``): spawned under the same parent through the normal spawn path
+        (the parent's next child id, ``{parent}/{name}.{n}``), with its own budgets. The
+        original is untouched and keeps running; a closed original forks too. Its children
+        and pending Request are not copied, nor its inbox, tick schedule or context summary.
+
+        A turn is a ``user`` message and everything after it up to the next one (the
+        transcript's leading ``system`` messages always come along). Turns count from 1.
+        Every turn of an idle or closed original is offered; of a running or suspended
+        one, those before its turn in flight (which may still be rolled back). A tool call
+        the copied turns end on without its result (a turn stopped by a budget) is
+        answered ``error: not run``.
+
+        Args:
+            h: the original (any spawned handle; not the root).
+            at_turn: how many of its turns the fork keeps, from 1.
+            budget: the fork's budget (default: its definition's), carved from the
+                parent's pools like any spawn's.
+            model: the fork's model instead of its definition's (``inherit``: the worker's).
+            prompt: wake the fork at once with this prompt (then :meth:`wait`).
+
+        Returns:
+            The fork, ``idle`` (``running`` or ``queued`` with ``prompt``).
+
+        Raises:
+            ForkRefusedError: ``at_turn`` below 1 or past the original's last offered turn,
+                the root, a handle with no turn yet, a closed parent, or a spawn the parent
+                refused; nothing was spawned.
+            HandleNotFoundError: no such handle.
+        """
+        state = await self._rpc.query(handle_id(h), AgentWorkflowStub.state)
+        request = fork_request(state, at_turn, budget=budget, model=model, prompt=prompt)
+        return Handle.from_view(await fork_handle(self._rpc, state, request))
 
     async def wake(self, h: HandleRef, prompt: str | None = None) -> Handle:
         """Wake a handle (CONTRACT §3 wake): one ``turn`` update on the handle's workflow,

@@ -21,6 +21,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from toolnexus_temporal.workflows.budgets import BudgetLedger, ChildPools, carve, exhausted
 from toolnexus_temporal.workflows.children.definitions import Definitions
+from toolnexus_temporal.workflows.children.fork import Forked, copy_conversation, forked_defn
 from toolnexus_temporal.workflows.children.watch import ChildWatch
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
@@ -40,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import (
         ChildReport,
         CloseRequest,
+        ForkSpec,
         ResolveAgentResult,
         SpawnRequest,
         SpawnResult,
@@ -65,6 +67,7 @@ with workflow.unsafe.imports_passed_through():
         Lease,
         LeaseState,
         RosterState,
+        TurnState,
         UsageState,
     )
 
@@ -110,12 +113,13 @@ def child_state(
     wake: bool = False,
     prompt: str | None = None,
     nonce: str | None = None,
+    forked: Forked | None = None,
 ) -> HandleState:
     """The initial state of a new child of ``parent``: its pools as carved, the interpreter
     chain (its own ``wait_for`` first, then the parent's chain), the parent's options and
     protocol, its lease granted ahead, its team's cached definitions, whether it is a
-    one-shot ``task`` child, a first wake that travels with the spawn, and its nonce
-    (``trust.py``)."""
+    one-shot ``task`` child, a first wake that travels with the spawn, its nonce
+    (``trust.py``) and, for a fork, the conversation copied for it (``fork.py``)."""
     own_interpreter = [Interpreter(handle_id=child_id, name=defn.wait_for)] if defn.wait_for else []
     return HandleState(
         id=child_id,
@@ -148,6 +152,8 @@ def child_state(
         ),
         roster=RosterState(agent_defs=team_defs),
         intake=InboxState(start_wake=wake),
+        store_key=forked.store_key if forked is not None else None,
+        turn=TurnState(transcript_len=forked.length if forked is not None else 0),
     )
 
 
@@ -217,6 +223,7 @@ class Children:
             prompt=req.prompt if wake else None,
             report_results=req.notify,
             notify=req.notify,
+            fork=req.fork,
         )
         if child is None:
             return SpawnResult(error=error)
@@ -247,21 +254,22 @@ class Children:
         prompt: str | None = None,
         one_shot: bool = False,
         notify: bool = False,
+        fork: ForkSpec | None = None,
     ) -> tuple[HandleState | None, str | None]:
         """Check, then start a child workflow (CONTRACT §3 spawn); with ``notify`` it is a
-        background child of this handle (tracked before its workflow starts).
+        background child of this handle (tracked before its workflow starts); with ``fork``
+        it starts with a copy of a sibling's first turns (``fork.py``).
 
         Returns:
             (the child's initial state, None), or (None, the SpawnError text).
         """
         s = self.s
-        resolved = await self.definitions.resolve_cached(name)
-        error = spawn_check(s, name, resolved, now_ms())
-        if error is not None or resolved.defn is None:
-            error = error or "unknown agent"
-            self.vis.trace(f"{s.id}: spawn {name} REJECTED ({error})")
-            return None, error
-        defn = resolved.defn
+        admitted = await self._admit(name, fork)
+        if isinstance(admitted, str):
+            return None, admitted
+        resolved, forked = admitted
+        assert resolved.defn is not None  # checked by _admit
+        defn = forked_defn(resolved.defn, fork)
         pools = carve(s, budget or defn.budget, now_ms())
         nonce = str(workflow.uuid4())
         child_id = record_spawn(s, defn.name, nonce)
@@ -282,6 +290,7 @@ class Children:
             wake=wake,
             prompt=prompt,
             nonce=nonce,
+            forked=forked,
         )
         attributes = TypedSearchAttributes(
             [
@@ -306,9 +315,33 @@ class Children:
             search_attributes=attributes,
         )
         child_handle: workflow.ChildWorkflowHandle[Any, HandleView] = await start
-        self.vis.trace(f"{s.id}: spawn {child_id}")
+        of = f" (fork of {fork.source}, turns 1-{fork.turns})" if fork is not None else ""
+        self.vis.trace(f"{s.id}: spawn {child_id}{of}")
         asyncio.create_task(self.watcher.watch(child_id, child_handle))  # noqa: RUF006
         return child, None
+
+    async def _admit(
+        self, name: str, fork: ForkSpec | None
+    ) -> tuple[ResolveAgentResult, Forked | None] | str:
+        """The checks of a spawn (``spawn_check``), and for a fork the copy of its
+        conversation, checked again after it (the copy takes time): the definition and the
+        copy, or the SpawnError text (traced); nothing is recorded either way."""
+        s = self.s
+        resolved = await self.definitions.resolve_cached(name)
+        error = spawn_check(s, name, resolved, now_ms())
+        forked: Forked | None = None
+        if error is None and fork is not None:
+            copied = await copy_conversation(s, fork)
+            if isinstance(copied, str):
+                error = copied
+            else:
+                forked = copied
+                error = spawn_check(s, name, resolved, now_ms())
+        if error is not None or resolved.defn is None:
+            error = error or "unknown agent"
+            self.vis.trace(f"{s.id}: spawn {name} REJECTED ({error})")
+            return error
+        return resolved, forked
 
     def known_view(self, child_id: str) -> HandleView:
         """A child's view as this parent knows it (its last report and cached definition):

@@ -96,6 +96,40 @@ def split_turns(messages: list[Message]) -> tuple[int, list[tuple[int, int]]]:
     return head, [(a, b) for a, b in zip(starts, ends, strict=True) if b > a]
 
 
+FORK_NOT_RUN = "error: not run: the conversation was forked before this call's result"
+"""The result a fork's transcript gives a tool call its copied turns end on without one (a
+turn stopped by a budget, or parked on a Request): the transcript stays well-formed."""
+
+
+def fork_prefix(messages: list[Message], turns: int) -> tuple[list[Message] | None, int]:
+    """The first ``turns`` turns of a stored transcript, for a fork (``rt.fork``).
+
+    Turns are those of :func:`split_turns`: the head (leading ``system`` messages) and each
+    ``user`` message with everything after it up to the next one. A tool call the copy ends
+    on without its result gets :data:`FORK_NOT_RUN` as its result.
+
+    Args:
+        messages: the original's complete turns (oldest first).
+        turns: how many turns to keep, from the first.
+
+    Returns:
+        ``(the fork's messages, the turns in messages)``; the messages are None when
+        ``turns`` is below 1 or past the turns in ``messages``.
+    """
+    _, spans = split_turns(messages)
+    available = len(spans)
+    if turns < 1 or turns > available:
+        return None, available
+    start, end = spans[turns - 1]
+    kept = list(messages[:end])
+    answered = {m.tool_call_id for m in kept[start:] if m.role == "tool"}
+    for m in messages[start:end]:
+        for call in m.tool_calls or []:
+            if call.id not in answered:
+                kept.append(Message(role="tool", tool_call_id=call.id, content=FORK_NOT_RUN))
+    return kept, available
+
+
 def model_view(
     messages: list[Message], policy: ContextPolicy | None, summary: ContextSummary | None = None
 ) -> ModelView:

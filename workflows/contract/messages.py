@@ -51,6 +51,50 @@ class BudgetReply(WireModel):
     nonce: str | None = Field(default=None, max_length=64)
 
 
+class ForkSpec(WireModel):
+    """What a ``spawn`` that forks carries (``rt.fork``, ``tnx fork``): the conversation to
+    copy the first ``turns`` turns of, read by the client from the original's view.
+
+    Attributes:
+        source: the original's handle id (a sibling of the fork: same parent).
+        store_key: the original's key in the conversation store.
+        upto: how many of the original's messages may be read: its committed length when
+            it was idle or closed, else where its turn in flight started (``TurnState.
+            start_len``): only complete turns, which no later turn rewrites.
+        turns: how many turns to copy (1 = the first), at least 1.
+        model: the fork's model instead of its definition's (None: the definition's).
+    """
+
+    source: str = Field(min_length=1)
+    store_key: str = Field(min_length=1)
+    upto: int = Field(ge=0)
+    turns: int = Field(ge=1)
+    model: str | None = Field(default=None, min_length=1)
+
+
+class ForkCopyInput(WireModel):
+    """Input of the ``tnx.fork_transcript`` activity: copy the first ``fork.turns`` turns of
+    ``fork.store_key`` (within its first ``fork.upto`` messages) to ``target_key``."""
+
+    fork: ForkSpec
+    target_key: str = Field(min_length=1)
+
+
+class ForkCopyResult(WireModel):
+    """Result of ``tnx.fork_transcript``: the fork's transcript length (messages), or why the
+    fork is refused (``error``; nothing was written).
+
+    Attributes:
+        length: messages written under the target key (0 with ``error``).
+        available: the turns the original offers (its complete turns).
+        error: the refusal (a turn past the last), else None.
+    """
+
+    length: int = 0
+    available: int = 0
+    error: str | None = None
+
+
 class SpawnRequest(WireModel):
     """``spawn`` update input: the agent name, an optional budget override, and optionally a
     first wake that travels with the spawn (``wake``, with ``prompt``): the child starts
@@ -63,6 +107,9 @@ class SpawnRequest(WireModel):
     wake: StrictBool = False
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     notify: StrictBool = False
+    fork: ForkSpec | None = None
+    """A fork of a sibling's conversation (``rt.fork``): the child starts with its first
+    turns (``children/fork.py``)."""
 
 
 class SpawnResult(WireModel):

@@ -139,6 +139,10 @@ RESOLVE_AGENT_ACTIVITY: Final = "tnx.resolve_agent"
 RUN_HOOK_ACTIVITY: Final = "tnx.run_hook"
 """Runs a registered ``on_spawn`` / ``on_close`` hook."""
 
+FORK_TRANSCRIPT_ACTIVITY: Final = "tnx.fork_transcript"
+"""Copies the first turns of a handle's conversation under a fork's new store key, for a
+parent spawning the fork (``rt.fork``; ``activities/fork.py``)."""
+
 WATCH_CHILDREN_ACTIVITY: Final = "tnx.watch_children"
 """Waits (heartbeating) until one of a parent's children started by an earlier run ends
 (protocol 3): a child workflow handle belongs to the run that started it."""

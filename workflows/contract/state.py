@@ -437,6 +437,9 @@ class TurnState(WireModel):
         llm_seq: LLM calls started; the fence that stops a stale activity from writing.
         unsent: messages produced but not yet stored (tool results of a turn stopped by a
             limit); they go first into the next LLM call.
+        start_len: ``transcript_len`` when the latest turn started: the messages before it
+            are never rewritten (a turn rolls back to its own start), so a fork
+            (``rt.fork``) of a running handle copies from them.
         turns_total: LLM round trips over the lifetime.
         own_tokens: this handle's own tokens.
         tool_calls_total: this handle's own tool calls over the lifetime.
@@ -451,6 +454,7 @@ class TurnState(WireModel):
     transcript_len: int = 0
     llm_seq: int = 0
     unsent: list[Message] = Field(default_factory=list)
+    start_len: int = 0
     turns_total: int = 0
     own_tokens: int = 0
     tool_calls_total: int = 0

@@ -141,7 +141,7 @@ class Turn:
                 new_messages.append(Message(role="system", content=defn.system_prompt))
             new_messages.append(Message(role="user", content=user_text))
             self.scratch.start(new_messages)
-            self.scratch.turn_start_len = s.turn.transcript_len
+            self.scratch.turn_start_len = s.turn.start_len = s.turn.transcript_len
             self.scratch.unsent_before = unsent_before
             body = self._loop()
         for o in self.observers:
