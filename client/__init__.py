@@ -17,9 +17,11 @@ Each verb and the Temporal message it sends to the handle's workflow:
 
 from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.errors import (
+    AgentBusy,
     AnswerRejectedError,
     HandleNotFoundError,
     InvalidCursorError,
+    InvalidPolicyError,
     NoWorkerError,
     OrphanedHandlesError,
     RecoverRefusedError,
@@ -49,6 +51,7 @@ from toolnexus_temporal.workflows.contract.models import (
 )
 
 __all__ = [
+    "AgentBusy",
     "AgentDef",
     "AgentRuntime",
     "Answer",
@@ -62,6 +65,7 @@ __all__ = [
     "HandleNotFoundError",
     "InboxItem",
     "InvalidCursorError",
+    "InvalidPolicyError",
     "McpServer",
     "NoWorkerError",
     "OrphanedHandlesError",
