@@ -30,8 +30,8 @@ CALL_S = 2.0
 
 
 class SlowLLM:
-    """Each call sleeps ``delay_s`` then answers ``re: <last user message>``; a user message
-    containing ``use tool`` gets a ``slow_tool`` call first. Counts calls, cancelled calls,
+    """Each call sleeps ``delay_s`` then answers ``re: <last user message>``; the user message
+    ``use tool`` gets a ``slow_tool`` call first. Counts calls, cancelled calls,
     and keeps each call's user message in order."""
 
     def __init__(self, delay_s: float = CALL_S) -> None:
@@ -57,7 +57,7 @@ class SlowLLM:
         except asyncio.CancelledError:
             self.cancelled += 1
             raise
-        if "use tool" in user:
+        if user == "use tool":
             return httpx.Response(200, json=tool_calls(("slow_tool", {})))
         return httpx.Response(200, json=text(f"re: {user}"))
 
@@ -177,7 +177,7 @@ async def test_interrupt_policy_hitting_a_running_tool(make_runtime) -> None:
         first = asyncio.create_task(rt.run_turn(h, "use tool"))
         await asyncio.wait_for(tool_started.wait(), 30)
         second = await asyncio.wait_for(rt.run_turn(h, "never mind"), 60)
-        assert second.text == "re: use tool\n\nnever mind" or second.text.startswith("tool said")
+        assert second.text == "re: use tool\n\nnever mind"
         assert (await asyncio.wait_for(first, 30)).text == second.text
         assert reg.tool_cancelled == [True]  # type: ignore[attr-defined]
         assert llm.prompts[:2] == ["use tool", "use tool\n\nnever mind"]
