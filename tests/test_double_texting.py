@@ -16,13 +16,14 @@ import httpx
 import pytest
 
 from tests.cli_support import Cli
-from tests.helpers import eventually, spawn
+from tests.helpers import eventually, spawn, split_loop
+from tests.ticking import guarded
 from toolnexus_temporal.activities.registry import Registry
 from toolnexus_temporal.activities.tools import define_tool
 from toolnexus_temporal.client.errors import AgentBusy, InvalidPolicyError
-from toolnexus_temporal.client.testing import text, tool_calls
+from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.workflows.agent import AgentWorkflow
-from toolnexus_temporal.workflows.contract.models import AgentDef
+from toolnexus_temporal.workflows.contract.models import AgentDef, Answer
 from toolnexus_temporal.workflows.contract.state import HandleState
 
 CALL_S = 2.0
@@ -293,3 +294,55 @@ async def test_tnx_wake_policy(make_runtime, env) -> None:
         assert llm.prompts == ["first", "yes"]
         state: HandleState = await rt._rpc.query(h.id, AgentWorkflow.state)
         assert state.intake.turn_wakes == [] and state.intake.drained_seq == 2
+
+
+@pytest.mark.parametrize("policy", ["enqueue", "interrupt"])
+async def test_a_message_to_a_parked_handle(make_runtime, policy: str) -> None:
+    """A parked handle keeps a message (seed 001: wake on a suspended handle buffers): under
+    enqueue it stays suspended until the Answer, the Answer's turn settles first, then the
+    next turn holds the message and its sender gets that turn's result. Under interrupt the
+    parked turn is stopped (its Request cancelled) and one turn holds "go" and the message."""
+    park = tool_calls(("guarded", {}))
+    llm = ScriptedLLM({"stub-model": [park, text("approved"), text("later done")]})
+    reg = Registry(
+        [AgentDef(name="w", tools=["guarded"], double_texting=policy)],
+        tools=[define_tool(guarded)],
+    )
+    async with make_runtime(reg, llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        parked = await rt.run_turn(h, "go")
+        assert parked.status == "pending" and parked.pending is not None
+        later = asyncio.create_task(rt.run_turn(h, "later"))
+        if policy == "enqueue":
+            await eventually(lambda: waiting(rt, h, 1))
+            assert (await rt.inspect(h)).state == "suspended" and not later.done()
+            await rt.resume(Answer(id=parked.pending.id, ok=True))
+            assert (await asyncio.wait_for(later, 30)).text == "later done"
+            users = [r["messages"][-1]["content"] for r in llm.requests]
+            assert users[-1] == "later"
+        else:
+            result = await asyncio.wait_for(later, 30)
+            assert result.text == "approved"  # the next scripted reply: one turn, both messages
+            users = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "user"]
+            assert users[-1] == "go\n\nlater"
+
+
+@pytest.mark.parametrize("policy", ["enqueue", "interrupt", "debounce:20"])
+@split_loop("iterations", 8, 40)
+async def test_a_message_racing_the_turns_end_is_answered_by_its_own_turn(
+    make_runtime, policy: str, iterations: range
+) -> None:
+    """A second message sent right behind the first (a fast model: it lands before, during
+    or right as the first turn settles): each sender gets a result whose turn saw its
+    message, never an earlier turn's; nothing is lost."""
+    llm = SlowLLM(delay_s=0.02)
+    async with make_runtime(registry(), llm.transport()) as rt:
+        h = await spawn(rt, rt.root, "w")
+        for i in iterations:
+            a = asyncio.create_task(rt.run_turn(h, f"a{i}"))
+            await asyncio.sleep(0.01 * (i % 5))
+            b = asyncio.create_task(rt.run_turn(h, f"b{i}", policy=policy))
+            ra, rb = await asyncio.wait_for(asyncio.gather(a, b), 30)
+            assert f"b{i}" in rb.text, (i, ra, rb)
+            assert f"a{i}" in ra.text, (i, ra, rb)
+            assert any(f"b{i}" in p for p in llm.prompts), (i, llm.prompts)
