@@ -273,11 +273,22 @@ def wake_command(
     prompt: Annotated[
         str | None, typer.Argument(metavar="PROMPT", help="What to ask (optional).")
     ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            metavar="POLICY",
+            help="When the handle is busy: enqueue (wait for the next turn), interrupt (stop "
+            "the turn in flight), reject (AgentBusy, exit 1) or debounce:MS (one turn for "
+            "the messages of MS ms). Default: the agent's double_texting.",
+        ),
+    ] = None,
 ) -> None:
-    """Wake a handle with its inbox and PROMPT; returns once it is running."""
+    """Wake a handle with its inbox and PROMPT; returns once it is running (or the message
+    waits: a busy handle keeps it for the turn that answers it)."""
     from toolnexus_temporal.cli import verbs
 
-    verbs.wake(opts, handle_id, prompt)
+    verbs.wake(opts, handle_id, prompt, policy)
 
 
 @host_command("wait")

@@ -123,10 +123,15 @@ def post(opts: Options, handle_id: str, text: str, sender: str, channel: str) ->
         )
 
 
-def wake(opts: Options, handle_id: str, prompt: str | None) -> None:
+def wake(opts: Options, handle_id: str, prompt: str | None, policy: str | None = None) -> None:
     """`tnx wake`: see its command for the options."""
+    from toolnexus_temporal.workflows.contract.policy import policy_error
+
+    error = None if policy is None else policy_error(policy)
+    if error is not None:  # before connecting: nothing is sent
+        raise CliError(f"invalid --policy: {error}", ops.EXIT_ENV)
     target = args.ref(opts, handle_id)
-    h = ops.run(opts, lambda rt: rt.wake(target, prompt))
+    h = ops.run(opts, lambda rt: rt.wake(target, prompt, policy=policy, via="tnx"))
     if opts.json:
         emit(args.dump(h))
     else:

@@ -17,10 +17,12 @@ Each verb and the Temporal message it sends to the handle's workflow:
 
 from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.errors import (
+    AgentBusy,
     AnswerRejectedError,
     ForkRefusedError,
     HandleNotFoundError,
     InvalidCursorError,
+    InvalidPolicyError,
     NoWorkerError,
     OrphanedHandlesError,
     RecoverRefusedError,
@@ -50,6 +52,7 @@ from toolnexus_temporal.workflows.contract.models import (
 )
 
 __all__ = [
+    "AgentBusy",
     "AgentDef",
     "AgentRuntime",
     "Answer",
@@ -64,6 +67,7 @@ __all__ = [
     "HandleNotFoundError",
     "InboxItem",
     "InvalidCursorError",
+    "InvalidPolicyError",
     "McpServer",
     "NoWorkerError",
     "OrphanedHandlesError",

@@ -39,6 +39,30 @@ class VerbRejectedError(TnxError):
         self.reason = reason
 
 
+class AgentBusy(VerbRejectedError):
+    """The handle is busy and the wake's double-texting policy is ``reject``
+    (``workflows/contract/policy.py``): the message was refused, nothing changed (the
+    workflow's ``ApplicationError`` type ``AgentBusy``, ``names.AGENT_BUSY``).
+
+    Attributes: those of :class:`VerbRejectedError` (``verb`` is ``turn``).
+    """
+
+
+class InvalidPolicyError(TnxError, ValueError):
+    """A double-texting policy that is not ``enqueue``, ``interrupt``, ``reject`` or
+    ``debounce:MS``; refused before anything is sent.
+
+    Attributes:
+        policy: the refused text.
+        reason: the one-line reason.
+    """
+
+    def __init__(self, policy: object, reason: str) -> None:
+        super().__init__(reason)
+        self.policy = policy
+        self.reason = reason
+
+
 class AnswerRejectedError(TnxError):
     """An Answer whose id matches no pending Request (CONTRACT §9.2); nothing changed.
 

@@ -133,12 +133,13 @@ class Fallbacks:
             await asyncio.sleep(delay if left is None else min(delay, left))
             delay = min(delay * 2, POLL_MAX_S)
 
-    async def wake(self, hid: str, prompt: str | None) -> int | None:
-        """``wake`` as a signal.
+    async def wake(self, hid: str, prompt: str | None, policy: str | None = None) -> int:
+        """``wake`` as a signal (with its double-texting ``policy``).
 
         Returns:
-            The result sequence before the wake when it woke an idle handle (its turn's
-            result is the first past it), None when the handle was already busy (a no-op).
+            The result sequence its turn's result comes after: the current one on an idle
+            handle; on a busy one the result after the current turn's (the ``enqueue`` policy's
+            answer; the signal says nothing back, so this is the best guess).
 
         Raises:
             VerbRejectedError: the handle is closed or closing.
@@ -147,14 +148,12 @@ class Fallbacks:
         view = await self._view(hid)
         if view.state == "closed":
             raise VerbRejectedError(hid, "turn", "handle closed")
-        if view.state != "idle":
-            return None
-        await self._rpc.signal(hid, SIGNAL_WAKE, WakeRequest(prompt=prompt))
-        return view.result_seq
+        await self._rpc.signal(hid, SIGNAL_WAKE, WakeRequest(prompt=prompt, policy=policy))
+        return view.result_seq + (0 if view.state == "idle" else 1)
 
-    async def turn(self, hid: str, prompt: str | None) -> WaitResponse:
+    async def turn(self, hid: str, prompt: str | None, policy: str | None = None) -> WaitResponse:
         """The ``turn`` update's outcome through the ``wake`` signal and polling."""
-        seen = await self.wake(hid, prompt)
+        seen = await self.wake(hid, prompt, policy)
         return await self.wait(hid, None, after_seq=seen)
 
     async def interrupt(self, hid: str) -> HandleStatus:

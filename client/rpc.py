@@ -42,6 +42,7 @@ from temporalio.workflow import UpdateMethodMultiParam
 
 from toolnexus_temporal.client.codec import readable_query_failure
 from toolnexus_temporal.client.errors import (
+    AgentBusy,
     HandleNotFoundError,
     UpdateLimitError,
     VerbRejectedError,
@@ -62,6 +63,7 @@ from toolnexus_temporal.client.retry import (
 )
 from toolnexus_temporal.workflows.contract.models import HandleView
 from toolnexus_temporal.workflows.contract.names import (
+    AGENT_BUSY,
     HISTORY_FULL,
     UPDATE_ANSWER,
     UPDATE_POST,
@@ -431,6 +433,8 @@ class HandleRpc:
         if isinstance(err, WorkflowUpdateFailedError):
             cause = err.cause
             message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            if isinstance(cause, ApplicationError) and cause.type == AGENT_BUSY:
+                raise AgentBusy(handle_id, verb, message) from err
             raise VerbRejectedError(handle_id, verb, message) from err
         # NOT_FOUND for an update to a completed workflow; "aborted by closing workflow" for
         # one that raced the close: both mean the handle is closed.

@@ -42,7 +42,7 @@ from toolnexus_temporal.client.recover import recover
 from toolnexus_temporal.client.roots import start_root
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, TERMINATED, HandleRpc
 from toolnexus_temporal.client.stream import LiveEvent, follow_turn
-from toolnexus_temporal.client.turns import Turns
+from toolnexus_temporal.client.turns import Turns, turn_request
 from toolnexus_temporal.workflows.contract.messages import (
     AnswerResult,
     CloseRequest,
@@ -51,7 +51,6 @@ from toolnexus_temporal.workflows.contract.messages import (
     PostResult,
     ScheduleRequest,
     SpawnRequest,
-    TurnRequest,
     WaitResponse,
 )
 from toolnexus_temporal.workflows.contract.models import (
@@ -270,36 +269,56 @@ class AgentRuntime(HandleReads):
         request = fork_request(state, at_turn, budget=budget, model=model, prompt=prompt)
         return Handle.from_view(await fork_handle(self._rpc, state, request))
 
-    async def wake(self, h: HandleRef, prompt: str | None = None) -> Handle:
+    async def wake(
+        self,
+        h: HandleRef,
+        prompt: str | None = None,
+        *,
+        policy: str | None = None,
+        via: str = "wake",
+    ) -> Handle:
         """Wake a handle (CONTRACT §3 wake): one ``turn`` update on the handle's workflow,
         returned as soon as the workflow accepted it; :meth:`wait` then awaits that same
-        update. Under a parent that limits ``max_concurrent`` (the default: 8) the handle
-        runs at once with the slot it holds, or asks its parent and shows ``queued`` until a
-        sibling hands a slot over (FIFO; see ``workflows/leases.py``). On a running or
-        suspended handle the wake is a no-op.
+        update, which returns the result of the turn that holds ``prompt``. Under a parent
+        that limits ``max_concurrent`` (the default: 8) the handle runs at once with the slot
+        it holds, or asks its parent and shows ``queued`` until a sibling hands a slot over
+        (FIFO; see ``workflows/leases.py``). On a busy handle (running, suspended, paused,
+        messages waiting) the prompt is kept and ``policy`` applies: ``enqueue``,
+        ``interrupt``, ``reject`` or ``debounce:MS`` (None: the agent's
+        ``AgentDef.double_texting``; docs: "Talking to a live agent").
+
+        Args:
+            via: who sends it, kept with the message (at most 40 characters).
 
         Returns:
             The handle, refreshed by one query (a new Handle when given an id): ``running``
             when admitted, ``queued`` while it waits for a slot.
 
         Raises:
+            InvalidPolicyError: ``policy`` is not one of the four (nothing sent).
+            AgentBusy: the handle is busy and the policy is ``reject`` (nothing changed).
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
         hid = self._turns.check_wakeable(h)
-        await self._turns.start(hid, TurnRequest(prompt=prompt))
+        await self._turns.start(hid, turn_request(prompt, policy, via))
         return await self.inspect(h)
 
-    async def run_turn(self, h: HandleRef, prompt: str | None = None) -> TaskResult:
-        """``wake`` then ``wait`` for that wake's turn: one ``turn`` update on the handle's
-        workflow, whatever the parent's ``max_concurrent``.
+    async def run_turn(
+        self, h: HandleRef, prompt: str | None = None, *, policy: str | None = None
+    ) -> TaskResult:
+        """``wake`` then ``wait`` for the turn that holds ``prompt``: one ``turn`` update on
+        the handle's workflow, whatever the parent's ``max_concurrent``. On a busy handle
+        ``policy`` applies as in :meth:`wake`; the result is never an earlier turn's.
 
         Raises:
+            InvalidPolicyError: ``policy`` is not one of the four (nothing sent).
+            AgentBusy: the handle is busy and the policy is ``reject`` (nothing changed).
             VerbRejectedError: closed handle, or the root.
             HandleNotFoundError: no such handle.
         """
         hid = self._turns.check_wakeable(h)
-        resp = await self._turns.run(hid, TurnRequest(prompt=prompt))
+        resp = await self._turns.run(hid, turn_request(prompt, policy, "run_turn"))
         resp = await self._turns.fresh(hid, resp, None)
         if isinstance(h, Handle):
             h.apply_status(resp.status, resp.result)

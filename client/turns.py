@@ -21,6 +21,7 @@ from temporalio.client import WorkflowUpdateHandle
 
 from toolnexus_temporal.client.errors import (
     HandleNotFoundError,
+    InvalidPolicyError,
     UpdateLimitError,
     VerbRejectedError,
 )
@@ -29,6 +30,22 @@ from toolnexus_temporal.client.handle import HandleRef, handle_id
 from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.rpc import FALLBACK_AFTER_S, HandleRpc
 from toolnexus_temporal.workflows.contract.messages import TurnRequest, WaitRequest, WaitResponse
+from toolnexus_temporal.workflows.contract.policy import policy_error
+
+
+def turn_request(prompt: str | None, policy: str | None, via: str) -> TurnRequest:
+    """The ``turn`` update's input: ``prompt``, the double-texting ``policy`` (None: the
+    agent's) and who sends it (``via``: ``run_turn``, ``wake``, ``tnx``).
+
+    Raises:
+        InvalidPolicyError: ``policy`` is not ``enqueue``, ``interrupt``, ``reject`` or
+            ``debounce:MS`` (one line; nothing is sent).
+    """
+    if policy is not None:
+        error = policy_error(policy)
+        if error is not None:
+            raise InvalidPolicyError(policy, error)
+    return TurnRequest(prompt=prompt, policy=policy, via=via)
 
 
 @dataclass
@@ -79,7 +96,7 @@ class Turns:
         try:
             update = await self._rpc.start_update(hid, AgentWorkflowStub.turn, req)
         except UpdateLimitError:  # the wake signal, and a later wait polls
-            await self._fallbacks.wake(hid, req.prompt)
+            await self._fallbacks.wake(hid, req.prompt, req.policy)
             return
         self._in_flight[hid] = _Turn(update)
 
@@ -97,7 +114,7 @@ class Turns:
                 hid, AgentWorkflowStub.turn, req, limit_wait_s=FALLBACK_AFTER_S
             )
         except UpdateLimitError:
-            return await self._fallbacks.turn(hid, req.prompt)
+            return await self._fallbacks.turn(hid, req.prompt, req.policy)
         return await self.again(hid, resp, None)
 
     async def again(

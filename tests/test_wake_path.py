@@ -77,11 +77,12 @@ async def test_wake_twice_quickly(make_runtime) -> None:
     async with make_runtime(REG, g.transport(), budget=Budget(max_concurrent=1)) as rt:
         h = await spawn(rt, rt.root, "w")
         await rt.wake(h, "first BLOCK:a")
-        await rt.wake(h, "second")
+        await rt.wake(h, "second")  # kept (issue 34: nothing sent is lost), not a no-op
         g.release("a")
+        # the wait of the second wake's update: the result of the turn that holds "second"
         r = await asyncio.wait_for(rt.wait(h), 20)
-        assert r.text.startswith("echo first"), r
-        assert len(g.prompts) == 1
+        assert r.text.startswith("echo second"), r
+        assert len(g.prompts) == 2 and "first" in g.prompts[0] and "second" in g.prompts[1]
         other = await spawn(rt, rt.root, "w")
         r2 = await asyncio.wait_for(rt.run_turn(other, "x"), 20)
         assert r2.status == "done"
@@ -273,8 +274,11 @@ async def test_two_runtimes_wake_same_handle(make_runtime, client) -> None:
         await asyncio.sleep(0.5)
         g.release("x")
         r1, r2 = await asyncio.wait_for(asyncio.gather(rt.wait(h), rt2.wait(h2)), 20)
-        assert r1.text == r2.text and r1.status == "done", (r1, r2)
-        assert len(g.prompts) == 1
+        # Both wakes are kept (issue 34: before, the second was dropped and both waits got
+        # the first's result): two turns, one after the other, each wait its own answer.
+        assert (r1.text, r2.text) == ("echo from1 BLOCK:x", "echo from2 BLOCK:x"), (r1, r2)
+        assert r1.status == r2.status == "done"
+        assert len(g.prompts) == 2
         sib = await spawn(rt, rt.root, "w")
         assert (await asyncio.wait_for(rt.run_turn(sib, "s"), 20)).status == "done"
         running, queue = await root_slots(rt)
@@ -345,7 +349,7 @@ def approvals_registry() -> Any:
 
 
 async def test_wake_of_parked_handle_does_not_take_a_slot(make_runtime) -> None:
-    """A wake of a suspended handle is a no-op (CONTRACT §3): it must not hold the
+    """A wake of a suspended handle buffers (CONTRACT §3, seed 001): it must not hold the
     parent's only slot while the handle stays parked."""
     g = Gated()
     async with make_runtime(
@@ -356,7 +360,7 @@ async def test_wake_of_parked_handle_does_not_take_a_slot(make_runtime) -> None:
         assert r.status == "pending"
         w = await spawn(rt, rt.root, "w")
         assert (await asyncio.wait_for(rt.run_turn(w, "w1"), 20)).status == "done"
-        await rt.wake(a, "nudge")  # a no-op: a is parked
+        await rt.wake(a, "nudge")  # kept for the turn after the Answer's: a stays parked
         assert (await rt.inspect(a)).state == "suspended"
         running, queue = await root_slots(rt)
         r2 = await asyncio.wait_for(rt.run_turn(w, "w2"), 15)
@@ -473,7 +477,7 @@ async def test_parked_wake_slot_minimal(make_runtime) -> None:
     ) as rt:
         a = await spawn(rt, rt.root, "asker")
         assert (await rt.run_turn(a, "go")).status == "pending"
-        await rt.wake(a, "nudge")  # a no-op on a suspended handle
+        await rt.wake(a, "nudge")  # kept on a suspended handle: it stays parked
         # The parked handle keeps its lease only until a sibling needs it (recalled: a
         # parked handle spends nothing), so the sibling runs.
         w = await spawn(rt, rt.root, "w")

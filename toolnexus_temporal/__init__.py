@@ -43,10 +43,12 @@ if TYPE_CHECKING:
     from toolnexus_temporal.client.audit import AuditRecord
     from toolnexus_temporal.client.cluster import ClusterConfig, connect
     from toolnexus_temporal.client.errors import (
+        AgentBusy,
         AnswerRejectedError,
         ClusterConfigError,
         ClusterConnectError,
         HandleNotFoundError,
+        InvalidPolicyError,
         NoWorkerError,
         RecoverRefusedError,
         SpawnError,
@@ -96,6 +98,8 @@ _WHERE = {
     "PostResult": "workflows.contract.messages",
     "PostgresConversationStore": "activities.pgstore",
     "RecoverRefusedError": "client.errors",
+    "AgentBusy": "client.errors",
+    "InvalidPolicyError": "client.errors",
     "Registry": "activities.registry",
     "RegistryError": "activities.registry",
     "Request": "workflows.contract.models",
@@ -120,6 +124,7 @@ _WHERE = {
 """Public name -> the module (under this package) that defines it."""
 
 __all__ = [
+    "AgentBusy",
     "AgentDef",
     "AgentRuntime",
     "Answer",
@@ -137,6 +142,7 @@ __all__ = [
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
+    "InvalidPolicyError",
     "LlmConfig",
     "McpServer",
     "NoWorkerError",

@@ -303,10 +303,12 @@ class AgentWorkflow:
         On an idle handle the wake is admitted (at once with a held lease, else after the
         parent grants one: see ``leases.py``) and the update
         returns the result that turn settles (``pending`` when it parks on a Request). On a
-        running or suspended handle the wake is a no-op and the update behaves as ``wait``.
+        busy handle the prompt is kept as a message and the double-texting policy applies
+        (``contract/policy.py``); the update returns the result of the turn that holds it.
 
         Raises (in the validator, so a rejection adds nothing to history):
             ApplicationError: ``WakeRejected`` for the root or a closed handle,
+                ``AgentBusy`` under the ``reject`` policy on a busy handle,
                 ``WaitersFull`` past ``WAITERS_MAX`` held waits (the client then polls).
         """
         self._lifecycle.updates += 1
@@ -320,14 +322,18 @@ class AgentWorkflow:
 
     @turn.validator
     def _validate_turn(self, req: TurnRequest) -> None:
-        """Reject a ``turn`` on the root or a closed handle before it reaches history.
+        """Reject a ``turn`` on the root or a closed handle, or on a busy one under the
+        ``reject`` policy, before it reaches history.
 
         Raises:
-            ApplicationError: ``WakeRejected``.
+            ApplicationError: ``WakeRejected``, ``AgentBusy``.
         """
         error = self._inbox.wake_error()
         if error is not None:
             raise ApplicationError(error, type=names.WAKE_REJECTED, non_retryable=True)
+        busy = self._inbox.busy_error(req.policy)
+        if busy is not None:
+            raise ApplicationError(busy, type=names.AGENT_BUSY, non_retryable=True)
         self._lifecycle.check_waiters()
 
     # ------------------------------------------------------------------ post

@@ -12,6 +12,9 @@ them from workflow code. Deterministic; no I/O.
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
+
 from temporalio import workflow
 
 from toolnexus_temporal.workflows.leases import LeaseBook
@@ -20,11 +23,13 @@ from toolnexus_temporal.workflows.rules.background import take_waiting
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import INBOX_BYTES, text_bytes
     from toolnexus_temporal.workflows.contract.messages import WakeRequest
     from toolnexus_temporal.workflows.contract.models import InboxItem
     from toolnexus_temporal.workflows.contract.names import HISTORY_FULL as HISTORY_FULL
-    from toolnexus_temporal.workflows.contract.state import HandleState
+    from toolnexus_temporal.workflows.contract.policy import DEFAULT_POLICY, parse_policy
+    from toolnexus_temporal.workflows.contract.state import HandleState, WakeMessage
     from toolnexus_temporal.workflows.rules.render import coalesce_ticks, render_turn_input
 
 
@@ -81,14 +86,35 @@ def wake_error(s: HandleState) -> str | None:
 
 
 def drain(s: HandleState, prompt: str | None) -> None:
-    """Admit a wake: keep its prompt, move the inbox into the turn (the posts, then the
-    background children's items, when any wait: ``children/background.py``), mark the turn
-    pending."""
-    s.intake.wake_prompt = prompt
+    """Admit a wake: the turn holds the waiting messages (in arrival order), then
+    ``prompt``; move the inbox into the turn (the posts, then the background children's
+    items, when any wait: ``children/background.py``); mark the turn pending."""
+    i = s.intake
+    messages, i.wakes, i.due_ms = i.wakes, [], None
+    i.turn_wakes = messages
+    if messages:
+        i.drained_seq, i.drained_after = messages[-1].seq, s.result_seq
+    i.wake_prompt = join_prompts([*(m.prompt for m in messages), prompt])
     waiting = take_waiting(s) if s.background.waiting else []
-    s.intake.turn_inbox = s.intake.items + waiting
-    s.intake.items = []
-    s.intake.turn_pending = True
+    i.turn_inbox = i.items + waiting
+    i.items = []
+    i.turn_pending = True
+
+
+def join_prompts(prompts: list[str | None]) -> str | None:
+    """The prompts of the messages one turn holds, oldest first, one paragraph each (None
+    when none has text)."""
+    texts = [p for p in prompts if p]
+    return "\n\n".join(texts) if texts else None
+
+
+def answered_after(s: HandleState, seq: int) -> int | None:
+    """For message ``seq``: the ``result_seq`` a turn holding it started after (its answer is
+    the first result past it); None while the message still waits."""
+    i = s.intake
+    if i.drained_seq < seq or any(m.seq == seq for m in i.wakes):
+        return None
+    return i.drained_after
 
 
 def turn_started(s: HandleState) -> str:
@@ -99,8 +125,10 @@ def turn_started(s: HandleState) -> str:
 
 
 def turn_ended(s: HandleState) -> None:
-    """The turn settled: the items drained into it are done with."""
+    """The turn settled: the items and messages drained into it are done with."""
     s.intake.turn_inbox = []
+    s.intake.turn_wakes = []
+    s.intake.restore_wakes = False
 
 
 def take_turn_input(s: HandleState) -> str:
@@ -115,6 +143,9 @@ def restore_drained(s: HandleState) -> None:
     (background children's items too: the next turn reads them, past ``inbox_cap`` if it
     must, since they are never refused; ticks coalesce again into one item)."""
     s.intake.items = coalesce_ticks(s.intake.turn_inbox + s.intake.items)
+    if s.intake.restore_wakes:  # the ``interrupt`` policy: the stopped turn's messages too
+        s.intake.wakes = s.intake.turn_wakes + s.intake.wakes
+        s.intake.turn_wakes, s.intake.restore_wakes = [], False
 
 
 class Inbox:
@@ -144,6 +175,8 @@ class Inbox:
         self.machine = machine
         self.leases = leases
         self.scratch = scratch
+        self._timer = False
+        """A debounce timer runs (:meth:`_debounce_timer`)."""
 
     def post(self, item: InboxItem) -> str | None:
         """Append ``item`` to the inbox (CONTRACT §3 post).
@@ -164,47 +197,175 @@ class Inbox:
         return wake_error(self.s)
 
     def wake_signal(self, req: WakeRequest) -> None:
-        """The ``wake`` signal: rejected loudly for the root or a closed handle, else a wake
-        from outside (``granted`` when the parent sent it with a slot)."""
+        """The ``wake`` signal: rejected loudly for the root or a closed handle, and under the
+        ``reject`` policy when busy; else a wake from outside (``granted`` when the parent
+        sent it with a slot)."""
         if req.granted:  # a lease from the parent (``trust.grant`` checked it)
             admit, prompt = self.leases.take_grant(req)
             if admit:
                 self.admit_wake(prompt)
             return
-        error = self.wake_error()
+        error = self.wake_error() or self.busy_error(req.policy)
         if error is not None:
             self.vis.reject("wake", error)
             return
-        self.wake_from_outside(req.prompt)
+        self.receive(req.prompt, "signal", req.policy)
+
+    # ---- double texting (contract/policy.py)
+
+    def busy(self) -> str | None:
+        """Why a wake now would not start a turn at once (None: it would)."""
+        s = self.s
+        if s.state in ("running", "suspended"):
+            return f"a turn is {s.state}"
+        if s.intake.turn_pending or s.leases.slot_waiting:
+            return "a turn is admitted"
+        if self.scratch.interrupt_requested:
+            return "an interrupt is stopping the turn"
+        if s.pause.paused:
+            return "paused"
+        if s.intake.wakes:
+            return f"{len(s.intake.wakes)} message(s) waiting"
+        return None
+
+    def policy_of(self, policy: str | None) -> str:
+        """The policy a wake follows: its own, else its agent's ``double_texting``."""
+        if policy is not None:
+            return policy
+        return self.s.defn.double_texting if self.s.defn is not None else DEFAULT_POLICY
+
+    def busy_error(self, policy: str | None) -> str | None:
+        """The ``AgentBusy`` refusal of a wake under the ``reject`` policy when busy, or
+        None."""
+        why = self.busy()
+        if why is None or self.policy_of(policy) != "reject":
+            return None
+        return f"{self.s.id} is busy ({why}): the reject policy refused the message"
+
+    def receive(self, prompt: str | None, via: str, policy: str | None) -> int:
+        """A wake from a host (the ``turn`` update, the ``wake`` signal): kept as a message,
+        numbered in arrival order, and admitted now when the handle is free; when busy it
+        waits (``enqueue``), stops the turn in flight (``interrupt``) or opens a window
+        (``debounce``). A ``reject`` was refused before (:meth:`busy_error`).
+
+        Returns:
+            The message's number (:func:`answered_after` tells when a turn took it).
+        """
+        s, i = self.s, self.s.intake
+        applied = self.policy_of(policy)
+        kind, window_ms = parse_policy(applied)
+        why = self.busy()
+        i.wake_seq += 1
+        i.wakes.append(
+            WakeMessage(seq=i.wake_seq, prompt=prompt, via=via, policy=applied, at_ms=now_ms())
+        )
+        if why is not None or kind == "debounce":
+            self.vis.trace(
+                f"{s.id}: message #{i.wake_seq} via {via} kept ({applied}: {why or 'idle'})"
+            )
+        if kind == "interrupt" and why is not None:
+            self.stop_turn(applied)
+        elif kind == "debounce" and i.due_ms is None:
+            i.due_ms = now_ms() + window_ms
+        self.admit_waiting()
+        if i.wakes:
+            self.vis.publish()
+        return i.wake_seq
+
+    def stop_turn(self, policy: str) -> None:
+        """The ``interrupt`` policy: stop the running or parked turn as ``interrupt`` does;
+        its messages go back in front of the waiting ones (:func:`restore_drained`)."""
+        s = self.s
+        if s.state not in ("running", "suspended") or self.scratch.interrupt_requested:
+            return
+        self.vis.trace(f"{s.id}: {policy}: the turn in flight stops for the new message")
+        s.intake.restore_wakes = True
+        self.scratch.interrupt_requested = True
+        if self.scratch.task is not None:
+            self.scratch.task.cancel()
+
+    def admit_waiting(self) -> None:
+        """Start the turn that holds every waiting message, once the handle is free (idle,
+        no turn admitted, not paused, no interrupt under way, not closing) and any
+        ``debounce`` window is over (a timer admits them then). Called after each turn, on
+        unpause, at a run's start and on every new message."""
+        s, i = self.s, self.s.intake
+        if i.held_wake:  # held by a run of an older build: a message like any other
+            i.wake_seq += 1
+            i.wakes.append(WakeMessage(seq=i.wake_seq, prompt=i.held_prompt, via="held"))
+            i.held_wake, i.held_prompt = False, None
+        if not i.wakes or self.wake_error() is not None:
+            return
+        if i.due_ms is not None and i.due_ms > now_ms():
+            self._debounce_timer(i.due_ms)
+            return
+        if (
+            s.state != "idle"
+            or i.turn_pending
+            or s.leases.slot_waiting
+            or s.pause.paused
+            or self.scratch.interrupt_requested
+        ):
+            return
+        if len(i.wakes) > 1 or i.due_ms is not None or i.wakes[0].at_ms < now_ms():
+            held = ", ".join(f"#{m.seq}" for m in i.wakes)
+            self.vis.trace(f"{s.id}: one turn holds message(s) {held}")
+        self._admit(None)
+
+    def _debounce_timer(self, due_ms: int) -> None:
+        """One durable timer to ``due_ms``, then :meth:`admit_waiting` (one at a time)."""
+        if self._timer:
+            return
+        self._timer = True
+
+        async def fire() -> None:
+            await workflow.sleep(
+                timedelta(milliseconds=max(due_ms - now_ms(), 1)), summary="debounce window"
+            )
+            self._timer = False
+            self.admit_waiting()
+
+        asyncio.create_task(fire())  # noqa: RUF006 (a continue-as-new carries due_ms)
 
     def wake_from_outside(self, prompt: str | None) -> None:
-        """Admit a wake at once, or (under a parent that limits ``max_concurrent``) get a slot
-        first: admitted at once with a held lease, else the parent is asked
-        (:mod:`~toolnexus_temporal.workflows.leases`)."""
+        """Admit a wake at once (a tick's, a background child's, a spawn's, the messages'),
+        or (under a parent that limits ``max_concurrent``) get a slot first: admitted at once
+        with a held lease, else the parent is asked (:mod:`~toolnexus_temporal.workflows.leases`).
+        A handle that is not free keeps the wake as a message (never a silent no-op)."""
         s = self.s
-        if s.pause.paused:  # no turn starts while paused: the latest wake is kept (pause.py)
-            self.hold_wake(prompt, "wake while paused")
+        if self.busy() is not None and not (s.intake.wakes and self.busy_only_by_messages()):
+            self.hold_wake(prompt, "wake while busy")
             return
-        if s.state in ("running", "suspended"):
-            if self.scratch.interrupt_requested:
-                # The wake came after an interrupt that is still stopping the turn: it runs
-                # once the handle is idle (``admit_held_wake``), not a silent no-op.
-                s.intake.held_wake, s.intake.held_prompt = True, prompt
-                self.vis.trace(f"{s.id}: wake held until the interrupt finished")
-            else:
-                self.vis.trace(f"{s.id}: wake ignored ({s.state}: a no-op, posts buffer)")
-            return
+        self._admit(prompt)
+
+    def busy_only_by_messages(self) -> bool:
+        """Free but for messages waiting (their turn takes this wake along)."""
+        s = self.s
+        return (
+            s.state == "idle"
+            and not s.intake.turn_pending
+            and not s.leases.slot_waiting
+            and not s.pause.paused
+            and not self.scratch.interrupt_requested
+            and not (s.intake.due_ms is not None and s.intake.due_ms > now_ms())
+        )
+
+    def _admit(self, prompt: str | None) -> None:
+        """Admit now, or ask the parent for a slot (the messages wait in ``wakes``)."""
         if not self.leases.needs_slot():
             self.admit_wake(prompt)
-        elif s.state == "idle":
+        elif self.s.state == "idle":
             self.leases.ask(prompt)
             self.vis.publish()
 
     def hold_wake(self, prompt: str | None, why: str) -> None:
-        """Keep one wake (the latest) for later: :meth:`admit_held_wake` admits it."""
-        s = self.s
-        s.intake.held_wake, s.intake.held_prompt = True, prompt
-        self.vis.trace(f"{s.id}: {why}: wake held")
+        """Keep a wake that cannot start a turn now as a message (a tick's while paused,
+        one that finds the handle busy): :meth:`admit_waiting` admits it."""
+        s, i = self.s, self.s.intake
+        i.wake_seq += 1
+        via = "tick" if s.pause.paused else "internal"
+        i.wakes.append(WakeMessage(seq=i.wake_seq, prompt=prompt, via=via, at_ms=now_ms()))
+        self.vis.trace(f"{s.id}: {why}: wake held (message #{i.wake_seq})")
         self.vis.publish()
 
     def take_start_wake(self) -> tuple[bool, str | None]:
@@ -215,22 +376,10 @@ class Inbox:
         self.s.intake.start_wake = False
         return True, self.leases.take_queued()
 
-    def admit_held_wake(self) -> None:
-        """After a turn ended, or on unpause: admit the wake held while an interrupt stopped
-        the turn or while the handle was paused, unless the handle closed, is busy or is
-        (still) paused."""
-        s = self.s
-        if not s.intake.held_wake or s.state != "idle" or s.pause.paused:
-            return
-        prompt = s.intake.held_prompt
-        s.intake.held_wake, s.intake.held_prompt = False, None
-        if self.wake_error() is None:
-            self.wake_from_outside(prompt)
-
     def admit_wake(self, prompt: str | None) -> None:
-        """idle→running with the inbox drained (CONTRACT §3 wake); a no-op when running or
-        suspended (posts buffer meanwhile)."""
+        """idle→running with the inbox and the waiting messages drained (CONTRACT §3 wake);
+        a no-op when running or suspended (the messages keep waiting)."""
         if self.s.state != "idle":
-            return  # running or suspended: a no-op (CONTRACT §3); posts buffer meanwhile
+            return
         drain(self.s, prompt)
         self.machine.transition("running", "wake")

@@ -1,8 +1,8 @@
 """Pause: a handle that takes no turns for a while (issue 25 item 3).
 
 A paused handle keeps taking posts and ticks into its inbox but starts no turn: wake
-admission holds the wake instead (``Inbox.wake_from_outside``; one wake is kept, the latest,
-in ``InboxState.held_wake``/``held_prompt``) and unpause admits it. A running turn is let
+admission keeps every wake as a waiting message instead (``InboxState.wakes``, in arrival
+order: nothing sent is lost) and unpause starts one turn holding them all. A running turn is let
 finish (``now``: interrupted at once, its drained inbox back in front); a parked turn stays
 parked, and an Answer resumes it (the turn was already running). Temporal's own Workflow
 Pause is not used: it rejects updates and queries while paused (and is off on the dev
@@ -56,7 +56,7 @@ class Pause:
     Args:
         s: the handle's state model.
         vis: trace, publish and rejections.
-        inbox: the held wake, admitted on unpause.
+        inbox: the held wakes, admitted on unpause.
         lifecycle: interrupts the running turn (``now``).
     """
 
@@ -92,15 +92,15 @@ class Pause:
             await self.lifecycle.interrupt("pause --now")
 
     def unpause(self) -> None:
-        """Unpause: the wake held meanwhile (if any) is admitted now."""
+        """Unpause: the wakes held meanwhile (if any) start one turn now."""
         s = self.s
         if not s.pause.paused:
             return
         s.pause.paused = False
         s.pause.since_ms = None
-        self.vis.trace(f"{s.id}: unpaused" + (" (a held wake runs)" if s.intake.held_wake else ""))
+        self.vis.trace(f"{s.id}: unpaused" + (" (held wakes run)" if s.intake.wakes else ""))
         self._publish()
-        self.inbox.admit_held_wake()
+        self.inbox.admit_waiting()
 
     async def signal(self, name: str, args: tuple[Any, ...]) -> None:
         """The ``pause`` signal (``null`` or ``{"now": bool}``) or the ``unpause`` signal

@@ -272,7 +272,7 @@ class Ticks:
         add_ticks(s.intake.items, count)
         late = f" (x{count}: fire times missed meanwhile)" if count > 1 else ""
         if s.pause.paused:
-            if spec.wake and not s.intake.held_wake:
+            if spec.wake and not any(m.via == "tick" for m in s.intake.wakes):
                 self.inbox.hold_wake(spec.prompt, f"tick{late} while paused")
         elif (
             spec.wake

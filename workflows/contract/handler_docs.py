@@ -31,9 +31,10 @@ ANSWER: Final = (
     " Current Details and the trace then say 'answer rejected: <reason>'."
 )
 WAKE: Final = (
-    'Wake the agent for one turn. Input: a prompt string, null, or {"prompt": "..."}.'
-    " Ignored while it runs or waits; held while paused (it runs on `unpause`); refused"
-    " (trace line) when closed or on the root."
+    'Wake the agent for one turn. Input: a prompt string, null, or {"prompt": "...",'
+    ' "policy": "enqueue"}. While it runs, waits or is paused the prompt is kept for the next'
+    " turn; policy (else the agent's): enqueue, interrupt (stop the turn in flight), reject"
+    " (refused, trace line) or debounce:MS. Refused (trace line) when closed or on the root."
 )
 POST: Final = (
     "Append an item to the agent's inbox (read at its next wake; never wakes it). Input: a"

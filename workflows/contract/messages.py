@@ -20,6 +20,7 @@ from toolnexus_temporal.workflows.contract.models import (
     HandleStatus,
     HandleView,
     Message,
+    Policy,
     Request,
     TaskResult,
     TickSpec,
@@ -127,6 +128,8 @@ class WakeRequest(WireModel):
     child at spawn, checked by the receiver (``trust.py``)."""
 
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
+    policy: Policy | None = None
+    """The double-texting policy of this wake (None: the agent's ``double_texting``)."""
     granted: StrictBool = False
     lease: int | None = Field(default=None, ge=1)
     sticky: StrictBool = False
@@ -152,9 +155,15 @@ class SlotRecall(WireModel):
 
 class TurnRequest(WireModel):
     """``turn`` update input: wake with an optional prompt, then wait for that wake's result
-    (the client's ``wake`` + ``wait`` as one Temporal update: CONTRACT §3, §9)."""
+    (the client's ``wake`` + ``wait`` as one Temporal update: CONTRACT §3, §9).
+
+    ``policy``: what the wake does when the handle is busy (None: the agent's
+    ``double_texting``; ``contract/policy.py``). ``via``: who sent it, kept with the waiting
+    message (``run_turn``, ``wake``, ``tnx``; at most 40 characters)."""
 
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
+    policy: Policy | None = None
+    via: str | None = Field(default=None, max_length=40)
 
 
 class SlotRequest(WireModel):

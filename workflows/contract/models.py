@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -25,6 +26,11 @@ from pydantic import (
 from toolnexus_temporal.workflows.contract.cron import cron_error
 from toolnexus_temporal.workflows.contract.limits import search_attribute_error
 from toolnexus_temporal.workflows.contract.names import AGENT_ESCALATED_TO
+from toolnexus_temporal.workflows.contract.policy import DEFAULT_POLICY, check_policy
+
+Policy = Annotated[str, AfterValidator(check_policy)]
+"""A double-texting policy (``enqueue``, ``interrupt``, ``reject``, ``debounce:MS``;
+``contract/policy.py``); anything else is refused with one line."""
 
 HandleStateName = Literal["idle", "running", "suspended", "closed"]
 """The four Handle states (CONTRACT §2)."""
@@ -327,6 +333,9 @@ class AgentDef(WireModel):
         approval: expiry, escalation and approvers of its Requests (:class:`ApprovalPolicy`).
         mcp: MCP servers whose tools it is offered beside ``tools`` (:class:`McpServer`;
             docs/guide/mcp.md); names unique within the def.
+        double_texting: what a wake that finds a handle of this agent busy does, unless the
+            wake names its own policy: ``enqueue`` (default), ``interrupt``, ``reject`` or
+            ``debounce:MS`` (``contract/policy.py``; docs/guide/live-agent.md).
     """
 
     name: str = Field(min_length=1, max_length=AGENT_NAME_MAX, pattern=r"^[A-Za-z0-9_-]+$")
@@ -344,6 +353,7 @@ class AgentDef(WireModel):
     context: ContextPolicy | None = None
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     mcp: list[McpServer] = Field(default_factory=list)
+    double_texting: Policy = DEFAULT_POLICY
 
     @model_validator(mode="after")
     def _unique_mcp_names(self) -> AgentDef:

@@ -193,6 +193,11 @@ TURN_SPAN_END: Final = "__tnx_turn_span_end"
 WAKE_REJECTED: Final = "WakeRejected"
 """A ``wake`` update refused by its validator (the reason is the message)."""
 
+AGENT_BUSY: Final = "AgentBusy"
+"""A ``turn`` update refused by its validator under the ``reject`` double-texting policy: the
+handle is busy (``contract/policy.py``); nothing changed. The client raises
+``client.errors.AgentBusy``."""
+
 SCHEDULE_REJECTED: Final = "ScheduleRejected"
 """A ``schedule`` update refused by its validator: a bad payload, the root, a closed handle."""
 

@@ -313,6 +313,27 @@ class RosterState(WireModel):
     agent_defs: dict[str, CachedDef] = Field(default_factory=dict)
 
 
+class WakeMessage(WireModel):
+    """A wake's prompt that found its handle busy, kept until a turn holds it (issue 34:
+    nothing sent is lost; ``inbox.py``).
+
+    Attributes:
+        seq: its number in arrival order over the handle's life (1, 2, ...).
+        prompt: the wake's prompt (None: a wake without one).
+        via: who sent it and by which path: ``run_turn``, ``wake``, ``tnx`` (the ``turn``
+            update, named by the client), ``turn`` (an update that named nobody), ``signal``
+            (the ``wake`` signal), ``tick`` (a tick's wake while paused).
+        policy: the double-texting policy that applied (``contract/policy.py``).
+        at_ms: when it arrived, ms since the epoch (workflow time).
+    """
+
+    seq: int = Field(ge=1)
+    prompt: str | None = None
+    via: str = "turn"
+    policy: str = "enqueue"
+    at_ms: int = 0
+
+
 class InboxState(WireModel):
     """Posts and wakes on their way into a turn (owner: ``workflows/inbox.py``,
     :class:`Inbox`; ``start_wake`` is set at spawn and consumed by ``Lifecycle.start``).
@@ -322,11 +343,22 @@ class InboxState(WireModel):
         wake_prompt: the admitted wake's prompt, consumed when its turn starts.
         turn_inbox: items drained into the current turn (restored on interrupt or error).
         turn_pending: True from admission until the turn starts.
-        held_wake: a wake signal came while an interrupt stopped the turn: it
-            is admitted once the handle is idle, with ``held_prompt``.
+        held_wake: (older runs only) a wake held while an interrupt stopped the turn or while
+            paused; a run of this build turns it into a message of ``wakes``.
         held_prompt: the prompt of ``held_wake``.
         start_wake: the handle was spawned with a wake (``wake_prompt`` holds its prompt):
             the wake is admitted when the workflow starts.
+        wakes: wakes that found the handle busy, in arrival order, waiting for the turn
+            that holds them all (:class:`WakeMessage`).
+        turn_wakes: the messages the current turn holds (back to the front of ``wakes``
+            when the ``interrupt`` policy stops that turn).
+        wake_seq: messages numbered so far (the last ``WakeMessage.seq``).
+        drained_seq: the highest message number a turn took; ``drained_after``: the
+            ``result_seq`` when it did (the ``turn`` update of a message waits for the first
+            result after it).
+        restore_wakes: the ``interrupt`` policy stops the current turn: its messages go back.
+        due_ms: a ``debounce`` window: no turn starts before this time (ms since the epoch,
+            workflow time); None: none.
     """
 
     items: list[InboxItem] = Field(default_factory=list)
@@ -336,6 +368,13 @@ class InboxState(WireModel):
     held_wake: bool = False
     held_prompt: str | None = None
     start_wake: bool = False
+    wakes: list[WakeMessage] = Field(default_factory=list)
+    turn_wakes: list[WakeMessage] = Field(default_factory=list)
+    wake_seq: int = 0
+    drained_seq: int = 0
+    drained_after: int = 0
+    restore_wakes: bool = False
+    due_ms: int | None = None
 
 
 class BackgroundChild(WireModel):
@@ -394,10 +433,10 @@ class TickState(WireModel):
 
 class PauseState(WireModel):
     """Whether the handle is paused (owner: ``workflows/pause.py``, :class:`Pause`; the wake
-    it holds meanwhile is ``InboxState.held_wake``).
+    it holds meanwhile are ``InboxState.wakes``).
 
     Attributes:
-        paused: no turn starts: wakes are held (one, the latest), posts and ticks land in
+        paused: no turn starts: wakes are held (every one, in order), posts and ticks land in
             the inbox.
         since_ms: when it was paused, ms since the epoch (workflow time).
     """

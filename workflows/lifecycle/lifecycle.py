@@ -29,7 +29,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from toolnexus_temporal.workflows.children.children import Children
-from toolnexus_temporal.workflows.inbox import Inbox
+from toolnexus_temporal.workflows.inbox import Inbox, answered_after
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Outbox
 from toolnexus_temporal.workflows.visibility.visibility import (
@@ -173,26 +173,49 @@ class Lifecycle:
         return self.continuing
 
     async def turn(self, req: TurnRequest) -> WaitResponse:
-        """Wake from outside and wait for that wake's result (the ``turn`` update); on a
-        running or suspended handle, only the wait. A held lease admits the wake at once;
-        without one the handle asks its parent for a slot (see
-        :mod:`~toolnexus_temporal.workflows.leases`)."""
+        """Wake from outside and wait for the result of the turn that holds this wake's
+        message (the ``turn`` update). On a free handle the turn starts now (a held lease
+        admits it at once; without one the handle asks its parent for a slot: see
+        :mod:`~toolnexus_temporal.workflows.leases`); on a busy one the message is kept and
+        the double-texting policy applies (``inbox.py``, ``contract/policy.py``). Never the
+        result of an earlier turn: a turn the ``interrupt`` policy stopped sends its messages
+        on, and the update waits for the turn that answers them."""
+        seen = self.s.result_seq
+        seq = self.inbox.receive(req.prompt, req.via or "turn", req.policy)
+        return await self.answer_of(seq, seen)
+
+    async def answer_of(self, seq: int, seen: int) -> WaitResponse:
+        """The first result of the turn that holds message ``seq``; ``closed`` when the
+        handle closed first; ``again_after_seq`` ``seen`` when the run continues as new
+        meanwhile (a paused handle)."""
         s = self.s
-        if self.scratch.interrupt_requested:
-            # An interrupt is stopping the turn: this wake came after it, so it runs once the
-            # handle is idle (never a silent no-op of a wake that raced the interrupt).
-            await workflow.wait_condition(lambda: s.state not in ("running", "suspended"))
-            if self.inbox.wake_error() is not None:
-                return await self.wait(WaitRequest())
-        if s.pause.paused:  # held, whatever the state: it runs on unpause (pause.py)
-            seen = s.result_seq
-            self.inbox.wake_from_outside(req.prompt)
-            return await self.wait(WaitRequest(after_seq=seen))
-        if s.state != "idle":
-            return await self.wait(WaitRequest())
-        seen = s.result_seq
-        self.inbox.wake_from_outside(req.prompt)
-        return await self.wait(WaitRequest(after_seq=seen))
+        taken: list[int] = []
+
+        def drained() -> bool:
+            after = answered_after(s, seq)
+            if after is not None:
+                taken.append(after)  # read in the step that drained it
+                return True
+            return s.state == "closed" or self.waits_yield()
+
+        while True:
+            taken.clear()
+            await workflow.wait_condition(drained)
+            if not taken:
+                if s.state == "closed":
+                    return WaitResponse(result=self.machine.closed_result(), status=status_of(s))
+                result = TaskResult(
+                    status="timeout",
+                    is_error=True,
+                    text="no result yet: the handle continues as new; ask again",
+                )
+                # not taken yet: its answer is a result past the current one
+                again = max(seen, s.result_seq)
+                return WaitResponse(result=result, status=status_of(s), again_after_seq=again)
+            resp = await self.wait(WaitRequest(after_seq=taken[0]))
+            if resp.result.status == "interrupted" and answered_after(s, seq) != taken[0]:
+                continue  # stopped by the interrupt policy: the message went on to a new turn
+            return resp
 
     # ---- run start and the one-shot close
 
@@ -206,6 +229,7 @@ class Lifecycle:
         if started:
             if self.inbox.wake_error() is None:
                 self.inbox.wake_from_outside(prompt)
+        self.inbox.admit_waiting()  # messages a continue-as-new carried (a debounce window)
 
     async def close_if_one_shot(self) -> None:
         """A ``task`` child closes itself once its turn settled: its closed report
@@ -356,5 +380,6 @@ class Lifecycle:
             and not s.closing
             and self.outbox.signals_in_flight == 0
             and not s.leases.wake_queue
+            and (not s.intake.wakes or s.pause.paused)
             and workflow.all_handlers_finished()
         )

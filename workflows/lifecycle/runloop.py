@@ -142,7 +142,7 @@ class RunLoop:
                 # under way: the close it becomes gives the turn its grace, or waits.
                 run = self._parking.run_turn(self._turn.run)
                 await asyncio.shield(asyncio.create_task(run))
-                life.inbox.admit_held_wake()  # a wake that came during an interrupt
+                life.inbox.admit_waiting()  # messages that came during the turn
                 if s.background.waiting:  # a background child's item came during the turn
                     self.after_turn()
                 await asyncio.shield(asyncio.create_task(life.close_if_one_shot()))

@@ -120,7 +120,7 @@ def current_details(s: HandleState, rejection: str | None = None) -> str:
         f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
     ]
     if s.pause.paused:
-        held = " (a wake is held: it runs on unpause)" if s.intake.held_wake else ""
+        held = " (a wake is held: it runs on unpause)" if s.intake.wakes else ""
         body.append(f"paused: no turn starts until Signal `unpause`{held}")
     if s.ticks.spec is not None and s.ticks.next_ms is not None:
         rule = s.ticks.spec.every_ms
