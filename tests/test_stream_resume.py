@@ -144,7 +144,12 @@ async def test_a_follower_that_disconnects_anywhere_and_resumes_sees_every_event
         assert shape(events) == expected, (i, events)
         texts = "".join(ev.text for ev in events if isinstance(ev, TextDelta))
         assert texts.count(REPLY) == 1 and texts.count("piece09") == 1, (i, events)
-    assert len(results[0]) >= len(whole) - 2, results[0]  # it stepped through each event
+    # The stepper reconnects once per event (take(..., 1)), so it stepped by construction; how
+    # many live deltas it sees depends on how fast it reconnects against the 0.3 s chunks: on
+    # a loaded machine the text left once the turn is over comes from history in one piece
+    # (a fresh-clone CI run saw 19 events against the straight follower's 23). It saw the
+    # tool call, its end, some live text and the end, each once (the shape checks above).
+    assert len(results[0]) >= len(expected["structure"]) + 1, results[0]
 
 
 def script_parking() -> ScriptedLLM:
