@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from toolnexus_temporal.activities.llm import LlmConfig
     from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+    from toolnexus_temporal.activities.pricing import ModelPrice, load_prices
     from toolnexus_temporal.activities.registry import Registry, RegistryError
     from toolnexus_temporal.activities.store import (
         ConversationStore,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
         ApprovalPolicy,
         Budget,
         ContextPolicy,
+        Cost,
         Escalation,
         InboxItem,
         McpServer,
@@ -80,6 +82,7 @@ _WHERE = {
     "AuditRecord": "client.audit",
     "Budget": "workflows.contract.models",
     "ContextPolicy": "workflows.contract.models",
+    "Cost": "workflows.contract.models",
     "ClusterConfig": "client.cluster",
     "ClusterConfigError": "client.errors",
     "ClusterConnectError": "client.errors",
@@ -90,6 +93,7 @@ _WHERE = {
     "InboxItem": "workflows.contract.models",
     "LlmConfig": "activities.llm",
     "McpServer": "workflows.contract.models",
+    "ModelPrice": "activities.pricing",
     "NoWorkerError": "client.errors",
     "PostResult": "workflows.contract.messages",
     "PostgresConversationStore": "activities.pgstore",
@@ -112,6 +116,7 @@ _WHERE = {
     "connect": "client.cluster",
     "create_worker": "worker",
     "define_tool": "activities.tools",
+    "load_prices": "activities.pricing",
     "open_store": "activities.stores",
     "pending": "activities.tools",
 }
@@ -131,12 +136,14 @@ __all__ = [
     "ClusterConnectError",
     "ContextPolicy",
     "ConversationStore",
+    "Cost",
     "Escalation",
     "Handle",
     "HandleNotFoundError",
     "InboxItem",
     "LlmConfig",
     "McpServer",
+    "ModelPrice",
     "NoWorkerError",
     "PostResult",
     "PostgresConversationStore",
@@ -159,6 +166,7 @@ __all__ = [
     "connect",
     "create_worker",
     "define_tool",
+    "load_prices",
     "open_store",
     "pending",
 ]
