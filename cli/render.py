@@ -207,7 +207,8 @@ def tree_table(
 ) -> RenderableType:
     """``tnx ls``: one row per handle, ids indented by depth below the first one; a
     suspended handle shows how long its Request has waited (at ``now_ms``, default now); a
-    paused one says so in STATE; a NEXT TICK column (local time) when a handle ticks.
+    paused one says so in STATE; a COST column (:func:`cost_cell`) once some handle made a
+    call; a NEXT TICK column (local time) when a handle ticks.
     A :func:`listing` at ``width``."""
     top = handles[0].depth if handles else 0
     rows: list[list[Cell]] = [
@@ -222,13 +223,18 @@ def tree_table(
             waiting(h.pending_since_ms, now_ms) if h.pending_req else "",
             str(h.turns_total),
             str(h.usage_total),
-            cost_cell(h.cost),
             f"{pool(h.pool_tokens)}/{pool(h.pool_tool_calls)}",
             str(h.inbox_count),
         ]
         for h in handles
     ]
-    headers = ["ID", "STATE", "WAITING", "TURNS", "TOKENS", "COST", "POOLS", "INBOX"]
+    headers = ["ID", "STATE", "WAITING", "TURNS", "TOKENS", "POOLS", "INBOX"]
+    caption = f"POOLS: tokens / tool calls left ({INFINITY} = unlimited)"
+    if any(h.cost != Cost() for h in handles):  # only once some call was made
+        headers.insert(5, "COST")
+        for row, h in zip(rows, handles, strict=True):
+            row.insert(5, cost_cell(h.cost))
+        caption += " · COST: USD of the subtree (? = a model without a price: unknown)"
     if any(h.next_tick_ms is not None for h in handles):  # only when something ticks
         headers.append("NEXT TICK")
         for row, h in zip(rows, handles, strict=True):
@@ -238,8 +244,7 @@ def tree_table(
         rows,
         width,
         right=frozenset({"TURNS", "TOKENS", "COST", "POOLS", "INBOX"}),
-        caption=f"POOLS: tokens / tool calls left ({INFINITY} = unlimited) · COST: USD of the "
-        "subtree (? = a model without a price: cost unknown)",
+        caption=caption,
     )
 
 

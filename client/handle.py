@@ -20,6 +20,7 @@ from toolnexus_temporal.workflows.contract.models import (
     Request,
     TaskResult,
     TickSpec,
+    Usd,
 )
 
 
@@ -95,7 +96,7 @@ class Handle(BaseModel):
     tick: TickSpec | None = None
     next_tick_ms: int | None = None
     cost: Cost = Field(default_factory=Cost)
-    pool_cost_usd: Decimal | None = None
+    pool_cost_usd: Usd | None = None
 
     @property
     def cost_usd(self) -> Decimal | None:

@@ -131,3 +131,32 @@ async def test_an_unpriced_model_costs_unknown_and_fails_under_a_cap(make_runtim
         r = await rt.run_turn(capped, "hello")
         assert r.status == "error" and "has no price" in r.text, r
         assert len(llm.requests) == 1  # the capped call was never sent
+
+
+async def test_summarizer_calls_are_priced_and_counted(make_runtime) -> None:
+    """Under a ``summarize`` context policy the summarizer's calls cost money too: the
+    handle's cost is every call's, exactly (and they run under a money cap: priced)."""
+    from toolnexus_temporal.client import ContextPolicy
+    from toolnexus_temporal.workflows.contract.context import SUMMARIZER_INSTRUCTIONS
+
+    summaries = 0
+
+    def answer(request: dict) -> dict:
+        nonlocal summaries
+        if request["messages"][0].get("content") == SUMMARIZER_INSTRUCTIONS:
+            summaries += 1
+            return text("summary", prompt_tokens=500, completion_tokens=50)  # 75 + 30
+        return text("reply", prompt_tokens=1000, completion_tokens=100)  # 150 + 60
+
+    policy = ContextPolicy(max_tokens=600, keep_turns=1, older="summarize", summary_max_tokens=64)
+    reg = {"a": AgentDef(name="a", context=policy, budget=Budget(max_cost_usd=1))}
+    llm = ScriptedLLM({MODEL: [answer]}, repeat_last=True)
+    async with make_runtime(reg, llm.transport(), llm=LLM) as rt:
+        h = await spawn(rt, rt.root, "a")
+        for i in range(4):
+            assert (await rt.run_turn(h, f"turn {i}")).status == "done"
+        assert summaries >= 1, "the summarizer ran"
+        view = await rt.inspect(h)
+        expected = Decimal("0.00021") * 4 + Decimal("0.000105") * summaries
+        assert view.cost_usd == expected
+        assert view.pool_cost_usd == 1 - expected

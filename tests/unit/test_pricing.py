@@ -166,3 +166,24 @@ def test_money_budgets_are_checked() -> None:
         Budget(max_cost_usd="0.0000000000001")
     with pytest.raises(ValidationError, match="valid decimal"):
         Budget(max_cost_usd="lots")
+
+
+def test_tnx_worker_reads_prices_and_refuses_a_bad_file(tmp_path: Path) -> None:
+    import typer
+
+    from toolnexus_temporal.cli.worker_settings import settings_from
+
+    base = {
+        "registry": "toolnexus_temporal.cli.demo:REGISTRY",
+        "llm_base_url": "http://x/v1",
+        "model": "m",
+    }
+    good = tmp_path / "prices.toml"
+    good.write_text("[m]\ninput = 0.15\noutput = 0.6\ncached_input = 0.075\n")
+    assert settings_from({**base, "prices": good}).llm.prices == {"m": MINI}
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"m": {"input": -1, "output": 1}}')
+    with pytest.raises(typer.BadParameter) as caught:
+        settings_from({**base, "prices": bad})
+    assert caught.value.param_hint == "--prices"
+    assert str(caught.value) == f"{bad}: m.input: Input should be greater than or equal to 0"

@@ -4,7 +4,6 @@ be added later without breaking running workflows. Deterministic and I/O free.
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
@@ -27,6 +26,7 @@ from toolnexus_temporal.workflows.contract.models import (
     TickSpec,
     ToolOptions,
     Usage,
+    Usd,
     WireModel,
     WireStyle,
 )
@@ -53,7 +53,7 @@ class BudgetReply(WireModel):
     seq: int
     tokens: int | None = None
     tool_calls: int | None = None
-    cost_usd: Decimal | None = None
+    cost_usd: Usd | None = None
     nonce: str | None = Field(default=None, max_length=64)
 
 

@@ -16,10 +16,10 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     StrictBool,
-    field_serializer,
     model_serializer,
     model_validator,
 )
@@ -109,6 +109,18 @@ class WireModel(BaseModel):
         return data
 
 
+def usd_text(value: Decimal) -> str:
+    """``value`` (USD) as a fixed-point decimal string without trailing zeros, never in
+    exponent form: ``Decimal("1.5E-7")`` → ``"0.00000015"``, ``Decimal("0.250")`` →
+    ``"0.25"``."""
+    return format(value.normalize(), "f")
+
+
+Usd = Annotated[Decimal, PlainSerializer(usd_text, return_type=str)]
+"""An amount of money in USD: an exact ``Decimal``, serialized as a fixed-point decimal
+string (:func:`usd_text`), never a float."""
+
+
 class Budget(WireModel):
     """Limits for one handle (CONTRACT §1). ``None`` means unlimited.
 
@@ -134,18 +146,7 @@ class Budget(WireModel):
     max_children: int | None = Field(default=None, ge=0)
     max_concurrent: int | None = Field(default=8, ge=1)
     max_depth: int | None = Field(default=3, ge=0)
-    max_cost_usd: Decimal | None = Field(default=None, ge=0, decimal_places=12)
-
-    @field_serializer("max_cost_usd")
-    def _fixed_cost(self, value: Decimal | None) -> str | None:
-        return None if value is None else usd_text(value)
-
-
-def usd_text(value: Decimal) -> str:
-    """``value`` (USD) as a fixed-point decimal string without trailing zeros, never in
-    exponent form: ``Decimal("1.5E-7")`` → ``"0.00000015"``, ``Decimal("0.250")`` →
-    ``"0.25"``."""
-    return format(value.normalize(), "f")
+    max_cost_usd: Usd | None = Field(default=None, ge=0, decimal_places=12)
 
 
 class Cost(WireModel):
@@ -159,12 +160,8 @@ class Cost(WireModel):
             never counted as 0 (:attr:`usd` is then None).
     """
 
-    priced_usd: Decimal = Field(default=Decimal(0), ge=0)
+    priced_usd: Usd = Field(default=Decimal(0), ge=0)
     unpriced: int = Field(default=0, ge=0)
-
-    @field_serializer("priced_usd")
-    def _fixed(self, value: Decimal) -> str:
-        return usd_text(value)
 
     @property
     def usd(self) -> Decimal | None:
@@ -806,12 +803,8 @@ class HandleView(WireModel):
     schedule."""
     cost: Cost = Field(default_factory=Cost)
     """Money spent by this handle and all its descendants (:class:`Cost`)."""
-    pool_cost_usd: Decimal | None = None
+    pool_cost_usd: Usd | None = None
     """Remaining money pool, USD (None = unlimited)."""
-
-    @field_serializer("pool_cost_usd")
-    def _fixed_pool(self, value: Decimal | None) -> str | None:
-        return None if value is None else usd_text(value)
 
     @property
     def cost_usd(self) -> Decimal | None:
@@ -844,7 +837,7 @@ class HandleStatus(WireModel):
     """The handle is paused (``pause.py``)."""
     cost: Cost = Field(default_factory=Cost)
     """Money spent by this handle and all its descendants (:class:`Cost`)."""
-    pool_cost_usd: Decimal | None = None
+    pool_cost_usd: Usd | None = None
     """Remaining money pool, USD (None = unlimited)."""
 
 

@@ -41,6 +41,7 @@ from toolnexus_temporal.workflows.contract.models import (
     ToolOptions,
     ToolResult,
     TraceLine,
+    Usd,
     WireModel,
 )
 from toolnexus_temporal.workflows.contract.names import PROTOCOL, PROTOCOLS
@@ -58,8 +59,8 @@ class PoolFloor(WireModel):
     tool_calls: int | None = None
     basis_tokens: int = 0
     basis_tool_calls: int = 0
-    cost_usd: Decimal | None = None
-    basis_cost_usd: Decimal = Decimal(0)
+    cost_usd: Usd | None = None
+    basis_cost_usd: Usd = Decimal(0)
     nonce: str | None = Field(default=None, max_length=64)
 
 
@@ -441,7 +442,7 @@ class UsageState(WireModel):
     floor: PoolFloor | None = None
     pushed_floors: dict[str, PoolFloor] = Field(default_factory=dict)
     cost: Cost = Field(default_factory=Cost)
-    pool_cost_usd: Decimal | None = None
+    pool_cost_usd: Usd | None = None
 
 
 class TurnState(WireModel):
@@ -568,7 +569,7 @@ class HandleState(WireModel):
     wall_deadline_ms: int | None = None
     pool_tokens_limit: int | None = None
     pool_tool_calls_limit: int | None = None
-    pool_cost_limit: Decimal | None = None
+    pool_cost_limit: Usd | None = None
     store_key: str | None = None
     recovered_from: str | None = None
     # The state machine (``machine.py``), and ``closing`` (``lifecycle/``).
