@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.activities.llm import LlmConfig
+from toolnexus_temporal.activities.pricing import ModelPrice
 from toolnexus_temporal.cli.localmodel import (
     LocalModelError,
     LocalModelServer,
@@ -31,6 +32,11 @@ LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 """The model name sent to the local llama-server (it serves the one model it loaded)."""
 
 SCRIPTED_MODEL: Final = "scripted-demo"
+SCRIPTED_PRICES: Final = {
+    SCRIPTED_MODEL: ModelPrice(input="0.15", cached_input="0.075", output="0.60")
+}
+"""The scripted model's price table (gpt-4o-mini's list prices, USD per million tokens), so
+the tour shows each agent's cost in money."""
 """The model name the scripted LLM answers for."""
 
 COORDINATOR_ROLE: Final = "You are the release coordinator."
