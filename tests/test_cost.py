@@ -91,6 +91,23 @@ async def test_a_money_cap_stops_a_turn_midway(make_runtime) -> None:
         assert len(llm.requests) == 1
 
 
+async def test_a_money_cap_stops_a_tool_turn_after_its_tool_ran(make_runtime) -> None:
+    """Money left after the first call: the tool runs, the second call starts (the check is
+    before a call) and spends past the cap; the turn stops there, before the next tools."""
+    call = tool_calls(("lookup", {"q": "a"}), prompt_tokens=1000, completion_tokens=100)
+    reg = Registry(
+        [AgentDef(name="shopper", tools=["lookup"], budget=Budget(max_cost_usd="0.0003"))],
+        tools=[LOOKUP],
+    )
+    llm = ScriptedLLM({MODEL: [call, call, text("never sent")]})
+    async with make_runtime(reg, llm.transport(), llm=LLM) as rt:
+        h = await spawn(rt, rt.root, "shopper")
+        r = await rt.run_turn(h, "buy")
+        assert (r.status, r.limit, r.turns) == ("incomplete", "costUsd", 2), r
+        assert r.cost_usd == Decimal("0.00042") and h.pool_cost_usd == Decimal("-0.00012")
+        assert h.tool_calls_total == 1 and len(llm.requests) == 2
+
+
 async def test_an_ancestors_money_pool_stops_a_child_midway(make_runtime) -> None:
     """The root's pool (the runtime's budget) holds a child with no cap of its own: its
     first call spends it, its second is refused; a sibling cannot spawn."""
