@@ -63,10 +63,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.activities import pricing, wire
+from toolnexus_temporal.activities import wire
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.live import LiveFeed
-from toolnexus_temporal.activities.pricing import ModelPrice
 from toolnexus_temporal.activities.redact import redacted_error
 from toolnexus_temporal.activities.store import (
     ConversationStore,
@@ -85,6 +84,7 @@ from toolnexus_temporal.workflows.contract.messages import (
 )
 from toolnexus_temporal.workflows.contract.models import ContextSummary, Message, Usage, WireStyle
 from toolnexus_temporal.workflows.contract.names import LLM_CALL_ACTIVITY, LLM_SUMMARIZE_ACTIVITY
+from toolnexus_temporal.workflows.contract.pricing import ModelPrice, priced
 
 T = TypeVar("T")
 
@@ -150,7 +150,7 @@ class LlmConfig(BaseModel):
         secret_envs: more environment variables whose values are secrets: redacted, like the
             API key, from every error text that leaves the activity.
         prices: the price of each model, by the model name sent to the provider
-            (:class:`~toolnexus_temporal.activities.pricing.ModelPrice`, USD per million
+            (:class:`~toolnexus_temporal.workflows.contract.pricing.ModelPrice`, USD per million
             tokens): each call's ``Usage.cost``. A model missing here is unpriced: its cost
             is unknown (never 0), and under a ``max_cost_usd`` budget its call fails
             (``LlmUnpriced``). ``tnx-worker --prices FILE`` reads them from a file.
@@ -482,7 +482,7 @@ class LlmActivities:
             )
         with metrics.llm_call(model):
             message, usage = await self._round_trip(style, body, live)
-        return message, pricing.priced(usage, model, self.config.prices)
+        return message, priced(usage, model, self.config.prices)
 
     async def _round_trip(
         self, style: WireStyle, body: dict[str, Any], live: LiveFeed

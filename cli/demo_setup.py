@@ -17,7 +17,6 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.activities.llm import LlmConfig
-from toolnexus_temporal.activities.pricing import ModelPrice
 from toolnexus_temporal.cli.localmodel import (
     LocalModelError,
     LocalModelServer,
@@ -27,6 +26,7 @@ from toolnexus_temporal.cli.localmodel import (
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.errors import ClusterConnectError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.contract.pricing import ModelPrice
 
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 """The model name sent to the local llama-server (it serves the one model it loaded)."""

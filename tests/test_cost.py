@@ -12,10 +12,10 @@ import pytest
 from tests.helpers import settle, spawn
 from toolnexus_temporal.activities import Registry, define_tool
 from toolnexus_temporal.activities.llm import LlmConfig
-from toolnexus_temporal.activities.pricing import ModelPrice
 from toolnexus_temporal.cli.render import handle_table, tree_table
 from toolnexus_temporal.client import AgentDef, Budget, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.contract.pricing import ModelPrice
 
 MODEL = "stub-model"
 PRICES = {MODEL: ModelPrice(input="0.15", cached_input="0.075", output="0.60")}

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from toolnexus_temporal.activities.llm import LlmConfig
     from toolnexus_temporal.activities.pgstore import PostgresConversationStore
-    from toolnexus_temporal.activities.pricing import ModelPrice, load_prices
+    from toolnexus_temporal.activities.pricing import load_prices
     from toolnexus_temporal.activities.registry import Registry, RegistryError
     from toolnexus_temporal.activities.store import (
         ConversationStore,
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         TaskResult,
         TickSpec,
     )
+    from toolnexus_temporal.workflows.contract.pricing import ModelPrice
 
 _WHERE = {
     "AgentDef": "workflows.contract.models",
@@ -93,7 +94,7 @@ _WHERE = {
     "InboxItem": "workflows.contract.models",
     "LlmConfig": "activities.llm",
     "McpServer": "workflows.contract.models",
-    "ModelPrice": "activities.pricing",
+    "ModelPrice": "workflows.contract.pricing",
     "NoWorkerError": "client.errors",
     "PostResult": "workflows.contract.messages",
     "PostgresConversationStore": "activities.pgstore",

@@ -14,16 +14,16 @@ import pytest
 from pydantic import ValidationError
 
 from toolnexus_temporal.activities import wire
-from toolnexus_temporal.activities.pricing import (
+from toolnexus_temporal.activities.pricing import load_prices
+from toolnexus_temporal.cli.render import cost_cell
+from toolnexus_temporal.client.testing import ScriptedLLM, text
+from toolnexus_temporal.workflows.contract.models import Budget, Cost, TaskResult, Usage
+from toolnexus_temporal.workflows.contract.pricing import (
     ModelPrice,
-    load_prices,
     parse_prices,
     price_of,
     priced,
 )
-from toolnexus_temporal.cli.render import cost_cell
-from toolnexus_temporal.client.testing import ScriptedLLM, text
-from toolnexus_temporal.workflows.contract.models import Budget, Cost, TaskResult, Usage
 
 MINI = ModelPrice(input="0.15", cached_input="0.075", output="0.60")
 """gpt-4o-mini's list prices, USD per million tokens."""
