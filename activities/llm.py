@@ -84,6 +84,7 @@ from toolnexus_temporal.workflows.contract.messages import (
 )
 from toolnexus_temporal.workflows.contract.models import ContextSummary, Message, Usage, WireStyle
 from toolnexus_temporal.workflows.contract.names import LLM_CALL_ACTIVITY, LLM_SUMMARIZE_ACTIVITY
+from toolnexus_temporal.workflows.contract.pricing import ModelPrice, priced
 
 T = TypeVar("T")
 
@@ -148,6 +149,11 @@ class LlmConfig(BaseModel):
         stream: stream responses (SSE); a provider that answers plain JSON is accepted too.
         secret_envs: more environment variables whose values are secrets: redacted, like the
             API key, from every error text that leaves the activity.
+        prices: the price of each model, by the model name sent to the provider
+            (:class:`~toolnexus_temporal.workflows.contract.pricing.ModelPrice`, USD per million
+            tokens): each call's ``Usage.cost``. A model missing here is unpriced: its cost
+            is unknown (never 0), and under a ``max_cost_usd`` budget its call fails
+            (``LlmUnpriced``). ``tnx-worker --prices FILE`` reads them from a file.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -160,6 +166,7 @@ class LlmConfig(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     stream: bool = True
     secret_envs: list[str] = Field(default_factory=list)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
 
     def secrets(self) -> list[str]:
         """The configured secret values (API key and ``secret_envs``) set right now."""
@@ -307,7 +314,7 @@ class LlmActivities:
             stream=False,
         )
         async with self._slots or contextlib.nullcontext():
-            message, usage = await self._call(style, body, live)
+            message, usage = await self._call(style, body, live, need_price=inp.need_price)
         limit = inp.policy.summary_max_tokens * context.CHARS_PER_TOKEN
         text = (message.content or "").strip()[:limit] or "(no summary)"
         return SummarizeResult(summary=ContextSummary(text=text, upto=end), usage=usage)
@@ -383,7 +390,7 @@ class LlmActivities:
             async with asyncio.timeout(left_s):
                 async with self._slots or contextlib.nullcontext():
                     _check_deadline(inp.deadline_ms)
-                    message, usage = await self._call(style, body, live)
+                    message, usage = await self._call(style, body, live, need_price=inp.need_price)
         except TimeoutError:
             _check_deadline(inp.deadline_ms, aborted=True)
             raise
@@ -452,15 +459,30 @@ class LlmActivities:
         return None, stored_len, transcript
 
     async def _call(
-        self, style: WireStyle, body: dict[str, Any], live: LiveFeed
+        self, style: WireStyle, body: dict[str, Any], live: LiveFeed, *, need_price: bool
     ) -> tuple[Message, Usage]:
         """One LLM HTTP round trip, counted and timed (``tnx_llm_calls_total``,
         ``tnx_llm_call_latency_milliseconds``: :func:`~toolnexus_temporal.observability.metrics
         .llm_call`): POST the request; read an SSE stream (published live through ``live``) or
         a plain JSON body; the answer is recorded on the ``chat`` span
-        (:func:`~toolnexus_temporal.observability.spans.current_llm`)."""
-        with metrics.llm_call(str(body.get("model"))):
-            return await self._round_trip(style, body, live)
+        (:func:`~toolnexus_temporal.observability.spans.current_llm`). The usage comes back
+        priced (``pricing.py``).
+
+        Raises:
+            ApplicationError: ``LlmUnpriced`` (non-retryable, before anything is sent) when
+                ``need_price`` and the model has no price.
+        """
+        model = str(body.get("model"))
+        if need_price and model not in self.config.prices:
+            raise ApplicationError(
+                f"model {model!r} has no price, and a max_cost_usd budget holds this agent: "
+                "give the worker one (LlmConfig(prices=...), tnx-worker --prices FILE)",
+                type="LlmUnpriced",
+                non_retryable=True,
+            )
+        with metrics.llm_call(model):
+            message, usage = await self._round_trip(style, body, live)
+        return message, priced(usage, model, self.config.prices)
 
     async def _round_trip(
         self, style: WireStyle, body: dict[str, Any], live: LiveFeed

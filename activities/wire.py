@@ -211,7 +211,9 @@ def _parse_openai(body: dict[str, Any]) -> tuple[Message, Usage]:
 
 
 def openai_usage(raw: Any) -> Usage:
-    """OpenAI usage → Usage (total defaults to prompt + completion)."""
+    """OpenAI usage → Usage (total defaults to prompt + completion). ``prompt_tokens``
+    already holds the cached tokens (``prompt_tokens_details.cached_tokens``): they are kept
+    as the part ``cached_tokens`` of it, never added again."""
     if raw is None:
         return Usage()
     if not isinstance(raw, dict):
@@ -219,19 +221,37 @@ def openai_usage(raw: Any) -> Usage:
     prompt = int(raw.get("prompt_tokens") or 0)
     completion = int(raw.get("completion_tokens") or 0)
     total = int(raw.get("total_tokens") or prompt + completion)
-    return Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+    details = raw.get("prompt_tokens_details")
+    cached = int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+    return Usage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=total,
+        cached_tokens=min(cached, prompt),
+    )
 
 
 def anthropic_usage(raw: Any, base: Usage | None = None) -> Usage:
-    """Anthropic usage (``input_tokens``, ``output_tokens``) → Usage; fields absent from
-    ``raw`` keep ``base``'s values (streams report them in two events)."""
+    """Anthropic usage → Usage; fields absent from ``raw`` keep ``base``'s values (streams
+    report them in two events). Anthropic's ``input_tokens`` leaves out the cache's:
+    ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` are separate, so the
+    prompt is the three added once, and the two cache parts are kept as ``cached_tokens``
+    and ``cache_write_tokens`` of it."""
     base = base or Usage()
     if not isinstance(raw, dict):
         return base
-    prompt = int(raw.get("input_tokens", base.prompt_tokens) or 0)
+    base_input = base.prompt_tokens - base.cached_tokens - base.cache_write_tokens
+    fresh = int(raw.get("input_tokens", base_input) or 0)
+    read = int(raw.get("cache_read_input_tokens", base.cached_tokens) or 0)
+    written = int(raw.get("cache_creation_input_tokens", base.cache_write_tokens) or 0)
+    prompt = fresh + read + written
     completion = int(raw.get("output_tokens", base.completion_tokens) or 0)
     return Usage(
-        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion,
+        cached_tokens=read,
+        cache_write_tokens=written,
     )
 
 

@@ -224,7 +224,8 @@ def spawn_command(
         typer.Option(
             "--budget",
             metavar="JSON",
-            help='Budget override, e.g. \'{"max_turns": 2, "max_tokens": 5000}\'.',
+            help='Budget override, e.g. \'{"max_turns": 2, "max_tokens": 5000, '
+            '"max_cost_usd": "0.50"}\' (max_cost_usd: USD, exact decimal).',
         ),
     ] = None,
     prompt: Annotated[

@@ -52,6 +52,7 @@ from toolnexus_temporal.activities.registry import Registry
 from toolnexus_temporal.activities.store import SqliteConversationStore
 from toolnexus_temporal.cli.demo_setup import (
     SCRIPTED_MODEL,
+    SCRIPTED_PRICES,
     DemoError,
     check_root,
     connect_client,
@@ -377,7 +378,7 @@ def _demo_llm(
             scripted = stack.enter_context(ScriptedLLMServer(demo_script()))
         except OSError as err:
             raise DemoError(f"cannot start the scripted LLM server: {err}") from err
-        llm = LlmConfig(base_url=scripted.base_url, model=SCRIPTED_MODEL)
+        llm = LlmConfig(base_url=scripted.base_url, model=SCRIPTED_MODEL, prices=SCRIPTED_PRICES)
         console.print(
             f"[bold]LLM[/bold]: scripted OpenAI-compatible server on {llm.base_url} "
             "[yellow](no OPENAI_BASE_URL set; replies are scripted, not a model)[/yellow]"

@@ -26,11 +26,17 @@ from toolnexus_temporal.cli.localmodel import (
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.errors import ClusterConnectError
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.contract.pricing import ModelPrice
 
 LOCAL_MODEL_NAME = "smollm2-135m-instruct"
 """The model name sent to the local llama-server (it serves the one model it loaded)."""
 
 SCRIPTED_MODEL: Final = "scripted-demo"
+SCRIPTED_PRICES: Final = {
+    SCRIPTED_MODEL: ModelPrice(input="0.15", cached_input="0.075", output="0.60")
+}
+"""The scripted model's price table (gpt-4o-mini's list prices, USD per million tokens), so
+the tour shows each agent's cost in money."""
 """The model name the scripted LLM answers for."""
 
 COORDINATOR_ROLE: Final = "You are the release coordinator."

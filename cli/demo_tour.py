@@ -344,7 +344,7 @@ async def _show_usage(tour: Tour, coord: Handle) -> None:
         tour.line(
             f"{tour.wid(h.id)}: {h.usage_total} tokens (its subtree) · {h.turns_total} turn(s) · "
             f"{h.tool_calls_total} tool call(s) · token pool {pool}{cap} · max_turns "
-            f"{budget.max_turns}"
+            f"{budget.max_turns} · {h.cost.text()}"
         )
     tour.showed(
         "children's usage rolls up to the coordinator live; each child's pool was carved "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta, tzinfo
+from decimal import Decimal
 from typing import Final
 
 from rich import box
@@ -26,10 +27,12 @@ from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
+    Cost,
     McpServer,
     Message,
     TaskResult,
     TraceLine,
+    usd_text,
 )
 
 OK_STATUSES: Final = frozenset({"done", "pending"})
@@ -204,7 +207,8 @@ def tree_table(
 ) -> RenderableType:
     """``tnx ls``: one row per handle, ids indented by depth below the first one; a
     suspended handle shows how long its Request has waited (at ``now_ms``, default now); a
-    paused one says so in STATE; a NEXT TICK column (local time) when a handle ticks.
+    paused one says so in STATE; a COST column (:func:`cost_cell`) once some handle made a
+    call; a NEXT TICK column (local time) when a handle ticks.
     A :func:`listing` at ``width``."""
     top = handles[0].depth if handles else 0
     rows: list[list[Cell]] = [
@@ -225,6 +229,12 @@ def tree_table(
         for h in handles
     ]
     headers = ["ID", "STATE", "WAITING", "TURNS", "TOKENS", "POOLS", "INBOX"]
+    caption = f"POOLS: tokens / tool calls left ({INFINITY} = unlimited)"
+    if any(h.cost != Cost() for h in handles):  # only once some call was made
+        headers.insert(5, "COST")
+        for row, h in zip(rows, handles, strict=True):
+            row.insert(5, cost_cell(h.cost))
+        caption += " · COST: USD of the subtree (? = a model without a price: unknown)"
     if any(h.next_tick_ms is not None for h in handles):  # only when something ticks
         headers.append("NEXT TICK")
         for row, h in zip(rows, handles, strict=True):
@@ -233,9 +243,22 @@ def tree_table(
         headers,
         rows,
         width,
-        right=frozenset({"TURNS", "TOKENS", "POOLS", "INBOX"}),
-        caption=f"POOLS: tokens / tool calls left ({INFINITY} = unlimited)",
+        right=frozenset({"TURNS", "TOKENS", "COST", "POOLS", "INBOX"}),
+        caption=caption,
     )
+
+
+def cost_cell(cost: Cost) -> str:
+    """A cost in a narrow column: ``$0.000150``, ``?`` (no call priced: unknown, never 0) or
+    ``$0.0012+?`` (some calls unpriced)."""
+    if not cost.unpriced:
+        return f"${usd_text(cost.priced_usd)}"
+    return f"${usd_text(cost.priced_usd)}+?" if cost.priced_usd else "?"
+
+
+def money_pool(usd: Decimal | None) -> str:
+    """A money pool left: ``$1.25``, or the infinity sign (unlimited)."""
+    return INFINITY if usd is None else f"${usd_text(usd)}"
 
 
 def pending_table(
@@ -339,10 +362,11 @@ def _result_rows(result: TaskResult | None) -> list[tuple[str, RenderableType]]:
 
 
 def result_summary(result: TaskResult) -> Text:
-    """``done · turns 1 · tokens 23`` (with the limit or the pending request when any)."""
+    """``done · turns 1 · tokens 23 · $0.000150`` (with the limit or the pending request when
+    any; the cost as :meth:`Cost.text` says it)."""
     colour = "green" if result.status in OK_STATUSES else "red"
     line = Text(result.status, style=f"bold {colour}", no_wrap=True, overflow="ellipsis")
-    extra = f" · turns {result.turns} · tokens {result.total_tokens}"
+    extra = f" · turns {result.turns} · tokens {result.total_tokens} · {result.cost.text()}"
     if result.limit:
         extra += f" · limit {result.limit}"
     if result.pending is not None:
@@ -382,11 +406,15 @@ def handle_table(h: Handle, now_ms: int | None = None) -> Table:
         ("children", _cell(children)),
         ("inbox", _cell(h.inbox_count)),
         ("usage", _cell(f"{h.usage_total} tokens (this handle and its subtree)")),
+        ("cost", _cell(f"{h.cost.text()} (this handle and its subtree)")),
         ("turns", _cell(h.turns_total)),
         ("tool calls", _cell(h.tool_calls_total)),
         (
             "pools",
-            _cell(f"tokens {pool(h.pool_tokens)} · tool calls {pool(h.pool_tool_calls)}"),
+            _cell(
+                f"tokens {pool(h.pool_tokens)} · tool calls {pool(h.pool_tool_calls)}"
+                f" · money {money_pool(h.pool_cost_usd)}"
+            ),
         ),
         ("wall deadline", _cell(deadline(h.wall_deadline_ms))),
         ("pending request", _cell(pending)),

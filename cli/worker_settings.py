@@ -31,6 +31,7 @@ from pydantic import (
 from temporalio.common import WorkerDeploymentVersion
 
 from toolnexus_temporal.activities.llm import LlmConfig
+from toolnexus_temporal.activities.pricing import load_prices
 from toolnexus_temporal.activities.registry import Registry, RegistryError
 from toolnexus_temporal.activities.store import StoreConfigError
 from toolnexus_temporal.activities.stores import open_store
@@ -98,6 +99,14 @@ class WorkerSettings(BaseModel):
     style: Annotated[
         str, typer.Option(envvar="TNX_LLM_STYLE", help="Wire style: openai or anthropic")
     ] = "openai"
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="TNX_PRICES",
+            help="Price table, JSON or TOML (.toml): model -> input, output, cached_input, "
+            "cache_write in USD per million tokens (docs/guide/python.md#money)",
+        ),
+    ] = None
     max_concurrent_turns: Annotated[
         int | None,
         typer.Option(envvar="TNX_MAX_CONCURRENT_TURNS", help="LLM calls in flight at once"),
@@ -238,6 +247,16 @@ class WorkerSettings(BaseModel):
             raise SettingError("style", "style must be openai or anthropic")
         return style
 
+    @field_validator("prices")
+    @classmethod
+    def _prices_read(cls, path: Path | None) -> Path | None:
+        try:
+            if path is not None:
+                load_prices(path)
+        except ValueError as err:
+            raise SettingError("--prices", str(err)) from None
+        return path
+
     @field_validator("build_id")
     @classmethod
     def _versioning(cls, build_id: str | None, info: ValidationInfo) -> str | None:
@@ -310,8 +329,14 @@ class WorkerSettings(BaseModel):
 
     @property
     def llm(self) -> LlmConfig:
-        """The LLM endpoint, model and wire style."""
-        return LlmConfig(base_url=self.llm_base_url or "", model=self.model or "", style=self.style)
+        """The LLM endpoint, model, wire style and price table (read again from
+        ``--prices``)."""
+        return LlmConfig(
+            base_url=self.llm_base_url or "",
+            model=self.model or "",
+            style=self.style,
+            prices=load_prices(self.prices) if self.prices is not None else {},
+        )
 
     @property
     def deployment(self) -> WorkerDeploymentVersion | None:

@@ -7,16 +7,20 @@ A Handle holds only what the workflow reported; what the runtime has in flight f
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
+    Cost,
     HandleStateName,
     HandleStatus,
     HandleView,
     Request,
     TaskResult,
     TickSpec,
+    Usd,
 )
 
 
@@ -58,6 +62,9 @@ class Handle(BaseModel):
             (``AgentRuntime.pause``).
         tick: the tick schedule in force (``AgentRuntime.schedule``), or None.
         next_tick_ms: when the next tick fires, ms since the epoch (workflow time), or None.
+        cost: money spent by this handle and its descendants (:class:`Cost`: exact USD of
+            the priced calls, and how many were unpriced); :attr:`cost_usd` reads it.
+        pool_cost_usd: remaining money pool, USD (None = unlimited).
     """
 
     model_config = ConfigDict(validate_assignment=True)
@@ -88,6 +95,14 @@ class Handle(BaseModel):
     paused: bool = False
     tick: TickSpec | None = None
     next_tick_ms: int | None = None
+    cost: Cost = Field(default_factory=Cost)
+    pool_cost_usd: Usd | None = None
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """Money spent by this handle and its descendants, USD, exact; None when some call
+        was of a model the worker has no price for (cost unknown, never 0)."""
+        return self.cost.usd
 
     @classmethod
     def from_view(cls, view: HandleView) -> Handle:

@@ -73,7 +73,12 @@ async def start_root(
         budget=budget,
         pool_tokens_limit=budget.max_tokens,
         pool_tool_calls_limit=budget.max_tool_calls,
-        usage=UsageState(pool_tokens=budget.max_tokens, pool_tool_calls=budget.max_tool_calls),
+        pool_cost_limit=budget.max_cost_usd,
+        usage=UsageState(
+            pool_tokens=budget.max_tokens,
+            pool_tool_calls=budget.max_tool_calls,
+            pool_cost_usd=budget.max_cost_usd,
+        ),
         options=options,
         protocol=PROTOCOL,
     )

@@ -124,11 +124,22 @@ def _anthropic_message(reply: dict[str, Any]) -> dict[str, Any]:
         "role": "assistant",
         "content": blocks,
         "stop_reason": "tool_use" if calls else "end_turn",
-        "usage": {
-            "input_tokens": usage_raw.get("prompt_tokens", 0),
-            "output_tokens": usage_raw.get("completion_tokens", 0),
-        },
+        "usage": _anthropic_usage(usage_raw),
     }
+
+
+def _anthropic_usage(raw: dict[str, Any]) -> dict[str, int]:
+    """OpenAI usage in Anthropic's shape: its cached tokens (``prompt_tokens_details
+    .cached_tokens``, part of ``prompt_tokens``) become ``cache_read_input_tokens``, apart
+    from ``input_tokens`` as Anthropic reports them."""
+    cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    usage = {
+        "input_tokens": raw.get("prompt_tokens", 0) - cached,
+        "output_tokens": raw.get("completion_tokens", 0),
+    }
+    if cached:
+        usage["cache_read_input_tokens"] = cached
+    return usage
 
 
 def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -140,7 +151,7 @@ def _anthropic_events(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]
         "type": "message",
         "role": "assistant",
         "content": [],
-        "usage": {"input_tokens": usage["input_tokens"], "output_tokens": 0},
+        "usage": {**usage, "output_tokens": 0},
     }
     events: list[tuple[str, dict[str, Any]]] = [
         ("message_start", {"type": "message_start", "message": start})

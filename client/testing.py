@@ -39,16 +39,23 @@ Reply = dict[str, Any] | httpx.Response
 ScriptEntry = Reply | Callable[[dict[str, Any]], Reply]
 
 
-def usage(prompt: int = 3, completion: int = 2) -> dict[str, int]:
-    """An OpenAI usage object."""
-    return {
+def usage(prompt: int = 3, completion: int = 2, cached: int = 0) -> dict[str, Any]:
+    """An OpenAI usage object; ``cached`` of the ``prompt`` tokens came from the provider's
+    cache (``prompt_tokens_details.cached_tokens``; rendered as Anthropic's
+    ``cache_read_input_tokens`` in that style)."""
+    out: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    if cached:
+        out["prompt_tokens_details"] = {"cached_tokens": cached}
+    return out
 
 
-def text(content: str, *, prompt_tokens: int = 3, completion_tokens: int = 2) -> dict[str, Any]:
+def text(
+    content: str, *, prompt_tokens: int = 3, completion_tokens: int = 2, cached_tokens: int = 0
+) -> dict[str, Any]:
     """A chat completion whose reply is plain text (seed 002's ``final_reply``)."""
     return {
         "id": "chatcmpl-scripted",
@@ -60,12 +67,15 @@ def text(content: str, *, prompt_tokens: int = 3, completion_tokens: int = 2) ->
                 "finish_reason": "stop",
             }
         ],
-        "usage": usage(prompt_tokens, completion_tokens),
+        "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
     }
 
 
 def tool_calls(
-    *calls: tuple[str, dict[str, Any]], prompt_tokens: int = 5, completion_tokens: int = 2
+    *calls: tuple[str, dict[str, Any]],
+    prompt_tokens: int = 5,
+    completion_tokens: int = 2,
+    cached_tokens: int = 0,
 ) -> dict[str, Any]:
     """A chat completion that calls tools: ``tool_calls(("lookup", {"q": "x"}), ...)``."""
     return {
@@ -89,7 +99,7 @@ def tool_calls(
                 "finish_reason": "tool_calls",
             }
         ],
-        "usage": usage(prompt_tokens, completion_tokens),
+        "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
     }
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,10 @@ async def test_metrics_read_back_through_prometheus(
     tq = f"tq-{scope}"
     metrics_port = free_port()
     address = client.service_client.config.target_host
+    prices = tmp_path / "prices.toml"  # 1000 and 2000 nano-USD a token; m-ask, m-cap: none
+    prices.write_text("[m-plain]\ninput = 1\noutput = 2\n\n[m-tool]\ninput = 1\noutput = 2\n")
     args = [
+        *("--prices", str(prices)),
         *("--address", address, "--namespace", client.namespace),
         *("--registry", "tests.registries:METRICS", "--task-queue", tq),
         *("--model", "stub-model", "--store", str(tmp_path / "conversations.sqlite")),
@@ -267,6 +271,23 @@ async def test_metrics_read_back_through_prometheus(
             f'sum by (agent) (tnx_tokens_total{{{tq_sel},direction="output"}})', "agent"
         )
         assert outputs == {"chatter": 2.0, "looker": 6.0, "asker": 4.0, "spender": 3.0}
+
+        # Money, exact, in nano-USD: chatter 3 in + 2 out, looker 16 in + 6 out; the models
+        # without a price count as unpriced calls, never as 0.
+        await settles(
+            prom,
+            f"sum by (agent) (tnx_cost_nano_usd_total{{{tq_sel}}})",
+            "agent",
+            {"chatter": 7000.0, "looker": 28000.0},
+        )
+        await settles(
+            prom,
+            f"sum by (agent) (tnx_unpriced_calls_total{{{tq_sel}}})",
+            "agent",
+            {"asker": 2.0, "spender": 1.0},
+        )
+        assert (await rt.inspect(looker)).cost_usd == Decimal("0.000028")
+        assert (await rt.inspect(asker)).cost_usd is None
 
         # The SDK's runtime metrics come from the same endpoint.
         sdk = await prom.query(f"temporal_worker_task_slots_available{{{tq_sel}}}")

@@ -65,11 +65,15 @@ PUBLIC = {
     "connect",
     "create_worker",
     "define_tool",
+    "load_prices",
     "open_store",
     "pending",
+    "Cost",
+    "ModelPrice",
 }
 """The public API of issue 10, plus what the verbs return and the store and tool types a
-registry author needs."""
+registry author needs, and the money types (issue 34: ``Cost``, ``ModelPrice``,
+``load_prices``)."""
 
 
 def test_all_is_the_public_api_sorted_and_importable() -> None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from toolnexus_temporal.activities.llm import LlmConfig
     from toolnexus_temporal.activities.pgstore import PostgresConversationStore
+    from toolnexus_temporal.activities.pricing import load_prices
     from toolnexus_temporal.activities.registry import Registry, RegistryError
     from toolnexus_temporal.activities.store import (
         ConversationStore,
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
         ApprovalPolicy,
         Budget,
         ContextPolicy,
+        Cost,
         Escalation,
         InboxItem,
         McpServer,
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
         TaskResult,
         TickSpec,
     )
+    from toolnexus_temporal.workflows.contract.pricing import ModelPrice
 
 _WHERE = {
     "AgentDef": "workflows.contract.models",
@@ -84,6 +87,7 @@ _WHERE = {
     "AuditRecord": "client.audit",
     "Budget": "workflows.contract.models",
     "ContextPolicy": "workflows.contract.models",
+    "Cost": "workflows.contract.models",
     "ClusterConfig": "client.cluster",
     "ClusterConfigError": "client.errors",
     "ClusterConnectError": "client.errors",
@@ -94,6 +98,7 @@ _WHERE = {
     "InboxItem": "workflows.contract.models",
     "LlmConfig": "activities.llm",
     "McpServer": "workflows.contract.models",
+    "ModelPrice": "workflows.contract.pricing",
     "NoWorkerError": "client.errors",
     "PostResult": "workflows.contract.messages",
     "PostgresConversationStore": "activities.pgstore",
@@ -118,6 +123,7 @@ _WHERE = {
     "connect": "client.cluster",
     "create_worker": "worker",
     "define_tool": "activities.tools",
+    "load_prices": "activities.pricing",
     "open_store": "activities.stores",
     "pending": "activities.tools",
 }
@@ -138,6 +144,7 @@ __all__ = [
     "ClusterConnectError",
     "ContextPolicy",
     "ConversationStore",
+    "Cost",
     "Escalation",
     "Handle",
     "HandleNotFoundError",
@@ -145,6 +152,7 @@ __all__ = [
     "InvalidPolicyError",
     "LlmConfig",
     "McpServer",
+    "ModelPrice",
     "NoWorkerError",
     "PostResult",
     "PostgresConversationStore",
@@ -167,6 +175,7 @@ __all__ = [
     "connect",
     "create_worker",
     "define_tool",
+    "load_prices",
     "open_store",
     "pending",
 ]

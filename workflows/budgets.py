@@ -1,4 +1,5 @@
-"""Budget pools (CONTRACT §3 spawn, §6): the ledger of tokens and tool calls a subtree spent,
+"""Budget pools (CONTRACT §3 spawn, §6): the ledger of tokens, tool calls and money (USD, exact
+decimals: ``Budget.max_cost_usd``) a subtree spent,
 the live remainder under an ancestor's pool, carving a child's pools at spawn, and the
 budget check before every LLM call and tool batch.
 
@@ -17,6 +18,7 @@ The rules are plain functions over ``HandleState`` with ``now_ms`` passed in;
 from __future__ import annotations
 
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import NamedTuple
 
 from temporalio import workflow
@@ -27,7 +29,7 @@ from toolnexus_temporal.workflows.rules.roster import update_child
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.messages import BudgetAsk, BudgetReply
-    from toolnexus_temporal.workflows.contract.models import Budget, LimitName
+    from toolnexus_temporal.workflows.contract.models import Budget, Cost, LimitName
     from toolnexus_temporal.workflows.contract.names import (
         SIGNAL_BUDGET_ASK,
         SIGNAL_BUDGET_REPLY,
@@ -45,10 +47,26 @@ def min_opt(a: int | None, b: int | None) -> int | None:
     return min(a, b)
 
 
+def min_usd(a: Decimal | None, b: Decimal | None) -> Decimal | None:
+    """``min()`` of two money amounts where None means unlimited."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
 def recount(s: HandleState) -> None:
-    """Recompute subtree usage (tokens, tool calls) and the remaining pools from the handle's
-    own usage, its children's last reports and the closed children it no longer keeps."""
+    """Recompute subtree usage (tokens, tool calls, money) and the remaining pools from the
+    handle's own usage, its children's last reports and the closed children it no longer
+    keeps."""
     infos = s.roster.children_info.values()
+    cost = s.turn.own_cost + s.roster.closed_cost
+    for i in infos:
+        cost = cost + i.cost
+    s.usage.cost = cost
+    if s.pool_cost_limit is not None:
+        s.usage.pool_cost_usd = s.pool_cost_limit - cost.priced_usd
     s.usage.usage_total = (
         s.turn.own_tokens + s.roster.closed_usage_total + sum(i.usage_total for i in infos)
     )
@@ -80,19 +98,35 @@ def remaining(s: HandleState) -> tuple[int | None, int | None]:
     return tokens, tool_calls
 
 
+def remaining_cost(s: HandleState) -> Decimal | None:
+    """The live remainder of the money pool, USD (None: unlimited), as :func:`remaining`
+    for tokens: the handle's own pool capped by the tightest ancestor's as last pushed, less
+    what this subtree spent since that floor's basis. Only priced calls count (an unpriced
+    model cannot run under a finite pool: ``LlmCallInput.need_price``)."""
+    usd = s.usage.pool_cost_usd
+    floor = s.usage.floor
+    if floor is not None and floor.cost_usd is not None:
+        spent = s.usage.cost.priced_usd - floor.basis_cost_usd
+        usd = min_usd(usd, floor.cost_usd - spent)
+    return usd
+
+
 def budget_limit(s: HandleState, tool_calls: int, now_ms: float) -> LimitName | None:
     """The limit that forbids the next LLM call (``tool_calls`` 0) or a batch of
     ``tool_calls`` tool calls, or None (CONTRACT §6).
 
     Checked in this order: the wall-clock deadline (``wallMs``, ``now_ms`` in ms since the
-    epoch), the token pool (``tokens``: none left), the tool-call pool (``toolCalls``: fewer
-    left than the batch needs).
+    epoch), the token pool (``tokens``: none left), the money pool (``costUsd``: none left),
+    the tool-call pool (``toolCalls``: fewer left than the batch needs).
     """
     if s.wall_deadline_ms is not None and now_ms >= s.wall_deadline_ms:
         return "wallMs"
     tokens, calls_left = remaining(s)
     if tokens is not None and tokens <= 0:
         return "tokens"
+    usd = remaining_cost(s)
+    if usd is not None and usd <= 0:
+        return "costUsd"
     if tool_calls and calls_left is not None and calls_left < tool_calls:
         return "toolCalls"
     return None
@@ -106,10 +140,19 @@ def exhausted(s: HandleState, now_ms: float) -> str | None:
         return "budget exhausted (tokens)"
     if tool_calls is not None and tool_calls <= 0:
         return "budget exhausted (toolCalls)"
+    usd = remaining_cost(s)
+    if usd is not None and usd <= 0:
+        return "budget exhausted (costUsd)"
     deadline = s.wall_deadline_ms
     if deadline is not None and now_ms >= deadline:
         return "budget exhausted (wallMs)"
     return None
+
+
+def newer_cost(seen: Cost, known: Cost) -> bool:
+    """Whether the subtree cost ``seen`` (an ask's, a last view's) is ahead of ``known``:
+    costs only grow, so more money or more unpriced calls is newer."""
+    return seen.priced_usd > known.priced_usd or seen.unpriced > known.unpriced
 
 
 def drop_floors(s: HandleState, children: Iterable[str]) -> None:
@@ -132,6 +175,8 @@ class ChildPools(NamedTuple):
     """The child's deadline, ms since the epoch."""
     floor: PoolFloor | None
     """The parent's live remainder, when some pool above is finite."""
+    cost_limit: Decimal | None = None
+    """The child's money pool, USD."""
 
 
 def carve(parent: HandleState, budget: Budget, now_ms: int) -> ChildPools:
@@ -151,9 +196,10 @@ def carve(parent: HandleState, budget: Budget, now_ms: int) -> ChildPools:
     )
     own_deadline = now_ms + budget.max_wall_ms if budget.max_wall_ms is not None else None
     live_tokens, live_tool_calls = remaining(parent)
+    live_usd = remaining_cost(parent)
     floor = (
-        PoolFloor(tokens=live_tokens, tool_calls=live_tool_calls)
-        if live_tokens is not None or live_tool_calls is not None
+        PoolFloor(tokens=live_tokens, tool_calls=live_tool_calls, cost_usd=live_usd)
+        if live_tokens is not None or live_tool_calls is not None or live_usd is not None
         else None
     )
     return ChildPools(
@@ -162,6 +208,7 @@ def carve(parent: HandleState, budget: Budget, now_ms: int) -> ChildPools:
         tool_calls_limit=min_opt(budget.max_tool_calls, live_tool_calls),
         wall_deadline_ms=min_opt(own_deadline, parent.wall_deadline_ms),
         floor=floor,
+        cost_limit=min_usd(budget.max_cost_usd, live_usd),
     )
 
 
@@ -170,7 +217,8 @@ def floors_to_push(s: HandleState) -> list[tuple[str, PoolFloor]]:
     since the last push (recorded in ``s.pushed_floors``). None when every pool above and
     here is unlimited."""
     tokens, tool_calls = remaining(s)
-    if tokens is None and tool_calls is None:
+    usd = remaining_cost(s)
+    if tokens is None and tool_calls is None and usd is None:
         return []
     pushes: list[tuple[str, PoolFloor]] = []
     for child_id, info in s.roster.children_info.items():
@@ -181,6 +229,8 @@ def floors_to_push(s: HandleState) -> list[tuple[str, PoolFloor]]:
             tool_calls=tool_calls,
             basis_tokens=info.usage_total,
             basis_tool_calls=info.subtree_tool_calls,
+            cost_usd=usd,
+            basis_cost_usd=info.cost.priced_usd,
         )
         if s.usage.pushed_floors.get(child_id) != floor:
             s.usage.pushed_floors[child_id] = floor
@@ -192,8 +242,8 @@ class BudgetLedger:
     """The budget ledger of one handle (CONTRACT §6).
 
     Owns ``HandleState.usage`` (:class:`UsageState`: ``usage_total``, ``subtree_tool_calls``,
-    the ``pool_*`` remainders, ``floor`` and ``pushed_floors``); per run, the ``budget_ask``
-    sequence and the replies not yet read.
+    ``cost``, the ``pool_*`` remainders, ``floor`` and ``pushed_floors``); per run, the
+    ``budget_ask`` sequence and the replies not yet read.
 
     Args:
         s: the handle's state model.
@@ -216,6 +266,10 @@ class BudgetLedger:
         """See :func:`remaining`."""
         return remaining(self.s)
 
+    def remaining_cost(self) -> Decimal | None:
+        """See :func:`remaining_cost`."""
+        return remaining_cost(self.s)
+
     def limit(self, tool_calls: int) -> LimitName | None:
         """:func:`budget_limit` at the current workflow time."""
         return budget_limit(self.s, tool_calls, now_ms())
@@ -235,7 +289,8 @@ class BudgetLedger:
         s = self.s
         if s.parent is None or s.usage.floor is None:
             return
-        if s.usage.floor.tokens is None and s.usage.floor.tool_calls is None:
+        floor = s.usage.floor
+        if floor.tokens is None and floor.tool_calls is None and floor.cost_usd is None:
             return
         self.ask_seq += 1
         seq = self.ask_seq
@@ -248,6 +303,7 @@ class BudgetLedger:
                 usage_total=s.usage.usage_total,
                 subtree_tool_calls=s.usage.subtree_tool_calls,
                 nonce=s.nonce,
+                cost=s.usage.cost,
             ),
         )
         self.waiting.add(seq)
@@ -261,6 +317,8 @@ class BudgetLedger:
             tool_calls=reply.tool_calls,
             basis_tokens=s.usage.usage_total,
             basis_tool_calls=s.usage.subtree_tool_calls,
+            cost_usd=reply.cost_usd,
+            basis_cost_usd=s.usage.cost.priced_usd,
         )
 
     async def on_ask(self, ask: BudgetAsk) -> None:
@@ -270,12 +328,17 @@ class BudgetLedger:
         info = s.roster.children_info.get(ask.child)
         if info is None:
             return
-        if ask.usage_total > info.usage_total or ask.subtree_tool_calls > info.subtree_tool_calls:
+        if (
+            ask.usage_total > info.usage_total
+            or ask.subtree_tool_calls > info.subtree_tool_calls
+            or newer_cost(ask.cost, info.cost)
+        ):
             update_child(
                 s,
                 ask.child,
                 usage_total=max(ask.usage_total, info.usage_total),
                 subtree_tool_calls=max(ask.subtree_tool_calls, info.subtree_tool_calls),
+                cost=ask.cost if newer_cost(ask.cost, info.cost) else info.cost,
             )
             self.recount()
         await self.refresh()
@@ -283,7 +346,13 @@ class BudgetLedger:
         self.outbox.signal_later(
             ask.child,
             SIGNAL_BUDGET_REPLY,
-            BudgetReply(seq=ask.seq, tokens=tokens, tool_calls=tool_calls, nonce=info.nonce),
+            BudgetReply(
+                seq=ask.seq,
+                tokens=tokens,
+                tool_calls=tool_calls,
+                cost_usd=self.remaining_cost(),
+                nonce=info.nonce,
+            ),
         )
 
     def on_reply(self, reply: BudgetReply) -> str | None:

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import ChildReport
     from toolnexus_temporal.workflows.contract.models import (
         AgentDef,
+        Cost,
         HandleStateName,
         LimitName,
         Message,
@@ -136,6 +137,7 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
         state=s.state,
         usage_total=s.usage.usage_total,
         subtree_tool_calls=s.usage.subtree_tool_calls,
+        cost=s.usage.cost,
         result_seq=s.result_seq,
         # Only a `task` child's parent reads results; others stay small.
         last_result=s.last_result if s.report_results else None,
@@ -179,6 +181,8 @@ class TurnScratch:
         """LLM round trips of this turn (``max_turns`` counts them)."""
         self.tokens = 0
         """Tokens this turn used."""
+        self.cost = Cost()
+        """Money this turn's calls cost."""
         self.wall_fired = False
         """The ``max_wall_ms`` watchdog stopped the turn."""
         self.llm_abandoned = False
@@ -201,6 +205,7 @@ class TurnScratch:
         """Reset the counters for a new turn whose first LLM call sends ``new_messages``."""
         self.llm_calls = 0
         self.tokens = 0
+        self.cost = Cost()
         self.wall_fired = False
         self.llm_abandoned = False
         self.next_messages = new_messages
@@ -222,6 +227,7 @@ class TurnScratch:
             text=text,
             turns=self.llm_calls,
             total_tokens=self.tokens,
+            cost=self.cost,
             limit=limit,
             pending=pending,
         )
@@ -233,6 +239,7 @@ def restore(scratch: TurnScratch, parked: ParkedTurn) -> None:
     scratch.start([])
     scratch.llm_calls = parked.llm_calls
     scratch.tokens = parked.tokens
+    scratch.cost = parked.cost
     scratch.turn_start_len = parked.turn_start_len
     scratch.unsent_before = list(parked.unsent_before)
 

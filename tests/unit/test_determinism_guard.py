@@ -19,6 +19,7 @@ ALLOWED_IMPORTS = {
     "collections.abc",
     "datetime",  # timedelta only (below)
     "json",
+    "decimal",  # money (Budget.max_cost_usd, Cost): exact, pure arithmetic
     "hashlib",  # approvals/audit.py: the sha256 of an Answer (pure, no I/O)
     "re",  # contract/cron.py: a pattern, compiled once
     "types",

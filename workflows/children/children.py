@@ -131,6 +131,7 @@ def child_state(
         depth=parent.depth + 1,
         pool_tokens_limit=pools.tokens_limit,
         pool_tool_calls_limit=pools.tool_calls_limit,
+        pool_cost_limit=pools.cost_limit,
         wall_deadline_ms=pools.wall_deadline_ms,
         tool_options=resolved.tool_options,
         report_results=report_results,
@@ -142,6 +143,7 @@ def child_state(
             pool_tokens=pools.tokens_limit,
             pool_tool_calls=pools.tool_calls_limit,
             floor=pools.floor,
+            pool_cost_usd=pools.cost_limit,
         ),
         approval=ApprovalState(interpreters=own_interpreter + parent.approval.interpreters),
         leases=LeaseState(
@@ -374,6 +376,7 @@ class Children:
             defn=cached.defn if cached else None,
             subtree_tool_calls=info.subtree_tool_calls,
             report_seq=info.report_seq,
+            cost=info.cost,
         )
 
     def on_report(self, report: ChildReport) -> None:
@@ -396,6 +399,7 @@ class Children:
             answer_id=report.answer_id,
             answer_error=report.answer_error,
             nonce=info.nonce,
+            cost=report.cost,
         )
         if report.state == "closed":
             self.leases.child_closed(report.id)

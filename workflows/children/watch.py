@@ -20,7 +20,7 @@ from typing import Any
 
 from temporalio import workflow
 
-from toolnexus_temporal.workflows.budgets import BudgetLedger
+from toolnexus_temporal.workflows.budgets import BudgetLedger, newer_cost
 from toolnexus_temporal.workflows.children.ends import child_ends
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine
@@ -129,6 +129,7 @@ class ChildWatch:
                 update={
                     "usage_total": max(info.usage_total, last.usage_total),
                     "subtree_tool_calls": max(info.subtree_tool_calls, last.subtree_tool_calls),
+                    "cost": last.cost if newer_cost(last.cost, info.cost) else info.cost,
                 }
             )
         info = self.s.roster.children_info.get(child_id)
@@ -145,6 +146,7 @@ class ChildWatch:
                     usage_total=final.usage_total,
                     subtree_tool_calls=final.subtree_tool_calls,
                     result_seq=final.result_seq,
+                    cost=final.cost,
                     last_result=final.last_result,
                 )
             )

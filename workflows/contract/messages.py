@@ -16,6 +16,7 @@ from toolnexus_temporal.workflows.contract.models import (
     Budget,
     ContextPolicy,
     ContextSummary,
+    Cost,
     HandleStateName,
     HandleStatus,
     HandleView,
@@ -26,6 +27,7 @@ from toolnexus_temporal.workflows.contract.models import (
     TickSpec,
     ToolOptions,
     Usage,
+    Usd,
     WireModel,
     WireStyle,
 )
@@ -41,14 +43,18 @@ class BudgetAsk(WireModel):
     usage_total: int
     subtree_tool_calls: int
     nonce: str | None = Field(default=None, max_length=64)
+    cost: Cost = Field(default_factory=Cost)
+    """The child's subtree cost."""
 
 
 class BudgetReply(WireModel):
-    """Signal ``budget_reply`` to a child: the live remainder above it (None = unlimited)."""
+    """Signal ``budget_reply`` to a child: the live remainder above it (None = unlimited);
+    ``cost_usd`` the money pool's, USD."""
 
     seq: int
     tokens: int | None = None
     tool_calls: int | None = None
+    cost_usd: Usd | None = None
     nonce: str | None = Field(default=None, max_length=64)
 
 
@@ -239,6 +245,8 @@ class ChildReport(WireModel):
     """The last Answer this handle processed (took, forwarded or rejected)."""
     answer_error: str | None = None
     """Why it rejected ``answer_id`` (None: taken or forwarded)."""
+    cost: Cost = Field(default_factory=Cost)
+    """The child's subtree cost (money, like ``usage_total`` for tokens)."""
 
 
 class AnswerResult(WireModel):
@@ -358,6 +366,8 @@ class LlmCallInput(WireModel):
             whole transcript).
         summary: the summary of the older messages the view uses (bounded, from the
             handle's state).
+        need_price: a finite money pool (``max_cost_usd``) holds the handle: a model the
+            worker has no price for fails the call (``LlmUnpriced``) before it is sent.
     """
 
     conv_id: str
@@ -372,6 +382,7 @@ class LlmCallInput(WireModel):
     deadline_ms: int | None = None
     context: ContextPolicy | None = None
     summary: ContextSummary | None = None
+    need_price: bool = False
 
 
 class LlmCallResult(WireModel):
@@ -404,6 +415,7 @@ class SummarizeInput(WireModel):
         model: model name or ``"inherit"``.
         style: wire style override, or None for the worker's.
         deadline_ms: the handle's wall deadline (epoch ms).
+        need_price: as :class:`LlmCallInput`'s.
     """
 
     conv_id: str
@@ -413,6 +425,7 @@ class SummarizeInput(WireModel):
     model: str = "inherit"
     style: WireStyle | None = None
     deadline_ms: int | None = None
+    need_price: bool = False
 
 
 class SummarizeResult(WireModel):

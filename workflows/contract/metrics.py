@@ -6,9 +6,9 @@
 same meter (``workflow.metric_meter()``, ``activity.metric_meter()``, ``Runtime.metric_meter``).
 Who records what:
 
-* workflow code (``workflows/turn/observe.py``): turns, tokens, budget stops. The workflow meter
-  skips replay (the SDK's ``_ReplaySafeMetricMeter``), so a replayed turn is not counted
-  twice;
+* workflow code (``workflows/turn/observe.py``): turns, tokens, money, budget stops. The
+  workflow meter skips replay (the SDK's ``_ReplaySafeMetricMeter``), so a replayed turn is
+  not counted twice;
 * activities (``observability/metrics.py``): LLM calls and tool calls, with their latency, one
   per attempt;
 * the worker (``observability/prometheus.py``): the fleet gauges read from visibility.
@@ -68,11 +68,30 @@ TOKENS: Final = MetricDef(
     ("agent", "direction"),
     "workflow",
 )
+COST: Final = MetricDef(
+    "tnx_cost_nano_usd_total",
+    "counter",
+    "nano_usd",
+    "Money spent by priced LLM and summarizer calls, by agent, in nano-USD (1e-9 USD; the "
+    "counter adds the whole nano-dollars of each handle's exact running total, so it never "
+    "drifts)",
+    ("agent",),
+    "workflow",
+)
+UNPRICED_CALLS: Final = MetricDef(
+    "tnx_unpriced_calls_total",
+    "counter",
+    "1",
+    "LLM and summarizer calls of a model the worker has no price for (their cost is unknown)",
+    ("agent",),
+    "workflow",
+)
 BUDGET_STOPS: Final = MetricDef(
     "tnx_budget_stops_total",
     "counter",
     "1",
-    "Turns stopped at a limit (incomplete), by limit (maxTurns, tokens, toolCalls, wallMs)",
+    "Turns stopped at a limit (incomplete), by limit (maxTurns, tokens, toolCalls, wallMs, "
+    "costUsd)",
     ("agent", "limit"),
     "workflow",
 )
@@ -141,6 +160,8 @@ HANDLES: Final = MetricDef(
 ALL_METRICS: Final = (
     TURNS,
     TOKENS,
+    COST,
+    UNPRICED_CALLS,
     BUDGET_STOPS,
     LLM_CALLS,
     LLM_LATENCY,

@@ -9,6 +9,7 @@ This module is deterministic and I/O free: the workflow sandbox imports it.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
@@ -16,6 +17,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PlainSerializer,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     StrictBool,
@@ -39,7 +41,7 @@ ResultStatus = Literal["done", "pending", "incomplete", "interrupted", "closed",
 """The closed TaskResult status vocabulary (CONTRACT §1). Only ``done`` and ``pending`` are not
 errors."""
 
-LimitName = Literal["maxTurns", "tokens", "toolCalls", "wallMs"]
+LimitName = Literal["maxTurns", "tokens", "toolCalls", "wallMs", "costUsd"]
 """Which budget limit stopped an ``incomplete`` turn (CONTRACT §1)."""
 
 WireStyle = Literal["openai", "anthropic"]
@@ -113,6 +115,18 @@ class WireModel(BaseModel):
         return data
 
 
+def usd_text(value: Decimal) -> str:
+    """``value`` (USD) as a fixed-point decimal string without trailing zeros, never in
+    exponent form: ``Decimal("1.5E-7")`` → ``"0.00000015"``, ``Decimal("0.250")`` →
+    ``"0.25"``."""
+    return format(value.normalize(), "f")
+
+
+Usd = Annotated[Decimal, PlainSerializer(usd_text, return_type=str)]
+"""An amount of money in USD: an exact ``Decimal``, serialized as a fixed-point decimal
+string (:func:`usd_text`), never a float."""
+
+
 class Budget(WireModel):
     """Limits for one handle (CONTRACT §1). ``None`` means unlimited.
 
@@ -125,6 +139,10 @@ class Budget(WireModel):
         max_children: children this handle may spawn (closed ones count).
         max_concurrent: running children at once (default 8).
         max_depth: deepest descendant depth allowed below this handle (default 3).
+        max_cost_usd: money (USD, an exact decimal of at most 12 places) over the handle's
+            lifetime, shared with its subtree like ``max_tokens``: the LLM and summarizer
+            calls' cost as the worker's price table says (:class:`Cost`). A call of a model
+            without a price fails under a finite money pool (``LlmUnpriced``).
     """
 
     max_turns: int | None = Field(default=6, ge=1)
@@ -134,6 +152,44 @@ class Budget(WireModel):
     max_children: int | None = Field(default=None, ge=0)
     max_concurrent: int | None = Field(default=8, ge=1)
     max_depth: int | None = Field(default=3, ge=0)
+    max_cost_usd: Usd | None = Field(default=None, ge=0, decimal_places=12)
+
+
+class Cost(WireModel):
+    """Money spent by LLM calls (one call, a turn, a handle, a subtree), in USD, exact.
+
+    Attributes:
+        priced_usd: the cost of the priced calls, an exact decimal (at most 12 places: the
+            price table's at most 6 places per million tokens); serialized as a decimal
+            string (``"0.000150075"``), so no float ever rounds it.
+        unpriced: calls of a model the worker has no price for: their cost is unknown,
+            never counted as 0 (:attr:`usd` is then None).
+    """
+
+    priced_usd: Usd = Field(default=Decimal(0), ge=0)
+    unpriced: int = Field(default=0, ge=0)
+
+    @property
+    def usd(self) -> Decimal | None:
+        """The cost in USD, or None when some call was unpriced ("cost unknown")."""
+        return None if self.unpriced else self.priced_usd
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            priced_usd=self.priced_usd + other.priced_usd, unpriced=self.unpriced + other.unpriced
+        )
+
+    def text(self) -> str:
+        """For people: ``$0.000150``, ``cost unknown`` (no call priced) or ``cost unknown
+        ($0.0012 priced, 2 calls unpriced)``."""
+        if not self.unpriced:
+            return f"${usd_text(self.priced_usd)}"
+        if not self.priced_usd:
+            return "cost unknown"
+        calls = "call" if self.unpriced == 1 else "calls"
+        return (
+            f"cost unknown (${usd_text(self.priced_usd)} priced, {self.unpriced} {calls} unpriced)"
+        )
 
 
 TICK_MIN_MS = 1_000
@@ -417,6 +473,7 @@ class TaskResult(WireModel):
         turns: LLM round trips this wake used.
         total_tokens: tokens this wake used.
         limit: which limit stopped the turn, only when status is ``incomplete``.
+        cost: the money this wake's LLM and summarizer calls cost (:class:`Cost`).
     """
 
     text: str = ""
@@ -426,14 +483,43 @@ class TaskResult(WireModel):
     turns: int = 0
     total_tokens: int = 0
     limit: LimitName | None = None
+    cost: Cost = Field(default_factory=Cost)
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """This wake's cost in USD; None when some call was unpriced (cost unknown)."""
+        return self.cost.usd
 
 
 class Usage(WireModel):
-    """Token usage of one LLM call, in tokens."""
+    """Usage of one LLM call, in tokens, and its cost.
+
+    Attributes:
+        prompt_tokens: every input token, cached ones included (both wire styles:
+            Anthropic's ``input_tokens`` + ``cache_read_input_tokens`` +
+            ``cache_creation_input_tokens``; OpenAI's ``prompt_tokens``).
+        completion_tokens: output tokens.
+        total_tokens: the provider's total (prompt + completion when it gives none).
+        cached_tokens: the part of ``prompt_tokens`` read from the provider's cache (OpenAI
+            ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``),
+            priced at the cached-input rate; never counted twice.
+        cache_write_tokens: the part of ``prompt_tokens`` written to the cache (Anthropic
+            ``cache_creation_input_tokens``).
+        cost: the call's cost as the worker's price table says (``unpriced`` 1: the model
+            has none).
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost: Cost = Field(default_factory=Cost)
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """The call's cost in USD; None when its model has no price (cost unknown)."""
+        return self.cost.usd
 
 
 class ToolCall(WireModel):
@@ -725,6 +811,15 @@ class HandleView(WireModel):
     next_tick_ms: int | None = None
     """When the next tick fires, ms since the epoch (workflow time); None without a
     schedule."""
+    cost: Cost = Field(default_factory=Cost)
+    """Money spent by this handle and all its descendants (:class:`Cost`)."""
+    pool_cost_usd: Usd | None = None
+    """Remaining money pool, USD (None = unlimited)."""
+
+    @property
+    def cost_usd(self) -> Decimal | None:
+        """The subtree's cost in USD; None when some call was unpriced (cost unknown)."""
+        return self.cost.usd
 
 
 class HandleStatus(WireModel):
@@ -750,6 +845,10 @@ class HandleStatus(WireModel):
     """A wake waits for one of the parent's ``max_concurrent`` slots."""
     paused: bool = False
     """The handle is paused (``pause.py``)."""
+    cost: Cost = Field(default_factory=Cost)
+    """Money spent by this handle and all its descendants (:class:`Cost`)."""
+    pool_cost_usd: Usd | None = None
+    """Remaining money pool, USD (None = unlimited)."""
 
 
 # ---- verb payloads (one model per signal / update so fields can be added later) ----

@@ -19,6 +19,7 @@ free.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from types import MappingProxyType
 from typing import Any
 
@@ -28,6 +29,7 @@ from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
     ContextSummary,
+    Cost,
     HandleStateName,
     InboxItem,
     Message,
@@ -39,6 +41,7 @@ from toolnexus_temporal.workflows.contract.models import (
     ToolOptions,
     ToolResult,
     TraceLine,
+    Usd,
     WireModel,
 )
 from toolnexus_temporal.workflows.contract.names import PROTOCOL, PROTOCOLS
@@ -49,12 +52,15 @@ class PoolFloor(WireModel):
     """Signal ``pool_floor`` from a parent: the remainder of the tightest ancestor pool,
     computed when the parent knew the child had spent ``basis_tokens`` / ``basis_tool_calls``
     (so the child subtracts what it spent since). None = unlimited. ``nonce``: see
-    ``trust.py`` (sent, never kept)."""
+    ``trust.py`` (sent, never kept). ``cost_usd`` / ``basis_cost_usd``: the money pool's, in
+    USD (the basis: the child's priced cost)."""
 
     tokens: int | None = None
     tool_calls: int | None = None
     basis_tokens: int = 0
     basis_tool_calls: int = 0
+    cost_usd: Usd | None = None
+    basis_cost_usd: Usd = Decimal(0)
     nonce: str | None = Field(default=None, max_length=64)
 
 
@@ -116,6 +122,7 @@ class ChildInfo(WireModel):
             between the two carries it (see ``trust.py``).
         answer_id: the last Answer the child processed.
         answer_error: why the child rejected ``answer_id`` (None: taken).
+        cost: the child's subtree cost (money).
     """
 
     state: HandleStateName = "idle"
@@ -129,6 +136,7 @@ class ChildInfo(WireModel):
     nonce: str | None = None
     answer_id: str | None = None
     answer_error: str | None = None
+    cost: Cost = Field(default_factory=Cost)
 
 
 class ParkedTurn(WireModel):
@@ -145,6 +153,7 @@ class ParkedTurn(WireModel):
         request: that Request (the handle's ``pending_req``).
         llm_calls: the turn's LLM round trips so far (``max_turns`` counts them).
         tokens: the turn's tokens so far.
+        cost: the turn's cost so far.
         turn_start_len: ``transcript_len`` when the turn started (a rollback returns to it).
         unsent_before: ``unsent`` when the turn started (a rollback restores it).
         unique: (``index`` -1: the reply's tool jobs still run, parked on delegated
@@ -160,6 +169,7 @@ class ParkedTurn(WireModel):
     request: Request
     llm_calls: int = 0
     tokens: int = 0
+    cost: Cost = Field(default_factory=Cost)
     turn_start_len: int = 0
     unsent_before: list[Message] = Field(default_factory=list)
     unique: list[ToolCall] = Field(default_factory=list)
@@ -299,6 +309,7 @@ class RosterState(WireModel):
         closed_usage_total: subtree tokens of the closed children dropped from
             ``children_info`` at continue-as-new.
         closed_tool_calls: their subtree tool calls.
+        closed_cost: their subtree cost.
         agent_defs: agent definitions looked up or inherited, by name (see
             ``definitions.py`` for the refresh rule).
     """
@@ -310,6 +321,7 @@ class RosterState(WireModel):
     spawned_names: list[str] = Field(default_factory=list)
     closed_usage_total: int = 0
     closed_tool_calls: int = 0
+    closed_cost: Cost = Field(default_factory=Cost)
     agent_defs: dict[str, CachedDef] = Field(default_factory=dict)
 
 
@@ -457,6 +469,9 @@ class UsageState(WireModel):
         floor: the ancestors' live remainder as last pushed by the parent (None: no
             ancestor has a finite pool).
         pushed_floors: the floor last pushed to each child.
+        cost: money spent by this handle and all descendants.
+        pool_cost_usd: remaining money pool, USD: limit - ``cost.priced_usd`` (None =
+            unlimited).
     """
 
     usage_total: int = 0
@@ -465,6 +480,8 @@ class UsageState(WireModel):
     pool_tool_calls: int | None = None
     floor: PoolFloor | None = None
     pushed_floors: dict[str, PoolFloor] = Field(default_factory=dict)
+    cost: Cost = Field(default_factory=Cost)
+    pool_cost_usd: Usd | None = None
 
 
 class TurnState(WireModel):
@@ -488,6 +505,7 @@ class TurnState(WireModel):
             passed the bound: the summarizer runs before the next call.
         summary_tokens: tokens spent by the summarizer over the lifetime (part of
             ``own_tokens``).
+        own_cost: this handle's own cost (its LLM and summarizer calls).
     """
 
     transcript_len: int = 0
@@ -500,6 +518,7 @@ class TurnState(WireModel):
     summary: ContextSummary | None = None
     context_due: bool = False
     summary_tokens: int = 0
+    own_cost: Cost = Field(default_factory=Cost)
 
 
 class UpdateState(WireModel):
@@ -545,6 +564,7 @@ class HandleState(WireModel):
         wall_deadline_ms: deadline in ms since the epoch (None = none).
         pool_tokens_limit: the token pool carved at spawn (None = unlimited).
         pool_tool_calls_limit: the tool-call pool carved at spawn (None = unlimited).
+        pool_cost_limit: the money pool carved at spawn, USD (None = unlimited).
         store_key: the transcript's key in the conversation store:
             ``{namespace}/{workflow id}@{first run id}``, so a store shared by several
             servers, or an id used again after its handle was gone, never mixes transcripts
@@ -592,6 +612,7 @@ class HandleState(WireModel):
     wall_deadline_ms: int | None = None
     pool_tokens_limit: int | None = None
     pool_tool_calls_limit: int | None = None
+    pool_cost_limit: Usd | None = None
     store_key: str | None = None
     recovered_from: str | None = None
     # The state machine (``machine.py``), and ``closing`` (``lifecycle/``).

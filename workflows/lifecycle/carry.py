@@ -108,6 +108,7 @@ def snapshot(
         "request": s.approval.pending_req,
         "llm_calls": scratch.llm_calls,
         "tokens": scratch.tokens,
+        "cost": scratch.cost,
         "turn_start_len": scratch.turn_start_len,
         "unsent_before": list(scratch.unsent_before),
     }

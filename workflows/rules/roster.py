@@ -117,6 +117,7 @@ def compact(s: HandleState) -> list[str]:
         info = s.roster.children_info.pop(child_id)
         s.roster.closed_usage_total += info.usage_total
         s.roster.closed_tool_calls += info.subtree_tool_calls
+        s.roster.closed_cost = s.roster.closed_cost + info.cost
     if closed:
         s.roster.children = [c for c in s.roster.children if c in s.roster.children_info]
     size, keep = 0, len(s.trace)

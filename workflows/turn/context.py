@@ -19,6 +19,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from toolnexus_temporal.workflows.budgets import remaining_cost
 from toolnexus_temporal.workflows.machine import require_defn
 
 with workflow.unsafe.imports_passed_through():
@@ -103,6 +104,7 @@ async def summarize_if_due(s: HandleState, count_tokens: Callable[[Usage], None]
         model=defn.model,
         style=defn.style,
         deadline_ms=s.wall_deadline_ms,
+        need_price=remaining_cost(s) is not None,
     )
     try:
         result: SummarizeResult = await workflow.execute_activity(

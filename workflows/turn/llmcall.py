@@ -24,6 +24,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
+from toolnexus_temporal.workflows.budgets import remaining_cost
 from toolnexus_temporal.workflows.machine import TurnScratch, require_defn
 from toolnexus_temporal.workflows.turn.context import policy_of
 from toolnexus_temporal.workflows.visibility.visibility import Visibility
@@ -81,6 +82,7 @@ async def llm_round_trip(
         deadline_ms=s.wall_deadline_ms,
         context=policy_of(s),
         summary=s.turn.summary,
+        need_price=remaining_cost(s) is not None,
     )
     options: dict[str, Any] = {
         "result_type": LlmCallResult,

@@ -18,12 +18,13 @@ whose start was replayed ends a span only if the worker still holds one open for
 (the same worker after an eviction).
 
 **The metrics** (turns settled by status, budget stops by limit, tokens by agent and
-direction) go through ``workflow.metric_meter()``, which skips replay (the SDK wraps it in
-``_ReplaySafeMetricMeter``: nothing is recorded while ``workflow.unsafe.is_replaying()``), so
-a workflow evicted from the cache and replayed, or moved to another worker, counts each turn
-once. A workflow task that fails after it ran (a worker killed mid-task) runs its new part
-again on the next attempt and counts it again: the counters are at-least-once across worker
-crashes. Without a metrics runtime the meter is the SDK's no-op meter.
+direction, money and unpriced calls by agent) go through ``workflow.metric_meter()``, which
+skips replay (the SDK wraps it in ``_ReplaySafeMetricMeter``: nothing is recorded while
+``workflow.unsafe.is_replaying()``), so a workflow evicted from the cache and replayed, or
+moved to another worker, counts each turn once. A workflow task that fails after it ran (a
+worker killed mid-task) runs its new part again on the next attempt and counts it again: the
+counters are at-least-once across worker crashes. Without a metrics runtime the meter is the
+SDK's no-op meter.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import LlmCallResult
     from toolnexus_temporal.workflows.contract.metrics import (
         BUDGET_STOPS,
+        COST,
         TOKENS,
         TURNS,
+        UNPRICED_CALLS,
         MetricDef,
     )
     from toolnexus_temporal.workflows.contract.models import TaskResult, ToolCall, ToolResult, Usage
@@ -161,9 +164,16 @@ def turn_settled(s: HandleState, result: TaskResult) -> None:
 def tokens_spent(s: HandleState, usage: Usage) -> None:
     """Count one call's tokens on ``s`` (``tnx_tokens_total{agent,direction}``): ``input``
     (prompt), ``output`` (completion) and ``other`` (what the provider's total has beyond the
-    two), so the directions add up to the handle's own usage, in tokens."""
+    two), so the directions add up to the handle's own usage, in tokens; its money
+    (``tnx_cost_nano_usd_total{agent}``: the whole nano-dollars the handle's own running
+    total, already counted with this call, gained) and whether it was unpriced
+    (``tnx_unpriced_calls_total{agent}``)."""
     agent = _agent(s)
     other = usage.total_tokens - usage.prompt_tokens - usage.completion_tokens
     _add(TOKENS, usage.prompt_tokens, {"agent": agent, "direction": "input"})
     _add(TOKENS, usage.completion_tokens, {"agent": agent, "direction": "output"})
     _add(TOKENS, other, {"agent": agent, "direction": "other"})
+    _add(UNPRICED_CALLS, usage.cost.unpriced, {"agent": agent})
+    after = s.turn.own_cost.priced_usd
+    before = after - usage.cost.priced_usd
+    _add(COST, int(after.scaleb(9)) - int(before.scaleb(9)), {"agent": agent})

@@ -315,6 +315,8 @@ class Turn:
         and its budgets."""
         self.scratch.tokens += usage.total_tokens
         self.s.turn.own_tokens += usage.total_tokens
+        self.scratch.cost = self.scratch.cost + usage.cost
+        self.s.turn.own_cost = self.s.turn.own_cost + usage.cost
         for o in self.observers:
             o.tokens_spent(self.s, usage)
         self.budgets.recount()

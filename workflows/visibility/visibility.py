@@ -113,6 +113,8 @@ def _status_fields(s: HandleState) -> dict[str, Any]:
         "result_seq": s.result_seq,
         "transcript_len": s.turn.transcript_len,
         "last_error": s.last_error,
+        "cost": s.usage.cost,
+        "pool_cost_usd": s.usage.pool_cost_usd,
     }
 
 
