@@ -53,7 +53,7 @@ def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
     else:
         show(render.pending_table(handles, width=list_width()))
         out.print(
-            "answer with: tnx answer ID --approve | --decline [--data JSON]   "
+            "answer with: tnx answer ID --approve | --edit JSON | --decline [--message TEXT]   "
             '(web UI / temporal CLI: signal \'answer\' with {"id": REQUEST, "ok": true})',
             soft_wrap=True,
             style="dim",
