@@ -267,3 +267,39 @@ async def test_an_mcp_tool_edited_by_update_signal_and_cli(
         assert [r.edited_args for r in audit] == [{"timezone": z} for z in zones]
         assert all(json.loads(r.arguments or "") == {"timezone": "UTC"} for r in audit)
         await rt.close(h)
+
+
+async def test_an_edit_sent_to_the_parent_is_checked_by_the_child_that_asked(
+    make_runtime: RuntimeFactory,
+) -> None:
+    RAN.clear()
+    registry = Registry(
+        [
+            AgentDef(name="lead", description="delegates", team=["payer"], model="m-lead"),
+            AgentDef(name="payer", description="pays", tools=["transfer"]),
+        ],
+        tools=[define_tool(transfer)],
+    )
+    llm = ScriptedLLM(
+        {
+            "m-lead": [
+                tool_calls(("task", {"agent": "payer", "prompt": "pay"})),
+                text("lead done"),
+            ],
+            MODEL: [tool_calls(("transfer", BOB_100)), text("payer done")],
+        }
+    )
+    async with make_runtime(registry, llm.transport()) as rt:
+        lead = await spawn(rt, rt.root, "lead")
+        parked = await rt.run_turn(lead, "go")
+        assert parked.status == "pending" and parked.pending is not None, parked
+        req = parked.pending
+        with pytest.raises(AnswerRejectedError, match="does not fit its schema"):
+            await rt.answer(lead, Answer(id=req.id, ok=True, edited_args={"to": "bob"}))
+        child = (await rt.inspect(f"{lead.id}/payer.1")).pending_req
+        assert child is not None and child.id == req.id  # still parked on it
+        await rt.answer(lead, Answer(id=req.id, ok=True, edited_args={"to": "eve", "amount": 2}))
+        done = await rt.wait(lead, timeout_ms=60_000)
+        assert (done.status, done.text) == ("done", "lead done"), done
+        assert RAN == [("eve", 2)]
+        await rt.close(lead)
