@@ -420,6 +420,7 @@ async def _worker(
                 registry_activities.run_hook,
                 tool_activities.tool_call,
                 tool_activities.interpret,
+                tool_activities.check_edit,
                 llm_activities.llm_call,
                 llm_activities.llm_summarize,
                 ForkActivities(conv_store).fork_transcript,

@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from temporalio.exceptions import ApplicationError
 
-from toolnexus_temporal.activities.tools import call_arguments, pending
+from toolnexus_temporal.activities.tools import call_arguments, pending, schema_error
 from toolnexus_temporal.workflows.contract.limits import fit
 from toolnexus_temporal.workflows.contract.mcp import MCP_SEP
 from toolnexus_temporal.workflows.contract.messages import ToolCallInput
@@ -452,6 +452,21 @@ class McpPool:
             is_error=bool(result.isError),
             metadata={"mcp": {"server": server, "tool": tool.name}},
         )
+
+    async def arguments_error(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """Why offered tool ``name`` may not be called with ``arguments`` (one line), or
+        None: checked against the tool's ``inputSchema`` as the server lists it
+        (:func:`~toolnexus_temporal.activities.tools.schema_error`).
+
+        Raises:
+            ApplicationError: as :meth:`listing` (the server cannot be started or listed).
+        """
+        server = name.partition(MCP_SEP)[0]
+        listing = await self.listing(server)
+        tool = listing.tools.get(name)
+        if tool is None:
+            return f"MCP server {server!r} offers no tool {name!r}"
+        return schema_error(dict(tool.inputSchema or {}), arguments)
 
     async def _call_error(
         self, server: str, owner: _Session, tool: str, err: Exception

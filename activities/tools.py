@@ -29,7 +29,12 @@ from temporalio.exceptions import ApplicationError
 from toolnexus_temporal.activities.heartbeat import heartbeating
 from toolnexus_temporal.activities.redact import mentions_secret, redacted_error
 from toolnexus_temporal.activities.threads import run_stoppable
-from toolnexus_temporal.workflows.contract.messages import InterpretInput, ToolCallInput
+from toolnexus_temporal.workflows.contract.messages import (
+    EditCheck,
+    EditChecked,
+    InterpretInput,
+    ToolCallInput,
+)
 from toolnexus_temporal.workflows.contract.models import (
     APPROVAL_WAIT_MAX_MS,
     Answer,
@@ -37,7 +42,11 @@ from toolnexus_temporal.workflows.contract.models import (
     ToolOptions,
     ToolResult,
 )
-from toolnexus_temporal.workflows.contract.names import INTERPRET_ACTIVITY, TOOL_CALL_ACTIVITY
+from toolnexus_temporal.workflows.contract.names import (
+    CHECK_EDIT_ACTIVITY,
+    INTERPRET_ACTIVITY,
+    TOOL_CALL_ACTIVITY,
+)
 
 if TYPE_CHECKING:
     from toolnexus_temporal.activities.mcp import McpPool
@@ -154,6 +163,21 @@ class Tool:
             },
         }
 
+    def arguments_error(self, arguments: dict[str, Any]) -> str | None:
+        """Why the tool may not run with ``arguments`` (one line), or None: checked as
+        :meth:`invoke` will check them (the pydantic model of its parameters), or against
+        ``input_schema`` for a tool that takes the raw ``args`` (:func:`schema_error`)."""
+        if self._args_model is None:
+            return schema_error(self.input_schema, arguments)
+        try:
+            self._args_model.model_validate(arguments)
+        except ValidationError as err:
+            return "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in err.errors()
+            )
+        return None
+
     async def invoke(self, arguments: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Validate the arguments and call the function.
 
@@ -198,6 +222,34 @@ def call_arguments(inp: ToolCallInput) -> dict[str, Any]:
             non_retryable=True,
         ) from err
     return arguments
+
+
+def schema_error(schema: dict[str, Any], arguments: dict[str, Any]) -> str | None:
+    """Why ``arguments`` do not fit JSON Schema ``schema`` (one line: where and what), or
+    None. With the ``jsonschema`` package (installed with the ``mcp`` extra) the whole schema
+    is checked (its own draft, else 2020-12); without it, the object's ``required`` keys and
+    ``additionalProperties: false`` only."""
+    try:
+        import jsonschema  # type: ignore[import-untyped]
+    except ImportError:
+        missing = [k for k in schema.get("required", []) if k not in arguments]
+        if missing:
+            return f"missing required {', '.join(map(repr, missing))}"
+        if schema.get("additionalProperties") is False:
+            extra = sorted(set(arguments) - set(schema.get("properties", {})))
+            if extra:
+                return f"unexpected {', '.join(map(repr, extra))}"
+        return None
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        return f"the tool's schema is not valid JSON Schema ({err.message}); no edit is checked"
+    error = jsonschema.exceptions.best_match(cls(schema).iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path) or "(arguments)"
+    return f"{where}: {error.message}"
 
 
 def to_tool_result(out: Any) -> ToolResult:
@@ -406,6 +458,24 @@ class ToolActivities:
         if secrets and mentions_secret(err, secrets):
             raise redacted_error(err, secrets) from None
         raise err
+
+    @activity.defn(name=CHECK_EDIT_ACTIVITY)
+    async def check_edit(self, inp: EditCheck) -> EditChecked:
+        """Check a reviewer's edited arguments against the parameters schema of
+        ``inp.tool`` (issue 34 item 3): a registered tool's (:meth:`Tool.arguments_error`),
+        or an MCP server's ``inputSchema`` (:meth:`McpPool.arguments_error`). A tool this
+        worker does not know is an error result (nothing can vouch for the edit).
+
+        Raises:
+            ApplicationError: the MCP server cannot be listed (retried; the workflow refuses
+                the edit when every attempt failed).
+        """
+        tool = self.tools.get(inp.tool)
+        if tool is not None:
+            return EditChecked(error=tool.arguments_error(inp.arguments))
+        if self.mcp is not None and self.mcp.owns(inp.tool):
+            return EditChecked(error=await self.mcp.arguments_error(inp.tool, inp.arguments))
+        return EditChecked(error=f"tool {inp.tool!r} is not registered on this worker")
 
     @activity.defn(name=INTERPRET_ACTIVITY)
     async def interpret(self, inp: InterpretInput) -> Answer:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
+from pydantic import ValidationError
 from rich.markup import escape
 
 from toolnexus_temporal.cli import args, ops, render
@@ -24,7 +25,7 @@ from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.messages import AnswerResult
-from toolnexus_temporal.workflows.contract.models import Answer
+from toolnexus_temporal.workflows.contract.models import ANSWER_MESSAGE_CHARS, Answer
 
 # ---------------------------------------------------------------------------- pending
 
@@ -52,7 +53,7 @@ def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
     else:
         show(render.pending_table(handles, width=list_width()))
         out.print(
-            "answer with: tnx answer ID --approve | --decline [--data JSON]   "
+            "answer with: tnx answer ID --approve | --edit JSON | --decline [--message TEXT]   "
             '(web UI / temporal CLI: signal \'answer\' with {"id": REQUEST, "ok": true})',
             soft_wrap=True,
             style="dim",
@@ -119,39 +120,65 @@ Delivered = AnswerResult | tuple[NoWorkerError, str]
 running, the NoWorkerError and the Request id it signalled."""
 
 
+class Verdict(NamedTuple):
+    """``tnx answer``'s decision as given: ``--approve``, ``--decline``/``--reject``,
+    ``--data``, ``--edit`` (JSON text, implies approve) and ``--message``."""
+
+    approve: bool
+    decline: bool
+    data: str | None
+    edit: str | None
+    message: str | None
+
+
+def _answer_maker(verdict: Verdict, by: str | None) -> Callable[[str], Answer]:
+    """The Answer ``tnx answer`` sends, by Request id, from its options.
+
+    Raises:
+        CliError: not exactly one verdict, JSON that is not an object, an edit over its
+            bound, a message of the wrong length, or a bad ``--by``.
+    """
+    ok = verdict.approve or verdict.edit is not None
+    if ok == verdict.decline:
+        raise fail_line(
+            "give exactly one of --approve (or --edit JSON) or --decline (--reject)", ops.EXIT_ENV
+        )
+    payload = args.parse_json_object(verdict.data, "--data")
+    edited = args.parse_json_object(verdict.edit, "--edit")
+    message = verdict.message
+    if message is not None and not 1 <= len(message) <= ANSWER_MESSAGE_CHARS:
+        raise fail_line(f"--message must be 1 to {ANSWER_MESSAGE_CHARS} characters", ops.EXIT_ENV)
+    who = by if by is not None else default_answerer()
+    if not who.strip() or len(who) > 200:
+        raise fail_line("--by must be 1 to 200 characters", ops.EXIT_ENV)
+    fields = {"ok": ok, "data": payload, "reason": None if ok else "declined", "by": who}
+    fields |= {"edited_args": edited, "message": message}
+    try:
+        Answer.model_validate({"id": "check#1", **fields})
+    except ValidationError as err:
+        raise fail_line(f"invalid answer: {args.validation_message(err)}", ops.EXIT_ENV) from None
+    return lambda request_id: Answer.model_validate({"id": request_id, **fields})
+
+
 def answer(
     opts: Options,
     handle_id: str,
-    approve: bool,
-    decline: bool,
-    data: str | None,
+    verdict: Verdict,
     request: str | None,
     by: str | None,
 ) -> None:
     """``tnx answer``: answer the pending Request of ``handle_id`` (an update), or with no
     worker running send the ``answer`` signal for the Request id its search attributes hold
     (or ``request``)."""
-    if approve == decline:
-        raise fail_line("give exactly one of --approve or --decline", ops.EXIT_ENV)
-    payload = args.parse_json_object(data, "--data")
+    answer_to = _answer_maker(verdict, by)
     target = args.ref(opts, handle_id)
-    who = by if by is not None else default_answerer()
-    if not who.strip() or len(who) > 200:
-        raise fail_line("--by must be 1 to 200 characters", ops.EXIT_ENV)
-
-    def answer_to(request_id: str) -> Answer:
-        return Answer(
-            id=request_id,
-            ok=approve,
-            data=payload,
-            reason=None if approve else "declined",
-            by=who,
-        )
-
     result = ops.run(
         opts, lambda rt: _deliver(rt, opts, target, request, answer_to), worker="optional"
     )
-    _print_answered(opts, result, target, "approved" if approve else "declined")
+    said = "declined" if verdict.decline else "approved"
+    if verdict.edit is not None:
+        said = "approved with edited arguments"
+    _print_answered(opts, result, target, said)
 
 
 async def _deliver(
@@ -237,6 +264,13 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
             f"{escape(r.answered_at or '?')}  {escape(r.request_id)}  {verdict}  via {r.path}"
             f"  by {escape(r.by or '-')} ({checked}; identity {escape(who)})"
             + (f"  escalated to {escape(r.escalated_to)}" if r.escalated_to else "")
-            + (f"  data {escape(json.dumps(r.data, sort_keys=True))}" if r.data else ""),
+            + (f"  data {escape(json.dumps(r.data, sort_keys=True))}" if r.data else "")
+            + (f"  args {escape(r.arguments)}" if r.arguments else "")
+            + (
+                f"  edited {escape(json.dumps(r.edited_args, sort_keys=True))}"
+                if r.edited_args is not None
+                else ""
+            )
+            + (f"  message {escape(json.dumps(r.message))}" if r.message else ""),
             soft_wrap=True,
         )

@@ -63,9 +63,29 @@ def answer_command(
     opts: Options,
     handle_id: IdArg,
     approve: Annotated[bool, typer.Option("--approve", help="Answer ok.")] = False,
-    decline: Annotated[bool, typer.Option("--decline", help="Answer not ok (declined).")] = False,
+    decline: Annotated[
+        bool, typer.Option("--decline", "--reject", help="Answer not ok (declined).")
+    ] = False,
     data: Annotated[
         str | None, typer.Option("--data", help="JSON object for the tool, e.g. '{\"otp\": 1}'")
+    ] = None,
+    edit: Annotated[
+        str | None,
+        typer.Option(
+            "--edit",
+            metavar="JSON",
+            help="Approve with these arguments instead of the model's (a JSON object that "
+            "replaces them whole, checked against the tool's schema; implies --approve).",
+        ),
+    ] = None,
+    message: Annotated[
+        str | None,
+        typer.Option(
+            "--message",
+            metavar="TEXT",
+            help="Words for the model: with --decline/--reject they are the tool's result, "
+            "with --approve/--edit a note before it.",
+        ),
     ] = None,
     request: Annotated[
         str | None,
@@ -87,12 +107,14 @@ def answer_command(
     ] = None,
 ) -> None:
     """Answer the pending request of ID (or of the deepest agent below it waiting on the same
-    request); the parked turn continues where it stopped. With no worker running, the
+    request); the parked turn continues where it stopped. --edit approves with other
+    arguments (a bad edit is refused, the request stays pending); --message gives the model
+    the reviewer's words. With no worker running, the
     Request id comes from ID's search attributes (or --request): the answer is sent as a
     signal and runs when a worker polls."""
     from toolnexus_temporal.cli import queue
 
-    queue.answer(opts, handle_id, approve, decline, data, request, by)
+    queue.answer(opts, handle_id, queue.Verdict(approve, decline, data, edit, message), request, by)
 
 
 def audit_command(

@@ -52,6 +52,10 @@ class AuditRecord(BaseModel):
         escalated_to: where it escalated before the Answer (``queue:NAME``,
             ``interpreter:NAME``).
         expires_at: the Request's deadline, if it had one (ISO-8601).
+        arguments: the arguments the model called the tool with (JSON text, cut to 2,000
+            characters).
+        edited_args: the arguments the reviewer approved instead (``Answer.edited_args``).
+        message: the reviewer's words for the model (``Answer.message``).
         workflow_id / run_id: the workflow run whose event carried the Answer.
     """
 
@@ -72,6 +76,9 @@ class AuditRecord(BaseModel):
     verified: bool = False
     escalated_to: str | None = None
     expires_at: str | None = None
+    arguments: str | None = None
+    edited_args: dict[str, Any] | None = None
+    message: str | None = None
     workflow_id: str | None = None
     run_id: str | None = None
 
@@ -187,6 +194,9 @@ async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.l
                 verified=entry.verified,
                 escalated_to=entry.escalated_to,
                 expires_at=entry.expires_at,
+                arguments=entry.arguments,
+                edited_args=entry.edited_args,
+                message=entry.message,
                 workflow_id=sender.workflow_id if sender else None,
                 run_id=sender.run_id if sender else None,
             )

@@ -48,6 +48,7 @@ from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.outbox import Signals
 from toolnexus_temporal.workflows.rules.approvals import (
     answer_hop,
+    declined_result,
     parked_on,
     stamped,
     surfaced_child_request,
@@ -60,6 +61,8 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import SUMMARY_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import (
+        EditCheck,
+        EditChecked,
         InterpretInput,
         PrincipalFound,
         PrincipalLookup,
@@ -73,6 +76,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus_temporal.workflows.contract.names import (
         ANSWER_PRINCIPAL_ACTIVITY,
+        CHECK_EDIT_ACTIVITY,
         INTERPRET_ACTIVITY,
         INTERPRET_NON_RETRYABLE,
         SIGNAL_ANSWER,
@@ -81,7 +85,8 @@ with workflow.unsafe.imports_passed_through():
 
 
 LOOKUPS_MAX: Final = 4
-"""Principal lookups (``tnx.answer_principal``) one handle runs at once. Each Answer to a
+"""Principal lookups (``tnx.answer_principal``) one handle runs at once, and as many edit
+checks (``tnx.check_edit``). Each Answer to a
 Request with approvers runs one before it is checked, and the Request's id is in the
 approval queue for anyone who may signal: 3,052 ``answer`` signals in 20 s from 8 senders
 reached the server's 2,000 pending activities per workflow, and every workflow task failed
@@ -154,7 +159,13 @@ class Approvals:
         """A tool of this handle's own suspended and is being resolved (inline or parked):
         its suspension is not a parking on task children."""
         self.own_tool: str | None = None
-        """The tool whose Request is parked (``own_parked``): its approvers apply."""
+        """The tool whose Request is parked (``own_parked``): its approvers apply, and an
+        edit is checked against its parameters schema."""
+        self.own_args: str | None = None
+        """The arguments (JSON text) of the call whose suspension is being resolved: the
+        audit keeps them."""
+        self.edit_checks = 0
+        """Edit checks in flight (:meth:`edit_error`, at most :data:`LOOKUPS_MAX`)."""
         self.lookups = 0
         """Principal lookups in flight (:meth:`stamp_of`, at most :data:`LOOKUPS_MAX`)."""
 
@@ -173,6 +184,8 @@ class Approvals:
         if parked.index >= 0:
             self.own_parked = parked.request.id
             self.own_suspension = True
+            call = parked.calls[parked.index]
+            self.own_tool, self.own_args = call.name, call.arguments
         else:
             self.task_children = dict(parked.children)
 
@@ -210,6 +223,7 @@ class Approvals:
         """:meth:`suspend` itself."""
         s = self.s
         nearest = s.approval.interpreters[0] if s.approval.interpreters else None
+        self.own_args = call.arguments
         if carried is None:
             s.approval.escalated_to = None  # a new Request: not escalated yet
             fields = dict(fields)
@@ -241,7 +255,7 @@ class Approvals:
             s.approval.escalated_to = None
             self.machine.transition("running", f"answer {verdict_of(answer)}")
         if not answer.ok:
-            return ToolResult(output=f"{answer.reason or 'declined'}: {req.prompt}", is_error=True)
+            return declined_result(req, answer)
         return Answered(request=req, answer=answer)
 
     async def _await_answer(self, req: Request, tool: str) -> Answer:
@@ -335,6 +349,7 @@ class Approvals:
             now_ms=now_ms(),
             escalated_to=s.approval.escalated_to,
             stamp=stamp,
+            arguments=self.own_args,
         )
         record(s, entry)
         self.vis.trace(
@@ -428,13 +443,59 @@ class Approvals:
         )
         return Stamp(principal=p)
 
+    async def edit_error(self, answer: Answer) -> str | None:
+        """Why ``answer``'s ``edited_args`` may not replace the arguments of the call parked
+        on it (one line), or None: it fits the tool's parameters schema, or there is nothing
+        to check here (no edit, or the Answer is not for this handle's own parked Request:
+        the handle that owns it checks it). Checked by the ``tnx.check_edit`` activity on
+        the worker, which knows the tool's schema (the registry's tool, or the MCP server's
+        ``inputSchema``). A check that failed, or one asked while :data:`LOOKUPS_MAX` run, is
+        a refusal (fail-closed: ``send it again``)."""
+        s = self.s
+        tool = self.own_tool
+        if (
+            answer.edited_args is None
+            or tool is None
+            or answer.id != self.own_parked
+            or answer_hop(s, answer.id).to != s.id
+        ):
+            return None
+        refused = f"answer {answer.id!r}: its edit of {tool}'s arguments"
+        if self.edit_checks >= LOOKUPS_MAX:
+            return f"{refused} could not be checked ({LOOKUPS_MAX} others were); send it again"
+        self.edit_checks += 1
+        try:
+            checked: EditChecked = await workflow.execute_activity(
+                CHECK_EDIT_ACTIVITY,
+                EditCheck(tool=tool, arguments=answer.edited_args, handle_id=s.id),
+                result_type=EditChecked,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=RetryPolicy(
+                    initial_interval=timedelta(milliseconds=500), maximum_attempts=3
+                ),
+                summary=fit(f"check the edit of {answer.id}", SUMMARY_BYTES),
+            )
+        except ActivityError as err:
+            self.vis.trace(f"{s.id}: edit of {answer.id} unchecked ({error_text(err)})")
+            return f"{refused} could not be checked ({error_text(err)}); send it again"
+        finally:
+            self.edit_checks -= 1
+        if checked.error is None:
+            return None
+        return f"{refused} does not fit its schema: {checked.error}"
+
     async def received(self, answer: Answer) -> None:
         """The ``answer`` signal: :meth:`answer`, after :meth:`stamp_of` where approvers
-        apply."""
-        self.answer(answer, "signal", await self.stamp_of(answer, "signal"))
+        apply and :meth:`edit_error` where it edits."""
+        stamp = await self.stamp_of(answer, "signal")
+        self.answer(answer, "signal", stamp, await self.edit_error(answer))
 
     def answer(
-        self, answer: Answer, path: str = "signal", stamp: Stamp | None = None
+        self,
+        answer: Answer,
+        path: str = "signal",
+        stamp: Stamp | None = None,
+        edit_error: str | None = None,
     ) -> tuple[str | None, str | None]:
         """Route an Answer (CONTRACT §3 resume; :meth:`routed`), then report it to the parent
         at once (``answer_id`` and ``answer_error``: a parent's ``admit_answer`` update waits
@@ -446,17 +507,23 @@ class Approvals:
             Request, another id, already answered, or being cancelled. A rejection changes
             nothing and is recorded loudly (CONTRACT §9.2).
         """
-        error, answered = self.routed(answer, path, stamp)
+        error, answered = self.routed(answer, path, stamp, edit_error)
         if answer_hop(self.s, answer.id).to is not None:
             self.s.approval.answer_id, self.s.approval.answer_error = answer.id, error
             self.machine.report(now=True)
         return error, answered
 
     def routed(
-        self, answer: Answer, path: str = "signal", stamp: Stamp | None = None
+        self,
+        answer: Answer,
+        path: str = "signal",
+        stamp: Stamp | None = None,
+        edit_error: str | None = None,
     ) -> tuple[str | None, str | None]:
         """Route ``answer`` by its id's handle part (:func:`answer_hop`); ``stamp``: the
-        principal lookup of :meth:`stamp_of` (the approvers are checked with it).
+        principal lookup of :meth:`stamp_of` (the approvers are checked with it);
+        ``edit_error``: why its edit was refused (:meth:`edit_error`), for this handle's own
+        Request.
 
         This handle's own parked Request takes it, and the handle is ``running`` again at
         once (a ``wait`` right after it waits for the continued turn). A child on the path
@@ -484,6 +551,7 @@ class Approvals:
                 error = answered_error(s, answer.id) or f"request {answer.id!r} is already answered"
             else:
                 error = approver_error(self.policy, pending, self.own_tool, answer.by, stamp)
+                error = error or edit_error
         elif hop.to is not None and answer.id in self.forwarded:
             error = f"request {answer.id!r} is already answered"
         if error is None and (self.scratch.interrupt_requested or s.closing):
@@ -531,7 +599,8 @@ class Approvals:
         for the continued turn, never for the answered Request. A child that closed before it
         took the Answer (its close was on its way when the Answer was forwarded) rejects it,
         loudly: an Answer is never reported taken when nobody took it."""
-        error, answered = self.answer(answer, "update", await self.stamp_of(answer, "update"))
+        stamp = await self.stamp_of(answer, "update")
+        error, answered = self.answer(answer, "update", stamp, await self.edit_error(answer))
         seen = self.delivering.pop(answer.id, None)
         if error is None and answered is not None and seen is not None:
             s = self.s

@@ -212,9 +212,12 @@ def entry_of(
     now_ms: int,
     escalated_to: str | None,
     stamp: Stamp | None = None,
+    arguments: str | None = None,
 ) -> AuditEntry:
     """The audit entry of ``req`` answered by ``answer`` through ``path``; ``verified`` with
-    the principal when ``stamp`` (the lookup the approvers check used) has one."""
+    the principal when ``stamp`` (the lookup the approvers check used) has one. It keeps the
+    call's original ``arguments`` (JSON text), the reviewer's ``edited_args`` and ``message``,
+    each bounded to :data:`DATA_KEEP` characters (the edit as :func:`kept_data` keeps data)."""
     principal = stamp.principal if stamp is not None else None
     return AuditEntry(
         request_id=req.id,
@@ -232,6 +235,9 @@ def entry_of(
         verified=principal is not None,
         escalated_to=escalated_to,
         expires_at=req.expires_at,
+        arguments=arguments[:DATA_KEEP] if arguments is not None else None,
+        edited_args=kept_data(answer.edited_args),
+        message=answer.message[:DATA_KEEP] if answer.message is not None else None,
     )
 
 

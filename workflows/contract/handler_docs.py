@@ -26,8 +26,11 @@ ANSWER: Final = (
     '{"id": "<request id>", "ok": true} to approve (optional "data": {...}), or '
     '{"id": "<request id>", "ok": false, "reason": "declined"} (reason: declined | cancelled'
     ' | expired); optional "by": "<who>" names the answerer for the audit and the'
-    " agent's approvers (stated, not verified). The id and the exact JSON are at the top of"
-    " Current Details. A wrong id, an expired Request or a refused approver is rejected:"
+    ' agent\'s approvers (stated, not verified); optional "edited_args": {...} (with ok true)'
+    " runs the tool with these arguments instead, checked against its schema first;"
+    ' optional "message": "<words>" for the model (with ok false: the tool\'s result).'
+    " The id and the exact JSON are at the top of Current Details. A wrong id, an expired"
+    " Request, a refused approver or a bad edit is rejected:"
     " Current Details and the trace then say 'answer rejected: <reason>'."
 )
 WAKE: Final = (

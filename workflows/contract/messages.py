@@ -4,7 +4,7 @@ be added later without breaking running workflows. Deterministic and I/O free.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
@@ -474,6 +474,27 @@ class PrincipalFound(WireModel):
 
     event_id: int | None = None
     principal: StampedPrincipal | None = None
+
+
+class EditCheck(WireModel):
+    """Input of the ``tnx.check_edit`` activity: may ``tool`` run with ``arguments``?
+
+    Attributes:
+        tool: the called tool's name (a registered tool, or ``<server>__<tool>``).
+        arguments: the reviewer's ``Answer.edited_args``.
+        handle_id: the handle whose Request the Answer is for.
+    """
+
+    tool: str
+    arguments: dict[str, Any]
+    handle_id: str
+
+
+class EditChecked(WireModel):
+    """Result of ``tnx.check_edit``: why the edit does not fit the tool's parameters schema
+    (one line), or None when it fits."""
+
+    error: str | None = None
 
 
 class WatchChildrenInput(WireModel):

@@ -9,6 +9,7 @@ This module is deterministic and I/O free: the workflow sandbox imports it.
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Annotated, Any, Final, Literal
 
@@ -447,12 +448,35 @@ class Request(WireModel):
     expires_at: str | None = Field(default=None, alias="expiresAt")
 
 
+ANSWER_MESSAGE_CHARS: Final = 4_000
+"""The longest ``Answer.message``, characters."""
+
+EDITED_ARGS_BYTES: Final = 64 * 1024
+"""The most JSON (UTF-8 bytes, compact) ``Answer.edited_args`` may hold: it becomes the
+arguments of one tool call, a history payload."""
+
+
 class Answer(WireModel):
     """The answer to a Request (CONTRACT §1). ``reason`` only when not ok.
 
     ``by`` (optional, ours): who answers, as the sender states it (``tnx answer`` and the
     Python client fill in ``user@host``); checked against the agent's approvers and recorded
     in the audit as unverified.
+
+    ``edited_args`` (optional, ours; issue 34 item 3): approve with other arguments. A JSON
+    object that replaces the whole arguments of the tool call that suspended (not merged);
+    only with ``ok=true``; at most :data:`EDITED_ARGS_BYTES` of JSON. It is checked against
+    the tool's parameters schema before it is taken (a bad edit is refused, the Request stays
+    pending), the tool runs once with it, and the tool's result the model reads starts with
+    a note naming the edit (``docs/guide/approvals.md``).
+
+    ``message`` (optional, ours): the reviewer's words for the model, at most
+    :data:`ANSWER_MESSAGE_CHARS` characters. With ``ok=false`` they are the tool's result
+    (``declined by the reviewer: <message>``); with ``ok=true`` they are noted before the
+    tool's result. The turn goes on either way.
+
+    Raises:
+        pydantic.ValidationError: ``edited_args`` with ``ok=false``, or over the bound.
     """
 
     id: str = Field(min_length=1, max_length=1_100)  # a Request id: a handle id (<= 1,000 B) + "#n"
@@ -460,6 +484,22 @@ class Answer(WireModel):
     data: dict[str, Any] | None = None
     reason: Literal["declined", "cancelled", "expired"] | None = None
     by: str | None = Field(default=None, min_length=1, max_length=200)
+    edited_args: dict[str, Any] | None = None
+    message: str | None = Field(default=None, min_length=1, max_length=ANSWER_MESSAGE_CHARS)
+
+    @model_validator(mode="after")
+    def _edit_only_approves(self) -> Answer:
+        if self.edited_args is not None:
+            if not self.ok:
+                raise ValueError(
+                    "edited_args approves a call with other arguments: only with ok=true"
+                )
+            size = len(json.dumps(self.edited_args, separators=(",", ":"), default=str).encode())
+            if size > EDITED_ARGS_BYTES:
+                raise ValueError(
+                    f"edited_args is {size} bytes of JSON; at most {EDITED_ARGS_BYTES}"
+                )
+        return self
 
 
 class TaskResult(WireModel):

@@ -133,6 +133,11 @@ ANSWER_PRINCIPAL_ACTIVITY: Final = "tnx.answer_principal"
 delivered an Answer (``HistoryEvent.principal``): run only for a Request whose approvers are
 set (``activities/principal.py``)."""
 
+CHECK_EDIT_ACTIVITY: Final = "tnx.check_edit"
+"""Checks an Answer's ``edited_args`` against the parameters schema of the tool that
+suspended (the registry's tool, or an MCP server's ``inputSchema``): run only for an Answer
+that edits (``activities/tools.py``)."""
+
 RESOLVE_AGENT_ACTIVITY: Final = "tnx.resolve_agent"
 """Looks an agent name up in the worker's registry."""
 

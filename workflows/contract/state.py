@@ -237,6 +237,12 @@ class AuditEntry(WireModel):
         escalated_to: where it escalated before it was answered (``queue:NAME`` or
             ``interpreter:NAME``).
         expires_at: its deadline (``Request.expires_at``), if it had one.
+        arguments: the arguments the model called the tool with (JSON text, cut to 2,000
+            characters), when the Request was raised by a tool call.
+        edited_args: the arguments the reviewer approved instead (``Answer.edited_args``;
+            bounded like ``data``).
+        message: the reviewer's words for the model (``Answer.message``, cut to 2,000
+            characters).
     """
 
     request_id: str
@@ -254,6 +260,9 @@ class AuditEntry(WireModel):
     verified: bool = False
     escalated_to: str | None = None
     expires_at: str | None = None
+    arguments: str | None = None
+    edited_args: dict[str, Any] | None = None
+    message: str | None = None
 
 
 class ApprovalState(WireModel):

@@ -10,6 +10,9 @@ them.
   recomputed on every child report and every Answer, so it never depends on which child's
   coroutine happened to run first.
 * :func:`stamp_pending_since`: when the pending Request was made (for its age in ``tnx``).
+* :func:`edited_call`, :func:`reviewed_result`, :func:`declined_result`: an Answer that
+  edits or explains (issue 34 item 3): the call re-run with the reviewer's arguments, the
+  note the model reads before its result, the reviewer's words as a declined call's result.
 * :func:`answer_hop`: an Answer is routed by its id's handle part (``{handle id}#{n}``): this
   handle's own Request, or the child on the path down to the handle that owns the id. Each
   level forwards to the next; the owner checks the id against its pending Request.
@@ -19,10 +22,12 @@ Deterministic and I/O free.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
-from toolnexus_temporal.workflows.contract.models import Answer, Request
+from toolnexus_temporal.workflows.contract.limits import fit
+from toolnexus_temporal.workflows.contract.models import Answer, Request, ToolCall, ToolResult
 from toolnexus_temporal.workflows.contract.state import ChildInfo, HandleState, ParkedTurn
 
 
@@ -163,3 +168,48 @@ def take_parked(s: HandleState) -> ParkedTurn | None:
     new run's turn resumes it."""
     parked, s.approval.parked = s.approval.parked, None
     return parked
+
+
+EDIT_NOTE_BYTES: Final = 2_000
+"""The most of the edited arguments (JSON, UTF-8 bytes) the note before a tool's result
+quotes (:func:`reviewed_result`); the tool got them whole."""
+
+
+def edited_call(call: ToolCall, answer: Answer) -> ToolCall:
+    """The call the tool runs once more after ``answer``: with the reviewer's
+    ``edited_args`` as its arguments (compact JSON) when it edits, else ``call`` itself."""
+    if answer.edited_args is None:
+        return call
+    return call.model_copy(update={"arguments": compact(answer.edited_args)})
+
+
+def reviewed_result(answer: Answer, result: ToolResult) -> ToolResult:
+    """The result the model reads after an ``ok`` Answer: ``result``, its output preceded
+    by one note line per thing the reviewer did: ``[the reviewer changed this call's
+    arguments; it ran with {...}]`` for an edit, ``[the reviewer says: ...]`` for a message.
+    Unchanged when the Answer neither edits nor explains."""
+    notes: list[str] = []
+    if answer.edited_args is not None:
+        shown = fit(compact(answer.edited_args), EDIT_NOTE_BYTES)
+        notes.append(f"[the reviewer changed this call's arguments; it ran with {shown}]")
+    if answer.message is not None:
+        notes.append(f"[the reviewer says: {answer.message}]")
+    if not notes:
+        return result
+    output = "\n".join([*notes, result.output])
+    return result.model_copy(update={"output": output})
+
+
+def declined_result(req: Request, answer: Answer) -> ToolResult:
+    """The error result the model reads for a call whose Answer is not ``ok``: the
+    reviewer's words when the Answer carries a ``message`` (``declined by the reviewer:
+    <message>``), else ``<reason>: <prompt>`` (CONTRACT §5)."""
+    reason = answer.reason or "declined"
+    if answer.message is not None:
+        return ToolResult(output=f"{reason} by the reviewer: {answer.message}", is_error=True)
+    return ToolResult(output=f"{reason}: {req.prompt}", is_error=True)
+
+
+def compact(arguments: dict[str, Any]) -> str:
+    """Tool arguments as compact JSON text (non-ASCII kept)."""
+    return json.dumps(arguments, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -17,6 +17,7 @@ from toolnexus_temporal.workflows.approvals.approvals import Approvals, rerun_re
 from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.machine import JobBatch, TurnScratch
+from toolnexus_temporal.workflows.rules.approvals import edited_call, reviewed_result
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.models import (
@@ -144,12 +145,14 @@ class ToolBatch:
         self, call: ToolCall, fields: dict[str, Any], carried: Request | None
     ) -> ToolResult:
         """Resolve one suspension (CONTRACT §5) and, when its Answer is ``ok``, run the tool
-        once more with it."""
+        once more with it: with the reviewer's ``edited_args`` when it edits, its result
+        preceded by a note naming the edit and the reviewer's message (issue 34 item 3)."""
         outcome = await self.approvals.suspend(call, fields, carried)
         if isinstance(outcome, ToolResult):
             return outcome
-        again = await self.exec_tool(call, outcome.answer)
-        return rerun_result(outcome.request, again)
+        answer = outcome.answer
+        again = await self.exec_tool(edited_call(call, answer), answer)
+        return reviewed_result(answer, rerun_result(outcome.request, again))
 
 
 def canonical(arguments: str) -> str:
