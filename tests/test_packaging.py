@@ -70,10 +70,12 @@ PUBLIC = {
     "pending",
     "Cost",
     "ModelPrice",
+    "AgentBusy",
+    "InvalidPolicyError",
 }
 """The public API of issue 10, plus what the verbs return and the store and tool types a
-registry author needs, and the money types (issue 34: ``Cost``, ``ModelPrice``,
-``load_prices``)."""
+registry author needs, the money types (issue 34: ``Cost``, ``ModelPrice``,
+``load_prices``) and the double-texting errors (issue 34: ``AgentBusy``, ``InvalidPolicyError``)."""
 
 
 def test_all_is_the_public_api_sorted_and_importable() -> None:
