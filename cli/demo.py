@@ -6,8 +6,9 @@ unless a server address is configured (``--address``, or Temporal's client confi
 ``TEMPORAL_ADDRESS`` or the address of the config file's profile, with its TLS and API key:
 :class:`~toolnexus_temporal.client.cluster.ClusterConfig`), runs an in-process worker with
 :data:`REGISTRY` and runs the tour of :mod:`~toolnexus_temporal.cli.demo_tour` (delegation,
-the tree, an approval, the trace, usage and budgets, ticks, a background child, the web UI
-links); then it waits until nothing is due (:func:`quiesce`) and the worker leaves.
+the tree, an approval with edited arguments, the trace, usage, budgets and cost, ticks, a
+background child, the web UI links); then it waits until nothing is due (:func:`quiesce`) and
+the worker leaves.
 
 The LLM is a real OpenAI-compatible endpoint when ``--llm-base-url`` or ``OPENAI_BASE_URL`` is
 set (model from ``--model``, ``TNX_MODEL`` or ``OPENAI_MODEL``; the key from

@@ -63,8 +63,9 @@ def demo(
     ] = False,
 ) -> None:
     """Tour the runtime in under a minute: a coordinator delegating to two workers through
-    task, an approval that parks and is answered (with the tnx answer and temporal workflow
-    signal lines), the trace and the answer's record, usage and budgets per agent, a ticking
+    task, an approval that parks and is approved with edited arguments (with the tnx answer
+    --approve/--edit and temporal workflow signal lines), the trace and the answer's record,
+    usage, budgets and cost per agent, a ticking
     monitor, a background child and the web UI links (the approval queue among them)."""
     from toolnexus_temporal.cli.demo import run_demo
 

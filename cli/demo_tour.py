@@ -4,10 +4,12 @@ and its steps, each printed small and followed by one line saying what it showed
 1. delegation: the coordinator calls ``task`` twice in one reply (the researcher, the deployer);
 2. the tree: the coordinator and its children, with their states;
 3. the approval: the deployer's ``deploy`` tool parks on a Request; the exact ``tnx pending``,
-   ``tnx answer`` and ``temporal workflow signal`` lines; the demo answers it itself;
-4. the trace of the coordinator's subtree, and the audit of its answers
+   ``tnx answer`` (``--approve``, ``--edit``) and ``temporal workflow signal`` lines; the demo
+   answers it itself with an edit (:data:`EDIT_ENVIRONMENT`: the deploy goes to staging), and
+   the tool runs with the edited arguments;
+4. the trace of the coordinator's subtree, and the audit of its answers, the edit with them
    (:func:`_show_answer_record`);
-5. usage and budgets per agent;
+5. usage, budgets and cost per agent;
 6. a ticking monitor (``AgentDef.tick``), unscheduled once it has ticked twice;
 7. a background child (``rt.spawn(..., notify=True)``) whose report wakes the coordinator;
 8. the web UI links: each agent's page and the approval queue;
@@ -21,6 +23,7 @@ follow the script makes a step say what happened instead, and the tour goes on.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -36,6 +39,7 @@ from toolnexus_temporal.cli.demo_setup import (
     MONITOR_ROLE,
     REPORTER_ROLE,
     RESEARCHER_ROLE,
+    TOUR_SERVICE,
     DemoError,
 )
 from toolnexus_temporal.cli.render import clock
@@ -74,6 +78,11 @@ POLL_WAIT_S: Final = 30.0
 BRIEF_CHARS: Final = 200
 """The most of a model's text one line of the tour shows."""
 
+EDIT_ENVIRONMENT: Final = "staging"
+"""Where the tour's reviewer sends the deploy instead of production: the demo approves the
+deploy with edited arguments (``Answer.edited_args``), the service as asked, this
+``environment`` added."""
+
 
 def _brief(text: str | None) -> str:
     """A model's text on one line, cut to :data:`BRIEF_CHARS` (a real model may ramble)."""
@@ -81,13 +90,17 @@ def _brief(text: str | None) -> str:
     return flat if len(flat) <= BRIEF_CHARS else flat[: BRIEF_CHARS - 1] + "…"
 
 
-def deploy(service: str, ctx: ToolContext) -> ToolResult | str:
-    """Deploy a service to production (needs an approval)."""
+def deploy(service: str, ctx: ToolContext, environment: str = "production") -> ToolResult | str:
+    """Deploy a service to an environment, production unless told (needs an approval)."""
     if ctx.answer is None:
-        return pending(kind="approval", prompt=f"deploy {service} to production?")
+        return pending(
+            kind="approval",
+            prompt=f"deploy {service} to {environment}?",
+            data={"service": service, "environment": environment},
+        )
     if not ctx.answer.ok:
         return f"deploy of {service} declined"
-    return f"deployed {service} to production"
+    return f"deployed {service} to {environment}"
 
 
 TOUR_TOOLS: Final = [define_tool(deploy)]
@@ -266,15 +279,26 @@ async def _show_tree(tour: Tour, coord: Handle) -> None:
     )
 
 
-def _answer_lines(tour: Tour, coord: Handle, req: Request) -> list[str]:
-    """The commands a user would type to see and answer ``req`` (at the topmost handle)."""
+def _edit(req: Request) -> dict[str, object]:
+    """The reviewer's edit of the deploy call: the service it asked for (its Request's data),
+    deployed to :data:`EDIT_ENVIRONMENT`; it replaces the call's arguments whole."""
+    asked = (req.data or {}).get("service")
+    service = asked if isinstance(asked, str) and asked else TOUR_SERVICE
+    return {"service": service, "environment": EDIT_ENVIRONMENT}
+
+
+def _answer_lines(tour: Tour, coord: Handle, req: Request, edit: dict[str, object]) -> list[str]:
+    """The commands a user would type to see ``req`` and answer it (at the topmost handle):
+    approved as asked, or approved with ``edit`` (the tnx line and the signal line)."""
     wid = tour.wid(coord.id)
     scope = f" --scope {tour.rt.scope}" if tour.rt.scope else ""  # pending has no id to name it
+    edited = answer_json(req, edited_args=edit)
     return [
         f"tnx pending{scope}{tour.flag}",
         f"tnx answer {wid} --approve{tour.flag}",
+        f"tnx answer {wid} --edit {shell_quote(json.dumps(edit))}{tour.flag}",
         f"temporal workflow signal --workflow-id {shell_quote(wid)} --name answer "
-        f"--input {shell_quote(answer_json(req))}{tour.flag}",
+        f"--input {shell_quote(edited)}{tour.flag}",
     ]
 
 
@@ -289,16 +313,29 @@ async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
                 f"approval queue row (search attributes): {tour.wid(row.id)}  AgentRequestId "
                 f"{row.request_id}  AgentRequestKind {row.kind}"
             )
-    tour.line("a user would see and answer it with any one of:")
-    for command in _answer_lines(tour, coord, req):
+    edit = _edit(req)
+    tour.line(
+        "a user would list it, then approve it as asked, or approve it with edited arguments "
+        "(the last two lines, the same edit):"
+    )
+    for command in _answer_lines(tour, coord, req, edit):
         tour.line(f"  {command}")
-    origin = await rt.resume(Answer(id=req.id, ok=True))
-    tour.line(f"the demo answers it itself (rt.resume): {tour.wid(origin.id)} → {origin.state}")
+    origin = await rt.resume(Answer(id=req.id, ok=True, edited_args=edit))
+    tour.line(
+        f"the demo answers it itself with the edit (rt.resume, Answer(ok=True, edited_args="
+        f"{json.dumps(edit)})): {tour.wid(origin.id)} → {origin.state}"
+    )
     result = await rt.wait(coord, timeout_ms=TURN_WAIT_MS)
+    await rt.inspect(origin)
+    ran = origin.last_result
+    tour.line(
+        f"deployer → status {ran.status if ran else '?'}: {_brief(ran.text if ran else None)}"
+    )
     tour.line(f"coordinator → status {result.status}: {_brief(result.text)}")
     tour.showed(
-        "the parked turn went on where it stopped (no LLM call repeated): deploy ran with "
-        "the Answer, and the coordinator got both task results"
+        "the edit was checked against deploy's schema, then the parked turn went on where it "
+        "stopped (no LLM call repeated): deploy ran once with the edited arguments, the "
+        "model read a note naming the edit, and the coordinator got both task results"
     )
     return result
 
@@ -326,17 +363,24 @@ async def _show_answer_record(tour: Tour, h: Handle) -> None:
     tour.line(f"the audit (tnx audit {tour.rt.workflow_id(h.id)} --subtree):")
     for rec in records:
         verdict = "approved" if rec.ok else f"declined ({rec.reason})"
+        if rec.edited_args is not None:
+            verdict += " with an edit"
         tour.line(
             f"  {rec.request_id}: {verdict} by {rec.by or '?'} via {rec.path} at "
             f"{rec.answered_at or '?'} (Temporal identity: {rec.identity or '-'}; "
             f"{'verified' if rec.verified else 'unverified'})"
         )
+        if rec.edited_args is not None:
+            tour.line(
+                f"    the model called {rec.tool or 'the tool'} with {rec.arguments or '?'}; "
+                f"it ran with {json.dumps(rec.edited_args)}"
+            )
     if not records:
         tour.line("  (no answered Request in this subtree)")
 
 
 async def _show_usage(tour: Tour, coord: Handle) -> None:
-    tour.head("usage and budgets per agent")
+    tour.head("usage, budgets and cost per agent")
     for h in await tour.rt.list(coord):
         budget = h.defn.budget if h.defn is not None else Budget()
         pool = "unlimited" if h.pool_tokens is None else f"{h.pool_tokens} left"

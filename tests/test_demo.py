@@ -1,8 +1,9 @@
 """``tnx demo`` tours the product (issue 26 item 4) and looks healthy at its own links (issue
 24 item 7): every step of the tour prints what it showed (delegation through ``task``, the
-tree, the approval with the commands that answer it, the trace and the audit of the answer,
-usage and budgets, a ticking monitor, a background child, the web UI links) and the whole
-tour finishes well under a minute; the in-process worker leaves no task or timer due behind
+tree, the approval with the commands that answer it, approved with edited arguments the tool
+runs with, the trace and the audit of the answer and its edit, usage, budgets and cost, a
+ticking monitor, a background child, the web UI links) and the whole tour finishes well under
+a minute; the in-process worker leaves no task or timer due behind
 it (the web UI showed a red "Workflow Task Timed Out": a usage timer fell due after the
 worker left), the ids it prints are the workflow ids the web UI shows, and ``tnx inspect``
 takes them as they are; the tour closes the agents it started (closed, they stay readable)."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import re
 import time
 from pathlib import Path
@@ -88,22 +90,41 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     # `tnx pending` with no scope lists the default runtime's queue, not the demo's
     assert f"    tnx pending --scope demo --address {address}\n" in approval, out
     assert f"    tnx answer {wid} --approve --address {address}\n" in approval, out
-    signal = (
-        f"    temporal workflow signal --workflow-id '{wid}' --name answer --input "
-        f'\'{{"id": "{request}", "ok": true}}\' --address {address}\n'
+    edit = '{"service": "billing", "environment": "staging"}'
+    assert f"    tnx answer {wid} --edit '{edit}' --address {address}\n" in approval, out
+    signal = re.search(
+        rf"    temporal workflow signal --workflow-id '{re.escape(wid)}' --name answer --input "
+        rf"'(.*)' --address {re.escape(address)}\n",
+        approval,
     )
-    assert signal in approval, out
+    assert signal is not None, out
+    assert json.loads(signal.group(1)) == {
+        "id": request,
+        "ok": True,
+        "edited_args": {"service": "billing", "environment": "staging"},
+    }, out
+    # the tool ran with the edited arguments, and the model read the note naming the edit
+    assert (
+        "deployer → status done: [scripted LLM] [the reviewer changed this call's arguments; "
+        'it ran with {"service":"billing","environment":"staging"}] deployed billing to staging'
+    ) in approval, out
     assert "coordinator → status done: [scripted LLM] both workers reported: " in approval
-    assert "deployed billing to production" in approval, out
+    assert "deployed billing to production" not in out, out
     trace = _step(out, 4)
     assert f"{deployer_id}: running→suspended (deploy needs approval" in trace, out
     assert f"{hid}: answer {request} (ok) → {deployer_id}" in trace, out
     assert f"the audit (tnx audit {wid} --subtree):" in trace, out
-    assert re.search(rf"  {re.escape(request)}: approved by \S+ via update at 20", trace), out
+    assert re.search(
+        rf"  {re.escape(request)}: approved with an edit by \S+ via update at 20", trace
+    ), out
+    assert f'the model called deploy with {{"service": "billing"}}; it ran with {edit}' in trace, (
+        out
+    )
     assert "Temporal identity: " in trace and "unverified" in trace, out
     usage = _step(out, 5)
     assert re.search(rf"{re.escape(hid)}: \d+ tokens .* token pool \d+ left of 40000", usage)
     assert re.search(rf"{re.escape(deployer_id)}: \d+ tokens .* 1 tool call\(s\)", usage)
+    assert re.search(rf"{re.escape(deployer_id)}: .* · \$0\.\d+\n", usage), out  # its cost
     ticks = _step(out, 6)
     assert ticks.count(": tick wakes") >= 2 and "tick schedule removed" in ticks, out
     assert "2 turn(s) started by a durable timer" in ticks, out

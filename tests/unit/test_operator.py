@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
 from temporalio.workflow import _Definition
 
 from tests.unit.fakes import handle
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract import handler_docs
-from toolnexus_temporal.workflows.contract.models import AgentDef, Request
+from toolnexus_temporal.workflows.contract.models import AgentDef, Answer, Request
 from toolnexus_temporal.workflows.contract.names import PUBLIC_SIGNALS, UPDATE_ANSWER
 from toolnexus_temporal.workflows.visibility.operator import (
     answer_json,
@@ -67,6 +68,15 @@ def test_a_rejection_comes_first() -> None:
 
 def test_answer_json_is_an_answer() -> None:
     assert json.loads(answer_json(REQ)) == {"id": REQ.id, "ok": True}
+
+
+def test_answer_json_carries_an_edit_as_an_answer() -> None:
+    edit = {"service": "billing", "environment": "staging"}
+    body = json.loads(answer_json(REQ, edited_args=edit))
+    assert body == {"id": REQ.id, "ok": True, "edited_args": edit}
+    assert Answer.model_validate(body).edited_args == edit
+    with pytest.raises(ValueError, match="only with ok"):
+        answer_json(REQ, ok=False, edited_args=edit)
 
 
 def test_request_attributes_set_and_unset() -> None:

@@ -51,13 +51,22 @@ DETAILS_PROMPT_CHARS = 1_000
 """How much of a pending prompt the current details show."""
 
 
-def answer_json(req: Request, *, ok: bool = True) -> str:
+def answer_json(req: Request, *, ok: bool = True, edited_args: dict[str, Any] | None = None) -> str:
     """The exact input of the ``answer`` signal for ``req``: ``{"id": "<id>", "ok": true}``,
-    or with ``ok`` False ``{"id": "<id>", "ok": false, "reason": "declined"}`` (an Answer as
-    JSON, CONTRACT §1)."""
+    or with ``ok`` False ``{"id": "<id>", "ok": false, "reason": "declined"}``, or with
+    ``edited_args`` (an approval with other arguments) ``{"id": "<id>", "ok": true,
+    "edited_args": {...}}`` (an Answer as JSON, CONTRACT §1).
+
+    Raises:
+        ValueError: ``edited_args`` with ``ok`` False (an edit only approves).
+    """
     body: dict[str, object] = {"id": req.id, "ok": ok}
     if not ok:
+        if edited_args is not None:
+            raise ValueError("edited_args approves a call with other arguments: only with ok")
         body["reason"] = "declined"
+    if edited_args is not None:
+        body["edited_args"] = edited_args
     return json.dumps(body)
 
 
