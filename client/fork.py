@@ -41,6 +41,8 @@ def fork_request(
     """
     if state.defn is None or state.parent is None:
         raise ForkRefusedError(state.id, at_turn, "the root takes no turns: nothing to fork")
+    if isinstance(at_turn, bool) or not isinstance(at_turn, int):
+        raise ForkRefusedError(state.id, at_turn, "the turn must be a whole number, from 1")
     if at_turn < 1:
         raise ForkRefusedError(state.id, at_turn, "turns count from 1")
     if model is not None and not model:

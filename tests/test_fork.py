@@ -129,7 +129,7 @@ async def test_a_closed_agent_forks_with_its_own_budget_and_model(
         await rt.close(g)
 
 
-@pytest.mark.parametrize("turn", [0, -1, 3, 99])
+@pytest.mark.parametrize("turn", [0, -1, 3, 99, "2", True])
 async def test_bad_turns_are_refused_and_nothing_is_spawned(
     make_runtime: Any, store: Any, turn: int
 ) -> None:
@@ -141,7 +141,10 @@ async def test_bad_turns_are_refused_and_nothing_is_spawned(
         with pytest.raises(ForkRefusedError) as refused:
             await rt.fork(h, turn)
         assert refused.value.turn == turn and refused.value.handle_id == h.id
-        expected = "turns count from 1" if turn < 1 else "past the turns"
+        if not isinstance(turn, int) or isinstance(turn, bool):  # a str, a bool
+            expected = "a whole number"
+        else:
+            expected = "turns count from 1" if turn < 1 else "past the turns"
         assert expected in str(refused.value), refused.value
         assert await children_of_root(rt) == children
         # ids were not used up: the next fork is the parent's next child

@@ -30,7 +30,8 @@ def test_the_four_policies(text: str, parsed: tuple[str, int]) -> None:
 
 @pytest.mark.parametrize(
     "text", ["", "queue", "Enqueue", "debounce", "debounce:", "debounce:0", "debounce:-5",
-             "debounce:3600001", "debounce:1.5", "reject ", 3]
+             "debounce:3600001", "debounce:1.5", "reject ", 3,
+             "debounce:\u00b2", "debounce:\u0969\u0966\u0966"]
 )  # fmt: skip
 def test_anything_else_is_refused_in_one_line(text: object) -> None:
     error = policy_error(text)
@@ -76,3 +77,13 @@ def test_an_interrupt_policy_sends_the_messages_on() -> None:
     assert [m.seq for m in s.intake.wakes] == [1, 2]
     assert answered_after(s, 1) is None  # waiting again: its sender waits for the next turn
     assert not s.intake.restore_wakes and s.intake.turn_wakes == []
+
+
+def test_a_money_amount_of_minus_zero_is_zero() -> None:
+    """``Decimal("-0")`` passes ``ge=0``; it is kept as ``0`` so no amount shows ``-0``
+    (a breaker's ``Budget(max_cost_usd="-0")`` showed ``pool_cost_usd=-0``)."""
+    from toolnexus_temporal.workflows.contract.models import Budget
+
+    budget = Budget(max_cost_usd="-0")
+    assert budget.max_cost_usd is not None and not budget.max_cost_usd.is_signed()
+    assert budget.model_dump(mode="json")["max_cost_usd"] == "0"

@@ -123,7 +123,12 @@ def usd_text(value: Decimal) -> str:
     return format(value.normalize(), "f")
 
 
-Usd = Annotated[Decimal, PlainSerializer(usd_text, return_type=str)]
+def _unsigned_zero(value: Decimal) -> Decimal:
+    """``-0`` (which passes ``ge=0``) as ``0``: no amount shows as ``-0``."""
+    return abs(value) if value.is_zero() else value
+
+
+Usd = Annotated[Decimal, AfterValidator(_unsigned_zero), PlainSerializer(usd_text, return_type=str)]
 """An amount of money in USD: an exact ``Decimal``, serialized as a fixed-point decimal
 string (:func:`usd_text`), never a float."""
 

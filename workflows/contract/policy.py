@@ -42,7 +42,8 @@ def policy_error(text: object) -> str | None:
     if text in ("enqueue", "interrupt", "reject"):
         return None
     kind, _, ms = text.partition(":")
-    if kind == "debounce" and ms.isdigit() and 1 <= int(ms) <= DEBOUNCE_MAX_MS:
+    # ASCII digits only: str.isdigit() takes "²" (which int() refuses) and int() takes "३००"
+    if kind == "debounce" and ms.isascii() and ms.isdecimal() and 1 <= int(ms) <= DEBOUNCE_MAX_MS:
         return None
     return f"unknown double-texting policy {text[:60]!r}: use {POLICY_HELP}"
 
