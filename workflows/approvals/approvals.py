@@ -94,6 +94,12 @@ from then on (the handle hung, queries refused). Past the cap an Answer is refus
 loudly (fail-closed: ``send it again``)."""
 
 
+CHECK_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=3)
+"""The retries of the worker-side checks of an Answer (its principal lookup, its edit's
+schema check): three attempts, 0.5 s apart at first; a check that still fails refuses the
+Answer (fail-closed)."""
+
+
 class Answered(NamedTuple):
     """A suspension answered ``ok``: the turn re-runs the tool with ``answer``."""
 
@@ -422,9 +428,7 @@ class Approvals:
                 lookup,
                 result_type=PrincipalFound,
                 start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=500), maximum_attempts=3
-                ),
+                retry_policy=CHECK_RETRY,
                 summary=fit(f"principal of the answer to {answer.id}", SUMMARY_BYTES),
             )
         except ActivityError as err:
@@ -470,9 +474,7 @@ class Approvals:
                 EditCheck(tool=tool, arguments=answer.edited_args, handle_id=s.id),
                 result_type=EditChecked,
                 start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=RetryPolicy(
-                    initial_interval=timedelta(milliseconds=500), maximum_attempts=3
-                ),
+                retry_policy=CHECK_RETRY,
                 summary=fit(f"check the edit of {answer.id}", SUMMARY_BYTES),
             )
         except ActivityError as err:
