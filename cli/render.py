@@ -405,6 +405,7 @@ def handle_table(h: Handle, now_ms: int | None = None) -> Table:
         ("ticks", _cell(tick_line(h))),
         ("children", _cell(children)),
         ("inbox", _cell(h.inbox_count)),
+        ("messages", _cell(messages_line(h))),
         ("usage", _cell(f"{h.usage_total} tokens (this handle and its subtree)")),
         ("cost", _cell(f"{h.cost.text()} (this handle and its subtree)")),
         ("turns", _cell(h.turns_total)),
@@ -427,6 +428,16 @@ def handle_table(h: Handle, now_ms: int | None = None) -> Table:
     for label, value in rows:
         grid.add_row(label, value)
     return grid
+
+
+def messages_line(h: Handle) -> str:
+    """Messages waiting for a turn, and when the debounce window that holds them ends."""
+    if not h.messages_waiting:
+        return "0"
+    line = f"{h.messages_waiting} waiting for a turn"
+    if h.window_ends_ms is not None:
+        line += f" · debounce window ends {stamp(h.window_ends_ms)}"
+    return line
 
 
 def tick_line(h: Handle) -> str:

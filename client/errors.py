@@ -48,6 +48,28 @@ class AgentBusy(VerbRejectedError):
     """
 
 
+class MessageOutcomeLostError(TnxError):
+    """The handle no longer records what became of a message the ``wake`` signal carried
+    (the client's signal fallback, ``client/fallback.py``): its record was evicted, the
+    oldest first, past ``RECORDS_MAX`` (256) later named messages or ``RECORD_BYTES`` (128
+    KiB) of later answering results, before the sender read it. The message was kept and a
+    turn held it (or holds it); which result answered it is no longer known, so none is
+    guessed: read the transcript (``rt.transcript``) or the trace.
+
+    Attributes:
+        handle_id: the handle.
+        message_id: the message's id.
+    """
+
+    def __init__(self, handle_id: str, message_id: str) -> None:
+        super().__init__(
+            f"the outcome of message {message_id!r} on {handle_id!r} is no longer recorded"
+            " (evicted by later messages): read the transcript"
+        )
+        self.handle_id = handle_id
+        self.message_id = message_id
+
+
 class InvalidPolicyError(TnxError, ValueError):
     """A double-texting policy that is not ``enqueue``, ``interrupt``, ``reject`` or
     ``debounce:MS``; refused before anything is sent.

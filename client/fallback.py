@@ -8,7 +8,13 @@ a query after a signal sees it: Temporal answers it after the workflow task that
 the signal):
 
 * ``wait``: poll the ``view`` query until the result sequence moves (backoff 50 ms to 1 s);
-* ``turn`` (``wake``, ``run_turn``): the ``wake`` signal, then that wait;
+* ``turn`` (``wake``, ``run_turn``): the ``wake`` signal carrying a fresh message id, then
+  poll the ``message`` query for that message's outcome (backoff as for ``wait``): the result
+  of the turn that held the message (never an earlier or a later turn's, whatever the
+  double-texting policies of the messages around it), ``AgentBusy`` when the ``reject``
+  policy refused it, ``closed`` when the handle closed before a turn answered it, and
+  :class:`~.errors.MessageOutcomeLostError` when the handle no longer records it (evicted
+  by 256 later named messages or 128 KiB of later answering results);
 * ``interrupt``: the ``interrupt`` signal, then poll until the handle is not running;
 * ``close``: the ``close`` signal, then poll until the handle is closed;
 * ``answer``: the ``answer`` signal to the handle parked on the Request, then poll until it
@@ -21,14 +27,21 @@ The waits here have no deadline of their own, like the updates they replace.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Final
 
-from toolnexus_temporal.client.errors import AnswerRejectedError, VerbRejectedError
+from toolnexus_temporal.client.errors import (
+    AgentBusy,
+    AnswerRejectedError,
+    MessageOutcomeLostError,
+    VerbRejectedError,
+)
 from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.rpc import HandleRpc
 from toolnexus_temporal.workflows.contract.messages import (
     AnswerResult,
     CloseRequest,
+    MessageOutcome,
     PostResult,
     WaitResponse,
     WakeRequest,
@@ -86,6 +99,27 @@ def closed_result(hid: str) -> TaskResult:
     return TaskResult(status="closed", is_error=True, text=f"{hid} is closed")
 
 
+def outcome_response(hid: str, out: MessageOutcome) -> WaitResponse | None:
+    """The sender's answer from a ``message`` query's outcome; None while it waits.
+
+    Raises:
+        AgentBusy: ``busy``.
+        VerbRejectedError: ``refused``.
+        MessageOutcomeLostError: ``unknown``.
+    """
+    if out.status == "answered" and out.result is not None:
+        return WaitResponse(result=out.result, status=out.handle)
+    if out.status == "closed":
+        return WaitResponse(result=closed_result(hid), status=out.handle)
+    if out.status == "busy":
+        raise AgentBusy(hid, "turn", out.error or "busy")
+    if out.status == "refused":
+        raise VerbRejectedError(hid, "turn", out.error or "refused")
+    if out.status in ("unknown", "answered"):  # answered without its result: evicted too
+        raise MessageOutcomeLostError(hid, out.id)
+    return None
+
+
 class Fallbacks:
     """The signal form of each verb, confirmed by queries (see the module docstring).
 
@@ -133,28 +167,74 @@ class Fallbacks:
             await asyncio.sleep(delay if left is None else min(delay, left))
             delay = min(delay * 2, POLL_MAX_S)
 
-    async def wake(self, hid: str, prompt: str | None, policy: str | None = None) -> int:
-        """``wake`` as a signal (with its double-texting ``policy``).
+    async def wake(self, hid: str, prompt: str | None, policy: str | None = None) -> str:
+        """``wake`` as a signal (with its double-texting ``policy``) carrying a fresh message
+        id, which the handle records (:meth:`outcome` reads it back).
 
         Returns:
-            The result sequence its turn's result comes after: the current one on an idle
-            handle; on a busy one the result after the current turn's (the ``enqueue`` policy's
-            answer; the signal says nothing back, so this is the best guess).
+            The message id (32 hex digits).
 
         Raises:
-            VerbRejectedError: the handle is closed or closing.
+            VerbRejectedError: the handle is closed.
             HandleNotFoundError: no such handle.
         """
-        view = await self._view(hid)
-        if view.state == "closed":
-            raise VerbRejectedError(hid, "turn", "handle closed")
-        await self._rpc.signal(hid, SIGNAL_WAKE, WakeRequest(prompt=prompt, policy=policy))
-        return view.result_seq + (0 if view.state == "idle" else 1)
+        message_id = uuid.uuid4().hex
+        req = WakeRequest(prompt=prompt, policy=policy, message_id=message_id)
+        await self._rpc.signal(hid, SIGNAL_WAKE, req)
+        return message_id
+
+    async def admitted(self, hid: str, message_id: str) -> None:
+        """Check once that the handle kept the message ``message_id`` (the ``message`` query
+        after the signal sees it): the ``wake`` verb's refusal, as its update raises it.
+
+        Raises:
+            AgentBusy: the ``reject`` policy refused it.
+            VerbRejectedError: the handle refused it (closed or closing).
+            HandleNotFoundError: no such handle.
+        """
+        out = await self._rpc.query_of(hid, AgentWorkflowStub.message, message_id)
+        if out.status in ("busy", "refused"):
+            outcome_response(hid, out)
 
     async def turn(self, hid: str, prompt: str | None, policy: str | None = None) -> WaitResponse:
-        """The ``turn`` update's outcome through the ``wake`` signal and polling."""
-        seen = await self.wake(hid, prompt, policy)
-        return await self.wait(hid, None, after_seq=seen)
+        """The ``turn`` update's outcome through the ``wake`` signal and polling: the result
+        of the turn that held this message (:meth:`outcome`).
+
+        Raises: as :meth:`wake` and :meth:`outcome`.
+        """
+        return await self.outcome(hid, await self.wake(hid, prompt, policy), None)
+
+    async def outcome(self, hid: str, message_id: str, timeout_ms: int | None) -> WaitResponse:
+        """Poll the ``message`` query (backoff 50 ms to 1 s) until the message the ``wake``
+        signal carried as ``message_id`` is answered.
+
+        Returns:
+            The result of the turn that held it (the first result after that turn started,
+            past any turn the ``interrupt`` policy stopped and whose messages went on);
+            ``closed`` when the handle closed before; ``timeout`` after ``timeout_ms`` (None:
+            never; the message keeps waiting).
+
+        Raises:
+            AgentBusy: the ``reject`` policy refused it (the handle was busy).
+            VerbRejectedError: the handle refused it (closed or closing).
+            MessageOutcomeLostError: no record of it (evicted before it was read).
+            HandleNotFoundError: no such handle.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_ms is None else loop.time() + timeout_ms / 1000
+        delay = POLL_FIRST_S
+        while True:
+            out = await self._rpc.query_of(hid, AgentWorkflowStub.message, message_id)
+            resp = outcome_response(hid, out)
+            if resp is not None:
+                return resp
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                text = f"no result within {timeout_ms} ms; the message keeps its place"
+                result = TaskResult(status="timeout", is_error=True, text=text)
+                return WaitResponse(result=result, status=out.handle)
+            await asyncio.sleep(delay if left is None else min(delay, left))
+            delay = min(delay * 2, POLL_MAX_S)
 
     async def interrupt(self, hid: str) -> HandleStatus:
         """``interrupt`` as a signal; returns once the handle is no longer running or parked.

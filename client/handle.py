@@ -65,6 +65,11 @@ class Handle(BaseModel):
         cost: money spent by this handle and its descendants (:class:`Cost`: exact USD of
             the priced calls, and how many were unpriced); :attr:`cost_usd` reads it.
         pool_cost_usd: remaining money pool, USD (None = unlimited).
+        messages_waiting: messages (wakes from hosts) waiting for a turn to hold them: an
+            ``idle`` handle with some has a debounce window open, is paused, or waits for a
+            slot (``docs/guide/live-agent.md``).
+        window_ends_ms: when the open debounce window ends (one turn then holds the waiting
+            messages), ms since the epoch (workflow time); None: no window open.
     """
 
     model_config = ConfigDict(validate_assignment=True)
@@ -97,6 +102,8 @@ class Handle(BaseModel):
     next_tick_ms: int | None = None
     cost: Cost = Field(default_factory=Cost)
     pool_cost_usd: Usd | None = None
+    messages_waiting: int = 0
+    window_ends_ms: int | None = None
 
     @property
     def cost_usd(self) -> Decimal | None:

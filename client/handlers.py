@@ -23,6 +23,7 @@ from toolnexus_temporal.workflows.contract.messages import (
     AnswerResult,
     CloseRequest,
     InterruptRequest,
+    MessageOutcome,
     PauseRequest,
     PostResult,
     ScheduleRequest,
@@ -82,6 +83,11 @@ class AgentWorkflowStub:
     @workflow.query(name=names.QUERY_RECOVERY)
     def recovery(self) -> RecoveryPoint:
         """What ``recover`` starts again from this run."""
+        raise _stub()
+
+    @workflow.query(name=names.QUERY_MESSAGE)
+    def message(self, message_id: str) -> MessageOutcome:
+        """What became of the wake sent with this message id."""
         raise _stub()
 
     # ---- updates

@@ -91,6 +91,9 @@ resolves to, which is what the workflow sends."""
 Query: TypeAlias = Callable[[AgentWorkflowStub], _R]
 """A query handler of AgentWorkflowStub returning ``_R`` (``AgentWorkflowStub.view``)."""
 
+QueryOf: TypeAlias = Callable[[AgentWorkflowStub, _A], _R]
+"""A query handler of AgentWorkflowStub taking an ``_A`` (``AgentWorkflowStub.message``)."""
+
 HISTORY_FULL_WAIT_S: Final = 10.0
 """How long a post refused because its run's history is full (``names.HISTORY_FULL``) is
 sent again (backoff as for a refused update) before the refusal is returned, s."""
@@ -275,10 +278,21 @@ class HandleRpc:
                 queries meanwhile), with the last failure when it can be read.
         """
         wf = self.handle(handle_id)
+        return await self._query(handle_id, query, lambda: wf.query(query))
+
+    async def query_of(self, handle_id: str, query: QueryOf[_A, _R], arg: _A) -> _R:
+        """Run a query with an argument (``wf.query(query, arg)``), e.g.
+        ``AgentWorkflowStub.message`` with a message id.
+
+        Raises: as :meth:`query`.
+        """
+        wf = self.handle(handle_id)
+        return await self._query(handle_id, query, lambda: wf.query(query, arg))
+
+    async def _query(self, handle_id: str, query: object, call: Callable[[], Awaitable[_R]]) -> _R:
+        """``call()`` (a query), with the retries and errors of :meth:`query`."""
         try:
-            return await self.guarded(
-                lambda: riding_busy_queries(lambda: riding_outage(lambda: wf.query(query)))
-            )
+            return await self.guarded(lambda: riding_busy_queries(lambda: riding_outage(call)))
         except RPCError as err:
             if is_failing_workflow_task(err):
                 verb = getattr(query, "__name__", "query")

@@ -52,8 +52,10 @@ def turn_request(prompt: str | None, policy: str | None, via: str) -> TurnReques
 class _Turn:
     """A ``turn`` update this runtime started and no wait has returned yet."""
 
-    update: WorkflowUpdateHandle[WaitResponse]
+    update: WorkflowUpdateHandle[WaitResponse] | None
     result: asyncio.Future[WaitResponse] | None = None
+    message_id: str | None = None
+    """Sent by the ``wake`` signal instead (the update refused for a limit): its id."""
     """The one await of the update's result, shared by concurrent waits."""
 
 
@@ -95,8 +97,10 @@ class Turns:
         self._in_flight.pop(hid, None)
         try:
             update = await self._rpc.start_update(hid, AgentWorkflowStub.turn, req)
-        except UpdateLimitError:  # the wake signal, and a later wait polls
-            await self._fallbacks.wake(hid, req.prompt, req.policy)
+        except UpdateLimitError:  # the wake signal, and a later wait polls its outcome
+            message_id = await self._fallbacks.wake(hid, req.prompt, req.policy)
+            await self._fallbacks.admitted(hid, message_id)
+            self._in_flight[hid] = _Turn(None, message_id=message_id)
             return
         self._in_flight[hid] = _Turn(update)
 
@@ -183,7 +187,15 @@ class Turns:
             except UpdateLimitError:  # too many waiters, or the run's update limit
                 return await self._fallbacks.wait(hid, timeout_ms)
             return await self.again(hid, resp, timeout_ms, since)
+        if turn.update is None and turn.message_id is not None:  # sent by signal
+            resp = await self._fallbacks.outcome(hid, turn.message_id, timeout_ms)
+            if resp.result.status == "timeout":
+                return None
+            if self._in_flight.get(hid) is turn:
+                del self._in_flight[hid]
+            return resp
         if turn.result is None:
+            assert turn.update is not None
             turn.result = asyncio.ensure_future(self._turn_result(hid, turn.update))
         pending = turn.result
         timeout = None if timeout_ms is None else timeout_ms / 1000

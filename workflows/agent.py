@@ -44,7 +44,12 @@ from toolnexus_temporal.workflows.budgets import BudgetLedger
 from toolnexus_temporal.workflows.children.background import Background, BackgroundWake
 from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.children.delegation import Delegation
-from toolnexus_temporal.workflows.inbox import HISTORY_FULL, Inbox, post_history_error
+from toolnexus_temporal.workflows.inbox import (
+    HISTORY_FULL,
+    Inbox,
+    message_outcome,
+    post_history_error,
+)
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.lifecycle.carry import CarryOver
 from toolnexus_temporal.workflows.lifecycle.lifecycle import Lifecycle
@@ -79,6 +84,7 @@ with workflow.unsafe.imports_passed_through():
         ChildReport,
         CloseRequest,
         InterruptRequest,
+        MessageOutcome,
         PauseRequest,
         PostResult,
         ScheduleRequest,
@@ -243,6 +249,12 @@ class AgentWorkflow:
         """What a run started again from here carries (``carry.py``; read from a run the
         server terminated by ``AgentRuntime.recover``)."""
         return self._parking.recovery()
+
+    @workflow.query(name=names.QUERY_MESSAGE, description=docs.MESSAGE)
+    def message(self, message_id: str) -> MessageOutcome:
+        """What became of the wake sent with ``message_id`` (``inbox.message_outcome``): the
+        client's signal fallback reads its turn's result here."""
+        return message_outcome(self.s, message_id)
 
     # ------------------------------------------------------------------ spawn and leases
 

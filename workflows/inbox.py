@@ -20,16 +20,24 @@ from temporalio import workflow
 from toolnexus_temporal.workflows.leases import LeaseBook
 from toolnexus_temporal.workflows.machine import Machine, TurnScratch
 from toolnexus_temporal.workflows.rules.background import take_waiting
-from toolnexus_temporal.workflows.visibility.visibility import Visibility
+from toolnexus_temporal.workflows.visibility.visibility import Visibility, status_of
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.clock import now_ms
     from toolnexus_temporal.workflows.contract.limits import INBOX_BYTES, text_bytes
-    from toolnexus_temporal.workflows.contract.messages import WakeRequest
-    from toolnexus_temporal.workflows.contract.models import InboxItem
+    from toolnexus_temporal.workflows.contract.messages import MessageOutcome, WakeRequest
+    from toolnexus_temporal.workflows.contract.models import InboxItem, TaskResult
     from toolnexus_temporal.workflows.contract.names import HISTORY_FULL as HISTORY_FULL
     from toolnexus_temporal.workflows.contract.policy import DEFAULT_POLICY, parse_policy
-    from toolnexus_temporal.workflows.contract.state import HandleState, WakeMessage
+    from toolnexus_temporal.workflows.contract.state import (
+        RECORD_BYTES,
+        RECORDS_MAX,
+        AnsweredResult,
+        HandleState,
+        MessageRecord,
+        MessageRecordStatus,
+        WakeMessage,
+    )
     from toolnexus_temporal.workflows.rules.render import coalesce_ticks, render_turn_input
 
 
@@ -94,6 +102,8 @@ def drain(s: HandleState, prompt: str | None) -> None:
     i.turn_wakes = messages
     if messages:
         i.drained_seq, i.drained_after = messages[-1].seq, s.result_seq
+        if i.records:
+            mark_records(s, {m.seq for m in messages}, "waiting", "taken")
     i.wake_prompt = join_prompts([*(m.prompt for m in messages), prompt])
     waiting = take_waiting(s) if s.background.waiting else []
     i.turn_inbox = i.items + waiting
@@ -144,8 +154,95 @@ def restore_drained(s: HandleState) -> None:
     must, since they are never refused; ticks coalesce again into one item)."""
     s.intake.items = coalesce_ticks(s.intake.turn_inbox + s.intake.items)
     if s.intake.restore_wakes:  # the ``interrupt`` policy: the stopped turn's messages too
+        if s.intake.records:  # not answered by the stopped turn: they wait for the next one
+            mark_records(s, {m.seq for m in s.intake.turn_wakes}, "taken", "waiting")
         s.intake.wakes = s.intake.turn_wakes + s.intake.wakes
         s.intake.turn_wakes, s.intake.restore_wakes = [], False
+
+
+# ---- the message records (issue 34: what the client's signal fallback reads back)
+
+
+def find_record(s: HandleState, message_id: str) -> MessageRecord | None:
+    """The record of ``message_id``, or None (never recorded, or evicted)."""
+    return next((r for r in s.intake.records if r.id == message_id), None)
+
+
+def add_record(
+    s: HandleState,
+    message_id: str,
+    seq: int,
+    status: MessageRecordStatus = "waiting",
+    error: str | None = None,
+) -> None:
+    """Record a message a host named: ``waiting`` (message number ``seq``), or refused
+    (``busy``, ``refused``, with ``error``); the oldest records go past the bounds
+    (:func:`trim_records`)."""
+    s.intake.records.append(MessageRecord(id=message_id, seq=seq, status=status, error=error))
+    trim_records(s)
+
+
+def mark_records(
+    s: HandleState, seqs: set[int], before: MessageRecordStatus, after: MessageRecordStatus
+) -> None:
+    """The records of messages ``seqs`` that are ``before`` become ``after`` (a turn took
+    them: ``waiting`` → ``taken``; the ``interrupt`` policy sent them on: back)."""
+    for r in s.intake.records:
+        if r.status == before and r.seq in seqs:
+            r.status = after
+
+
+def record_answer(s: HandleState, result: TaskResult) -> None:
+    """``result`` was published (``result_seq`` is its number): it answers every ``taken``
+    message (the first result after the turn that took them started: the rule of the
+    ``turn`` update's ``answer_of``). Kept once, with its size."""
+    i = s.intake
+    taken = [r for r in i.records if r.status == "taken"]
+    if not taken:
+        return
+    for r in taken:
+        r.status, r.answer_seq = "answered", s.result_seq
+    size = len(result.model_dump_json())
+    i.answers.append(AnsweredResult(result_seq=s.result_seq, result=result, size=size))
+    trim_records(s)
+
+
+def trim_records(s: HandleState) -> None:
+    """Keep at most :data:`RECORDS_MAX` records (the oldest go) and :data:`RECORD_BYTES` of
+    answering results (the oldest answered records go, but never the newest result's); a
+    result no record names is dropped."""
+    i = s.intake
+    while True:
+        over_bytes = len(i.answers) > 1 and sum(a.size for a in i.answers) > RECORD_BYTES
+        if len(i.records) > RECORDS_MAX:
+            i.records.pop(0)
+        elif over_bytes:
+            oldest = i.answers[0].result_seq
+            i.records = [
+                r for r in i.records if not (r.status == "answered" and r.answer_seq == oldest)
+            ]
+        else:
+            break
+        named = {r.answer_seq for r in i.records if r.status == "answered"}
+        i.answers = [a for a in i.answers if a.result_seq in named]
+
+
+def message_outcome(s: HandleState, message_id: str) -> MessageOutcome:
+    """What became of ``message_id`` (the ``message`` query): its record's status, with the
+    answering result; ``closed`` when the handle closed before a turn answered it;
+    ``unknown`` without a record (never sent with that id, or evicted)."""
+    r = find_record(s, message_id)
+    handle = status_of(s)
+    if r is None:
+        return MessageOutcome(id=message_id, status="unknown", handle=handle)
+    if r.status in ("waiting", "taken") and s.state == "closed":
+        return MessageOutcome(id=message_id, status="closed", handle=handle)
+    result = None
+    if r.status == "answered":
+        result = next((a.result for a in s.intake.answers if a.result_seq == r.answer_seq), None)
+    return MessageOutcome(
+        id=message_id, status=r.status, result=result, error=r.error, handle=handle
+    )
 
 
 class Inbox:
@@ -175,8 +272,14 @@ class Inbox:
         self.machine = machine
         self.leases = leases
         self.scratch = scratch
-        self._timer = False
-        """A debounce timer runs (:meth:`_debounce_timer`)."""
+        self._timers: set[int] = set()
+        """The ends of the debounce windows a timer runs for (:meth:`_debounce_timer`)."""
+        machine.on_publish.append(self._published)
+
+    def _published(self, result: TaskResult) -> None:
+        """A result was published: it answers the recorded messages a turn took."""
+        if self.s.intake.records:
+            record_answer(self.s, result)
 
     def post(self, item: InboxItem) -> str | None:
         """Append ``item`` to the inbox (CONTRACT §3 post).
@@ -205,11 +308,18 @@ class Inbox:
             if admit:
                 self.admit_wake(prompt)
             return
-        error = self.wake_error() or self.busy_error(req.policy)
+        mid = req.message_id
+        if mid is not None and find_record(self.s, mid) is not None:
+            self.vis.trace(f"{self.s.id}: wake of message {mid!r} again: ignored (recorded)")
+            return
+        busy = None if self.wake_error() is not None else self.busy_error(req.policy)
+        error = self.wake_error() or busy
         if error is not None:
             self.vis.reject("wake", error)
+            if mid is not None:
+                add_record(self.s, mid, 0, "busy" if busy else "refused", error)
             return
-        self.receive(req.prompt, "signal", req.policy)
+        self.receive(req.prompt, "signal", req.policy, mid)
 
     # ---- double texting (contract/policy.py)
 
@@ -242,11 +352,16 @@ class Inbox:
             return None
         return f"{self.s.id} is busy ({why}): the reject policy refused the message"
 
-    def receive(self, prompt: str | None, via: str, policy: str | None) -> int:
+    def receive(
+        self, prompt: str | None, via: str, policy: str | None, message_id: str | None = None
+    ) -> int:
         """A wake from a host (the ``turn`` update, the ``wake`` signal): kept as a message,
         numbered in arrival order, and admitted now when the handle is free; when busy it
         waits (``enqueue``), stops the turn in flight (``interrupt``) or opens a window
-        (``debounce``). A ``reject`` was refused before (:meth:`busy_error`).
+        (``debounce``). A ``reject`` was refused before (:meth:`busy_error`). An
+        ``interrupt`` message also ends a debounce window that holds messages: one turn
+        holds them all now.
+        ``message_id``: the sender's id, recorded (:func:`message_outcome`).
 
         Returns:
             The message's number (:func:`answered_after` tells when a turn took it).
@@ -259,12 +374,17 @@ class Inbox:
         i.wakes.append(
             WakeMessage(seq=i.wake_seq, prompt=prompt, via=via, policy=applied, at_ms=now_ms())
         )
+        if message_id is not None:
+            add_record(s, message_id, i.wake_seq)
         if why is not None or kind == "debounce":
             self.vis.trace(
                 f"{s.id}: message #{i.wake_seq} via {via} kept ({applied}: {why or 'idle'})"
             )
         if kind == "interrupt" and why is not None:
             self.stop_turn(applied)
+            if i.due_ms is not None:  # no window holds an interrupt back
+                self.vis.trace(f"{s.id}: {applied}: the debounce window ends early")
+                i.due_ms = None
         elif kind == "debounce" and i.due_ms is None:
             i.due_ms = now_ms() + window_ms
         self.admit_waiting()
@@ -313,16 +433,18 @@ class Inbox:
         self._admit(None)
 
     def _debounce_timer(self, due_ms: int) -> None:
-        """One durable timer to ``due_ms``, then :meth:`admit_waiting` (one at a time)."""
-        if self._timer:
+        """One durable timer to ``due_ms``, then :meth:`admit_waiting` (one per window end:
+        a window an ``interrupt`` ended early leaves its timer running, harmless, and the
+        next window gets its own)."""
+        if due_ms in self._timers:
             return
-        self._timer = True
+        self._timers.add(due_ms)
 
         async def fire() -> None:
             await workflow.sleep(
                 timedelta(milliseconds=max(due_ms - now_ms(), 1)), summary="debounce window"
             )
-            self._timer = False
+            self._timers.discard(due_ms)
             self.admit_waiting()
 
         asyncio.create_task(fire())  # noqa: RUF006 (a continue-as-new carries due_ms)
@@ -337,6 +459,11 @@ class Inbox:
             self.hold_wake(prompt, "wake while busy")
             return
         self._admit(prompt)
+
+    def window_open(self) -> bool:
+        """A debounce window holds the waiting messages until a time still ahead."""
+        due = self.s.intake.due_ms
+        return due is not None and due > now_ms()
 
     def busy_only_by_messages(self) -> bool:
         """Free but for messages waiting (their turn takes this wake along)."""

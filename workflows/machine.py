@@ -13,7 +13,7 @@ and the lifecycle (interrupt). Deterministic; no I/O.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Final
@@ -288,6 +288,9 @@ class Machine:
         """A report is to be sent at the end of this activation."""
         self.timer_running = False
         """The coalescing timer runs."""
+        self.on_publish: list[Callable[[TaskResult], None]] = []
+        """Told each published result, after ``result_seq`` counted it (the inbox's
+        message records: ``inbox.py``)."""
 
     def transition(self, to: HandleStateName, why: str) -> None:
         """Move to ``to``: trace ``{id}: {from}→{to} ({why})``, publish, report.
@@ -327,6 +330,8 @@ class Machine:
         ``pending`` one (a parked Request, or a surfaced child's: ``approvals.py``)."""
         self.s.last_result = result
         self.s.result_seq += 1
+        for told in self.on_publish:
+            told(result)
 
     def settle(self, result: TaskResult) -> None:
         """Settle the turn with ``result``: waiters see it, the handle goes idle."""

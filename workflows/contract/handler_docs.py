@@ -111,6 +111,11 @@ INBOX: Final = "Items waiting for the next wake, oldest first."
 RECOVERY: Final = (
     "What `tnx recover` starts again from this run (its state, a parked turn; secrets masked)."
 )
+MESSAGE: Final = (
+    "What became of the wake sent with this message id (`wake` signal's `message_id`):"
+    " waiting, taken, answered (with the result of the turn that held it), busy, refused,"
+    " closed or unknown."
+)
 
 
 # ---- static details (the web UI shows them without a worker)

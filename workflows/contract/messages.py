@@ -136,6 +136,10 @@ class WakeRequest(WireModel):
     prompt: str | None = Field(default=None, max_length=MAX_PROMPT)
     policy: Policy | None = None
     """The double-texting policy of this wake (None: the agent's ``double_texting``)."""
+    message_id: str | None = Field(default=None, min_length=1, max_length=64)
+    """The sender's id of this message (at most 64 characters; None: not recorded): the
+    handle records what became of it, read back with the ``message`` query
+    (:class:`MessageOutcome`). A second wake with an id already recorded is ignored."""
     granted: StrictBool = False
     lease: int | None = Field(default=None, ge=1)
     sticky: StrictBool = False
@@ -289,6 +293,34 @@ class WaitResponse(WireModel):
     result: TaskResult
     status: HandleStatus
     again_after_seq: int | None = None
+
+
+MessageOutcomeStatus = Literal[
+    "waiting", "taken", "answered", "busy", "refused", "closed", "unknown"
+]
+"""What the ``message`` query says of a message id: a message record's status
+(``state.MessageRecordStatus``), ``closed`` (the handle closed before a turn answered it) or
+``unknown`` (no record: never sent with that id, or evicted)."""
+
+
+class MessageOutcome(WireModel):
+    """``message`` query result: what became of the wake a host sent with ``message_id``.
+
+    Attributes:
+        id: the message id asked about.
+        status: :data:`MessageOutcomeStatus`.
+        result: ``answered``: the result of the turn that held the message (the first result
+            after that turn started; never one of a turn the ``interrupt`` policy stopped and
+            whose messages went on to a later turn).
+        error: ``busy`` and ``refused``: why.
+        handle: the handle's status now.
+    """
+
+    id: str
+    status: MessageOutcomeStatus
+    result: TaskResult | None = None
+    error: str | None = None
+    handle: HandleStatus
 
 
 # ---- activity payloads ----

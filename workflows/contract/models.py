@@ -860,6 +860,13 @@ class HandleView(WireModel):
     """Money spent by this handle and all its descendants (:class:`Cost`)."""
     pool_cost_usd: Usd | None = None
     """Remaining money pool, USD (None = unlimited)."""
+    messages_waiting: int = 0
+    """Messages (wakes from hosts, a tick's while paused) waiting for a turn to hold them
+    (``inbox.py``): an ``idle`` handle with messages waiting has a debounce window open, is
+    paused, or waits for a slot."""
+    window_ends_ms: int | None = None
+    """When the open debounce window ends and one turn holds the waiting messages, ms since
+    the epoch (workflow time); None: no window open."""
 
     @property
     def cost_usd(self) -> Decimal | None:

@@ -105,6 +105,7 @@ QUERY_STATE: Final = "state"
 QUERY_TRACE: Final = "trace"
 QUERY_INBOX: Final = "inbox"
 QUERY_RECOVERY: Final = "recovery"
+QUERY_MESSAGE: Final = "message"
 
 # Error types a validator refuses an update with (the host library reads them).
 HISTORY_FULL: Final = "HistoryFull"

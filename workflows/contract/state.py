@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -355,6 +355,57 @@ class WakeMessage(WireModel):
     at_ms: int = 0
 
 
+MessageRecordStatus = Literal["waiting", "taken", "answered", "busy", "refused"]
+"""What became of a numbered message (:class:`MessageRecord`): ``waiting`` for a turn,
+``taken`` by a turn that has no result yet, ``answered`` by a result, refused as ``busy`` (the
+``reject`` policy) or ``refused`` (closed, closing: ``error`` says why)."""
+
+
+class MessageRecord(WireModel):
+    """The outcome of one message a host named (``WakeRequest.message_id``): what the client's
+    signal fallback reads back with the ``message`` query (``inbox.py``, issue 34).
+
+    Attributes:
+        id: the sender's message id (at most :data:`MESSAGE_ID_MAX` characters).
+        seq: its message number (``WakeMessage.seq``; 0: refused before it was numbered).
+        status: :data:`MessageRecordStatus`.
+        answer_seq: ``answered``: the ``result_seq`` of the result that answered it (its
+            :class:`AnsweredResult` in ``InboxState.answers``).
+        error: ``busy`` and ``refused``: why.
+    """
+
+    id: str = Field(max_length=64)
+    seq: int = 0
+    status: MessageRecordStatus = "waiting"
+    answer_seq: int = 0
+    error: str | None = None
+
+
+class AnsweredResult(WireModel):
+    """A result that answered some recorded message (kept once for all of them).
+
+    Attributes:
+        result_seq: its ``result_seq``.
+        result: the result.
+        size: its JSON size, bytes (counted against :data:`RECORD_BYTES`).
+    """
+
+    result_seq: int
+    result: TaskResult
+    size: int = 0
+
+
+MESSAGE_ID_MAX: Final = 64
+"""The longest message id a ``wake`` signal may carry, characters."""
+
+RECORDS_MAX: Final = 256
+"""How many message records a handle keeps (oldest evicted first)."""
+
+RECORD_BYTES: Final = 128 * 1024
+"""The JSON bytes of the answering results the records keep (oldest answered records evicted
+first; the newest result is kept whatever its size)."""
+
+
 class InboxState(WireModel):
     """Posts and wakes on their way into a turn (owner: ``workflows/inbox.py``,
     :class:`Inbox`; ``start_wake`` is set at spawn and consumed by ``Lifecycle.start``).
@@ -380,6 +431,10 @@ class InboxState(WireModel):
         restore_wakes: the ``interrupt`` policy stops the current turn: its messages go back.
         due_ms: a ``debounce`` window: no turn starts before this time (ms since the epoch,
             workflow time); None: none.
+        records: what became of each message a host named (``WakeRequest.message_id``),
+            oldest first, at most :data:`RECORDS_MAX` (:class:`MessageRecord`).
+        answers: the results that answered a recorded message, oldest first
+            (:class:`AnsweredResult`; at most :data:`RECORD_BYTES` but the newest).
     """
 
     items: list[InboxItem] = Field(default_factory=list)
@@ -396,6 +451,8 @@ class InboxState(WireModel):
     drained_after: int = 0
     restore_wakes: bool = False
     due_ms: int | None = None
+    records: list[MessageRecord] = Field(default_factory=list)
+    answers: list[AnsweredResult] = Field(default_factory=list)
 
 
 class BackgroundChild(WireModel):

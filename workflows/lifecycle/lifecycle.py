@@ -372,7 +372,8 @@ class Lifecycle:
 
     def quiescent(self) -> bool:
         """Idle with nothing in flight (no turn, close, signal, queued wake or handler): safe
-        to continue as new."""
+        to continue as new. Waiting messages go along when paused or held by a debounce
+        window (the next run's ``resume_run`` admits them, its timer to the window's end)."""
         s = self.s
         return (
             s.state == "idle"
@@ -380,6 +381,6 @@ class Lifecycle:
             and not s.closing
             and self.outbox.signals_in_flight == 0
             and not s.leases.wake_queue
-            and (not s.intake.wakes or s.pause.paused)
+            and (not s.intake.wakes or s.pause.paused or self.inbox.window_open())
             and workflow.all_handlers_finished()
         )

@@ -84,6 +84,8 @@ def view_of(s: HandleState) -> HandleView:
         next_tick_ms=(
             s.ticks.next_ms if s.ticks.spec is not None and s.state != "closed" else None
         ),
+        messages_waiting=len(s.intake.wakes),
+        window_ends_ms=s.intake.due_ms if s.intake.wakes else None,
     )
 
 
