@@ -215,7 +215,8 @@ class Approvals:
 
         Returns:
             The Answer when ``ok`` (the caller re-runs the tool with it), else the error
-            result for the model (``declined: ...``, ``expired: ...``, ``cancelled: ...``).
+            result for the model (``declined: ...``, ``expired: ...`` with "this action did not
+            run and will not run", ``cancelled: ...``).
         """
         self.own_suspension = True
         try:
