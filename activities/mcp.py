@@ -8,7 +8,10 @@ servers and closes it at shutdown); workflow code never holds a process or a ses
   spawned, a streamable-HTTP session is initialized), each owned by its own task from start to
   close (the SDK's transports are anyio task groups, which must be left by the task that
   entered them). A session whose transport fails (the process died, the connection closed) is
-  dropped and the next use starts a new one.
+  dropped and the next use starts a new one. A streamable-HTTP server that answers 404 for the
+  session has forgotten it and the request never reached a session: the call (or listing) is
+  sent once more on a new session (:meth:`McpPool._resent`, issue 36 item 11); no other
+  error is resent here.
 * **Listing** (the refresh rule): ``tools/list`` (all pages) is cached per worker and server
   for the server's ``list_ttl_ms`` (default 5 minutes; 0: every use lists), dropped at once on
   the server's ``notifications/tools/list_changed`` and with its session. The LLM activity
@@ -39,10 +42,10 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from temporalio.exceptions import ApplicationError
 
@@ -58,6 +61,8 @@ if TYPE_CHECKING:
     from mcp.types import Tool as McpTool
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 MCP_OUTPUT_BYTES: Final = 256 * 1024
 """The most text of one MCP call's result sent back to the workflow, UTF-8 bytes (cut with an
@@ -168,6 +173,9 @@ class _Session:
         self._ready: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self.broken = False
+        self.session_gone = False
+        """The server answered 404 to a POST with this session's id: it has forgotten the
+        session (streamable HTTP; the specification: the client MUST start a new one)."""
         self._owner = asyncio.create_task(self._run(), name=f"mcp session {spec.name}")
 
     async def _run(self) -> None:
@@ -220,8 +228,22 @@ class _Session:
                     non_retryable=True,
                 )
             headers[header] = value
+
+        async def saw(response: httpx.Response) -> None:
+            request = response.request
+            if (
+                response.status_code == 404
+                and request.method == "POST"
+                and "mcp-session-id" in request.headers
+            ):
+                self.session_gone = True
+
         http = await stack.enter_async_context(
-            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30.0, read=300.0))
+            httpx.AsyncClient(
+                headers=headers,
+                timeout=httpx.Timeout(30.0, read=300.0),
+                event_hooks={"response": [saw]},
+            )
         )
         assert spec.url is not None
         read, write, _ = await stack.enter_async_context(
@@ -366,15 +388,15 @@ class McpPool:
                 and (self._clock() - cached.at) * 1000 < spec.list_ttl_ms
             ):
                 return cached
-            owner, session = await self._session(spec)
-            try:
-                tools = await _list_all(session)
-            except Exception as err:
+
+            async def fail(owner: _Session, err: Exception) -> ApplicationError:
                 await self._drop(server, owner)
-                raise ApplicationError(
+                return ApplicationError(
                     f"MCP server {server!r} could not list its tools: {_describe(err)}",
                     type="McpServerUnavailable",
-                ) from None
+                )
+
+            tools = await self._resent(spec, "tools/list", _list_all, fail)
             listing = _offer(spec, tools, self._clock())
             if spec.list_ttl_ms > 0:
                 self._listings[server] = listing
@@ -438,20 +460,54 @@ class McpPool:
                 prompt=fit(f"call MCP tool {server}/{tool.name} with {shown}?", PROMPT_CHARS),
                 data={"server": server, "tool": tool.name, "arguments": shown},
             )
-        owner, session = await self._session(spec)
-        try:
-            result = await session.call_tool(
+
+        async def send(session: ClientSession) -> CallToolResult:
+            return await session.call_tool(
                 tool.name,
                 arguments,
                 read_timeout_seconds=timedelta(milliseconds=spec.options.timeout_ms),
             )
-        except Exception as err:
-            raise await self._call_error(server, owner, tool.name, err) from None
+
+        async def fail(owner: _Session, err: Exception) -> ApplicationError:
+            return await self._call_error(server, owner, tool.name, err)
+
+        result = await self._resent(spec, f"tools/call {tool.name}", send, fail)
         return ToolResult(
             output=fit(_text_of(result), MCP_OUTPUT_BYTES),
             is_error=bool(result.isError),
             metadata={"mcp": {"server": server, "tool": tool.name}},
         )
+
+    async def _resent(
+        self,
+        spec: McpServer,
+        what: str,
+        use: Callable[[ClientSession], Awaitable[_T]],
+        fail: Callable[[_Session, Exception], Awaitable[ApplicationError]],
+    ) -> _T:
+        """``use`` of the server's session; run once more, on a new session, when the server
+        answered 404 for the session (:func:`_not_delivered`: the request never reached a
+        session, so it did not run). Any other error may have reached the server and is not
+        resent here: ``fail`` makes it the error raised.
+
+        Raises:
+            ApplicationError: from :meth:`_session` or ``fail``.
+        """
+        for attempt in (1, 2):
+            owner, session = await self._session(spec)
+            try:
+                return await use(session)
+            except Exception as err:
+                if attempt == 1 and _not_delivered(owner, err):
+                    logger.info(
+                        "MCP server %s: the session is gone (404); %s sent again on a new one",
+                        spec.name,
+                        what,
+                    )
+                    await self._drop(spec.name, owner)
+                    continue
+                raise await fail(owner, err) from None
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def arguments_error(self, name: str, arguments: dict[str, Any]) -> str | None:
         """Why offered tool ``name`` may not be called with ``arguments`` (one line), or
@@ -494,6 +550,19 @@ class McpPool:
         sessions, self._sessions = list(self._sessions.values()), {}
         self._listings.clear()
         await asyncio.gather(*(session.aclose() for session in sessions))
+
+
+def _not_delivered(owner: _Session, err: Exception) -> bool:
+    """Whether ``err`` proves the request never reached a session: the SDK turns an HTTP 404
+    into a JSON-RPC error ``Session terminated`` for that request, and the session's HTTP
+    client saw the 404 itself (a server's own JSON-RPC error of that text does not count)."""
+    from mcp import McpError
+
+    return (
+        isinstance(err, McpError)
+        and owner.session_gone
+        and err.error.message == "Session terminated"
+    )
 
 
 async def _list_all(session: ClientSession) -> list[McpTool]:

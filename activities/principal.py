@@ -10,10 +10,13 @@ the event that delivered the Answer and returns its principal, or none. The appr
 that uses it is :func:`~toolnexus_temporal.workflows.approvals.audit.approver_error`.
 
 Which event: for the ``admit_answer`` update, its ``WorkflowExecutionUpdateAccepted`` event
-(the update id names it); for the ``answer`` signal, the newest
-``WorkflowExecutionSignaled`` event named ``answer`` at or before the history length the
-handler saw, whose input decodes to the same Answer (the same
-:func:`~toolnexus_temporal.workflows.approvals.audit.answer_digest`). A signal sent by another
+(the update id names it); for the ``answer`` signal, the ``WorkflowExecutionSignaled``
+event named ``answer`` at the place the handler counted (``signal_seq``: the n-th ``answer``
+signal of the run), whose input must decode to the same Answer (the same
+:func:`~toolnexus_temporal.workflows.approvals.audit.answer_digest`): so two identical
+Answers from different principals in one workflow task are each matched to their own event
+(issue 36 item 1). A lookup without ``signal_seq`` (from an older worker) takes the newest
+such event at or before the history length the handler saw. A signal sent by another
 workflow (an ancestor forwarding the Answer: ``external_workflow_execution`` set) carries that
 workflow's worker principal, not the answerer's: it counts as none.
 """
@@ -84,6 +87,7 @@ async def principal_of(
         whose key is missing raises: the activity fails, and the workflow refuses the Answer).
     """
     found = PrincipalFound()
+    signals = 0
 
     async def each() -> Any:
         if isinstance(events, AsyncIterable):
@@ -104,13 +108,20 @@ async def principal_of(
             attrs = event.workflow_execution_signaled_event_attributes
             if attrs.signal_name != SIGNAL_ANSWER:
                 continue
+            signals += 1
+            if lookup.signal_seq is not None and signals != lookup.signal_seq:
+                continue
             if await _digest_of(converter, attrs.input.payloads) != lookup.digest:
+                if lookup.signal_seq is not None:
+                    return PrincipalFound()  # not the Answer the handler saw: refused
                 continue
             forwarded = attrs.HasField("external_workflow_execution")
-            # the newest match wins: keep scanning
             found = PrincipalFound(
                 event_id=event.event_id, principal=None if forwarded else stamped(event)
             )
+            if lookup.signal_seq is not None:
+                return found
+            # without a place, the newest match wins: keep scanning
         elif lookup.path == "update" and event.event_type == _ACCEPTED:
             request = event.workflow_execution_update_accepted_event_attributes.accepted_request
             if request.input.name != UPDATE_ANSWER or request.meta.update_id != lookup.update_id:

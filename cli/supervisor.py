@@ -18,18 +18,23 @@ What the supervisor does (and the exit codes, :func:`supervise`):
   terminal's Ctrl-C reaches the supervisor only and each child gets the signal once. A second
   signal is forwarded too (each child then stops at once, as a single worker does on its
   second signal) and the supervisor then dies of that signal's default action.
-* **A child that ends on its own** (a crash, SIGKILL from outside, an unreachable server, its
-  codec keys gone stale): the supervisor says which and how, restarts none, and drains the
-  others as for SIGTERM; it exits 1. A process manager (systemd, Kubernetes) that restarts
-  the whole unit sees the failure; a worker that died mid-task costs what any worker crash
-  costs (its activities retry on the live workers, its workflows replay elsewhere after the
-  sticky queue's timeout).
+* **A child that ends on its own** (a crash, SIGKILL from outside, an out-of-memory kill):
+  the supervisor says which and how and starts it again in its place (same ``i/N``, a new
+  pid) after a backoff (:class:`RestartPolicy`: 0.5 s, doubling to at most 10 s); the others
+  keep running. A worker that died mid-task costs what any worker crash costs (its activities
+  retry on the live workers or the restarted one after their heartbeat timeout, its workflows
+  replay elsewhere after the sticky queue's timeout). **The crash-loop limit**: a process
+  slot that ends on its own a 6th time within 60 s (5 restarts within 60 s already: an
+  unreachable server, codec keys gone stale, a bad flag that passed the checks) is not
+  restarted again: the supervisor drains the others as for SIGTERM and exits 1, so a process
+  manager (systemd, Kubernetes) that restarts the whole unit sees the failure.
 * **The supervisor killed outright** (SIGKILL): each child gets SIGTERM from the kernel
   (Linux ``PR_SET_PDEATHSIG``) and drains.
 
 Exit code: 0 when every child exited 0 after a signal (or died of that very signal while still
-starting, before its handler existed: it held no task); 1 when any child ended on its own or
-with another code. Flags are checked once, before any child starts (a bad one: exit 2).
+starting, before its handler existed: it held no task), restarted ones included; 1 when the
+crash-loop limit was reached or a child ended after the signal with another code. Flags are
+checked once, before any child starts (a bad one: exit 2).
 
 The LLM-call cap (``--max-concurrent-turns``) stays per process: N processes make up to
 N × cap HTTP calls at once (docs/guide/scale.md).
@@ -43,7 +48,9 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 PROCESSES_ENV: Final = "TNX_PROCESSES"
@@ -61,6 +68,39 @@ would start 500 Python workers)."""
 
 _PR_SET_PDEATHSIG: Final = 1
 """``prctl`` option: the signal a process gets when its parent dies (``<linux/prctl.h>``)."""
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """When the supervisor starts again a child that ended on its own (issue 36 item 7).
+
+    Attributes:
+        limit: the most restarts of one process slot within ``window_s``; the next death in
+            that window gives up (drain the others, exit 1).
+        window_s: the window, seconds.
+        first_s: the backoff before the first restart in the window, seconds; it doubles
+            with each further death in the window, up to ``max_s``.
+        max_s: the longest backoff, seconds.
+    """
+
+    limit: int = 5
+    window_s: float = 60.0
+    first_s: float = 0.5
+    max_s: float = 10.0
+
+    def delay(self, deaths: Sequence[float], now: float) -> float | None:
+        """The backoff before restarting a slot whose process just ended, in seconds, or
+        None to give up (the crash-loop limit).
+
+        Args:
+            deaths: the monotonic times (seconds) the slot's processes ended on their own,
+                this death included.
+            now: the monotonic time now, seconds.
+        """
+        recent = sum(1 for at in deaths if now - at < self.window_s)
+        if recent > self.limit:
+            return None
+        return min(self.max_s, self.first_s * 2.0 ** max(0, recent - 1))
 
 
 def process_label() -> str:
@@ -140,15 +180,17 @@ async def supervise(
     *,
     echo: Callable[[str], None] = print,
     command: Callable[[Sequence[str]], list[str]] = child_command,
+    policy: RestartPolicy | None = None,
 ) -> int:
     """Run ``processes`` children (``command(argv)``) until they have all ended; forward
-    SIGINT/SIGTERM to them (see the module docstring).
+    SIGINT/SIGTERM to them, restart one that ends on its own (see the module docstring).
 
     Args:
         argv: the supervisor's own arguments (``sys.argv[1:]``).
         processes: how many children, at least 1.
         echo: where the supervisor's lines go (stderr in ``tnx-worker``).
         command: the child command for ``argv`` (tests: a stand-in child).
+        policy: the restart backoff and crash-loop limit (default :class:`RestartPolicy`).
 
     Returns:
         The exit code: 0 when every child exited 0 after a signal, else 1. After a second
@@ -157,8 +199,10 @@ async def supervise(
     loop = asyncio.get_running_loop()
     children: list[asyncio.subprocess.Process] = []
     state: dict[str, signal.Signals | None] = {"signal": None, "again": None}
+    stopping = asyncio.Event()
 
     def forward(sig: signal.Signals) -> None:
+        stopping.set()
         for child in children:
             if child.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -178,25 +222,29 @@ async def supervise(
                 loop.remove_signal_handler(s)
         forward(sig)
 
+    async def start(i: int) -> asyncio.subprocess.Process:
+        child = await asyncio.create_subprocess_exec(
+            *command(argv),
+            env={**os.environ, CHILD_ENV: f"{i + 1}/{processes}"},
+            process_group=0,  # a terminal's Ctrl-C reaches the supervisor only
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        if state["signal"] is not None:  # a signal came while starting: this one too
+            with contextlib.suppress(ProcessLookupError):
+                child.send_signal(state["signal"])
+        return child
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig)
     try:
         for i in range(processes):
-            child = await asyncio.create_subprocess_exec(
-                *command(argv),
-                env={**os.environ, CHILD_ENV: f"{i + 1}/{processes}"},
-                process_group=0,  # a terminal's Ctrl-C reaches the supervisor only
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
-            )
-            children.append(child)
-            if state["signal"] is not None:  # a signal came while starting: this one too
-                with contextlib.suppress(ProcessLookupError):
-                    child.send_signal(state["signal"])
+            children.append(await start(i))
         echo(
             f"supervisor: {processes} worker processes on one task queue: pids "
             + ", ".join(str(c.pid) for c in children)
         )
-        failed = await _wait_children(children, state, forward, echo)
+        restarts = _Restarts(policy or RestartPolicy(), start, stopping)
+        failed = await _wait_children(children, state, forward, echo, restarts)
     finally:
         forward(signal.SIGTERM)  # cancelled or failed to start them all: leave none behind
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -208,34 +256,72 @@ async def supervise(
     return 1 if failed else 0
 
 
+@dataclass
+class _Restarts:
+    """What :func:`_wait_children` needs to restart a child: the rule, how to start process
+    slot ``i`` (0-based), and the event set once everything drains (a backoff ends early)."""
+
+    policy: RestartPolicy
+    start: Callable[[int], Awaitable[asyncio.subprocess.Process]]
+    stopping: asyncio.Event
+    clock: Callable[[], float] = time.monotonic
+
+    async def backoff(self, delay: float) -> None:
+        """Sleep ``delay`` seconds, or less once the supervisor drains."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), delay)
+
+
 async def _wait_children(
     children: list[asyncio.subprocess.Process],
     state: dict[str, signal.Signals | None],
     forward: Callable[[signal.Signals], None],
     echo: Callable[[str], None],
+    restarts: _Restarts,
 ) -> bool:
     """Wait until every child has ended (:func:`supervise`'s loop). A child that ends before
-    any signal (``state["signal"]``) makes the others drain (SIGTERM forwarded); one that
-    ends after a signal with a code other than 0 or that signal's is a failure.
+    any signal (``state["signal"]``) is started again in its slot after the policy's backoff,
+    unless its slot reached the crash-loop limit: then the others drain (SIGTERM forwarded)
+    and that is a failure; one that ends after a signal with a code other than 0 or that
+    signal's is a failure.
 
     Returns:
         Whether a child failed (the supervisor then exits 1).
     """
     processes = len(children)
     failed = False
-    waits = {asyncio.create_task(c.wait()): (i + 1, c) for i, c in enumerate(children)}
-    pending = set(waits)
-    while pending:
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    deaths: list[list[float]] = [[] for _ in children]
+    tasks: dict[asyncio.Task[object], tuple[str, int]] = {
+        asyncio.create_task(c.wait()): ("exit", i) for i, c in enumerate(children)
+    }
+    while tasks:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
-            index, child = waits[task]
+            kind, i = tasks.pop(task)
+            child = children[i]
+            name = f"worker process {i + 1}/{processes}"
+            if kind == "restart":
+                if state["signal"] is None:  # (a signal during the backoff: it stays down)
+                    children[i] = child = await restarts.start(i)
+                    echo(f"supervisor: {name} restarted: pid {child.pid}")
+                    tasks[asyncio.create_task(child.wait())] = ("exit", i)
+                continue
             code = task.result()
+            assert isinstance(code, int)
             if state["signal"] is None:
+                now = restarts.clock()
+                deaths[i] = [*deaths[i], now]
+                delay = restarts.policy.delay(deaths[i], now)
+                said = f"supervisor: {name} (pid {child.pid}) {describe_exit(code)} on its own"
+                if delay is not None:
+                    echo(f"{said}; restarting it in {delay:g} s")
+                    tasks[asyncio.create_task(restarts.backoff(delay))] = ("restart", i)
+                    continue
                 failed = True
+                policy = restarts.policy
                 echo(
-                    f"supervisor: worker process {index}/{processes} (pid {child.pid}) "
-                    f"{describe_exit(code)} on its own; not restarted: draining the "
-                    "others, exit 1"
+                    f"{said}; not restarted: more than {policy.limit} restarts within "
+                    f"{policy.window_s:g} s (a crash loop): draining the others, exit 1"
                 )
                 state["signal"] = signal.SIGTERM
                 forward(signal.SIGTERM)
@@ -243,10 +329,7 @@ async def _wait_children(
                 # (killed by the very signal forwarded: it was still starting, before its
                 # handler existed, so it held no task: a clean stop)
                 failed = True
-                echo(
-                    f"supervisor: worker process {index}/{processes} (pid {child.pid}) "
-                    f"{describe_exit(code)}"
-                )
+                echo(f"supervisor: {name} (pid {child.pid}) {describe_exit(code)}")
     return failed
 
 

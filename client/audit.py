@@ -10,8 +10,11 @@ approvers the workflow itself read that principal (``tnx.answer_principal``) and
 approvers against it: the entry then says ``verified`` and names it; without one, the check
 ran against the sender's stated ``by`` and ``verified`` is False. Every run of each workflow is read
 (runs listed by workflow id), the handle's ancestors too: an Answer sent to a parent and
-routed down was first recorded there, and the earliest event with the Request's id is the
-one that names the sender and the path (``signal`` or ``update``).
+routed down was first recorded there. The event named is the one that delivered the Answer
+that was taken, as the workflow recorded it in the entry (its run, and its update id or its
+place among the run's ``answer`` signals: issue 36 item 1), never a refused Answer's before
+it; for an Answer an ancestor forwarded, the earliest event with the Request's id in the
+ancestors' runs names the sender and the path (``signal`` or ``update``).
 """
 
 from __future__ import annotations
@@ -92,6 +95,7 @@ class Sender(BaseModel):
     at_ns: int
     workflow_id: str
     run_id: str
+    forwarded: bool = False
 
 
 def _iso(ms: int | None) -> str | None:
@@ -110,49 +114,95 @@ def _principal(event: Any) -> str | None:
     return text or None
 
 
-async def senders(client: Client, workflow_ids: builtins.list[str]) -> dict[str, Sender]:
+def _answer_event(event: Any) -> tuple[str, str, Any, str, bool] | None:
+    """An ``answer`` signal or ``admit_answer`` update event as (path, identity, payloads,
+    its key in the run: ``update:<id>`` or ``signal`` (numbered by the caller), whether
+    another workflow sent it), or None for any other event."""
+    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+        attrs = event.workflow_execution_signaled_event_attributes
+        if attrs.signal_name != SIGNAL_ANSWER:
+            return None
+        forwarded = attrs.HasField("external_workflow_execution")
+        return "signal", attrs.identity, attrs.input.payloads, "signal", forwarded
+    if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+        req = event.workflow_execution_update_accepted_event_attributes.accepted_request
+        if req.input.name != UPDATE_ANSWER:
+            return None
+        key = f"update:{req.meta.update_id}"
+        return "update", req.meta.identity, req.input.args.payloads, key, False
+    return None
+
+
+async def senders(
+    client: Client,
+    workflow_ids: builtins.list[str],
+    exact: dict[tuple[str, str, str], Sender] | None = None,
+) -> dict[str, Sender]:
     """The earliest ``answer`` signal or ``admit_answer`` update event per Request id, over
-    every run of each workflow in ``workflow_ids`` (continued-as-new and closed runs too)."""
+    every run of each workflow in ``workflow_ids`` (continued-as-new and closed runs too).
+
+    Args:
+        exact: filled, when given, with every such event by (workflow id, run id, key): key
+            ``update:<update id>`` or ``signal:<n>`` (the n-th ``answer`` signal of the run,
+            from 1, as the workflow counts them: ``AuditEntry.signal_seq``).
+    """
     found: dict[str, Sender] = {}
     converter = client.data_converter
     for wid in workflow_ids:
         async for run in client.list_workflows(f"WorkflowId = {quoted(wid)}"):
             history = client.get_workflow_handle(wid, run_id=run.run_id)
+            signals = 0
             async for event in history.fetch_history_events():
-                sender: Sender | None = None
-                payloads: Any = None
-                at_ns = event.event_time.ToNanoseconds()
-                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                    attrs = event.workflow_execution_signaled_event_attributes
-                    if attrs.signal_name != SIGNAL_ANSWER:
-                        continue
-                    payloads = attrs.input.payloads
-                    path, identity = "signal", attrs.identity
-                elif event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-                    request = event.workflow_execution_update_accepted_event_attributes
-                    req = request.accepted_request
-                    if req.input.name != UPDATE_ANSWER:
-                        continue
-                    payloads = req.input.args.payloads
-                    path, identity = "update", req.meta.identity
-                else:
+                parsed = _answer_event(event)
+                if parsed is None:
                     continue
-                try:
-                    (answer,) = await converter.decode(payloads, [Answer])
-                except Exception:  # an input the workflow rejected loudly: not an Answer
-                    continue
+                path, identity, payloads, key, forwarded = parsed
+                if path == "signal":
+                    signals += 1
+                    key = f"signal:{signals}"
                 sender = Sender(
                     path=path,
                     identity=identity or None,
                     principal=_principal(event),
-                    at_ns=at_ns,
+                    at_ns=event.event_time.ToNanoseconds(),
                     workflow_id=wid,
                     run_id=run.run_id,
+                    forwarded=forwarded,
                 )
+                if exact is not None:
+                    exact[(wid, run.run_id, key)] = sender
+                try:
+                    (answer,) = await converter.decode(payloads, [Answer])
+                except Exception:  # an input the workflow rejected loudly: not an Answer
+                    continue
                 known = found.get(answer.id)
                 if known is None or sender.at_ns < known.at_ns:
                     found[answer.id] = sender
     return found
+
+
+def _delivered_by(
+    entry: AuditEntry,
+    workflow_id: str,
+    found: dict[str, Sender],
+    exact: dict[tuple[str, str, str], Sender],
+) -> Sender | None:
+    """The event that delivered ``entry``'s Answer: the very one the workflow recorded
+    (issue 36 item 1: never a refused Answer's before it); for an Answer an ancestor
+    forwarded (or an entry written before the workflow recorded its event), the earliest
+    event with the Request's id in the handle's and its ancestors' runs."""
+    if entry.path not in ("signal", "update"):
+        return None
+    key = None
+    if entry.update_id is not None:
+        key = f"update:{entry.update_id}"
+    elif entry.signal_seq is not None:
+        key = f"signal:{entry.signal_seq}"
+    if entry.run_id is not None and key is not None:
+        sender = exact.get((workflow_id, entry.run_id, key))
+        if sender is not None and not sender.forwarded:
+            return sender
+    return found.get(entry.request_id)
 
 
 async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.list[AuditRecord]:
@@ -171,10 +221,11 @@ async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.l
     for hid in handle_ids:
         parts = hid.split("/")
         scanned.update("/".join(parts[:n]) for n in range(2, len(parts) + 1))
-    found = await senders(rpc.client, [rpc.workflow_id(h) for h in sorted(scanned)])
+    exact: dict[tuple[str, str, str], Sender] = {}
+    found = await senders(rpc.client, [rpc.workflow_id(h) for h in sorted(scanned)], exact)
     records = []
     for hid, entry in entries:
-        sender = found.get(entry.request_id) if entry.path in ("signal", "update") else None
+        sender = _delivered_by(entry, rpc.workflow_id(hid), found, exact)
         records.append(
             AuditRecord(
                 handle_id=hid,

@@ -23,6 +23,7 @@ from toolnexus_temporal.workflows.contract.names import (
     AGENT_ESCALATED_TO,
     ANSWER_PRINCIPAL_ACTIVITY,
 )
+from toolnexus_temporal.workflows.rules.approvals import expired_result_text
 
 GRANULARITY_MS = 1_000
 """One timer granularity: the deadline of an expiring Request is met within this."""
@@ -60,7 +61,7 @@ async def test_request_expires_and_the_model_sees_it_declined(make_runtime) -> N
         assert req.expires_at is not None  # the tool's timeout became a deadline
         r = await finished(rt, h)
         assert (r.status, r.text) == ("done", "finished")
-        assert tool_message(llm) == "expired: deploy?"
+        assert tool_message(llm) == expired_result_text("deploy?")
         lines = await rt.trace_lines(h)
         assert any(f"request {req.id} expired" in line for line in lines)
         assert any(f"audit {req.id}: expired via expiry" in line for line in lines)
@@ -93,7 +94,7 @@ async def test_agent_timeout_expires_across_continue_as_new(make_runtime, client
         assert (await rt.inspect(h)).state == "suspended"
         r = await finished(rt, h)
         assert (r.status, r.text) == ("done", "finished")
-        assert tool_message(llm) == "expired: delete?"
+        assert tool_message(llm) == expired_result_text("delete?")
         (record,) = await rt.audit(h)
         assert record.path == "expiry"
         assert r.pending is None
@@ -268,7 +269,7 @@ async def test_expiry_fires_across_a_worker_kill(client, env, tmp_path) -> None:
             child = f"{parent.id}/asker.1"
             asker_calls = [r for r in llm.requests if r.get("model") == "stub-model"]
             asker_tool = asker_calls[1]["messages"][-1]
-            assert asker_tool["content"] == "expired: approve secret access?"
+            assert asker_tool["content"] == expired_result_text("approve secret access?")
             records = await rt.audit(parent, subtree=True)
             assert [(r.handle_id, r.request_id, r.path) for r in records] == [
                 (child, req.id, "expiry")
@@ -321,7 +322,7 @@ async def test_expiry_survives_a_server_restart(tmp_path, store) -> None:
             server = await start_server(port, db)
             r = await finished(rt, h, within_s=60)
             assert (r.status, r.text) == ("done", "expired while the server was down")
-            assert tool_message(llm) == "expired: delete?"
+            assert tool_message(llm) == expired_result_text("delete?")
             (record,) = await rt.audit(h)
             assert record.path == "expiry"
     finally:

@@ -1,7 +1,7 @@
 """``tnx-worker --processes 2``: two worker processes on one task queue under one supervisor
 (cli/supervisor.py). Turns land on both (two worker identities in the agents' histories), a
-SIGTERM drains both and exits 0, and a child killed from outside is not restarted: the other
-drains and the supervisor exits 1."""
+SIGTERM drains both and exits 0, and a child killed from outside is restarted while the other
+keeps running, every turn finishing."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 
+from tests.helpers import spawn
 from tests.workers import start_tnx_worker
-from toolnexus_temporal.client import AgentRuntime, Handle
+from toolnexus_temporal.client import AgentRuntime, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,30 +142,59 @@ async def test_two_processes_share_the_turns_and_drain_on_sigterm(client, env, t
         assert not any(alive(pid) for pid in sup.child_pids.values())
 
 
+def slow_reply(request: dict[str, Any]) -> Any:
+    """The model answers ``ok`` after 1.5 s (turns stay in flight long enough to kill a
+    process under them); runs in the scripted server's request thread."""
+    time.sleep(1.5)
+    return text("ok")
+
+
 @pytest.mark.stress  # kills a worker process
-async def test_a_killed_process_is_not_restarted_the_other_drains_exit_1(
-    client, env, tmp_path
-) -> None:
-    llm = ScriptedLLM({"m-parent": [text("ok")]}, repeat_last=True)
+async def test_a_killed_process_is_restarted_and_every_turn_finishes(client, env, tmp_path) -> None:
+    """Issue 36 item 7: SIGKILL of process 1 of 2 while turns are in flight: the supervisor
+    starts it again (a new pid, the same 1/2), the other keeps running, every turn started
+    before and after the kill finishes, and a SIGTERM afterwards still drains both, exit 0.
+    Before the fix the supervisor drained the survivor and exited 1."""
+    llm = ScriptedLLM({"m-parent": [slow_reply]}, repeat_last=True)
     address = env.client.service_client.config.target_host
     scope = f"t-{uuid.uuid4().hex[:10]}"
+    task_queue = f"tq-{scope}"
     with ScriptedLLMServer(llm) as server:
-        sup = await start_supervisor(address, f"tq-{scope}", server.base_url, tmp_path / "s.sqlite")
+        sup = await start_supervisor(address, task_queue, server.base_url, tmp_path / "s.sqlite")
         try:
+            options = RuntimeOptions(llm_heartbeat_ms=2_000)
+            rt = await AgentRuntime(
+                client, task_queue=task_queue, scope=scope, options=options
+            ).start()
+            before = [await spawn(rt, rt.root, "parent") for _ in range(6)]
+            turns = [asyncio.create_task(rt.run_turn(h, "hi")) for h in before]
+            deadline = time.monotonic() + 60
+            while llm.calls() < 4:  # turns in flight: their LLM calls started
+                assert time.monotonic() < deadline, "no LLM calls in flight"
+                await asyncio.sleep(0.05)
             victim, survivor = sup.child_pids[1], sup.child_pids[2]
             os.kill(victim, signal.SIGKILL)
             line = await sup.read_until(b"killed by SIGKILL")
             assert f"worker process 1/2 (pid {victim})".encode() in line
-            assert b"not restarted" in line
+            assert b"restarting it in 0.5 s" in line
+            line = await sup.read_until(b"worker process 1/2 restarted: pid ")
+            restarted = int(line.rsplit(b"pid ", 1)[1])
+            await sup.read_until(f"process 1/2 pid={restarted}: worker on ".encode())
+            assert restarted != victim and sup.child_pids[1] == restarted
+            assert alive(survivor) and not alive(victim)
+            after = [await spawn(rt, rt.root, "parent") for _ in range(4)]
+            turns += [asyncio.create_task(rt.run_turn(h, "hi")) for h in after]
+            results = await asyncio.wait_for(asyncio.gather(*turns), 120)
+            assert [(r.status, r.text) for r in results] == [("done", "ok")] * 10
         except BaseException:
             sup.proc.kill()
             raise
+        sup.proc.send_signal(signal.SIGTERM)
         code = await sup.exit_code()
         output = b"".join(sup.lines).decode(errors="replace")
-        assert code == 1, output
-        assert output.count("shutting down: activities in flight") == 1, output  # the survivor
-        assert not alive(survivor)
-        assert output.count("worker on ") == 2  # nobody was started again
+        assert code == 0, output
+        assert output.count("shutting down: activities in flight") == 2, output
+        assert not any(alive(pid) for pid in (survivor, restarted))
 
 
 async def test_a_child_process_names_itself_in_its_fatal_error(tmp_path) -> None:

@@ -127,6 +127,8 @@ class AgentWorkflow:
         # (``ticks.start_input``), not a workflow task that cannot decode it and retries.
         parsed = start_input(inp)
         self._bad_start: str | None = None
+        self._answer_signals = 0
+        """``answer`` signals this run has received (each one's place names its event)."""
         if isinstance(parsed, str):
             self._bad_start = parsed
             info = workflow.info()
@@ -533,10 +535,13 @@ class AgentWorkflow:
     @workflow.signal(name=names.SIGNAL_ANSWER, description=docs.ANSWER)
     async def answer_signal(self, *args: Any) -> None:
         """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``); for a
-        Request with approvers, its sender's principal is read first (``tnx.answer_principal``)."""
+        Request with approvers, its sender's principal is read first (``tnx.answer_principal``).
+        Every ``answer`` signal is counted (the audit names the event by its place)."""
+        self._answer_signals += 1
+        seq = self._answer_signals
         answer = self._vis.parse(names.SIGNAL_ANSWER, Answer, args)
         if answer is not None:
-            await self._approvals.received(answer)
+            await self._approvals.received(answer, seq)
 
     # ------------------------------------------------------------------ between handles
 

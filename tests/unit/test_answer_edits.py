@@ -21,6 +21,7 @@ from toolnexus_temporal.workflows.contract.models import (
 from toolnexus_temporal.workflows.rules.approvals import (
     declined_result,
     edited_call,
+    expired_result_text,
     reviewed_result,
 )
 
@@ -55,8 +56,17 @@ def test_the_call_runs_with_the_edit_and_the_model_is_told() -> None:
 def test_a_declined_call_carries_the_reviewers_words() -> None:
     words = declined_result(REQ, Answer(id=REQ.id, ok=False, message="frozen account"))
     assert words == ToolResult(output="declined by the reviewer: frozen account", is_error=True)
-    plain = declined_result(REQ, Answer(id=REQ.id, ok=False, reason="expired"))
-    assert plain.output == "expired: send 100 to bob?" and plain.is_error
+    plain = declined_result(REQ, Answer(id=REQ.id, ok=False, reason="declined"))
+    assert plain.output == "declined: send 100 to bob?" and plain.is_error
+
+
+def test_an_expired_call_tells_the_model_it_did_not_run_and_will_not_run() -> None:
+    """Issue 36 item 9: ``expired: <prompt>`` alone never said the action was not run."""
+    expired = declined_result(REQ, Answer(id=REQ.id, ok=False, reason="expired"))
+    assert expired.is_error
+    assert expired.output.startswith("expired: send 100 to bob?")
+    assert "did not run and will not run" in expired.output
+    assert expired.output == expired_result_text(REQ.prompt)
 
 
 def test_the_audit_keeps_the_arguments_the_edit_and_the_message_bounded() -> None:

@@ -123,6 +123,38 @@ async def test_the_signal_event_of_the_answer_gives_its_principal(
 
 
 @CONVERTERS
+async def test_identical_answers_in_one_task_each_get_their_own_principal(
+    converter: DataConverter,
+) -> None:
+    """Issue 36 item 1: two identical Answers from different principals in one workflow task
+    (the handler saw the same history length for both): by its place among the run's
+    ``answer`` signals (``signal_seq``) each is matched to its own event, not both to the
+    newer one; a place whose event carries another Answer matches nothing (refused)."""
+    events = [
+        await signal(5, NO, None, converter),  # the run's 1st answer signal
+        await signal(6, YES, ALICE, converter, name="post"),  # not an answer signal
+        await signal(7, YES, MALLORY, converter),  # the 2nd
+        await signal(8, YES, ALICE, converter),  # the 3rd: the same Answer, alice's
+    ]
+    first = await principal_of(
+        events, converter, lookup(YES, "signal", last_event_id=9, signal_seq=2)
+    )
+    second = await principal_of(
+        events, converter, lookup(YES, "signal", last_event_id=9, signal_seq=3)
+    )
+    assert first == PrincipalFound(
+        event_id=7, principal=StampedPrincipal(type="jwt", name="mallory@example.com")
+    )
+    assert second == PrincipalFound(
+        event_id=8, principal=StampedPrincipal(type="jwt", name="alice@example.com")
+    )
+    wrong = await principal_of(
+        events, converter, lookup(YES, "signal", last_event_id=9, signal_seq=1)
+    )
+    assert wrong == PrincipalFound()
+
+
+@CONVERTERS
 async def test_the_update_accepted_event_is_found_by_its_update_id(
     converter: DataConverter,
 ) -> None:

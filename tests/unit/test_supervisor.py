@@ -1,6 +1,7 @@
 """cli/supervisor.py without a server: ``--processes`` parsing, and the supervisor's
-outcomes with stand-in children (a child that ends on its own drains the others, exit 1;
-SIGTERM forwarded once, exit 0). The real worker under it: tests/test_worker_processes.py."""
+outcomes with stand-in children (a child that ends on its own is restarted after a backoff,
+and past the crash-loop limit the others drain, exit 1; SIGTERM forwarded once, exit 0), and
+the pure restart rule. The real worker under it: tests/test_worker_processes.py."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from toolnexus_temporal.cli.supervisor import (
     ProcessesError,
+    RestartPolicy,
     describe_exit,
     parse_processes,
     supervise,
@@ -37,7 +39,7 @@ deadline = time.monotonic() + 30
 while not got and time.monotonic() < deadline:
     # process 1 of N ends on its own once all N stand-ins are ready
     index, count = os.environ["TNX_WORKER_PROCESS"].split("/")
-    if code and index == "1" and len(os.listdir(sys.argv[1])) == int(count):
+    if code and index == "1" and len(os.listdir(sys.argv[1])) >= int(count):
         sys.exit(int(code))
     time.sleep(0.01)
 sys.exit(0 if len(got) == 1 else 9)
@@ -68,13 +70,39 @@ def test_worker_identity_names_the_process() -> None:
     assert worker_identity(f"{pid}@host") == f"{pid}@host"  # the SDK's default already does
 
 
-async def test_a_child_ending_on_its_own_drains_the_others_exit_1(tmp_path: Path) -> None:
+def test_the_restart_rule_backs_off_and_gives_up_past_five_in_sixty_seconds() -> None:
+    """Issue 36 item 7: 0.5 s, doubling to at most 10 s, for deaths within 60 s; the 6th
+    death within 60 s gives up (5 restarts already); deaths older than 60 s are forgotten."""
+    rule = RestartPolicy()
+    assert (rule.limit, rule.window_s) == (5, 60.0)
+    deaths: list[float] = []
+    delays = []
+    for at in (0.0, 1.0, 2.0, 3.0, 4.0):
+        deaths.append(at)
+        delays.append(rule.delay(deaths, at))
+    assert delays == [0.5, 1.0, 2.0, 4.0, 8.0]
+    assert rule.delay([*deaths, 5.0], 5.0) is None  # the 6th within 60 s: a crash loop
+    assert rule.delay([*deaths, 59.9], 59.9) is None
+    # the first death is 60 s old: 5 in the window, restarted after the 5th step's backoff
+    assert rule.delay([*deaths, 60.0], 60.0) == 8.0
+    assert rule.delay([*deaths, 200.0], 200.0) == 0.5  # all forgotten
+    assert RestartPolicy(first_s=4).delay([0, 1, 2], 2) == 10.0  # capped at max_s
+
+
+async def test_a_child_crash_looping_is_restarted_then_given_up_exit_1(tmp_path: Path) -> None:
+    """Process 1 of 3 ends on its own every time it starts: restarted ``limit`` times (a new
+    pid each), then the supervisor gives up and drains the others, exit 1."""
     lines: list[str] = []
-    run = supervise([str(tmp_path), "3"], 3, echo=lines.append, command=stand_in)
+    policy = RestartPolicy(limit=2, first_s=0.01)
+    run = supervise([str(tmp_path), "3"], 3, echo=lines.append, command=stand_in, policy=policy)
     code = await asyncio.wait_for(run, 60)
-    assert code == 1
-    assert any("worker process 1/3" in line and "exited 3 on its own" in line for line in lines)
+    assert code == 1, lines
+    one = [line for line in lines if "worker process 1/3" in line]
+    assert sum("exited 3 on its own; restarting it in" in line for line in one) == 2, lines
+    assert sum(" restarted: pid " in line for line in one) == 2, lines
+    assert "not restarted: more than 2 restarts within 60 s" in one[-1], lines
     assert not any("worker process 2/3" in line or "3/3" in line for line in lines), lines
+    assert len(os.listdir(tmp_path)) == 5  # 3 processes, and process 1 twice more
 
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -32,6 +32,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 from toolnexus_temporal.workflows.approvals.audit import (
+    Delivery,
     Stamp,
     answer_digest,
     answered_error,
@@ -215,7 +216,8 @@ class Approvals:
 
         Returns:
             The Answer when ``ok`` (the caller re-runs the tool with it), else the error
-            result for the model (``declined: ...``, ``expired: ...``, ``cancelled: ...``).
+            result for the model (``declined: ...``, ``expired: ...`` with "this action did not
+            run and will not run", ``cancelled: ...``).
         """
         self.own_suspension = True
         try:
@@ -342,9 +344,11 @@ class Approvals:
         tool: str | None,
         asked: int | None,
         stamp: Stamp | None = None,
+        delivery: Delivery | None = None,
     ) -> None:
         """Record ``req`` answered by ``answer`` through ``path`` in the audit (``stamp``:
-        the principal lookup its approvers were checked with)."""
+        the principal lookup its approvers were checked with; ``delivery``: the event that
+        carried it)."""
         s = self.s
         entry = entry_of(
             req,
@@ -356,6 +360,7 @@ class Approvals:
             escalated_to=s.approval.escalated_to,
             stamp=stamp,
             arguments=self.own_args,
+            delivery=delivery,
         )
         record(s, entry)
         self.vis.trace(
@@ -389,9 +394,10 @@ class Approvals:
             return Answer(id=req.id, ok=False, reason="cancelled")
         return answer
 
-    async def stamp_of(self, answer: Answer, path: str) -> Stamp | None:
-        """The server-stamped principal of the event that delivered ``answer`` (by ``path``:
-        ``signal`` or ``update``), read by the ``tnx.answer_principal`` activity, only when
+    async def stamp_of(self, answer: Answer, delivery: Delivery) -> Stamp | None:
+        """The server-stamped principal of the event that delivered ``answer`` (``delivery``:
+        its update id, or its place among the run's ``answer`` signals), read by the
+        ``tnx.answer_principal`` activity, only when
         the Answer is for this handle's own parked Request and that Request has approvers
         (:func:`approvers_of`); None otherwise (nothing is run). A failed lookup (every
         attempt failed, a few seconds) or one that found no event is a :class:`Stamp` with
@@ -411,15 +417,16 @@ class Approvals:
                 unreadable=f"{LOOKUPS_MAX} other Answers to it were being checked at that moment"
             )
         info = workflow.info()
-        update = workflow.current_update_info() if path == "update" else None
+        update = delivery.update_id
         lookup = PrincipalLookup(
             workflow_id=info.workflow_id,
             run_id=info.run_id,
             request_id=answer.id,
             digest=answer_digest(answer),
-            path="update" if path == "update" else "signal",
-            update_id=update.id if update is not None else None,
+            path="update" if update is not None else "signal",
+            update_id=update,
             last_event_id=info.get_current_history_length() if update is None else None,
+            signal_seq=delivery.signal_seq,
         )
         self.lookups += 1
         try:
@@ -486,11 +493,13 @@ class Approvals:
             return None
         return f"{refused} does not fit its schema: {checked.error}"
 
-    async def received(self, answer: Answer) -> None:
+    async def received(self, answer: Answer, signal_seq: int) -> None:
         """The ``answer`` signal: :meth:`answer`, after :meth:`stamp_of` where approvers
-        apply and :meth:`edit_error` where it edits."""
-        stamp = await self.stamp_of(answer, "signal")
-        self.answer(answer, "signal", stamp, await self.edit_error(answer))
+        apply and :meth:`edit_error` where it edits. ``signal_seq``: the signal's place
+        among this run's ``answer`` signals, from 1 (the handler counts every one)."""
+        delivery = Delivery(run_id=workflow.info().run_id, signal_seq=signal_seq)
+        stamp = await self.stamp_of(answer, delivery)
+        self.answer(answer, "signal", stamp, await self.edit_error(answer), delivery)
 
     def answer(
         self,
@@ -498,6 +507,7 @@ class Approvals:
         path: str = "signal",
         stamp: Stamp | None = None,
         edit_error: str | None = None,
+        delivery: Delivery | None = None,
     ) -> tuple[str | None, str | None]:
         """Route an Answer (CONTRACT §3 resume; :meth:`routed`), then report it to the parent
         at once (``answer_id`` and ``answer_error``: a parent's ``admit_answer`` update waits
@@ -509,7 +519,7 @@ class Approvals:
             Request, another id, already answered, or being cancelled. A rejection changes
             nothing and is recorded loudly (CONTRACT §9.2).
         """
-        error, answered = self.routed(answer, path, stamp, edit_error)
+        error, answered = self.routed(answer, path, stamp, edit_error, delivery)
         if answer_hop(self.s, answer.id).to is not None:
             self.s.approval.answer_id, self.s.approval.answer_error = answer.id, error
             self.machine.report(now=True)
@@ -521,11 +531,12 @@ class Approvals:
         path: str = "signal",
         stamp: Stamp | None = None,
         edit_error: str | None = None,
+        delivery: Delivery | None = None,
     ) -> tuple[str | None, str | None]:
         """Route ``answer`` by its id's handle part (:func:`answer_hop`); ``stamp``: the
         principal lookup of :meth:`stamp_of` (the approvers are checked with it);
         ``edit_error``: why its edit was refused (:meth:`edit_error`), for this handle's own
-        Request.
+        Request; ``delivery``: the event that carried it (recorded in the audit when taken).
 
         This handle's own parked Request takes it, and the handle is ``running`` again at
         once (a ``wait`` right after it waits for the continued turn). A child on the path
@@ -573,6 +584,7 @@ class Approvals:
                 self.own_tool,
                 s.approval.pending_since_ms,
                 stamp,
+                delivery,
             )
             self.answers[answer.id] = answer
             s.approval.pending_req = None
@@ -601,8 +613,13 @@ class Approvals:
         for the continued turn, never for the answered Request. A child that closed before it
         took the Answer (its close was on its way when the Answer was forwarded) rejects it,
         loudly: an Answer is never reported taken when nobody took it."""
-        stamp = await self.stamp_of(answer, "update")
-        error, answered = self.answer(answer, "update", stamp, await self.edit_error(answer))
+        update = workflow.current_update_info()
+        delivery = Delivery(
+            run_id=workflow.info().run_id, update_id=update.id if update is not None else None
+        )
+        stamp = await self.stamp_of(answer, delivery)
+        edit_error = await self.edit_error(answer)
+        error, answered = self.answer(answer, "update", stamp, edit_error, delivery)
         seen = self.delivering.pop(answer.id, None)
         if error is None and answered is not None and seen is not None:
             s = self.s

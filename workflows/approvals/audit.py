@@ -14,8 +14,10 @@
 * **The audit** (:func:`record`, :func:`entry_of`): one :class:`AuditEntry` per answered
   Request in ``ApprovalState.audit`` (the last :data:`AUDIT_KEEP`; carried across
   continue-as-new with the state). Who sent it as Temporal recorded it (the ``identity`` of
-  the signal or update event) is read from history by ``rt.audit``; the workflow records the
-  ``by`` the sender stated.
+  the signal or update event) is read from history by ``rt.audit``: the entry names that
+  event (a :class:`Delivery`: run, update id or place among the run's ``answer`` signals),
+  so a refused Answer before it is never taken for it; the workflow records the ``by`` the
+  sender stated.
 * **Approvers** (:func:`approvers_of`, :func:`approver_error`): ``AgentDef.approval.approvers``
   by Request kind or tool name. For a Request with approvers, the workflow first reads the
   server-stamped principal of the event that delivered the Answer (the
@@ -130,6 +132,16 @@ def expires_while_escalated(policy: ApprovalPolicy) -> bool:
     return policy.escalate is None or policy.escalate.after_ms is not None
 
 
+class Delivery(NamedTuple):
+    """Which history event delivered an Answer to this handle (issue 36 item 1): its run,
+    and its update id (``admit_answer``) or its place among the run's ``answer`` signals
+    (from 1). The audit names the sender of exactly this event for the Answer taken."""
+
+    run_id: str
+    update_id: str | None = None
+    signal_seq: int | None = None
+
+
 class Stamp(NamedTuple):
     """What the ``tnx.answer_principal`` lookup found for one Answer: the server-stamped
     ``principal`` of its event (None: the server stamped none), or why the history could not
@@ -213,11 +225,13 @@ def entry_of(
     escalated_to: str | None,
     stamp: Stamp | None = None,
     arguments: str | None = None,
+    delivery: Delivery | None = None,
 ) -> AuditEntry:
     """The audit entry of ``req`` answered by ``answer`` through ``path``; ``verified`` with
     the principal when ``stamp`` (the lookup the approvers check used) has one. It keeps the
     call's original ``arguments`` (JSON text), the reviewer's ``edited_args`` and ``message``,
-    each bounded to :data:`DATA_KEEP` characters (the edit as :func:`kept_data` keeps data)."""
+    each bounded to :data:`DATA_KEEP` characters (the edit as :func:`kept_data` keeps data),
+    and the ``delivery`` of the Answer (the event that carried it, for ``rt.audit``)."""
     principal = stamp.principal if stamp is not None else None
     return AuditEntry(
         request_id=req.id,
@@ -238,6 +252,9 @@ def entry_of(
         arguments=arguments[:DATA_KEEP] if arguments is not None else None,
         edited_args=kept_data(answer.edited_args),
         message=answer.message[:DATA_KEEP] if answer.message is not None else None,
+        run_id=delivery.run_id if delivery is not None else None,
+        update_id=delivery.update_id if delivery is not None else None,
+        signal_seq=delivery.signal_seq if delivery is not None else None,
     )
 
 

@@ -479,7 +479,11 @@ class PrincipalLookup(WireModel):
         path: ``signal`` (the ``answer`` signal) or ``update`` (``admit_answer``).
         update_id: the update's id (``update`` only: its accepted event names it).
         last_event_id: ``signal`` only: the history length when the handler ran; the
-            delivering event is at or before it (the newest matching one is taken).
+            delivering event is at or before it (the newest matching one is taken, when
+            ``signal_seq`` is unset: a lookup from an older worker).
+        signal_seq: ``signal`` only: the delivering event's place among the run's
+            ``answer`` signal events, from 1 (the handler counts them): exactly that event,
+            even among identical Answers in one workflow task (issue 36 item 1).
     """
 
     workflow_id: str
@@ -489,6 +493,7 @@ class PrincipalLookup(WireModel):
     path: Literal["signal", "update"]
     update_id: str | None = None
     last_event_id: int | None = None
+    signal_seq: int | None = None
 
 
 class StampedPrincipal(WireModel):

@@ -243,6 +243,11 @@ class AuditEntry(WireModel):
             bounded like ``data``).
         message: the reviewer's words for the model (``Answer.message``, cut to 2,000
             characters).
+        run_id: the workflow run whose event delivered the Answer that was taken
+            (``signal`` and ``update`` only; issue 36 item 1).
+        update_id: that event's update id (``update``): its ``UpdateAccepted`` event.
+        signal_seq: that event's place among the run's ``answer`` signals, from 1
+            (``signal``): the audit names that event's sender, never a refused one's.
     """
 
     request_id: str
@@ -263,6 +268,9 @@ class AuditEntry(WireModel):
     arguments: str | None = None
     edited_args: dict[str, Any] | None = None
     message: str | None = None
+    run_id: str | None = None
+    update_id: str | None = None
+    signal_seq: int | None = None
 
 
 class ApprovalState(WireModel):

@@ -12,7 +12,9 @@ them.
 * :func:`stamp_pending_since`: when the pending Request was made (for its age in ``tnx``).
 * :func:`edited_call`, :func:`reviewed_result`, :func:`declined_result`: an Answer that
   edits or explains (issue 34 item 3): the call re-run with the reviewer's arguments, the
-  note the model reads before its result, the reviewer's words as a declined call's result.
+  note the model reads before its result, the reviewer's words as a declined call's result;
+  :func:`expired_result_text`: an expired call's result says it did not run and will not
+  (issue 36 item 9).
 * :func:`answer_hop`: an Answer is routed by its id's handle part (``{handle id}#{n}``): this
   handle's own Request, or the child on the path down to the handle that owns the id. Each
   level forwards to the next; the owner checks the id against its pending Request.
@@ -200,13 +202,26 @@ def reviewed_result(answer: Answer, result: ToolResult) -> ToolResult:
     return result.model_copy(update={"output": output})
 
 
+def expired_result_text(prompt: str) -> str:
+    """The result the model reads for a call whose Request expired (no Answer before its
+    deadline): ``expired: <prompt>``, then that the action did not run and will not run,
+    so the model neither reports it done nor waits for it (issue 36 item 9)."""
+    return (
+        f"expired: {prompt}\n[no answer came before the deadline: this action did not run"
+        " and will not run]"
+    )
+
+
 def declined_result(req: Request, answer: Answer) -> ToolResult:
     """The error result the model reads for a call whose Answer is not ``ok``: the
     reviewer's words when the Answer carries a ``message`` (``declined by the reviewer:
-    <message>``), else ``<reason>: <prompt>`` (CONTRACT §5)."""
+    <message>``), :func:`expired_result_text` for an expiry, else ``<reason>: <prompt>``
+    (CONTRACT §5)."""
     reason = answer.reason or "declined"
     if answer.message is not None:
         return ToolResult(output=f"{reason} by the reviewer: {answer.message}", is_error=True)
+    if reason == "expired":
+        return ToolResult(output=expired_result_text(req.prompt), is_error=True)
     return ToolResult(output=f"{reason}: {req.prompt}", is_error=True)
 
 
