@@ -369,7 +369,7 @@ class LlmActivities:
         if recorded is not None:
             activity.logger.info("LLM call %s/%s already answered", inp.conv_id, inp.fence)
             span.recorded()
-            return _fit(LlmCallResult.model_validate_json(recorded))
+            return _fit(LlmCallResult.model_validate_json(recorded), recorded)
         _check_deadline(inp.deadline_ms)
         transcript = [*committed, *inp.new_messages]
         stored_len = inp.base_len + len(inp.new_messages)
@@ -417,17 +417,18 @@ class LlmActivities:
                     inp.fence,
                 )
 
+        completion = result.model_dump_json()  # serialized once: stored, then measured
         await store.call(  # the call's one write: its new messages, the reply, the completion
             lambda: self.store.write(
                 inp.conv_id,
                 inp.base_len,
                 [*inp.new_messages, message],
                 fence=inp.fence,
-                completion=result.model_dump_json(),
+                completion=completion,
             ),
             hold=hold,
         )
-        return _fit(result)
+        return _fit(result, completion)
 
     async def _begin(
         self, inp: LlmCallInput, store: _StoreCalls
@@ -713,15 +714,16 @@ def _check_deadline(deadline_ms: int | None, *, aborted: bool = False) -> None:
         )
 
 
-def _fit(result: LlmCallResult) -> LlmCallResult:
+def _fit(result: LlmCallResult, serialized: str | None = None) -> LlmCallResult:
     """``result`` shortened to ``REPLY_MAX_BYTES`` serialized (the text is cut and says where
-    the whole reply is); tool calls are never cut.
+    the whole reply is); tool calls are never cut. ``serialized``: ``result``'s JSON when the
+    caller has it (the completion it stored), so it is not serialized again.
 
     Raises:
         ApplicationError: ``LlmReplyTooLarge`` (non-retryable, usage in its details) when
             the tool calls alone do not fit.
     """
-    size = len(result.model_dump_json().encode())
+    size = len((result.model_dump_json() if serialized is None else serialized).encode())
     if size <= REPLY_MAX_BYTES:
         return result
     content = result.message.content or ""

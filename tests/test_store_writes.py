@@ -233,3 +233,26 @@ async def test_concurrent_calls_of_many_conversations_write_once_each(store: Any
 
     results = await asyncio.gather(*(one(i) for i in range(20)))
     assert all(r.stored_len == 2 for r in results) and store.commits == 20
+
+
+async def test_a_reply_too_long_for_a_result_is_shortened_and_stored_whole(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The completion is serialized once: stored whole, and measured for the result."""
+    from toolnexus_temporal.activities import llm
+
+    monkeypatch.setattr(llm, "REPLY_MAX_BYTES", 600)
+    long = "x" * 2000
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        return render(text(long, prompt_tokens=4, completion_tokens=3), "openai", stream=False)
+
+    acts = LlmActivities(
+        LlmConfig(base_url="http://mock.local/v1", model="m"),
+        store,
+        transport=httpx.MockTransport(handle),
+    )
+    for _ in range(2):  # the call, then its retry answered from the store
+        result = await _run(acts, _call(1, 0, "q"))
+        assert len(result.model_dump_json()) <= 600 and "[reply shortened" in result.message.content
+    assert (await store.read(CONV))[1].content == long and store.commits == 1
