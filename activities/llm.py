@@ -28,13 +28,16 @@ Retries belong to Temporal alone: the httpx client never retries; errors map to
   before the attempt's timeout (below).
 * ``StoreError`` (non-retryable): the store refused the operation, or lost committed messages.
 
-Idempotent per handle and call number (issue 12, item 6): the reply and the completion
-(message, usage, stored length) are written to the store in one transaction before the
-activity returns, keyed by ``(conv_id, fence)``; a retry of the same call (after a worker
-crash, a lost completion, a timeout) returns the recorded completion without calling the
-model, so the provider answers once and the usage is counted once. The whole activity
-heartbeats (store I/O too). A reply too large for a payload is returned shortened (the full
-reply stays in the store, which is what the model sees next).
+Idempotent per handle and call number (issue 12, item 6): the call's new messages, the reply
+and the completion (message, usage, stored length) are written to the store in one
+transaction, the call's only write (issue 35), before the activity returns, keyed by
+``(conv_id, fence)``; nothing is written before the model answers, so an attempt that dies
+first leaves nothing behind and its retry sends the same messages again; a retry of the
+same call (after a worker crash, a lost completion, a timeout) returns the recorded
+completion without calling the model, so the provider answers once and the usage is
+counted once. The whole activity heartbeats (store I/O too). A reply too large for a
+payload is returned shortened (the full reply stays in the store, which is what the model
+sees next).
 
 A store outage (a PostgreSQL restart or failover, issue 23 item 2) costs a delay, not a second
 payment: a store operation that finds the store unavailable runs again with backoff, while the
@@ -69,9 +72,9 @@ from toolnexus_temporal.activities.live import LiveFeed
 from toolnexus_temporal.activities.redact import redacted_error
 from toolnexus_temporal.activities.store import (
     ConversationStore,
-    SqliteConversationStore,
     StoreError,
     StoreUnavailableError,
+    check_committed,
 )
 from toolnexus_temporal.observability import metrics, spans
 from toolnexus_temporal.workflows.contract import context
@@ -362,11 +365,14 @@ class LlmActivities:
     ) -> LlmCallResult:
         model, style = self.target(inp)
         span = spans.current_llm()
-        recorded, stored_len, transcript = await self._begin(inp, store)
+        recorded, committed = await self._begin(inp, store)
         if recorded is not None:
             activity.logger.info("LLM call %s/%s already answered", inp.conv_id, inp.fence)
             span.recorded()
-            return _fit(LlmCallResult.model_validate_json(recorded))
+            return _fit(LlmCallResult.model_validate_json(recorded), recorded)
+        _check_deadline(inp.deadline_ms)
+        transcript = [*committed, *inp.new_messages]
+        stored_len = inp.base_len + len(inp.new_messages)
         view = context.model_view(transcript, inp.context, inp.summary) if inp.context else None
         tools = (
             self.tool_schemas(inp.tools, inp.team)
@@ -411,52 +417,52 @@ class LlmActivities:
                     inp.fence,
                 )
 
-        await store.call(
+        completion = result.model_dump_json()  # serialized once: stored, then measured
+        await store.call(  # the call's one write: its new messages, the reply, the completion
             lambda: self.store.write(
                 inp.conv_id,
-                stored_len,
-                [message],
+                inp.base_len,
+                [*inp.new_messages, message],
                 fence=inp.fence,
-                completion=result.model_dump_json(),
+                completion=completion,
             ),
             hold=hold,
         )
-        return _fit(result)
+        return _fit(result, completion)
 
     async def _begin(
         self, inp: LlmCallInput, store: _StoreCalls
-    ) -> tuple[str | None, int, list[Message]]:
-        """The recorded completion of this call (then nothing else), else the new messages
-        written (once the deadline is checked) and the transcript read back: ``(completion,
-        stored_len, transcript)``. The SQLite store does the three in one worker thread
-        (``SqliteConversationStore.begin_call``, issue 28), any other in three calls."""
+    ) -> tuple[str | None, list[Message]]:
+        """The recorded completion of this call (then nothing else), else the ``base_len``
+        committed messages: ``(completion, transcript)``. Nothing is written before the model
+        answers (issue 35: one write per call). A store with ``begin_call`` (both built-in
+        ones) reads in one round trip and refuses an abandoned call's fence here; any other
+        in two reads.
+
+        Raises:
+            StoreError: (through ``store``) the store holds fewer than ``base_len`` messages,
+                or (``begin_call``) a newer fence.
+        """
         deadline = inp.deadline_ms
-        if isinstance(self.store, SqliteConversationStore):
-            sqlite = self.store
-            return await store.call(
-                lambda: sqlite.begin_call(
-                    inp.conv_id,
-                    inp.base_len,
-                    inp.new_messages,
-                    fence=inp.fence,
-                    before_write=lambda: _check_deadline(deadline),
-                ),
+        begin_call = getattr(self.store, "begin_call", None)
+        if begin_call is not None:
+            started: tuple[str | None, list[Message]] = await store.call(
+                lambda: begin_call(inp.conv_id, inp.base_len, fence=inp.fence),
                 deadline_ms=deadline,
             )
+            return started
         recorded = await store.call(
             lambda: self.store.completion(inp.conv_id, inp.fence), deadline_ms=deadline
         )
         if recorded is not None:
-            return recorded, 0, []
-        _check_deadline(deadline)
-        stored_len = await store.call(
-            lambda: self.store.write(inp.conv_id, inp.base_len, inp.new_messages, fence=inp.fence),
-            deadline_ms=deadline,
-        )
-        transcript = await store.call(
-            lambda: self.store.read(inp.conv_id, stored_len), deadline_ms=deadline
-        )
-        return None, stored_len, transcript
+            return recorded, []
+
+        async def committed() -> list[Message]:
+            transcript = await self.store.read(inp.conv_id, inp.base_len)
+            check_committed(inp.conv_id, inp.base_len, len(transcript), repr(self.store))
+            return transcript
+
+        return None, await store.call(committed, deadline_ms=deadline)
 
     async def _call(
         self, style: WireStyle, body: dict[str, Any], live: LiveFeed, *, need_price: bool
@@ -708,15 +714,16 @@ def _check_deadline(deadline_ms: int | None, *, aborted: bool = False) -> None:
         )
 
 
-def _fit(result: LlmCallResult) -> LlmCallResult:
+def _fit(result: LlmCallResult, serialized: str | None = None) -> LlmCallResult:
     """``result`` shortened to ``REPLY_MAX_BYTES`` serialized (the text is cut and says where
-    the whole reply is); tool calls are never cut.
+    the whole reply is); tool calls are never cut. ``serialized``: ``result``'s JSON when the
+    caller has it (the completion it stored), so it is not serialized again.
 
     Raises:
         ApplicationError: ``LlmReplyTooLarge`` (non-retryable, usage in its details) when
             the tool calls alone do not fit.
     """
-    size = len(result.model_dump_json().encode())
+    size = len((result.model_dump_json() if serialized is None else serialized).encode())
     if size <= REPLY_MAX_BYTES:
         return result
     content = result.message.content or ""

@@ -46,10 +46,11 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from toolnexus_temporal.activities.store import (
-    StaleWriteError,
     StoreConfigError,
     StoreError,
     StoreUnavailableError,
+    check_committed,
+    check_fence,
 )
 from toolnexus_temporal.workflows.contract.models import Message
 
@@ -294,11 +295,7 @@ class PostgresConversationStore:
         )
         row = await cur.fetchone()
         seen = fence if row is None else int(row[0])
-        if seen > fence:
-            raise StaleWriteError(
-                f"conversation {conv_id!r}: write with fence {fence} refused, the store has "
-                f"seen fence {seen} (this LLM call was abandoned by its workflow)"
-            )
+        check_fence(conv_id, fence, seen)
         if seen != fence:
             await conn.execute(
                 "UPDATE tnx_conversations SET fence = %s WHERE conv_id = %s", (fence, conv_id)
@@ -309,12 +306,7 @@ class PostgresConversationStore:
         )
         count_row = await cur.fetchone()
         count = 0 if count_row is None else int(count_row[0])
-        if count != base_len:
-            raise StoreError(
-                f"conversation {conv_id!r}: the workflow committed {base_len} message(s) "
-                f"but the store at {redact_url(self.url)} holds {count}: wrong store for "
-                "this worker, or it lost data"
-            )
+        check_committed(conv_id, base_len, count, redact_url(self.url))
         await conn.execute(
             "DELETE FROM tnx_messages WHERE conv_id = %s AND seq >= %s", (conv_id, base_len)
         )
@@ -368,6 +360,37 @@ class PostgresConversationStore:
 
         row = await self._run(run)
         return None if row is None else str(row[0])
+
+    async def begin_call(
+        self, conv_id: str, base_len: int, *, fence: int
+    ) -> tuple[str | None, list[Message]]:
+        """See :meth:`~toolnexus_temporal.activities.store.SqliteConversationStore
+        .begin_call`: the recorded completion of call ``fence``, else the ``base_len``
+        committed messages, in one query (one round trip, no transaction).
+
+        Raises:
+            StaleWriteError: ``fence`` is older than the newest one written.
+            StoreError: fewer than ``base_len`` messages are stored, or the database refused
+                the read.
+            StoreUnavailableError: the server is down or unreachable (class docstring).
+        """
+
+        async def run(conn: psycopg.AsyncConnection[Any]) -> Any:
+            cur = await conn.execute(
+                "SELECT (SELECT body FROM tnx_completions WHERE conv_id = %s AND fence = %s),"
+                " (SELECT fence FROM tnx_conversations WHERE conv_id = %s),"
+                " ARRAY(SELECT body FROM tnx_messages WHERE conv_id = %s AND seq < %s"
+                " ORDER BY seq)",
+                (conv_id, fence, conv_id, conv_id, base_len),
+            )
+            return await cur.fetchone()
+
+        recorded, seen, bodies = await self._run(run)
+        if recorded is not None:
+            return str(recorded), []
+        check_fence(conv_id, fence, seen)
+        check_committed(conv_id, base_len, len(bodies), redact_url(self.url))
+        return None, [Message.model_validate_json(body) for body in bodies]
 
     async def _run(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         """``op`` on a pooled connection (module docstring: dead connections, outages, the

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -39,9 +39,44 @@ class StoreUnavailableError(ConnectionError):
     at worker start). Not a :class:`StoreError`: an outage is retried, not a lost transcript."""
 
 
+def check_fence(conv_id: str, fence: int, seen: int | None) -> None:
+    """Refuse a call or write of ``conv_id`` with ``fence`` when the store has seen a newer
+    one (``seen``; None: none yet).
+
+    Raises:
+        StaleWriteError: ``seen`` is greater than ``fence``.
+    """
+    if seen is not None and seen > fence:
+        raise StaleWriteError(
+            f"conversation {conv_id!r}: write with fence {fence} refused, the store has "
+            f"seen fence {seen} (this LLM call was abandoned by its workflow)"
+        )
+
+
+def check_committed(conv_id: str, base_len: int, count: int, where: str) -> None:
+    """Refuse a transcript of ``conv_id`` that holds ``count`` of the ``base_len`` messages
+    its workflow committed (``where``: the store, named in the message).
+
+    Raises:
+        StoreError: ``count`` differs from ``base_len``.
+    """
+    if count != base_len:
+        raise StoreError(
+            f"conversation {conv_id!r}: the workflow committed {base_len} message(s) "
+            f"but the store at {where} holds {count}: wrong store for this worker, "
+            "or it lost data"
+        )
+
+
 class ConversationStore(Protocol):
     """What the LLM activity needs from a store. Implementations must be safe to share across
-    concurrent activities of one worker."""
+    concurrent activities of one worker.
+
+    An LLM call writes once (issue 35): it reads the recorded completion and the committed
+    transcript, asks the model, then stores its new messages and the reply with the
+    completion in one :meth:`write`. A store may also offer ``begin_call(conv_id, base_len,
+    *, fence) -> (completion | None, transcript)`` (both built-in stores do): the reads in
+    one round trip, with the fence checked before the model is paid."""
 
     async def write(
         self,
@@ -187,10 +222,7 @@ class SqliteConversationStore:
             row = db.execute("SELECT fence FROM fences WHERE conv_id = ?", (conv_id,)).fetchone()
             if row is not None and row[0] > fence:
                 db.execute("ROLLBACK")
-                raise StaleWriteError(
-                    f"conversation {conv_id!r}: write with fence {fence} refused, the store has "
-                    f"seen fence {row[0]} (this LLM call was abandoned by its workflow)"
-                )
+                check_fence(conv_id, fence, row[0])
             db.execute(
                 "INSERT INTO fences (conv_id, fence) VALUES (?, ?)"
                 " ON CONFLICT (conv_id) DO UPDATE SET fence = excluded.fence",
@@ -201,11 +233,7 @@ class SqliteConversationStore:
             ).fetchone()
             if count != base_len:
                 db.execute("ROLLBACK")
-                raise StoreError(
-                    f"conversation {conv_id!r}: the workflow committed {base_len} message(s) "
-                    f"but the store at {self.path} holds {count}: wrong store for this worker, "
-                    "or it lost data"
-                )
+                check_committed(conv_id, base_len, count, str(self.path))
             db.execute("DELETE FROM messages WHERE conv_id = ? AND seq >= ?", (conv_id, base_len))
             db.executemany(
                 "INSERT INTO messages (conv_id, seq, body) VALUES (?, ?, ?)",
@@ -240,45 +268,42 @@ class SqliteConversationStore:
         return await asyncio.to_thread(self._completion, conv_id, fence)
 
     async def begin_call(
-        self,
-        conv_id: str,
-        base_len: int,
-        messages: list[Message],
-        *,
-        fence: int,
-        before_write: Callable[[], None] = lambda: None,
-    ) -> tuple[str | None, int, list[Message]]:
-        """What an LLM call does first, in one worker thread instead of three: the recorded
-        completion of call ``fence`` (when there is one, nothing else happens), else
-        ``before_write()`` (it may raise), :meth:`write` of ``messages`` at ``base_len``
-        and :meth:`read` of the transcript up to the stored length. Each step is the same
-        statement as its own method's (issue 28: two thread hops fewer per LLM call).
+        self, conv_id: str, base_len: int, *, fence: int
+    ) -> tuple[str | None, list[Message]]:
+        """What an LLM call reads before it asks the model, in one worker thread and without
+        a write (issue 35: the call's one write stores its new messages with the reply): the
+        recorded completion of call ``fence`` (when there is one, nothing else is read), else
+        the first ``base_len`` messages, once the fence is checked.
 
         Returns:
-            ``(completion, 0, [])`` when the call was answered before, else ``(None,
-            stored_len, transcript)``.
+            ``(completion, [])`` when the call was answered before, else ``(None,
+            transcript)``: the ``base_len`` committed messages, oldest first.
 
         Raises:
-            StaleWriteError, StoreError: as :meth:`write`.
+            StaleWriteError: ``fence`` is older than the newest one written (the call was
+                abandoned: its write would be refused, so the model is not asked).
+            StoreError: fewer than ``base_len`` messages are stored.
         """
-        return await asyncio.to_thread(
-            self._begin_call, conv_id, base_len, messages, fence, before_write
-        )
+        return await asyncio.to_thread(self._begin_call, conv_id, base_len, fence)
 
     def _begin_call(
-        self,
-        conv_id: str,
-        base_len: int,
-        messages: list[Message],
-        fence: int,
-        before_write: Callable[[], None],
-    ) -> tuple[str | None, int, list[Message]]:
-        recorded = self._completion(conv_id, fence)
-        if recorded is not None:
-            return recorded, 0, []
-        before_write()
-        stored_len = self._write(conv_id, base_len, messages, fence)
-        return None, stored_len, self._read(conv_id, stored_len)
+        self, conv_id: str, base_len: int, fence: int
+    ) -> tuple[str | None, list[Message]]:
+        with self._pooled() as db:
+            recorded, seen = db.execute(
+                "SELECT (SELECT body FROM completions WHERE conv_id = ? AND fence = ?),"
+                " (SELECT fence FROM fences WHERE conv_id = ?)",
+                (conv_id, fence, conv_id),
+            ).fetchone()
+            if recorded is not None:
+                return str(recorded), []
+            check_fence(conv_id, fence, seen)
+            rows = db.execute(
+                "SELECT body FROM messages WHERE conv_id = ? AND seq < ? ORDER BY seq",
+                (conv_id, base_len),
+            ).fetchall()
+        check_committed(conv_id, base_len, len(rows), str(self.path))
+        return None, [Message.model_validate_json(body) for (body,) in rows]
 
     def _completion(self, conv_id: str, fence: int) -> str | None:
         with self._pooled() as db:

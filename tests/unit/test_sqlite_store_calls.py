@@ -1,6 +1,6 @@
 """The SQLite store's connection reuse and its one-thread start of an LLM call
-(``SqliteConversationStore.begin_call``, issue 28): the same outcome as its three steps run
-one by one. A real SQLite file, no server."""
+(``SqliteConversationStore.begin_call``, issues 28 and 35): the reads an LLM call makes before
+it asks the model, in one thread and writing nothing. A real SQLite file, no server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from toolnexus_temporal.activities.store import SqliteConversationStore, StaleWriteError
+from toolnexus_temporal.activities.store import (
+    SqliteConversationStore,
+    StaleWriteError,
+    StoreError,
+)
 from toolnexus_temporal.workflows.contract.models import Message
 
 
@@ -16,29 +20,21 @@ def msg(text: str, role: str = "user") -> Message:
     return Message(role=role, content=text)  # type: ignore[arg-type]
 
 
-async def test_begin_call_writes_then_reads_back_the_transcript(tmp_path: Path) -> None:
+async def test_begin_call_reads_the_committed_transcript_and_writes_nothing(
+    tmp_path: Path,
+) -> None:
     store = SqliteConversationStore(tmp_path / "s.sqlite")
-    await store.write("c", 0, [msg("q1"), msg("a1", "assistant")], fence=1, completion="r1")
-    recorded, stored_len, transcript = await store.begin_call("c", 2, [msg("q2")], fence=2)
-    assert recorded is None and stored_len == 3
-    assert [m.content for m in transcript] == ["q1", "a1", "q2"]
-    assert [m.content for m in await store.read("c")] == ["q1", "a1", "q2"]
-    # A retry of call 1 finds its completion and changes nothing.
-    assert await store.begin_call("c", 0, [msg("other")], fence=1) == ("r1", 0, [])
-    assert len(await store.read("c")) == 3
+    await store.write("c", 0, [msg("q1"), msg("a1", "assistant"), msg("tail")], fence=1)
+    await store.write("c", 2, [msg("q2"), msg("a2", "assistant")], fence=2, completion="r2")
+    recorded, transcript = await store.begin_call("c", 2, fence=3)
+    assert recorded is None and [m.content for m in transcript] == ["q1", "a1"]
+    assert len(await store.read("c")) == 4  # nothing written, the tail kept for the write
+    # A retry of call 2 finds its completion and reads nothing more.
+    assert await store.begin_call("c", 0, fence=2) == ("r2", [])
     with pytest.raises(StaleWriteError):  # the fence moved on to 2
-        await store.begin_call("c", 0, [msg("late")], fence=0)
-
-
-async def test_begin_call_stops_before_writing_when_the_check_raises(tmp_path: Path) -> None:
-    store = SqliteConversationStore(tmp_path / "s.sqlite")
-
-    def past_deadline() -> None:
-        raise TimeoutError("deadline")
-
-    with pytest.raises(TimeoutError):
-        await store.begin_call("c", 0, [msg("q")], fence=1, before_write=past_deadline)
-    assert await store.read("c") == []
+        await store.begin_call("c", 0, fence=1)
+    with pytest.raises(StoreError, match="committed 5 message"):
+        await store.begin_call("c", 5, fence=3)
 
 
 async def test_connections_are_reused_and_closed(tmp_path: Path) -> None:

@@ -373,10 +373,11 @@ class InterpretInput(WireModel):
 class LlmCallInput(WireModel):
     """Input of the ``tnx.llm_call`` activity.
 
-    The transcript never travels whole: the activity truncates the stored conversation
-    ``conv_id`` to ``base_len`` messages (dropping any uncommitted tail from an aborted
-    attempt or turn), appends ``new_messages``, calls the model with the whole stored
-    transcript, stores the reply and returns it.
+    The transcript never travels whole: the activity reads the first ``base_len`` messages
+    of the stored conversation ``conv_id``, calls the model with them and ``new_messages``,
+    then in one store write truncates the conversation to ``base_len`` (dropping any
+    uncommitted tail from an aborted attempt or turn), appends ``new_messages`` and the
+    reply, and returns it.
 
     Attributes:
         conv_id: the conversation key (== handle id, scope-qualified).
