@@ -11,8 +11,9 @@ source ``docs/evaluate/cloud/actions.mdx`` of temporalio/documentation), one act
   is 0, so a history segment that holds both counts it once.
 * **child workflow**: ``StartChildWorkflowExecutionInitiated`` in the parent is 2 ("one for
   durably storing the intent to start a Child Workflow and one for the attempt to start it");
-  the child's own ``WorkflowExecutionStarted`` (it names ``parent_workflow_execution``) is that
-  second action, so 0 there: a spawn counted over parent and child is 2, not 3.
+  the child's own first ``WorkflowExecutionStarted`` (it names ``parent_workflow_execution``)
+  is that second action, so 0 there: a spawn counted over parent and child is 2, not 3. A
+  child's run continued as new keeps its parent and is 1 (continue-as-new).
 * **search attribute upsert**: each ``UpsertWorkflowSearchAttributes`` event (one command) is 1,
   however many attributes it sets; one that sets only ``TemporalChangeVersion`` is exempt (0).
   Attributes given at start are not charged (they are no event of their own). A memo change
@@ -93,10 +94,10 @@ def event_actions(event: HistoryEvent) -> Counter[str]:
         out[ONE_EACH[kind]] += 1
     elif kind == E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
         attrs = event.workflow_execution_started_event_attributes
-        if not attrs.HasField("parent_workflow_execution"):
-            # a client start, or a run continued as new (charged here, as the UI shows it)
-            name = "continue-as-new" if attrs.continued_execution_run_id else "workflow started"
-            out[name] += 1
+        if attrs.continued_execution_run_id:  # charged here, as the UI shows it
+            out["continue-as-new"] += 1  # a child's next run too: it keeps its parent
+        elif not attrs.HasField("parent_workflow_execution"):
+            out["workflow started"] += 1
     elif kind == E.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
         out["child workflow"] += 2
     elif kind == E.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:

@@ -58,6 +58,8 @@ def test_continue_as_new_is_one_action_on_the_new_runs_start() -> None:
     new_head = [started(continued=True), *task()]
     assert count_actions(old_tail) == {}
     assert count_actions([*old_tail, *new_head]) == {"continue-as-new": 1}
+    # a child agent's next run keeps its parent: still one action
+    assert count_actions([started(parent=True, continued=True)]) == {"continue-as-new": 1}
 
 
 def test_a_child_is_two_actions_in_the_parent_and_none_in_its_own_start() -> None:
