@@ -118,6 +118,13 @@ class Actant(Contender):
     name = "actant"
     label = "actant on Temporal"
     not_measured: ClassVar[dict[str, str]] = NOT_MEASURED
+    shapes_not_built: ClassVar[dict[str, str]] = {
+        "tick": "no timer of its own: a thread's workflow runs only while its inbox has messages",
+        "spawn": NOT_MEASURED["idle"].split(":")[0] + " (a spawn starts nothing)",
+        "approval": "not built for actant in this bench",
+        "continue_as_new": "never: each turn is a run of its own (its start, one action, is "
+        "in every turn's count)",
+    }
 
     def __init__(self) -> None:
         self.ctx: Context | None = None

@@ -5,12 +5,14 @@ one next to this interpreter, else on PATH) ``N`` times (default 21) as a fresh 
 and prints the median, the fastest and the slowest wall time and the median CPU time (user +
 system), in seconds, and the target of issue 33 (under 0.3 s for ``--version``). Not a timed
 test: ``tests/test_layout.py`` checks what these commands load, this script how long they
-take on the machine at hand.
+take on the machine at hand. The suite calls :func:`suite_measure` for ``tnx --version``
+and ``tnx ls`` against its own server (issue 35).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import resource
 import shlex
 import shutil
@@ -19,7 +21,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
+
+from temporalio.client import Client
+
+from toolnexus_temporal.client.queries import prefix_clause
 
 TARGET_S: Final = 0.3
 """Issue 33's target for ``tnx --version``, in seconds."""
@@ -54,6 +60,50 @@ def time_runs(argv: list[str], runs: int) -> tuple[list[float], list[float]]:
         wall.append(time.perf_counter() - start)
         cpu.append(_children_cpu_s() - cpu_start)
     return wall, cpu
+
+
+def spread(values: list[float]) -> dict[str, Any]:
+    """p50, fastest, slowest and count of a list of seconds."""
+    return {
+        "p50_s": statistics.median(values),
+        "min_s": min(values),
+        "max_s": max(values),
+        "runs": len(values),
+        "samples_s": values,
+    }
+
+
+async def suite_measure(client: Client, address: str, scope: str, runs: int) -> dict[str, Any]:
+    """The suite's ``tnx`` wall times (issue 35), against its own server while our worker
+    runs: ``tnx --version``; ``tnx ls --scope SCOPE`` (the scope's tree, as an operator lists
+    it); and the visibility query of that scope's workflows alone, through ``client``
+    (``WorkflowId STARTS_WITH "SCOPE/"``), each ``runs`` times after one warm-up. The
+    processes run in a thread so the worker in this process goes on answering.
+
+    Returns:
+        ``version``, ``ls``, ``visibility_query``: each :func:`spread` (the processes' also
+        ``cpu_p50_s``); ``scope``.
+
+    Raises:
+        subprocess.CalledProcessError: a ``tnx`` run failed.
+    """
+    tnx = tnx_path()
+    out: dict[str, Any] = {"scope": scope}
+    for key, argv in (
+        ("version", [tnx, "--version"]),
+        ("ls", [tnx, "ls", "--address", address, "--scope", scope]),
+    ):
+        wall, cpu = await asyncio.to_thread(time_runs, argv, runs)
+        out[key] = {**spread(wall), "cpu_p50_s": statistics.median(cpu)}
+    query = prefix_clause(scope + "/")
+    times: list[float] = []
+    for i in range(runs + 1):
+        start = time.perf_counter()
+        _ = [wf async for wf in client.list_workflows(query)]
+        if i:  # the first is the warm-up
+            times.append(time.perf_counter() - start)
+    out["visibility_query"] = {**spread(times), "query": query}
+    return out
 
 
 def main() -> None:

@@ -86,6 +86,19 @@ class Contender:
     """Measures (``latency``, ..., ``idle``) this contender cannot do, each with why: the
     suite records them as skipped with that reason."""
 
+    shapes_not_built: ClassVar[dict[str, str]] = {
+        "tick": "not built for this contender",
+        "spawn": "not built for this contender",
+        "approval": "not built for this contender",
+        "continue_as_new": "not built for this contender",
+    }
+    """Shapes of ``bench.shapes`` this contender does not measure, each with why."""
+
+    async def action_shape(self, shape: str) -> dict[str, Any]:
+        """One shape of ``bench.shapes.SHAPES`` run once: its billable actions, events and
+        bytes (``bench.shapes.shape_result``). Raises NotImplementedError when not built."""
+        raise NotImplementedError(shape)
+
     async def diagnose(self, agent: Agent, prompt_prefix: str) -> dict[str, Any] | None:
         """Contender-specific evidence about the agent's turns whose prompt starts with
         ``prompt_prefix`` (ours: wake signal delays)."""

@@ -9,18 +9,19 @@ converter, default worker options, default sandbox.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 from temporalio import activity
 from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
 
-from bench import llm
+from bench import llm, shapes
 from bench.contender import Agent, AgentKind, Contender, Context, FanoutRun, tracker_of
 from bench.floor_workflows import (
     FLOOR_LLM_ACTIVITY,
@@ -30,6 +31,8 @@ from bench.floor_workflows import (
     FloorChild,
     FloorFanout,
     FloorLead,
+    FloorParent,
+    FloorTicker,
     FloorToolCall,
     FloorTurn,
 )
@@ -143,7 +146,7 @@ class Floor(Contender):
             async with Worker(
                 ctx.client,
                 task_queue=self.task_queue,
-                workflows=[FloorAgent, FloorChild, FloorLead],
+                workflows=[FloorAgent, FloorChild, FloorLead, FloorTicker, FloorParent],
                 activities=[acts.llm_call, acts.tool_call],
             ):
                 yield
@@ -182,6 +185,63 @@ class Floor(Contender):
             events += len(history.events)
             bytes_ += sum(e.ByteSize() for e in history.events)
         return FanoutRun(seconds=seconds, events=events, bytes=bytes_, llm_calls=n + 2)
+
+    shapes_not_built: ClassVar[dict[str, str]] = {}
+
+    async def action_shape(self, shape: str) -> dict[str, Any]:
+        """A tick turn (timer + activity), a spawn (a parent's update starts a child), an
+        approval round trip (a turn update waits for an ``approve`` update, then runs the
+        tool) or a continue-as-new (bench.shapes)."""
+        assert self.ctx is not None
+        client, queue = self.ctx.client, self.task_queue
+        if shape == "tick":
+            ticker = await client.start_workflow(
+                FloorTicker.run,
+                args=[FloorTurn("tick", llm.MODEL_CHAT), shapes.TICK_EVERY_MS],
+                id=self._id("ticker"),
+                task_queue=queue,
+            )
+
+            async def done() -> int:
+                return await ticker.query(FloorTicker.ticks)
+
+            try:
+                return {**await shapes.ticks(tracker_of(client, ticker.id), done), "how": "timer"}
+            finally:
+                await ticker.terminate()
+        if shape == "spawn":
+            parent = await client.start_workflow(
+                FloorParent.run, id=self._id("parent"), task_queue=queue
+            )
+            kids: list[str] = []
+
+            async def spawn() -> None:
+                kids.append(await parent.execute_update(FloorParent.spawn))
+                await client.get_workflow_handle(kids[0]).query("__stack_trace")
+
+            cost = await shapes.around(tracker_of(client, parent.id), spawn)
+            cost.add(await shapes.whole_history(client, kids[0]))
+            return shapes.shape_result(cost, how="update spawn: start_child_workflow")
+        agent = await self.new_agent("tool", f"shape-{shape}")
+        if shape == "approval":
+
+            async def round_trip() -> None:
+                turn = FloorTurn("look it up", llm.MODEL_APPROVAL, tools=True, approval=True)
+                running = asyncio.create_task(agent.handle.execute_update(FloorAgent.turn, turn))
+                await shapes.until(bool, lambda: agent.handle.query(FloorAgent.waiting))
+                await agent.handle.execute_update(FloorAgent.approve)
+                await running
+
+            cost = await shapes.around(agent.tracker(), round_trip)
+            return shapes.shape_result(cost, how="update turn waits for update approve")
+        tracker = agent.tracker()
+        await tracker.mark()
+        for i in range(4):
+            turn = FloorTurn(f"turn {i}", llm.MODEL_CHAT, continue_as_new=i == 2)
+            await agent.handle.execute_update(FloorAgent.turn, turn)
+            await asyncio.sleep(0.3)  # the run continues as new after the update
+            await tracker.mark()
+        return {**shapes.continue_as_new_cost(await tracker.costs()), "how": "turn flag"}
 
     async def spawn_one(self, i: int) -> Any:
         assert self.ctx is not None

@@ -9,6 +9,7 @@ Temporal's workflow sandbox: deterministic code only.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -27,6 +28,10 @@ class FloorTurn:
     prompt: str
     model: str
     tools: bool = False
+    approval: bool = False
+    """Wait for an ``approve`` update before running the tools (the approval round trip)."""
+    continue_as_new: bool = False
+    """Continue as new once this turn is done (the continue-as-new shape)."""
 
 
 @dataclass
@@ -46,8 +51,11 @@ class FloorToolCall:
     arguments: str
 
 
-async def run_turn(turn: FloorTurn) -> str:
-    """LLM; while it calls tools: every tool (one activity each), then LLM again."""
+async def run_turn(
+    turn: FloorTurn, before_tools: Callable[[], Awaitable[None]] | None = None
+) -> str:
+    """LLM; while it calls tools: every tool (one activity each, after ``before_tools``),
+    then LLM again."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": turn.prompt}]
     while True:
         reply: dict[str, Any] = await workflow.execute_activity(
@@ -60,6 +68,8 @@ async def run_turn(turn: FloorTurn) -> str:
         if not calls:
             return str(reply.get("content") or "")
         messages = [*messages, reply]
+        if before_tools is not None:
+            await before_tools()
         outputs = await asyncio.gather(
             *(
                 workflow.execute_activity(
@@ -79,22 +89,85 @@ async def run_turn(turn: FloorTurn) -> str:
 
 @workflow.defn(name="BenchFloorAgent")
 class FloorAgent:
-    """An agent: serves one ``turn`` update at a time until ``stop``."""
+    """An agent: serves one ``turn`` update at a time until ``stop``; a turn may wait for an
+    ``approve`` update before its tools, and may ask the run to continue as new after it."""
 
     def __init__(self) -> None:
         self._stop = False
+        self._continue = False
+        self._approved = False
+        self._waiting = False
 
     @workflow.run
     async def run(self) -> None:
-        await workflow.wait_condition(lambda: self._stop and workflow.all_handlers_finished())
+        await workflow.wait_condition(
+            lambda: (self._stop or self._continue) and workflow.all_handlers_finished()
+        )
+        if self._continue and not self._stop:
+            workflow.continue_as_new()
 
     @workflow.update
     async def turn(self, turn: FloorTurn) -> str:
-        return await run_turn(turn)
+        text = await run_turn(turn, self._wait_approval if turn.approval else None)
+        self._continue = turn.continue_as_new
+        return text
+
+    async def _wait_approval(self) -> None:
+        self._waiting = True
+        await workflow.wait_condition(lambda: self._approved)
+        self._waiting = self._approved = False
+
+    @workflow.update
+    def approve(self) -> None:
+        self._approved = True
+
+    @workflow.query
+    def waiting(self) -> bool:
+        return self._waiting
 
     @workflow.signal
     def stop(self) -> None:
         self._stop = True
+
+
+@workflow.defn(name="BenchFloorTicker")
+class FloorTicker:
+    """An agent that acts on its own: a timer, then the plain turn's activity, forever."""
+
+    def __init__(self) -> None:
+        self._ticks = 0
+
+    @workflow.run
+    async def run(self, turn: FloorTurn, every_ms: int) -> None:
+        while True:
+            await workflow.sleep(timedelta(milliseconds=every_ms))
+            await run_turn(turn)
+            self._ticks += 1
+
+    @workflow.query
+    def ticks(self) -> int:
+        return self._ticks
+
+
+@workflow.defn(name="BenchFloorParent")
+class FloorParent:
+    """A parent whose ``spawn`` update starts one child agent and returns its workflow id."""
+
+    def __init__(self) -> None:
+        self._n = 0
+
+    @workflow.run
+    async def run(self) -> None:
+        await workflow.wait_condition(lambda: False)
+
+    @workflow.update
+    async def spawn(self) -> str:
+        self._n += 1
+        wid = f"{workflow.info().workflow_id}/kid.{self._n}"
+        await workflow.start_child_workflow(
+            FloorAgent.run, id=wid, parent_close_policy=workflow.ParentClosePolicy.ABANDON
+        )
+        return wid
 
 
 @workflow.defn(name="BenchFloorChild")

@@ -17,19 +17,37 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
+from bench.actions import count_actions
+
 
 @dataclass
 class TurnCost:
-    """What one turn added to the histories of the workflows it touched."""
+    """What one turn added to the histories of the workflows it touched: events, bytes, the
+    event types, and the Temporal Cloud billable actions (``bench.actions``) by kind."""
 
     events: int = 0
     bytes: int = 0
     types: Counter[str] = field(default_factory=Counter)
+    action_kinds: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def actions(self) -> int:
+        """Billable actions in all."""
+        return sum(self.action_kinds.values())
 
     def add(self, other: TurnCost) -> None:
         self.events += other.events
         self.bytes += other.bytes
         self.types.update(other.types)
+        self.action_kinds.update(other.action_kinds)
+
+    @classmethod
+    def of(cls, events: list[HistoryEvent]) -> TurnCost:
+        """The cost of a list of one workflow's events."""
+        cost = cls(events=len(events), bytes=sum(e.ByteSize() for e in events))
+        cost.types.update(_type_name(e) for e in events)
+        cost.action_kinds.update(count_actions(events))
+        return cost
 
 
 def _type_name(event: HistoryEvent) -> str:
@@ -90,12 +108,7 @@ class HistoryTracker:
                 run, start = nxt, 0
             if run == run_b:
                 segment.extend((await self._events(run_b))[start:len_b])
-            cost = TurnCost()
-            for event in segment:
-                cost.events += 1
-                cost.bytes += event.ByteSize()
-                cost.types[_type_name(event)] += 1
-            out.append(cost)
+            out.append(TurnCost.of(segment))
         return out
 
     async def total(self) -> tuple[int, int]:
@@ -135,13 +148,14 @@ class MultiTracker:
 
 
 def summarize(costs: list[TurnCost]) -> dict[str, Any]:
-    """Median, mean, min and max of per-turn events and bytes, and the event types of the
-    median turn."""
+    """Median, mean, min and max of per-turn events, bytes and billable actions, and the event
+    types and action kinds of the median turn (by events)."""
     if not costs:
         return {}
     events = sorted(c.events for c in costs)
     sizes = sorted(c.bytes for c in costs)
     median_turn = sorted(costs, key=lambda c: c.events)[len(costs) // 2]
+    actions = sorted(c.actions for c in costs)
     return {
         "turns": len(costs),
         "events_median": events[len(events) // 2],
@@ -153,4 +167,9 @@ def summarize(costs: list[TurnCost]) -> dict[str, Any]:
         "bytes_min": sizes[0],
         "bytes_max": sizes[-1],
         "event_types_median_turn": dict(sorted(median_turn.types.items())),
+        "actions_median": actions[len(actions) // 2],
+        "actions_mean": sum(actions) / len(actions),
+        "actions_min": actions[0],
+        "actions_max": actions[-1],
+        "action_kinds_median_turn": dict(sorted(median_turn.action_kinds.items())),
     }

@@ -54,7 +54,10 @@ MODEL_CHAT = "bench-chat"
 MODEL_CHAT_1K = "bench-chat-1k"
 MODEL_TOOL = "bench-tool"
 MODEL_WORKER = "bench-worker"
+MODEL_APPROVAL = "bench-approval"
+"""Calls ``APPROVAL_TOOL`` once, then answers ``done`` (the approval round trip)."""
 TOOL_NAME = "lookup"
+APPROVAL_TOOL = "guarded_lookup"
 TOOL_ARGS = {"q": "benchmark"}
 REPLY_1K = "r" * 1000
 
@@ -79,6 +82,8 @@ def route(model: str, request: dict[str, Any]) -> dict[str, Any]:
         reply = text(REPLY_1K)
     elif model == MODEL_TOOL:
         reply = text("done") if after_tool else tool_calls((TOOL_NAME, TOOL_ARGS))
+    elif model == MODEL_APPROVAL:
+        reply = text("done") if after_tool else tool_calls((APPROVAL_TOOL, TOOL_ARGS))
     elif model == MODEL_WORKER:
         reply = text("job done")
     elif model.startswith("bench-lead-"):

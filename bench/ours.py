@@ -16,15 +16,29 @@ import os
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from bench import llm
+from bench import llm, shapes
 from bench.contender import Agent, AgentKind, Contender, Context, FanoutRun, tracker_of
 from bench.history import MultiTracker
-from toolnexus_temporal.activities import LlmConfig, Registry, SqliteConversationStore, define_tool
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
+from toolnexus_temporal.activities import (
+    LlmConfig,
+    Registry,
+    SqliteConversationStore,
+    ToolContext,
+    define_tool,
+    pending,
+)
+from toolnexus_temporal.client import (
+    AgentDef,
+    AgentRuntime,
+    Answer,
+    Handle,
+    RuntimeOptions,
+    TickSpec,
+)
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.contract.models import Budget
 
@@ -44,8 +58,17 @@ async def lookup(q: str) -> str:
     return f"result for {q}"
 
 
+async def guarded_lookup(q: str, ctx: ToolContext) -> Any:
+    """Look something up once a person said yes (the approval round trip's tool)."""
+    if ctx.answer is None:
+        return pending(kind="approval", prompt=f"look up {q}?")
+    return await lookup(q)
+
+
 def registry(fanout: int) -> Registry:
-    """The benchmark's agents: plain chat, ~1 KB chat, a tool user, a lead and its workers."""
+    """The benchmark's agents: plain chat, ~1 KB chat, a tool user, a lead and its workers,
+    a chat agent that ticks every second and a tool user whose tool asks for approval."""
+    tick = TickSpec(every_ms=shapes.TICK_EVERY_MS, prompt="tick")
     return Registry(
         [
             AgentDef(name="chat", model=llm.MODEL_CHAT),
@@ -53,9 +76,19 @@ def registry(fanout: int) -> Registry:
             AgentDef(name="tooler", model=llm.MODEL_TOOL, tools=[llm.TOOL_NAME]),
             AgentDef(name="lead", model=llm.lead_model(fanout), team=["worker"]),
             AgentDef(name="worker", description="does one job", model=llm.MODEL_WORKER),
+            AgentDef(name="ticker", model=llm.MODEL_CHAT, tick=tick),
+            AgentDef(name="approver", model=llm.MODEL_APPROVAL, tools=[llm.APPROVAL_TOOL]),
         ],
-        tools=[define_tool(lookup, name=llm.TOOL_NAME)],
+        tools=[
+            define_tool(lookup, name=llm.TOOL_NAME),
+            define_tool(guarded_lookup, name=llm.APPROVAL_TOOL),
+        ],
     )
+
+
+CAN_AFTER_UPDATES = 4
+"""The ``continue_as_new`` shape's runtime: an idle agent continues as new after this many
+updates (``RuntimeOptions.continue_as_new_updates``; default 1,000)."""
 
 
 async def retry_rejected(owner: Contender, call: Callable[[], Awaitable[T]]) -> T:
@@ -155,7 +188,7 @@ class Ours(Contender):
         """The conversation store of the session's worker (a store or a store URL)."""
         yield SqliteConversationStore(ctx.tmp / f"ours-{ctx.run_id}.sqlite")
 
-    async def runtime(self, group: str) -> AgentRuntime:
+    async def runtime(self, group: str, options: RuntimeOptions | None = None) -> AgentRuntime:
         """One runtime (root workflow) per measure."""
         rt = self._runtimes.get(group)
         if rt is None:
@@ -165,6 +198,7 @@ class Ours(Contender):
                 task_queue=self.task_queue,
                 scope=f"bench-{self.ctx.run_id}-{group}",
                 budget=self.root_budget,
+                options=options,
             )
             await rt.start()
             self._runtimes[group] = rt
@@ -202,6 +236,72 @@ class Ours(Contender):
             events += len(history.events)
             bytes_ += sum(e.ByteSize() for e in history.events)
         return FanoutRun(seconds=seconds, events=events, bytes=bytes_, llm_calls=n + 2)
+
+    shapes_not_built: ClassVar[dict[str, str]] = {}
+
+    async def action_shape(self, shape: str) -> dict[str, Any]:
+        """A tick turn, a spawn, an approval round trip or a continue-as-new (bench.shapes)."""
+        if shape == "continue_as_new":
+            options = RuntimeOptions(continue_as_new_updates=CAN_AFTER_UPDATES)
+            return await self._shape_can(await self.runtime("shape-can", options))
+        rt = await self.runtime(f"shape-{shape}")
+        if shape == "spawn":
+            return await self._shape_spawn(rt)
+        name = "ticker" if shape == "tick" else "approver"
+        h = await rt.spawn(rt.root, name)
+        assert isinstance(h, Handle)
+        tracker = tracker_of(rt.client, rt.workflow_id(h.id), rt.workflow_id(rt.root.id))
+        if shape == "tick":
+
+            async def done() -> int:
+                return (await rt.inspect(h)).turns_total
+
+            try:
+                return {**await shapes.ticks(tracker, done), "how": "AgentDef.tick every 1 s"}
+            finally:
+                await rt.close(h)
+
+        async def round_trip() -> None:
+            r = await rt.run_turn(h, "look it up")
+            assert r.status == "pending" and r.pending is not None, r
+            await rt.answer(h, Answer(id=r.pending.id, ok=True))
+            final = await rt.wait(h)
+            assert final.status == "done", final
+
+        cost = await shapes.around(tracker, round_trip)
+        return shapes.shape_result(cost, how="rt.run_turn (pending), rt.answer, rt.wait")
+
+    async def _shape_spawn(self, rt: AgentRuntime) -> dict[str, Any]:
+        spawned: list[Handle] = []
+
+        async def spawn() -> None:
+            h = await rt.spawn(rt.root, "chat")
+            assert isinstance(h, Handle)
+            spawned.append(h)
+            await rt.inspect(h)
+            await asyncio.sleep(shapes.QUIET_S)  # whatever the child does on its own
+
+        cost = await shapes.around(tracker_of(rt.client, rt.workflow_id(rt.root.id)), spawn)
+        cost.add(await shapes.whole_history(rt.client, rt.workflow_id(spawned[0].id)))
+        return shapes.shape_result(cost, how="rt.spawn(rt.root, 'chat'): root + child")
+
+    async def _shape_can(self, rt: AgentRuntime) -> dict[str, Any]:
+        h = await rt.spawn(rt.root, "chat")
+        assert isinstance(h, Handle)
+        agent = OursAgent(self, rt, h)
+        tracker = agent.tracker()
+        await tracker.mark()
+        own = tracker.trackers[0]
+        for i in range(3 * CAN_AFTER_UPDATES):
+            await agent.turn(f"turn {i}")
+            await asyncio.sleep(0.3)  # continue_as_new_min_run_ms: 1.2 s
+            await tracker.mark()
+            if own.marks[-1][0] != own.marks[0][0]:
+                break
+        return {
+            **shapes.continue_as_new_cost(await tracker.costs()),
+            "how": f"RuntimeOptions(continue_as_new_updates={CAN_AFTER_UPDATES})",
+        }
 
     async def diagnose(self, agent: Agent, prompt_prefix: str) -> dict[str, Any] | None:
         """How long each wake signal took from the parent to the agent.

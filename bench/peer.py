@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from bench import llm
 from bench.contender import Agent, AgentKind, Contender, Context, FanoutRun, tracker_of
@@ -45,6 +45,16 @@ class PeerAgentHandle(Agent):
 class Peer(Contender):
     name = "openai_agents"
     label = "openai-agents on Temporal"
+    shapes_not_built: ClassVar[dict[str, str]] = {
+        "tick": "no timer of its own: the plugin runs Runner.run in a workflow the user "
+        "writes (a Temporal Schedule would start a new workflow, not reach this one)",
+        "spawn": "no durable child agent: handoffs and agents-as-tools run inside the lead's "
+        "workflow (see fan-out)",
+        "approval": "no approval step in the plugin: a human-in-the-loop wait is the user's "
+        "own workflow code",
+        "continue_as_new": "its workflow carries the whole conversation and never continues "
+        "as new (see growth: it runs into the history limit instead)",
+    }
 
     def __init__(self) -> None:
         self.ctx: Context | None = None

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import cpu, issue28, processes
+from bench import cpu, issue28, issue35, processes
 from bench.contenders import ORDER
 
 OUR_VARIANTS = ("ours", "ours_direct")
@@ -117,7 +117,7 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
                 level.get("turns_per_s"), _get(_level(floor, agents), "turns_per_s")
             )
         for kind in ("plain", "tool"):
-            for what in ("events_median", "bytes_median"):
+            for what in ("events_median", "bytes_median", "actions_median"):
                 ratios[f"history_{kind}_{what}"] = _ratio(
                     _get(c, "latency", f"history_{kind}", what),
                     _get(floor, "latency", f"history_{kind}", what),
@@ -160,6 +160,9 @@ def derive(results: dict[str, Any]) -> dict[str, Any]:
         out["cpu"] = cpu.derive(worker_cpu)
     if "ours" in cs:
         out["issue28"] = issue28.targets(results, out)
+    out["actions"] = issue35.table(results)
+    if "ours" in cs and "floor" in cs:
+        out["issue35"] = issue35.targets(results)
     return out
 
 
@@ -755,6 +758,12 @@ def markdown(results: dict[str, Any]) -> str:
             f"history bytes / {title}",
             value(("latency", f"history_{kind}", "bytes_median"), f"history_{kind}_bytes_median"),
         )
+        row(
+            f"billable actions / {title} (Temporal Cloud)",
+            value(
+                ("latency", f"history_{kind}", "actions_median"), f"history_{kind}_actions_median"
+            ),
+        )
     row(
         "events per LLM call (tool turn − plain turn) / 2",
         lambda n: _num(_get(splits, n, "events_per_llm_call"), 1),
@@ -804,6 +813,7 @@ def markdown(results: dict[str, Any]) -> str:
 
     lines += targets_markdown(results)
     lines += issue28.markdown(results.get("derived") or {})
+    lines += issue35.markdown(results)
     lines += cpu.markdown(results)
     lines += store_markdown(results)
     lines += processes.markdown(results.get("processes"))

@@ -17,6 +17,11 @@ Measures (see ``bench/README.md`` for what each number means):
 * ``fanout``: one turn of a lead whose model delegates N jobs at once (the ``task`` tool).
 * ``idle``: spawn rate of N agents and the worker's RSS with N idle agents, for each N of
   ``Size.spawn_levels`` (a fresh process per contender and level: ``bench.idle``).
+* ``actions``: Temporal Cloud billable actions (``bench.actions``) of a tick turn, a spawn, an
+  approval round trip and a continue-as-new (``bench.shapes``); a plain and a tool turn's are
+  in ``history``.
+* ``tnx_wall``: ours only: ``tnx --version`` and ``tnx ls`` process wall time, and the
+  visibility query of ``tnx ls``'s scope alone (``bench.cli_start``).
 * ``cpu``: the worker process's CPU seconds per plain turn, one agent and the largest
   throughput level (the worker in a process of its own: ``bench.cpu``).
 """
@@ -49,11 +54,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from bench import cpu, processes, report, spawn_floor
+from bench import cli_start, cpu, processes, report, shapes, spawn_floor
 from bench.contender import Agent, AgentKind, Contender, Context
 from bench.contenders import DEFAULT, ORDER, make
 from bench.history import MultiTracker, TurnCost, summarize
 from bench.llm import LlmProcess
+from bench.ours import Ours
 from bench.sizes import SIZES, Size
 
 T = TypeVar("T")
@@ -467,6 +473,23 @@ def projected_limit_turn(per_turn: list[int], fit: float | None) -> int | None:
     return turn if total >= HISTORY_LIMIT_BYTES else None
 
 
+async def measure_actions(c: Contender, size: Size) -> dict[str, Any]:
+    """Billable actions of a tick turn, a spawn, an approval round trip and a continue-as-new
+    (``bench.shapes``; the plain and tool turns' are in ``latency``)."""
+    return await shapes.measure_shapes(c)
+
+
+async def measure_tnx_wall(c: Contender, size: Size) -> dict[str, Any]:
+    """``tnx --version`` and ``tnx ls`` wall times, ours only (``bench.cli_start``): ``tnx ls``
+    lists the tree of the spawn shape's runtime while the worker runs."""
+    if not isinstance(c, Ours) or c.name != "ours" or c.ctx is None:
+        return {"skipped": "ours only"}
+    rt = await c.runtime("shape-spawn")
+    assert rt.scope is not None
+    runs = 3 if size.name == "tiny" else 7
+    return await cli_start.suite_measure(c.ctx.client, c.ctx.address, rt.scope, runs)
+
+
 async def measure_fanout(c: Contender, size: Size) -> dict[str, Any]:
     runs = [await c.fanout(size.fanout, rep) for rep in range(size.fanout_reps)]
     seconds = [r.seconds for r in runs]
@@ -545,6 +568,8 @@ MEASURES: list[tuple[str, Callable[[Contender, Size], Awaitable[dict[str, Any]]]
     ("wake_all", measure_wake_all, False),
     ("growth", measure_growth, True),
     ("fanout", measure_fanout, False),
+    ("actions", measure_actions, True),
+    ("tnx_wall", measure_tnx_wall, True),
 ]
 """(name, function, durable contenders only)."""
 
