@@ -92,6 +92,14 @@ def parse_json_object(raw: str | None, option: str) -> dict[str, Any] | None:
     return value
 
 
+def error_line(err: Exception) -> str:
+    """An error as one line: a pydantic ``ValidationError`` by :func:`validation_message`
+    (no model name, no URL), any other error's text with its lines joined."""
+    if isinstance(err, ValidationError):
+        return validation_message(err)
+    return " ".join(str(err).split())
+
+
 def validation_message(err: ValidationError) -> str:
     """A pydantic error as one line: ``field: message; field: message``."""
     parts = []

@@ -475,6 +475,10 @@ async def _show_links(tour: Tour) -> None:
         for h in await tour.rt.list(hid):
             tour.line(f"{tour.wid(h.id)}: {tour.workflow_url(tour.wid(h.id))}")
     tour.line(f"approval queue (tnx pending --ui): {tour.queue_url}")
+    tour.line(
+        "  (empty now: the demo answered its one Request above; every Request that waits for "
+        "an answer is listed there, with its prompt and since when, until it is answered)"
+    )
     tour.showed(
         "each agent is a workflow with its own page; the approval queue is a search over "
         "the agents' search attributes"

@@ -35,7 +35,7 @@ from toolnexus_temporal.cli.options import EXIT_NO as EXIT_NO
 from toolnexus_temporal.cli.options import CliError as CliError
 from toolnexus_temporal.cli.options import Options as Options
 from toolnexus_temporal.cli.render import one_line, truncate
-from toolnexus_temporal.cli.workercheck import no_worker_line, root_task_queue
+from toolnexus_temporal.cli.workercheck import no_root_line, no_worker_line, root_task_queue
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.codec import CodecError, codec_from_env
 from toolnexus_temporal.client.errors import (
@@ -49,7 +49,6 @@ from toolnexus_temporal.client.queries import check_scope, check_task_queue
 from toolnexus_temporal.client.reachability import require_worker, workflow_pollers
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.runtime import AgentRuntime
-from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 T = TypeVar("T")
 
@@ -147,18 +146,15 @@ async def _run(
     client = await connect_client(opts)
     rt = AgentRuntime(client, task_queue=opts.task_queue, scope=opts.scope, store=store)
 
-    def no_root() -> CliError:
-        return CliError(
-            f"no runtime to attach to: no {ROOT_ID!r} handle in {opts.where()} "
-            f"(`tnx spawn {ROOT_ID} NAME` creates it)"
-        )
+    async def no_root() -> CliError:
+        return CliError(await no_root_line(client, opts.scope, opts.where()))
 
     async def attach_and_run() -> T:
         nonlocal rt
         queue = await root_task_queue(client, opts.scope)
         if queue is None and not create:
             await _check_namespace(rt, opts)
-            raise no_root()
+            raise await no_root()
         if queue is not None and queue != rt.task_queue:  # the tree runs where its root does
             rt = AgentRuntime(client, task_queue=queue, scope=opts.scope, store=store)
         if worker == "optional":
@@ -168,7 +164,7 @@ async def _run(
             await rt.start(create=create)
         except HandleNotFoundError as err:
             await _check_namespace(rt, opts)
-            raise no_root() from err
+            raise await no_root() from err
         return await verb(rt)
 
     try:

@@ -22,6 +22,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from toolnexus_temporal.cli.tick_cmd import format_duration
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.workflows.contract.models import (
@@ -446,7 +447,7 @@ def tick_line(h: Handle) -> str:
     if spec is None:
         return NONE
     every = spec.every_ms
-    rule = f"every {every / 1000:g}s" if every is not None else f'cron "{spec.cron}" (UTC)'
+    rule = f"every {format_duration(every)}" if every is not None else f'cron "{spec.cron}" (UTC)'
     if not spec.wake:
         rule += " (inbox only)"
     if h.next_tick_ms is not None:

@@ -32,6 +32,48 @@ def parse_every(text: str) -> float:
     return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
 
 
+def format_duration(ms: int) -> str:
+    """A duration in ms as a person writes it: the largest unit that divides it evenly
+    (``3_600_000`` → ``1h``, ``5_400_000`` → ``90m``, ``1_500`` → ``1500ms``)."""
+    for unit in ("d", "h", "m", "s"):
+        size = round(_UNIT_S[unit] * 1000)
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
+
+
+def schedule_input(every: str | None, cron: str | None, prompt: str | None) -> float | None:
+    """Check ``tnx schedule``'s options before anything is sent, in the CLI's words: one line
+    naming the option, what was given and the allowed range (issue 37 item 6).
+
+    Returns:
+        ``--every`` in seconds, or None for ``--cron``.
+
+    Raises:
+        CliError: not exactly one of ``--every``/``--cron``; a duration that is not one, or
+            outside 1s..366d; a cron expression croniter refuses; a prompt over its length
+            (exit 2).
+    """
+    from toolnexus_temporal.workflows.contract.cron import cron_error
+    from toolnexus_temporal.workflows.contract.models import MAX_TEXT, MAX_WAIT_MS, TICK_MIN_MS
+
+    if (every is None) == (cron is None):
+        raise CliError("give exactly one of --every and --cron", EXIT_ENV)
+    if prompt is not None and len(prompt) > MAX_TEXT:
+        raise CliError(f"--prompt: at most {MAX_TEXT:,} characters (got {len(prompt):,})", EXIT_ENV)
+    if cron is not None:
+        error = cron_error(cron)
+        if error is not None:
+            raise CliError(f"--cron: {error}", EXIT_ENV)
+        return None
+    assert every is not None
+    seconds = parse_every(every)
+    if not TICK_MIN_MS <= round(seconds * 1000) <= MAX_WAIT_MS:
+        low, high = format_duration(TICK_MIN_MS), format_duration(MAX_WAIT_MS)
+        raise CliError(f"--every {every.strip()}: must be {low} to {high}", EXIT_ENV)
+    return seconds
+
+
 def schedule_command(
     opts: Options,
     handle_id: Annotated[

@@ -13,7 +13,7 @@ from rich.text import Text
 from toolnexus_temporal.cli import args, live, ops, render
 from toolnexus_temporal.cli.hostcmd import emit, list_width, out, said, show
 from toolnexus_temporal.cli.ops import CliError, Options
-from toolnexus_temporal.cli.tick_cmd import parse_every
+from toolnexus_temporal.cli.tick_cmd import schedule_input
 from toolnexus_temporal.cli.watch import watch_tree
 from toolnexus_temporal.client.errors import InvalidCursorError, SpawnError
 from toolnexus_temporal.client.handle import Handle
@@ -109,7 +109,7 @@ def post(opts: Options, handle_id: str, text: str, sender: str, channel: str) ->
     try:
         item = InboxItem(from_=sender, channel=channel, text=text)
     except ValueError as err:
-        raise CliError(f"invalid item: {render.one_line(err)}", ops.EXIT_ENV) from err
+        raise CliError(f"invalid item: {args.error_line(err)}", ops.EXIT_ENV) from err
     result: PostResult = ops.run(opts, lambda rt: rt.post(target, item))
     if opts.json:
         emit(args.dump(result))
@@ -255,9 +255,7 @@ def schedule(
         ]
         show(render.listing(["ID", "STATE", "SCHEDULE"], rows, list_width()))
         return
-    if (every is None) == (cron is None):
-        raise CliError("give exactly one of --every and --cron", ops.EXIT_ENV)
-    seconds = None if every is None else parse_every(every)
+    seconds = schedule_input(every, cron, prompt)
     target = args.ref(opts, handle_id)
 
     async def verb(rt: AgentRuntime) -> Handle:
@@ -266,7 +264,7 @@ def schedule(
                 target, every=seconds, cron=cron, prompt=prompt, wake=not inbox_only
             )
         except ValueError as err:
-            raise CliError(f"invalid schedule: {render.one_line(err)}", ops.EXIT_ENV) from err
+            raise CliError(f"invalid schedule: {args.error_line(err)}", ops.EXIT_ENV) from err
 
     h = ops.run(opts, verb)
     if opts.json:

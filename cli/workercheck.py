@@ -20,7 +20,12 @@ from toolnexus_temporal.client.errors import NoWorkerError, VerbRejectedError
 from toolnexus_temporal.client.reachability import workflow_pollers
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.models import Answer
-from toolnexus_temporal.workflows.contract.names import ROOT_ID, SIGNAL_ANSWER, workflow_id_for
+from toolnexus_temporal.workflows.contract.names import (
+    AGENT_DEPTH,
+    ROOT_ID,
+    SIGNAL_ANSWER,
+    workflow_id_for,
+)
 
 T = TypeVar("T")
 
@@ -46,6 +51,48 @@ async def root_task_queue(client: Client, scope: str | None) -> str | None:
             return None
         raise
     return desc.task_queue
+
+
+RUNTIMES_SHOWN: Final = 5
+"""How many other runtimes a "no runtime" error names."""
+
+
+async def runtime_scopes(client: Client) -> list[str | None]:
+    """The scopes of the runtimes in this namespace, from visibility (their root workflows:
+    ``AgentDepth = 0``, any status; no worker needed): None for the unscoped runtime (workflow
+    id ``root``), ``"demo"`` for ``demo/root``; at most :data:`RUNTIMES_SHOWN`, none when
+    visibility cannot be read."""
+    scopes: list[str | None] = []
+    suffix = "/" + ROOT_ID
+    try:
+        async for wf in client.list_workflows(f"{AGENT_DEPTH.name} = 0", limit=100):
+            if wf.id == ROOT_ID:
+                scope = None
+            elif wf.id.endswith(suffix):
+                scope = wf.id[: -len(suffix)]
+            else:
+                continue
+            if scope not in scopes:
+                scopes.append(scope)
+            if len(scopes) >= RUNTIMES_SHOWN:
+                break
+    except RPCError:
+        return []
+    return scopes
+
+
+async def no_root_line(client: Client, scope: str | None, where: str) -> str:
+    """The error of a command that found no runtime under ``scope``: the runtimes that exist
+    (from visibility) with the option that reaches each, never the advice to create a second
+    runtime beside them; ``tnx spawn root NAME`` only when the namespace has none (issue 37
+    item 2)."""
+    others = [s for s in await runtime_scopes(client) if s != scope]
+    head = f"no runtime to attach to: no {ROOT_ID!r} handle in {where}"
+    if not others:
+        return f"{head} (`tnx spawn {ROOT_ID} NAME` creates it)"
+    ways = ", ".join(f"--scope {s}" if s is not None else "no --scope" for s in others)
+    example = f" --scope {others[0]}" if others[0] is not None else ""
+    return f"{head}; the runtimes here: {ways} (e.g. `tnx ls{example}`)"
 
 
 def no_worker_line(err: NoWorkerError, where: str, connection_flags: str) -> str:

@@ -9,11 +9,28 @@ turn), ``codec`` (encryption at rest: the AES-256-GCM payload codec and the data
 and ``testing`` (a scripted LLM for tests). The host library imports the workflow contract
 only (types, names, pure rules in ``workflows/contract/``), never a workflow component, the
 worker or an activity (``tests/test_layout.py``); the ``tnx`` command line is
-:mod:`toolnexus_temporal.cli`.
+``toolnexus_temporal.cli``.
 
-Each verb and the Temporal message it sends to the handle's workflow:
+Each verb and the Temporal message it sends to the handle's workflow (when the server refuses
+an update for its limit, the verb sends the signal of the same name and confirms the outcome
+with queries: ``client/fallback.py``):
 
-==========  ==========================  =============================================="""
+| verb | Temporal message | result |
+|---|---|---|
+| spawn | update ``spawn`` on the parent | Handle, or a SpawnError value (never raises) |
+| wake | update ``turn`` (accepted) | the Handle, refreshed: ``running`` when admitted |
+| run_turn | update ``turn`` (completed) | TaskResult of the turn that held its message |
+| post | update ``admit_post`` | PostResult (``inbox full`` / ``inbox closed`` loud) |
+| wait | the wake's ``turn``, else update ``wait`` | TaskResult (blocks in the workflow) |
+| interrupt | update ``admit_interrupt`` | the Handle, refreshed (``idle``) |
+| close | update ``admit_close`` | the Handle, refreshed (``closed``), subtree closed |
+| answer | update ``admit_answer`` | AnswerResult (``resume`` finds the handle first) |
+| fork | update ``spawn`` on the parent (a fork spec) | the new Handle |
+| inspect | query ``view`` | the Handle, refreshed |
+| list | query ``view`` per handle | the tree, pre-order, children in spawn order |
+| trace | query ``trace`` per handle | the subtree's lines merged in order of occurrence |
+| pending | visibility list, ``view`` | the suspended handles (``AgentState`` attribute) |
+"""
 
 from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.errors import (

@@ -4,7 +4,9 @@ their repository paths, so those links are checked by ``mkdocs build --strict`` 
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,16 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA = ("bench/README.md", "bench/results", "temporal-dev/README.md")
+
+
+def on_startup(command: str, dirty: bool) -> None:
+    """Put this interpreter's scripts folder first on PATH: mkdocs-typer2 runs the ``typer``
+    command, which lives beside ``mkdocs`` in the venv, so ``.venv/bin/mkdocs build`` works
+    without an activated venv (issue 37 item 5)."""
+    scripts = str(Path(sys.executable).parent)
+    path = os.environ.get("PATH", "")
+    if scripts not in path.split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([scripts, path]) if path else scripts
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -33,11 +45,43 @@ def on_files(files: Files, config: Any) -> Files:
 AUTOREF = re.compile(r"<autoref (?P<attrs>[^>]*)>(?P<title>[^<]*)</autoref>")
 
 
+ROLE = re.compile(r":(?:mod|class|func|meth|attr|data|exc|obj):<code>~?\.?(?P<name>[^<]*)</code>")
+"""A Sphinx role left in a docstring, as mkdocstrings renders it (``:class:<code>~.x.Y</code>``)."""
+
+EXTRA_H1 = re.compile(r'<h1 id="(?!cli")[^"]*">.*?</h1>\n?', re.S)
+"""A second top heading on the CLI page: mkdocs-typer2's ``# tnx`` under the page's ``## tnx``."""
+
+
+def role_text(match: re.Match[str]) -> str:
+    """``:class:`~.a.B``` shows ``B``; ``:mod:`a.b``` shows ``a.b``; as code, no role."""
+    name = match.group("name")
+    raw = match.group(0)
+    short = name.rsplit(".", 1)[-1] if ":<code>~" in raw else name
+    return f"<code>{short}</code>"
+
+
+def drop_toc(items: Any, anchor: str) -> None:
+    """Remove the table-of-contents entry with ``anchor`` (any depth)."""
+    for item in list(items):
+        if item.id == anchor:
+            items.remove(item)
+        else:
+            drop_toc(item.children, anchor)
+
+
 def on_page_content(html: str, page: Any, **kwargs: Any) -> str:
-    """The CLI reference: typer's usage lines (``tnx ls [OPTIONS] [ID]``) read as markdown
-    reference links to mkdocs-autorefs; put them back as the text they are."""
+    """Every page: Sphinx roles in docstrings (``:class:`X```) render as code, not raw markup.
+    The CLI reference: the generated second ``tnx`` heading is dropped, and typer's usage
+    lines (``tnx ls [OPTIONS] [ID]``) read as markdown reference links to mkdocs-autorefs are
+    put back as the text they are."""
+    html = ROLE.sub(role_text, html)
     if page.file.src_uri != "reference/cli.md":
         return html
+    for match in EXTRA_H1.finditer(html):
+        anchor = re.search(r'id="([^"]*)"', match.group(0))
+        if anchor and page.toc is not None:
+            drop_toc(page.toc.items, anchor.group(1))
+    html = EXTRA_H1.sub("", html)
 
     def text(match: re.Match[str]) -> str:
         identifier = re.search(r'identifier="([^"]*)"', match.group("attrs"))

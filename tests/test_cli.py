@@ -168,6 +168,10 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
             assert run.code == code and run.out == "", run
             assert run.err.startswith("error: ") and message in run.err, run
             assert len(run.err.strip().splitlines()) == 1, run
+        # Issue 37 item 2: the runtimes that exist are named with the option that reaches
+        # them (this test's runtime among them), never the advice to create a second one.
+        assert "the runtimes here: " in no_root.err and "creates it" not in no_root.err, no_root
+        assert f"--scope {rt.scope}" in no_root.err or rt.scope is None, no_root
         # Read-only commands attach; they never create a root.
         with pytest.raises(RPCError) as missing:
             await rt.client.get_workflow_handle(f"{other_scope}/root").describe()

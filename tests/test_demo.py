@@ -136,6 +136,7 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     assert f"\n  {wid}: http://" in links, out  # labelled as the UI shows it, as it pastes
     assert f"  {wid}: " in _step(out, 5), out
     assert "approval queue (tnx pending --ui): " in links, out
+    assert "empty now: the demo answered its one Request" in links, out
     assert "/namespaces/default/workflows?query=AgentState%3D%22suspended%22" in links, out
 
     assert f"tnx inspect {wid} --address {address}" in out, out

@@ -53,7 +53,7 @@ FENCE = re.compile(r"^(\s*)```(\w+)?(.*)$")
 INCLUDE = re.compile(r'--8<--\s+"([^"]+)"')
 
 SETUP_COMMANDS = [
-    "python3 -m venv .venv && .venv/bin/pip install -q -e . && .venv/bin/tnx demo",
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -q -e . && tnx demo",
     "bash scripts/test.sh",
     '.venv/bin/python -m pytest -m "not stress" -n 2',
 ]
@@ -270,16 +270,22 @@ async def test_shell_examples_run(env: WorkflowEnvironment, tmp_path: Path) -> N
 
 
 def test_site_builds_strict(tmp_path: Path) -> None:
-    """``mkdocs build --strict`` (scripts/test.sh runs it too): a broken link, a missing
-    page or a docstring mkdocstrings cannot read fails it."""
+    """``.venv/bin/mkdocs build --strict`` as the README words it, with the venv NOT on PATH
+    (scripts/test.sh runs it too): a broken link, a missing page or a docstring mkdocstrings
+    cannot read fails it. The pages render cleanly: no raw Sphinx role (``:class:``), one
+    ``tnx`` heading on the CLI page, the client's verb table a table (issue 37 item 5)."""
     mkdocs = BIN / "mkdocs"
     if not mkdocs.exists():
         pytest.skip("mkdocs is not installed (the `docs` extra)")
     site = tmp_path / "site"
+    path = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != BIN
+    )
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     done = subprocess.run(
         [str(mkdocs), "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT,
-        env={**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"},
+        env={**env, "PATH": path or "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=timedelta(minutes=5).total_seconds(),
@@ -287,5 +293,34 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-5000:]
     cli = (site / "reference" / "cli" / "index.html").read_text()
     assert "replay-check" in cli and "tnx-worker" in cli and "--registry" in cli
+    assert len(re.findall(r"<h1[ >]", cli)) == 1, re.findall(r"<h1[^>]*>.{0,40}", cli)
     api = (site / "reference" / "python" / "index.html").read_text()
     assert "AgentRuntime" in api and "create_worker" in api and "define_tool" in api
+    for page in site.rglob("*.html"):
+        raw = re.findall(r":(?:mod|class|func|meth|attr|data|exc|obj):[<`]", page.read_text())
+        assert not raw, f"{page.relative_to(site)}: raw role markup {raw[:3]}"
+    assert "<td>run_turn</td>" in api, "the client's verb table is not rendered as a table"
+
+
+def test_the_readme_leaves_tnx_and_temporal_on_path() -> None:
+    """The README's first command activates the venv in the user's shell, so the lines the demo
+    and the docs print (``tnx inspect ...``, ``temporal workflow describe ...``) run as printed
+    (issue 37 item 3: with ``.venv/bin/tnx demo`` they said ``command not found``)."""
+    assert ". .venv/bin/activate && pip install" in SETUP_COMMANDS[0]
+    activate = BIN / "activate"
+    if not activate.exists():
+        pytest.skip("not running from a venv")
+    bare = os.pathsep.join(
+        p for p in os.environ.get("PATH", "").split(os.pathsep) if p and Path(p) != BIN
+    )
+    env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    done = subprocess.run(
+        ["bash", "-c", f". {activate} && command -v tnx && command -v temporal && tnx --version"],
+        env={**env, "PATH": bare or "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    tnx, temporal = done.stdout.splitlines()[:2]
+    assert Path(tnx).parent == BIN and Path(temporal).parent == BIN, done.stdout
