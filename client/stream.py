@@ -12,10 +12,14 @@ update (so any number of hosts can follow one agent):
 * **structure**: the workflow's history, followed with a long poll (``GetWorkflowExecutionHistory``
   with ``wait_new_event``): an LLM call scheduled, started (its attempt) or answered (its
   result gives the rest of its text, its tool calls and its usage), a tool activity ended,
-  the ``AgentState`` search attribute upserted (a turn starts on ``running`` and ends on any
-  other state), a continue-as-new (the stream follows the new run);
-* **the end**: the history's ``AgentState`` upsert that ends the turn, then the ``view`` query
-  for the turn's result (the handle's last result).
+  the ``AgentState`` search attribute upserted (``suspended`` or ``closed`` end the turn), a
+  continue-as-new (the stream follows the new run);
+* **the end**: a turn that ends idle writes no search attribute (``AgentState`` records
+  durable states only, issue 35 item 2), so the stream asks the ``view`` query whenever the
+  history it has read is quiet (a workflow task completed, no activity open, no event
+  waiting): the turn ended when the handle is no longer running (nor queued) or has settled
+  a result since the stream started. That query also gives the turn's result (the handle's
+  last result). A parked or closed turn ends on its ``AgentState`` upsert, as before.
 
 Events are :data:`LiveEvent` models; the last one is always :class:`TurnEnd`. A fresh stream
 reports what happens after it starts, except the text the call in flight has already
@@ -69,7 +73,9 @@ from toolnexus_temporal.workflows.contract.models import TaskResult, ToolResult
 from toolnexus_temporal.workflows.contract.names import (
     AGENT_STATE,
     LLM_CALL_ACTIVITY,
+    SIGNAL_WAKE,
     TOOL_CALL_ACTIVITY,
+    UPDATE_TURN,
 )
 
 POLL_S = 0.2
@@ -245,6 +251,10 @@ _RUN_ENDS = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
 }
+_QUIET = {  # after these, the turn may have ended idle: the view query tells
+    EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED,
+}
 _KEYWORDS = PayloadConverter.default
 
 
@@ -258,8 +268,12 @@ class _Follow:
     """Rebuilding the state up to a start position: no events."""
     last_event: int = 0
     state: str | None = None
-    """The ``AgentState`` the history last set."""
-    in_turn: bool = False
+    """The ``AgentState`` (durable state) the history last set."""
+    in_turn: bool = True
+    """A turn is followed (False once the history ended it: parked, closed, run ended)."""
+    quiet: bool = False
+    """A workflow task or an update completed since the last :meth:`settled` check: the turn
+    may have ended idle (no history event says so)."""
     ended: bool = False
     """The last history event ended the turn (or the workflow)."""
     next_run: str | None = None
@@ -379,17 +393,33 @@ class _Follow:
         return self._stamp([TokenCount(tokens=total)], event)
 
     def set_state(self, value: str | None) -> None:
-        """The history set ``AgentState`` to ``value``: a turn starts on ``running``, and
-        ends on any other state."""
+        """The history set ``AgentState`` to ``value``: a change to ``suspended`` or
+        ``closed`` ends the turn followed (a turn that ends idle writes none: ``_Ends.settled``;
+        a continued run that starts as its parked predecessor ended changes nothing).
+        ``running`` (the histories of earlier builds) starts a turn's token count."""
         if value is None:
             return
         before, self.state = self.state, value
-        if value == "running" and before != "running":
-            self.in_turn, self.tokens_done, self.tokens_shown = True, 0, 0
-            self.unread = []
-        elif value != "running" and before == "running":
-            self.in_turn = False
-            self.ended = not self.silent
+        if value == "running" or (value == "idle" and before == "suspended"):
+            # a turn starts (earlier builds) or resumes: its token count starts over
+            self.tokens_done, self.tokens_shown, self.unread = 0, 0, []
+        elif value in ("suspended", "closed") and value != before and not self.silent:
+            self.in_turn, self.ended = False, True
+
+    def turn_begins(self, event: HistoryEvent) -> None:
+        """While rebuilding, a ``turn`` update accepted or a ``wake`` signal with no activity
+        open starts a turn: its token count starts (a turn that starts idle writes no
+        history event that says so; a tick's turn is counted from the last such event)."""
+        if not self.silent or self.scheduled:
+            return
+        kind = event.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
+            accepted = event.workflow_execution_update_accepted_event_attributes
+            starts = accepted.accepted_request.input.name == UPDATE_TURN
+        else:
+            starts = event.workflow_execution_signaled_event_attributes.signal_name == SIGNAL_WAKE
+        if starts:
+            self.tokens_done, self.tokens_shown, self.unread = 0, 0, []
 
     async def observe(self, converter: Any, event: HistoryEvent) -> list[LiveEvent]:
         """Record one history event of the followed run; the events it makes (none while
@@ -404,6 +434,15 @@ class _Follow:
             upsert = event.upsert_workflow_search_attributes_event_attributes
             self.set_state(_agent_state(upsert.search_attributes.indexed_fields))
             return []
+        if kind in (
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED,
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+        ):
+            self.turn_begins(event)
+            return []
+        if kind in _QUIET:
+            self.quiet = not self.silent
+            return []
         if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
             self.next_run = (
                 event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
@@ -413,6 +452,7 @@ class _Follow:
             self.in_turn, self.ended = False, not self.silent
             return []
         if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            self.quiet = False  # the task that completed goes on with an activity
             attrs = event.activity_task_scheduled_event_attributes
             name = attrs.activity_type.name
             if name == LLM_CALL_ACTIVITY:
@@ -608,18 +648,13 @@ async def follow_turn(
     queued = h.queued
     converter = client.data_converter
     inbox: asyncio.Queue[tuple[str, Any, Any]] = asyncio.Queue()
-    state = _Follow(run_id=start.run_id, silent=True)
+    state = _Follow(run_id=start.run_id, silent=True, in_turn=h.state == "running" or queued)
     poll, me = _DescribePoll.join(
         client, workflow_id, poll_s, lambda run, found: inbox.put_nowait(("live", run, found))
     )
 
-    def position() -> str:
-        """The cursor now (the start while the stream is still rebuilding its state)."""
-        return str(start if state.silent else state.cursor())
-
-    async def ending() -> TurnEnd:
-        h = await inspect()
-        return TurnEnd(result=h.last_result, seq=position())
+    ends = _Ends(state, start, inspect, h.result_seq)
+    position, ending, settled = ends.position, ends.ending, ends.settled
 
     if start_at is None:
         inbox.put_nowait(("live", latest_run, await _details(converter, desc.raw_description)))
@@ -658,6 +693,11 @@ async def follow_turn(
                 if not state.in_turn and not queued:
                     yield await ending()
                     return
+                state.quiet = True  # it may have ended before the stream read its history
+            if caught_up and state.quiet and not state.scheduled and inbox.empty():
+                if (end := await settled()) is not None:
+                    yield end
+                    return
             if latest_live[0] == state.run_id:  # details read before this event: news now?
                 for ev in _live(state, latest_live[1]):
                     yield ev
@@ -666,6 +706,37 @@ async def follow_turn(
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass
+class _Ends:
+    """How a stream ends: the turn's result from the ``view`` query (``inspect``), stamped
+    with the stream's position."""
+
+    state: _Follow
+    start: Cursor
+    inspect: Callable[[], Awaitable[Handle]]
+    settled_before: int
+    """The handle's ``result_seq`` when the stream started."""
+
+    def position(self) -> str:
+        """The cursor now (the start while the stream is still rebuilding its state)."""
+        return str(self.start if self.state.silent else self.state.cursor())
+
+    async def ending(self) -> TurnEnd:
+        """The end now, with the handle's last result."""
+        h = await self.inspect()
+        return TurnEnd(result=h.last_result, seq=self.position())
+
+    async def settled(self) -> TurnEnd | None:
+        """The turn's end when the handle is no longer running (nor queued) or has settled a
+        result since the stream started (the ``view`` query: a turn that ends idle writes
+        no history event that says so); None while it runs."""
+        self.state.quiet = False
+        h = await self.inspect()
+        if (h.state == "running" or h.queued) and h.result_seq <= self.settled_before:
+            return None
+        return TurnEnd(result=h.last_result, seq=self.position())
 
 
 async def _describe(

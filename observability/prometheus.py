@@ -6,7 +6,8 @@ runtime with a ``PrometheusConfig`` (Temporal's Python SDK docs, "Metrics"), and
 client is connected with it, so its workers, workflows and activities record through that
 runtime's meter. A Runtime is made once per process: each one binds its own port.
 
-Gauges of fleet-wide state (approvals waiting and the oldest wait, live handles by state) are
+Gauges of fleet-wide state (approvals waiting and the oldest wait, live handles by their
+durable state: ``AgentState`` is never ``running``, issue 35 item 2) are
 not any one workflow's: :class:`FleetGauges` reads them from visibility every
 ``interval_s`` seconds (count queries, plus bounded lists for the oldest wait) and sets
 them on the runtime's meter. Every worker of a task queue reports the same values, so
@@ -37,7 +38,7 @@ from toolnexus_temporal.workflows.contract.metrics import (
     LLM_LATENCY,
     TOOL_LATENCY,
 )
-from toolnexus_temporal.workflows.contract.models import HandleStateName
+from toolnexus_temporal.workflows.contract.models import DurableStateName
 from toolnexus_temporal.workflows.contract.names import (
     AGENT_STATE,
     AGENT_WAITING_SINCE,
@@ -59,8 +60,10 @@ OLDEST_ROUNDS_MAX: Final = 20
 than the oldest found so far, so two rounds are the rule and more need Requests parked
 faster than visibility lists them."""
 
-HANDLE_STATES: Final[tuple[HandleStateName, ...]] = get_args(HandleStateName)
-"""The ``state`` label values of ``tnx_handles`` (CONTRACT §2)."""
+HANDLE_STATES: Final[tuple[DurableStateName, ...]] = get_args(DurableStateName)
+"""The ``state`` label values of ``tnx_handles``: the values of ``AgentState``, the durable
+state (a handle in a turn shows ``idle``; the turns in flight are
+``tnx_turns_started_total`` less ``tnx_turns_total``)."""
 
 
 class MetricsEndpointError(Exception):

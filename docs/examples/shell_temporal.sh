@@ -14,5 +14,5 @@ tnx wait "$OPS"
 temporal workflow signal --workflow-id "$OPS" --name post \
     --input '{"from": "external", "channel": "webhook", "text": "new data"}'
 temporal workflow query --workflow-id "$OPS" --name view
-temporal workflow list --query 'AgentState="idle" AND ExecutionStatus="Running"'
+temporal workflow list --query 'AgentState="idle" AND ExecutionStatus="Running"'  # a turn in flight too
 tnx close "$OPS"

@@ -6,7 +6,9 @@
 same meter (``workflow.metric_meter()``, ``activity.metric_meter()``, ``Runtime.metric_meter``).
 Who records what:
 
-* workflow code (``workflows/turn/observe.py``): turns, tokens, money, budget stops. The
+* workflow code (``workflows/turn/observe.py``): turns started and settled (their difference
+  is the turns in flight: visibility records no ``running``, issue 35 item 2), tokens,
+  money, budget stops. The
   workflow meter skips replay (the SDK's ``_ReplaySafeMetricMeter``), so a replayed turn is
   not counted twice;
 * activities (``observability/metrics.py``): LLM calls and tool calls, with their latency, one
@@ -57,6 +59,15 @@ TURNS: Final = MetricDef(
     "1",
     "Turns settled, by status (done, incomplete, interrupted, error)",
     ("agent", "status"),
+    "workflow",
+)
+TURNS_STARTED: Final = MetricDef(
+    "tnx_turns_started_total",
+    "counter",
+    "1",
+    "Turns started; turns in flight (running or parked) = sum(tnx_turns_started_total) - "
+    "sum(tnx_turns_total)",
+    ("agent",),
     "workflow",
 )
 TOKENS: Final = MetricDef(
@@ -151,14 +162,15 @@ HANDLES: Final = MetricDef(
     "tnx_handles",
     "gauge",
     "1",
-    "Live handles (running workflows) by state (idle, running, suspended, closed); fleet "
-    "value: aggregate with max()",
+    "Live handles (running workflows) by AgentState, the durable state (idle, suspended, "
+    "closed: a handle in a turn counts as idle); fleet value: aggregate with max()",
     ("namespace", "task_queue", "state"),
     "worker",
 )
 
 ALL_METRICS: Final = (
     TURNS,
+    TURNS_STARTED,
     TOKENS,
     COST,
     UNPRICED_CALLS,

@@ -38,6 +38,13 @@ Policy = Annotated[str, AfterValidator(check_policy)]
 HandleStateName = Literal["idle", "running", "suspended", "closed"]
 """The four Handle states (CONTRACT §2)."""
 
+DurableStateName = Literal["idle", "suspended", "closed"]
+"""The values of the ``AgentState`` search attribute: the Handle state that lasts past a
+turn. A running handle shows ``idle`` there (``running`` is not a visibility value: a turn
+writes no search attribute unless it parks or closes); the live state is the ``state``/``view``
+query, the workflow's current details and the worker's ``tnx_turns_in_flight`` gauge
+(``workflows/visibility/operator.py`` ``durable_state``)."""
+
 ResultStatus = Literal["done", "pending", "incomplete", "interrupted", "closed", "timeout", "error"]
 """The closed TaskResult status vocabulary (CONTRACT §1). Only ``done`` and ``pending`` are not
 errors."""

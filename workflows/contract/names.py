@@ -231,7 +231,11 @@ UNSUPPORTED_PROTOCOL: Final = "UnsupportedProtocol"
 # approval queue is :data:`APPROVAL_QUEUE`.
 
 AGENT_STATE = SearchAttributeKey.for_keyword("AgentState")
-"""The Handle state: idle, running, suspended or closed."""
+"""The Handle's durable state: ``idle``, ``suspended`` or ``closed``
+(``models.DurableStateName``). Never ``running``: a turn is transient and writes no search
+attribute unless it parks (``suspended``) or closes, so a running handle shows ``idle`` here;
+the live state is the ``state`` query (``tnx inspect``, ``tnx ls``), the workflow's current
+details and the worker's ``tnx_turns_in_flight`` gauge (issue 35 item 2)."""
 
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 """The agent definition's name (``root`` for the root)."""

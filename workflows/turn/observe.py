@@ -17,7 +17,7 @@ replay (the ``Replayer``, a cold worker, a cache eviction) therefore adds no spa
 whose start was replayed ends a span only if the worker still holds one open for that run
 (the same worker after an eviction).
 
-**The metrics** (turns settled by status, budget stops by limit, tokens by agent and
+**The metrics** (turns started, turns settled by status, budget stops by limit, tokens by agent and
 direction, money and unpriced calls by agent) go through ``workflow.metric_meter()``, which
 skips replay (the SDK wraps it in ``_ReplaySafeMetricMeter``: nothing is recorded while
 ``workflow.unsafe.is_replaying()``), so a workflow evicted from the cache and replayed, or
@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         COST,
         TOKENS,
         TURNS,
+        TURNS_STARTED,
         UNPRICED_CALLS,
         MetricDef,
     )
@@ -63,7 +64,9 @@ class TurnTelemetry:
         self.output_tokens = 0
 
     def turn_started(self, s: HandleState) -> None:
-        """Open the turn span of handle ``s`` (not on replay; no-op without the interceptor).
+        """Count the turn (``tnx_turns_started_total{agent}``: less ``tnx_turns_total``, the
+        turns in flight) and open the turn span of handle ``s`` (not on replay; no-op
+        without the interceptor).
 
         The span's attributes (OpenTelemetry GenAI conventions, agent spans):
         ``gen_ai.operation.name`` ``invoke_agent``, ``gen_ai.agent.name``,
@@ -71,6 +74,7 @@ class TurnTelemetry:
         ``tnx.handle.id`` and ``tnx.parent.id``.
         """
         self.input_tokens = self.output_tokens = 0
+        _add(TURNS_STARTED, 1, {"agent": _agent(s)})
         start = _extern(TURN_SPAN_START)
         if start is None:
             return

@@ -10,6 +10,14 @@ a child's static details, and the pending Request's search attributes (the appro
   child's start: shown by the UI with no worker, so an agent's page is never blank.
 * :func:`request_attributes`: the ``AgentRequest*`` / ``AgentWaitingSince`` upserts that make
   ``names.APPROVAL_QUEUE`` a queue with "what waits, since when" columns.
+* :class:`OperatorView`: the one rule of what the search attributes record: durable states
+  only (issue 35 item 2). ``AgentState`` is :func:`durable_state` (never ``running``: a turn
+  that starts idle and ends idle writes no upsert, a billable action on Temporal Cloud); the
+  pending Request and the escalation queue while suspended. ``AgentPaused`` (``pause.py``)
+  and ``AgentNextTick`` (``ticks.py``) are durable too, each upserted by its owner when it
+  changes. "Running now" is seen in the current details (not a command: free), the
+  ``state``/``view`` query (``tnx inspect``, ``tnx ls``) and the worker's
+  ``tnx_turns_in_flight`` gauge.
 
 Pure functions over ``HandleState``; deterministic, no I/O.
 """
@@ -31,7 +39,12 @@ with workflow.unsafe.imports_passed_through():
         fit,
         fit_search_attribute,
     )
-    from toolnexus_temporal.workflows.contract.models import HandleStateName, Request, iso_utc
+    from toolnexus_temporal.workflows.contract.models import (
+        DurableStateName,
+        HandleStateName,
+        Request,
+        iso_utc,
+    )
     from toolnexus_temporal.workflows.contract.names import (
         AGENT_ESCALATED_TO,
         AGENT_REQUEST_ID,
@@ -203,19 +216,29 @@ def escalation_queue(s: HandleState) -> str | None:
     return to.removeprefix("queue:")
 
 
+def durable_state(state: HandleStateName) -> DurableStateName:
+    """The ``AgentState`` value of a handle in ``state``: the state that lasts past a turn.
+    ``running`` shows as ``idle`` (a turn is transient: it starts idle and ends idle, or
+    parks, or closes); ``suspended`` and ``closed`` show as themselves."""
+    return "idle" if state == "running" else state
+
+
 class OperatorView(NamedTuple):
-    """What the operator's search attributes show of a handle: ``AgentState``, the pending
-    Request (``AgentRequest*``, ``AgentWaitingSince``) and ``AgentEscalatedTo``. Built by
-    :meth:`of`; ``Visibility.publish`` upserts the difference from the one shown.
+    """What the operator's search attributes show of a handle: ``AgentState`` (the durable
+    state, :func:`durable_state`), the pending Request (``AgentRequest*``,
+    ``AgentWaitingSince``) and ``AgentEscalatedTo``. Built by :meth:`of`;
+    ``Visibility.publish`` upserts the difference from the one shown, so only a change of a
+    durable state costs an upsert: idle→running→idle none; running→suspended one (the state
+    and the Request), suspended→running one (``idle``, the Request cleared), →closed one.
 
     Attributes:
-        state: the handle's state.
+        state: the handle's durable state (``idle``, ``suspended`` or ``closed``).
         request: the Request it is parked on while suspended, else None.
         request_id: the id the ``AgentRequestId`` attribute shows (``request``'s).
         queue: the operator queue it escalated to, or None.
     """
 
-    state: HandleStateName
+    state: DurableStateName
     request: Request | None
     request_id: str | None
     queue: str | None
@@ -224,7 +247,7 @@ class OperatorView(NamedTuple):
     def of(cls, s: HandleState) -> OperatorView:
         """The view of ``s`` now."""
         req = s.approval.pending_req if s.state == "suspended" else None
-        return cls(s.state, req, req.id if req else None, escalation_queue(s))
+        return cls(durable_state(s.state), req, req.id if req else None, escalation_queue(s))
 
     def updates(
         self, shown: OperatorView, *, with_prompt: bool

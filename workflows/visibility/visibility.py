@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.limits import DETAILS_BYTES, fit
     from toolnexus_temporal.workflows.contract.messages import CloseRequest, WakeRequest
     from toolnexus_temporal.workflows.contract.models import (
+        HandleStateName,
         HandleStatus,
         HandleView,
         InboxItem,
@@ -202,6 +203,9 @@ class Visibility:
         )
         """What the search attributes show (:class:`OperatorView`): a continued run carries
         the Request id and the queue."""
+        self.details_state: HandleStateName = "idle"
+        """The state the current details last showed (a rejection is shown until it
+        changes; the search attributes show only the durable state)."""
         self.rejection: str | None = None
         """The last rejected input (``{verb} rejected: {reason}``) since the state last
         changed: the current details show it first."""
@@ -270,12 +274,15 @@ class Visibility:
         return False
 
     def publish(self) -> None:
-        """Publish the operator view (:meth:`OperatorView.of`): upsert ``AgentState`` and the
-        pending Request's search attributes in one command when any changed, and refresh the
-        UI's current details (CONTRACT §8). The creator set every attribute at start."""
+        """Publish the operator view (:meth:`OperatorView.of`): upsert ``AgentState`` (the
+        durable state: never ``running``) and the pending Request's search attributes in one
+        command when any changed, and refresh the UI's current details, which show the live
+        state, ``running`` included (CONTRACT §8; not a command). The creator set every
+        attribute at start."""
         s = self.s
         view = OperatorView.of(s)
-        if self.shown.state != view.state:
+        if self.details_state != s.state:
+            self.details_state = s.state
             self.rejection = None  # shown until the next state change (a run's start is none)
         updates = view.updates(self.shown, with_prompt=s.options.prompt_in_visibility)
         if updates:
