@@ -22,6 +22,7 @@ from temporalio.client import Client
 
 from tests.conftest import MODEL, RuntimeFactory
 from tests.helpers import eventually, spawn
+from tests.mcp_serving import mcp_http_server
 from tests.parking import cli_answer
 from tests.workers import free_port
 from toolnexus_temporal.activities import Registry, RegistryError, define_tool
@@ -32,8 +33,6 @@ from toolnexus_temporal.workflows.contract.messages import ToolCallInput
 from toolnexus_temporal.workflows.contract.models import ToolOptions
 
 pytestmark = pytest.mark.mcp
-
-HTTP_SERVER = Path(__file__).with_name("mcp_http_server.py")
 
 
 def time_server() -> McpServer:
@@ -86,17 +85,8 @@ def repo(tmp_path: Path) -> Path:
 @pytest.fixture
 async def http_url() -> AsyncIterator[str]:
     """The streamable-HTTP server of tests/mcp_http_server.py, on a free loopback port."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(HTTP_SERVER), stdout=asyncio.subprocess.PIPE
-    )
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
-        assert line.startswith(b"PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 30)
+    async with mcp_http_server() as url:
+        yield url
 
 
 def tool_messages(request: dict[str, Any]) -> dict[str, str]:

@@ -8,20 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from tests.mcp_serving import mcp_http_server
 from toolnexus_temporal.activities.mcp import McpPool
 from toolnexus_temporal.workflows.contract.messages import ToolCallInput
 from toolnexus_temporal.workflows.contract.models import McpServer
 
 pytestmark = pytest.mark.mcp
 
-HTTP_SERVER = Path(__file__).with_name("mcp_http_server.py")
 IDLE_S = 1.0
 """The server's session idle timeout, seconds."""
 
@@ -35,19 +34,9 @@ def writes(tmp_path: Path) -> Path:
 @pytest.fixture
 async def expiring_url(writes: Path) -> AsyncIterator[str]:
     """tests/mcp_http_server.py with sessions that end after :data:`IDLE_S` idle."""
-    proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, str(HTTP_SERVER), "--drop-idle", str(IDLE_S)),
-        stdout=asyncio.subprocess.PIPE,
-        env={**os.environ, "TNX_MCP_WRITES": str(writes)},
-    )
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
-        assert line.startswith(b"PORT "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}/mcp"
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 30)
+    env = {**os.environ, "TNX_MCP_WRITES": str(writes)}
+    async with mcp_http_server("--drop-idle", str(IDLE_S), env=env) as url:
+        yield url
 
 
 def record(text: str, call_id: str) -> ToolCallInput:
