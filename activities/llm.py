@@ -277,7 +277,7 @@ class LlmActivities:
         """Fold the older turns of a transcript into its summary with one model call (context
         policy ``older="summarize"``): the turns ``context.summary_span`` picks, each message
         clipped, sent as one text with the current summary; the reply, cut to
-        ``summary_max_tokens`` (4 characters per token), is the new summary. A retry asks the
+        ``summary_tokens`` (4 characters per token), is the new summary. A retry asks the
         model again (nothing is stored).
 
         Returns:
@@ -304,23 +304,33 @@ class LlmActivities:
         transcript = await store.call(
             lambda: self.store.read(inp.conv_id, inp.length), deadline_ms=inp.deadline_ms
         )
-        start, end = context.summary_span(transcript, inp.policy, inp.summary)
+        span = context.summary_span(transcript, inp.policy, inp.summary, inp.pending_turns)
+        start, end = span.start, span.end
         if end <= start:
-            return SummarizeResult()
+            return SummarizeResult(
+                view_tokens=context.context_tokens(transcript, inp.policy, inp.summary)
+            )
         model, style = self.target(inp)
         body = wire.request_body(
             style,
             model=model,
             messages=context.summary_request(transcript[start:end], inp.policy, inp.summary),
             tools=[],
-            max_tokens=inp.policy.summary_max_tokens,
+            max_tokens=inp.policy.summary_tokens,
             stream=False,
         )
         async with self._slots or contextlib.nullcontext():
             message, usage = await self._call(style, body, live, need_price=inp.need_price)
-        limit = inp.policy.summary_max_tokens * context.CHARS_PER_TOKEN
+        limit = inp.policy.summary_tokens * context.CHARS_PER_TOKEN
         text = (message.content or "").strip()[:limit] or "(no summary)"
-        return SummarizeResult(summary=ContextSummary(text=text, upto=end), usage=usage)
+        summary = ContextSummary(text=text, upto=end)
+        return SummarizeResult(
+            summary=summary,
+            usage=usage,
+            folded=end - start,
+            view_tokens=context.context_tokens(transcript, inp.policy, summary),
+            older_left=span.older_left,
+        )
 
     async def _store_held(
         self,
@@ -406,6 +416,11 @@ class LlmActivities:
             stored_len=stored_len + 1,
             dropped=view.dropped if view is not None else 0,
             sent_estimate=view.estimate_tokens if view is not None else 0,
+            view_tokens=(
+                context.context_tokens([*transcript, message], inp.context, inp.summary)
+                if inp.context is not None
+                else 0
+            ),
         )
 
         def hold() -> None:  # the model was paid: a retried attempt must not ask it again

@@ -157,6 +157,13 @@ class LlmProcess:
         self.base_url = line.split(" ", 1)[1]
         return self
 
+    @classmethod
+    def attached(cls, base_url: str) -> LlmProcess:
+        """A handle on a server another process started (``bench.isolated``): ``stats`` only."""
+        llm = cls()
+        llm.base_url = base_url
+        return llm
+
     def stats(self) -> dict[str, int]:
         """Requests answered so far, per model."""
         response = httpx.post(f"{self.base_url}/bench/stats", json={}, timeout=10)

@@ -1,6 +1,7 @@
-"""The suite: every measure for every contender, in one process session, against one dev
-server and one scripted LLM server; then the results (JSON), the table (markdown) and the
-plots (PNG).
+"""The suite: every measure for every contender, each contender in a Python process of its
+own (``bench.isolated``: a second worker in one process slows every worker of it), against
+one dev server and one scripted LLM server; then the results (JSON), the table (markdown)
+and the plots (PNG).
 
 Measures (see ``bench/README.md`` for what each number means):
 
@@ -54,7 +55,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from bench import cli_start, cpu, processes, report, shapes, spawn_floor
+from bench import cli_start, cpu, isolated, processes, report, shapes
 from bench.contender import Agent, AgentKind, Contender, Context
 from bench.contenders import DEFAULT, ORDER, make
 from bench.history import MultiTracker, TurnCost, summarize
@@ -834,12 +835,16 @@ async def run_suite(
                     log=log,
                     evidence_dir=out_dir / f"{stamp}-evidence",
                 )
-                log(f"{name}: start ({contender.label})")
-                results["contenders"][name] = await run_contender(contender, ctx, llm)
+                log(f"{name}: start ({contender.label}), in a process of its own")
+                try:
+                    results["contenders"][name] = await isolated.run_contender(name, ctx)
+                except RuntimeError as err:
+                    results["contenders"][name] = {"label": contender.label, "error": str(err)}
             if "floor" in chosen and "ours" in chosen:  # issue 28's spawn target
                 try:
-                    results["spawn_floor"] = await spawn_floor.measure_on(
-                        temporal, 100, task_queue=f"{run_id}-spawn-floor"
+                    spawn_ctx = Context(temporal, address, llm.base_url, sz, Path(tmp), run_id)
+                    results["spawn_floor"] = await isolated.run_spawn_floor(
+                        spawn_ctx, 100, task_queue=f"{run_id}-spawn-floor"
                     )
                 except Exception as err:
                     results["spawn_floor"] = {"error": _error(err)}

@@ -238,10 +238,7 @@ async def _delegate(tour: Tour, prompt: str) -> tuple[Handle, TaskResult]:
         raise DemoError(str(spawned))
     coord = spawned
     tour.ids.append(coord.id)
-    tour.console.print(
-        f"  [bold]spawned[/bold] {escape(tour.wid(coord.id))} (handle {escape(coord.id)}; "
-        f"state {coord.state})"
-    )
+    tour.console.print(f"  [bold]spawned[/bold] {escape(tour.wid(coord.id))} (state {coord.state})")
     await rt.wake(coord, prompt)
     tour.line(f"wake {prompt!r} → state {coord.state}; waiting for its turn ...")
     result = await rt.wait(coord, timeout_ms=TURN_WAIT_MS)

@@ -194,9 +194,9 @@ def emit(doc: Any) -> None:
     sys.stdout.flush()
 
 
-def said(verb: str, h: Handle) -> None:
-    """Print ``{verb} {id} → {state}``."""
-    out.print(f"{verb} {escape(h.id)} → {h.state}", soft_wrap=True)
+def said(verb: str, h: Handle, opts: Options) -> None:
+    """Print ``{verb} {id} → {state}`` (the id as :meth:`Options.shown` prints it)."""
+    out.print(f"{verb} {escape(opts.shown(h.id))} → {h.state}", soft_wrap=True)
 
 
 IdArg = Annotated[str, typer.Argument(metavar="ID", help="Handle id, e.g. root/worker.1.")]

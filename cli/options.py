@@ -86,6 +86,14 @@ class Options:
     json: bool = False
     cluster: ClusterConfig | None = None
 
+    def shown(self, handle_id: str) -> str:
+        """The one form in which the CLI prints a handle id: its workflow id
+        (``demo/root/coordinator.1`` under ``--scope demo``, ``root/coordinator.1`` with no
+        scope), which every ``tnx`` command takes back as printed, ``--scope`` given or not
+        (:func:`toolnexus_temporal.cli.args.scope_in`, :func:`~toolnexus_temporal.cli.args.ref`)
+        and which the web UI and ``temporal workflow`` show."""
+        return f"{self.scope}/{handle_id}" if self.scope else handle_id
+
     def where(self) -> str:
         """``namespace 'x' at host:port, scope 'y'``: the context of a lookup, for messages."""
         scope = f"scope {self.scope!r}" if self.scope else "no scope"

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -22,12 +23,17 @@ from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.queued import QueuedAnswer
 from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.messages import AnswerResult
 from toolnexus_temporal.workflows.contract.models import ANSWER_MESSAGE_CHARS, Answer
 
 # ---------------------------------------------------------------------------- pending
+
+Pending = tuple[list[Handle], list[QueueRow], NoWorkerError | None, dict[str, list[QueuedAnswer]]]
+"""What ``tnx pending`` read: the suspended handles (a worker runs), or else the visibility
+rows, the NoWorkerError and the Answers queued for each row (by handle id)."""
 
 
 def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
@@ -43,15 +49,22 @@ def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
             return [], await rt.queue(), found
         return found, [], None
 
-    handles, rows, missing = ops.run(opts, verb, worker="optional")
+    async def read(rt: AgentRuntime) -> Pending:
+        handles, rows, missing = await verb(rt)
+        # with no worker, the Answers sent to each row that no worker has applied yet
+        got = await asyncio.gather(*(rt.queued_answers(row.id) for row in rows))
+        waiting = {row.id: answers for row, answers in zip(rows, got, strict=True) if answers}
+        return handles, rows, missing, waiting
+
+    handles, rows, missing, waiting = ops.run(opts, read, worker="optional")
     if opts.json:
-        emit(_pending_json(handles, rows))
+        emit(_pending_json(handles, rows, waiting))
     elif missing is not None:
-        _print_visibility_queue(opts, rows, missing)
+        _print_visibility_queue(opts, rows, missing, waiting)
     elif not handles:
         out.print("no suspended agents", soft_wrap=True)
     else:
-        show(render.pending_table(handles, width=list_width()))
+        show(render.pending_table(handles, width=list_width(), shown=opts.shown))
         out.print(
             "answer with: tnx answer ID --approve | --edit JSON | --decline [--message TEXT]   "
             '(web UI / temporal CLI: signal \'answer\' with {"id": REQUEST, "ok": true})',
@@ -71,9 +84,12 @@ def _print_ui_link(opts: Options, ui_url: str | None) -> None:
     )
 
 
-def _pending_json(handles: list[Handle], rows: list[QueueRow]) -> list[dict[str, Any]]:
+def _pending_json(
+    handles: list[Handle], rows: list[QueueRow], waiting: dict[str, list[QueuedAnswer]]
+) -> list[dict[str, Any]]:
     """``tnx pending --json``: one object per suspended agent, from its handle or (no
-    worker) from its visibility row (``"source": "visibility"``)."""
+    worker) from its visibility row (``"source": "visibility"``) with the Answers sent to
+    it that no worker has applied yet (``"queued_answers"``)."""
     from_handles = [
         {
             "id": h.id,
@@ -92,16 +108,31 @@ def _pending_json(handles: list[Handle], rows: list[QueueRow]) -> list[dict[str,
             ),
             "since_ms": (int(row.waiting_since.timestamp() * 1000) if row.waiting_since else None),
             "source": "visibility",
+            "queued_answers": [
+                {
+                    "request": a.request_id,
+                    "ok": a.ok,
+                    "by": a.by,
+                    "sent_ms": int(a.sent_at.timestamp() * 1000),
+                }
+                for a in waiting.get(row.id, [])
+            ],
         }
         for row in rows
     ]
     return from_handles + from_rows
 
 
-def _print_visibility_queue(opts: Options, rows: list[QueueRow], missing: NoWorkerError) -> None:
-    """The queue read from visibility (no worker runs), and a note saying so."""
+def _print_visibility_queue(
+    opts: Options,
+    rows: list[QueueRow],
+    missing: NoWorkerError,
+    waiting: dict[str, list[QueuedAnswer]],
+) -> None:
+    """The queue read from visibility (no worker runs), with the Answers queued for a worker,
+    and a note saying so."""
     if rows:
-        show(render.queue_table(rows, width=list_width()))
+        show(render.queue_table(rows, width=list_width(), shown=opts.shown, queued=waiting))
     else:
         out.print("no suspended agents")
     err_console.print(
@@ -201,7 +232,7 @@ async def _deliver(
             row = await rt.queue_row(target)
             if row is None or row.request_id is None:
                 raise ops.CliError(
-                    f"{target} has no pending request in its search attributes "
+                    f"{opts.shown(target)} has no pending request in its search attributes "
                     f"(not suspended); {ops.no_worker_note(h, opts)}",
                     ops.EXIT_ENV,
                 )
@@ -211,7 +242,7 @@ async def _deliver(
     if request is not None:  # the workflow says why it is refused (expired, answered...)
         return await rt.answer(target, answer_to(request))
     if h.pending_req is None:
-        raise ops.CliError(f"{h.id} has no pending request (state {h.state})")
+        raise ops.CliError(f"{opts.shown(h.id)} has no pending request (state {h.state})")
     return await rt.answer(target, answer_to(h.pending_req.id))
 
 
@@ -220,20 +251,30 @@ def _print_answered(opts: Options, result: Delivered, target: str, verdict: str)
     if isinstance(result, tuple):
         missing, request_id = result
         if opts.json:
-            emit({"ok": True, "delivered": "signal", "answered": None, "request": request_id})
+            emit(
+                {
+                    "ok": True,
+                    "delivered": "signal",
+                    "queued": True,
+                    "answered": None,
+                    "request": request_id,
+                }
+            )
         else:
+            to = escape(opts.shown(target))
             out.print(
-                f"answer {escape(request_id)} ({verdict}) delivered to {escape(target)} as a "
-                f"signal: it runs when a worker polls task queue {escape(missing.task_queue)} "
-                "(none does now)",
+                f"answer {escape(request_id)} ({verdict}) queued for {to}: no worker is "
+                f"running; it is applied when one polls task queue {escape(missing.task_queue)} "
+                "(tnx pending shows it beside its Request until then)",
                 soft_wrap=True,
             )
         return
     if opts.json:
         emit(args.dump(result))
     else:
+        to = escape(opts.shown(result.answered)) if result.answered else "?"
         out.print(
-            f"answered → delivered to {escape(result.answered or '?')} ({verdict})",
+            f"answered → delivered to {to} ({verdict})",
             soft_wrap=True,
         )
 
@@ -254,7 +295,7 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
         emit(args.dump(records))
         return
     if not records:
-        out.print(f"{escape(target)}: no answered requests", soft_wrap=True)
+        out.print(f"{escape(opts.shown(target))}: no answered requests", soft_wrap=True)
         return
     for r in records:
         verdict = "ok" if r.ok else (r.reason or "declined")

@@ -13,6 +13,7 @@ they are whole too).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta, tzinfo
 from decimal import Decimal
 from typing import Final
@@ -24,6 +25,8 @@ from rich.text import Text
 
 from toolnexus_temporal.cli.tick_cmd import format_duration
 from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.listed import ListedRow
+from toolnexus_temporal.client.queued import QueuedAnswer
 from toolnexus_temporal.client.roots import QueueRow
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
@@ -43,6 +46,17 @@ INFINITY: Final = "∞"
 """How an unlimited pool is shown."""
 
 NONE: Final = "—"
+
+IdForm = Callable[[str], str]
+"""How a table prints a handle id: :meth:`Options.shown
+<toolnexus_temporal.cli.options.Options.shown>` (the workflow id, which pastes back into any
+``tnx`` command); the tables' default prints the id as given."""
+
+
+def _as_given(handle_id: str) -> str:
+    return handle_id
+
+
 """How an absent value is shown."""
 
 STATE_STYLES: Final = {
@@ -204,7 +218,10 @@ def listing(
 
 
 def tree_table(
-    handles: list[Handle], now_ms: int | None = None, width: int | None = None
+    handles: list[Handle],
+    now_ms: int | None = None,
+    width: int | None = None,
+    shown: IdForm = _as_given,
 ) -> RenderableType:
     """``tnx ls``: one row per handle, ids indented by depth below the first one; a
     suspended handle shows how long its Request has waited (at ``now_ms``, default now); a
@@ -215,7 +232,7 @@ def tree_table(
     rows: list[list[Cell]] = [
         [
             Text(
-                "  " * (h.depth - top) + one_line(h.id),
+                "  " * (h.depth - top) + one_line(shown(h.id)),
                 style="bold" if h.depth == top else "",
             ),
             _cell(f"{h.state} paused", STATE_STYLES.get(h.state, ""))
@@ -249,6 +266,71 @@ def tree_table(
     )
 
 
+def listed_table(
+    rows: list[ListedRow],
+    now_ms: int | None = None,
+    width: int | None = None,
+    shown: IdForm = _as_given,
+) -> RenderableType:
+    """``tnx ls`` with no worker: the tree from visibility (:class:`ListedRow`), ids indented
+    by depth below the first; how long a suspended handle has waited (at ``now_ms``); a NEXT
+    TICK column (local time) when a handle ticks. A :func:`listing` at ``width``."""
+    top = rows[0].depth if rows else 0
+    cells: list[list[Cell]] = [
+        [
+            Text("  " * max(row.depth - top, 0) + one_line(shown(row.id))),
+            _cell(f"{row.state} paused", STATE_STYLES.get(row.state, ""))
+            if row.paused
+            else _state(row.state),
+            waiting(int(row.waiting_since.timestamp() * 1000), now_ms)
+            if row.waiting_since is not None and row.state == "suspended"
+            else "",
+        ]
+        for row in rows
+    ]
+    headers = ["ID", "STATE", "WAITING"]
+    if any(row.next_tick is not None for row in rows):
+        headers.append("NEXT TICK")
+        for line, row in zip(cells, rows, strict=True):
+            tick = row.next_tick
+            line.append(clock(int(tick.timestamp() * 1000)) if tick is not None else "")
+    return listing(headers, cells, width)
+
+
+def listed_handle_table(row: ListedRow, now_ms: int, shown: IdForm = _as_given) -> Table:
+    """``tnx inspect`` with no worker: what visibility has of one handle (its search
+    attributes), one line each."""
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="ellipsis")
+    prompt = row.request_prompt or "(not in visibility)"
+    pending = f"{row.request_id} ({row.request_kind or '?'}): {prompt}" if row.request_id else NONE
+    since = row.waiting_since
+    tick = row.next_tick
+    rows: list[tuple[str, RenderableType]] = [
+        ("id", _cell(shown(row.id), "bold")),
+        ("name", _cell(row.name or NONE)),
+        ("parent", _cell(shown(row.parent) if row.parent else NONE)),
+        ("depth", _cell(row.depth)),
+        ("state", _state(row.state)),
+        ("paused", _cell("yes: no turn starts until unpaused" if row.paused else "no")),
+        ("pending", _cell(pending)),
+        (
+            "waiting since",
+            _cell(
+                f"{stamp(int(since.timestamp() * 1000))} "
+                f"({waiting(int(since.timestamp() * 1000), now_ms)})"
+                if since is not None and row.request_id
+                else NONE
+            ),
+        ),
+        ("next tick", _cell(stamp(int(tick.timestamp() * 1000)) if tick is not None else NONE)),
+    ]
+    for label, value in rows:
+        grid.add_row(label, value)
+    return grid
+
+
 def cost_cell(cost: Cost) -> str:
     """A cost in a narrow column: ``$0.000150``, ``?`` (no call priced: unknown, never 0) or
     ``$0.0012+?`` (some calls unpriced)."""
@@ -263,7 +345,10 @@ def money_pool(usd: Decimal | None) -> str:
 
 
 def pending_table(
-    handles: list[Handle], now_ms: int | None = None, width: int | None = None
+    handles: list[Handle],
+    now_ms: int | None = None,
+    width: int | None = None,
+    shown: IdForm = _as_given,
 ) -> RenderableType:
     """``tnx pending``: one row per suspended handle and its request, with how long it has
     waited (at ``now_ms``, default now). A :func:`listing` at ``width``: nothing cut."""
@@ -275,7 +360,7 @@ def pending_table(
         path = (req.data or {}).get("path")
         rows.append(
             [
-                one_line(h.id),
+                one_line(shown(h.id)),
                 waiting(h.pending_since_ms, now_ms),
                 one_line(req.kind),
                 one_line(req.prompt),
@@ -288,17 +373,23 @@ def pending_table(
 
 
 def queue_table(
-    rows: list[QueueRow], now_ms: int | None = None, width: int | None = None
+    rows: list[QueueRow],
+    now_ms: int | None = None,
+    width: int | None = None,
+    shown: IdForm = _as_given,
+    queued: dict[str, list[QueuedAnswer]] | None = None,
 ) -> RenderableType:
     """``tnx pending`` with no worker: the approval queue from visibility (the search
     attributes of each suspended handle; the prompt is absent when a payload codec keeps it
-    out of visibility). A :func:`listing` at ``width``: nothing cut."""
+    out of visibility), and a QUEUED ANSWER column when an Answer was sent to a row that no
+    worker has applied yet (``queued``, by handle id: who sent it and when). A
+    :func:`listing` at ``width``: nothing cut."""
     cells: list[list[Cell]] = []
     for row in rows:
         since = row.waiting_since
         cells.append(
             [
-                one_line(row.id),
+                one_line(shown(row.id)),
                 waiting(int(since.timestamp() * 1000) if since else None, now_ms),
                 one_line(row.kind or NONE),
                 Text(one_line(row.prompt))
@@ -307,7 +398,13 @@ def queue_table(
                 one_line(row.request_id or NONE),
             ]
         )
-    return listing(["ID", "WAITING", "KIND", "PROMPT", "REQUEST"], cells, width)
+    headers = ["ID", "WAITING", "KIND", "PROMPT", "REQUEST"]
+    if queued:
+        headers.append("QUEUED ANSWER")
+        for row, line in zip(rows, cells, strict=True):
+            answers = queued.get(row.id, [])
+            line.append(one_line("; ".join(a.line() for a in answers) or NONE))
+    return listing(headers, cells, width)
 
 
 def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:
@@ -330,7 +427,10 @@ def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:
         ("definition", _cell(defn.name, "bold")),
         ("  description", _cell(defn.description or NONE)),
         ("  model", _cell(defn.model + (f" ({defn.style} wire)" if defn.style else ""))),
-        ("  tools", _cell(", ".join(defn.tools) or NONE)),
+        (
+            "  tools",
+            _cell(", ".join(defn.tools) or ("none of its own; see mcp" if defn.mcp else NONE)),
+        ),
     ]
     if defn.mcp:
         rows.append(("  mcp", _cell(", ".join(_mcp_summary(server) for server in defn.mcp))))
@@ -376,14 +476,14 @@ def result_summary(result: TaskResult) -> Text:
     return line
 
 
-def handle_table(h: Handle, now_ms: int | None = None) -> Table:
+def handle_table(h: Handle, now_ms: int | None = None, shown: IdForm = _as_given) -> Table:
     """``tnx inspect``: every Handle field, one line each (long texts cut with ``…``); the
     pending Request with its date and how long it has waited (at ``now_ms``, default now),
     and the date and zone the view was read at."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
-    children = f"{len(h.children)}: {', '.join(h.children)}" if h.children else "0"
+    children = f"{len(h.children)}: {', '.join(map(shown, h.children))}" if h.children else "0"
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     pending = (
         f"{h.pending_req.id} ({h.pending_req.kind}): {h.pending_req.prompt}"
@@ -396,10 +496,10 @@ def handle_table(h: Handle, now_ms: int | None = None) -> Table:
         else NONE
     )
     rows: list[tuple[str, RenderableType]] = [
-        ("id", _cell(h.id, "bold")),
+        ("id", _cell(shown(h.id), "bold")),
         ("name", _cell(h.name)),
         *_defn_rows(h.defn),
-        ("parent", _cell(h.parent or NONE)),
+        ("parent", _cell(shown(h.parent) if h.parent else NONE)),
         ("depth", _cell(h.depth)),
         ("state", _state(h.state)),
         ("paused", _cell("yes: no turn starts until unpaused" if h.paused else "no")),

@@ -6,17 +6,22 @@ loads the host library.
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
+
 import typer
 from rich.markup import escape
 from rich.text import Text
 
 from toolnexus_temporal.cli import args, live, ops, render
-from toolnexus_temporal.cli.hostcmd import emit, list_width, out, said, show
+from toolnexus_temporal.cli.hostcmd import emit, err_console, list_width, out, said, show
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.tick_cmd import schedule_input
 from toolnexus_temporal.cli.watch import watch_tree
-from toolnexus_temporal.client.errors import InvalidCursorError, SpawnError
+from toolnexus_temporal.cli.workercheck import worker_read
+from toolnexus_temporal.client.errors import InvalidCursorError, NoWorkerError, SpawnError
 from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.listed import ListedRow
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.stream import Cursor
 from toolnexus_temporal.workflows.contract.context import ModelView
@@ -30,11 +35,107 @@ def ls(opts: Options, handle_id: str | None, watch: bool, interval: float) -> No
     if watch:
         watch_tree(opts, target, interval)
         return
-    handles = ops.run(opts, lambda rt: rt.list(target))
-    if opts.json:
+
+    async def read(rt: AgentRuntime) -> tuple[list[Handle], list[ListedRow], NoWorkerError | None]:
+        async def attached() -> list[Handle]:
+            await rt.start(create=False)
+            return await rt.list(target)
+
+        found = await worker_read(rt, attached)
+        if isinstance(found, NoWorkerError):  # no worker answers: what visibility has
+            return [], await rt.listed(target), found
+        return found, [], None
+
+    handles, rows, missing = ops.run(opts, read, worker="optional")
+    if missing is not None:
+        _print_listed(opts, rows, missing)
+    elif opts.json:
         emit(args.dump(handles))
     else:
-        show(render.tree_table(handles, width=list_width()))
+        show(render.tree_table(handles, width=list_width(), shown=opts.shown))
+
+
+def _print_listed(opts: Options, rows: list[ListedRow], missing: NoWorkerError) -> None:
+    """``tnx ls`` with no worker: the tree as visibility has it, and a note saying so (on
+    stderr; ``--json``: one object per handle with ``"source": "visibility"``)."""
+    now_ms = int(time.time() * 1000)
+    if opts.json:
+        emit([{**_listed_json(row), "source": "visibility", "as_of_ms": now_ms} for row in rows])
+    else:
+        show(render.listed_table(rows, now_ms, width=list_width(), shown=opts.shown))
+    _visibility_note(
+        opts,
+        missing,
+        now_ms,
+        "each agent's state as it last published it (turns, tokens, pools and inbox need a worker)",
+    )
+
+
+def _visibility_note(opts: Options, missing: NoWorkerError, now_ms: int, what: str) -> None:
+    """The stderr note of a read that fell back to visibility: why (no worker), when it was
+    read, and ``what`` it holds."""
+    err_console.print(
+        "[yellow]note[/yellow]: "
+        + escape(ops.no_worker_note(missing, opts))
+        + f"; read from visibility as of {render.clock(now_ms)}: {what}",
+        style="dim",
+    )
+
+
+async def _inspect_or_listed(
+    rt: AgentRuntime, target: str
+) -> tuple[Handle | ListedRow, NoWorkerError | None]:
+    """``target``'s view (a query) when a worker answers, else its row from visibility and
+    the NoWorkerError that says why."""
+
+    async def attached() -> Handle:
+        await rt.start(create=False)
+        return await rt.inspect(target)
+
+    found = await worker_read(rt, attached)
+    if isinstance(found, NoWorkerError):
+        return await rt.listed_one(target), found
+    return found, None
+
+
+def _print_listed_one(opts: Options, row: ListedRow, missing: NoWorkerError | None) -> None:
+    """``tnx inspect`` with no worker: what visibility has of the handle, and a note."""
+    now_ms = int(time.time() * 1000)
+    if opts.json:
+        emit({**_listed_json(row), "source": "visibility", "as_of_ms": now_ms})
+    else:
+        show(render.listed_handle_table(row, now_ms, shown=opts.shown))
+    if missing is not None:
+        _visibility_note(
+            opts,
+            missing,
+            now_ms,
+            "the state the agent last published (its transcript, usage, trace and inbox need a "
+            "worker)",
+        )
+
+
+def _listed_json(row: ListedRow) -> dict[str, object]:
+    """A visibility row as ``--json`` prints it."""
+    return {
+        "id": row.id,
+        "name": row.name,
+        "parent": row.parent,
+        "state": row.state,
+        "depth": row.depth,
+        "paused": row.paused,
+        "request": (
+            {"id": row.request_id, "kind": row.request_kind, "prompt": row.request_prompt}
+            if row.request_id
+            else None
+        ),
+        "since_ms": _ms(row.waiting_since),
+        "next_tick_ms": _ms(row.next_tick),
+    }
+
+
+def _ms(at: datetime | None) -> int | None:
+    return int(at.timestamp() * 1000) if at is not None else None
 
 
 def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -> None:
@@ -50,7 +151,14 @@ def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -
             await rt.model_view(h) if model_view else None,
         )
 
-    h, messages, view = ops.run(opts, verb, store=store)
+    if not transcript and not model_view:
+        found, missing = ops.run(opts, lambda rt: _inspect_or_listed(rt, target), worker="optional")
+        if isinstance(found, ListedRow):
+            _print_listed_one(opts, found, missing)
+            return
+        h, messages, view = found, None, None
+    else:
+        h, messages, view = ops.run(opts, verb, store=store)
     if opts.json:
         doc = args.dump(h)
         if messages is not None:
@@ -59,7 +167,7 @@ def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -
             doc["model_view"] = view.model_dump(mode="json", exclude_none=True)
         emit(doc)
         return
-    show(render.handle_table(h))
+    show(render.handle_table(h, shown=opts.shown))
     if messages is not None:
         out.print()
         out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
@@ -100,7 +208,7 @@ def spawn(
     if opts.json:
         emit(args.dump(spawned))
     else:
-        out.print(escape(spawned.id), soft_wrap=True)
+        out.print(escape(opts.shown(spawned.id)), soft_wrap=True)
 
 
 def post(opts: Options, handle_id: str, text: str, sender: str, channel: str) -> None:
@@ -114,10 +222,10 @@ def post(opts: Options, handle_id: str, text: str, sender: str, channel: str) ->
     if opts.json:
         emit(args.dump(result))
     if not result.ok:
-        raise CliError(f"post to {target!r} rejected: {result.error}")
+        raise CliError(f"post to {opts.shown(target)!r} rejected: {result.error}")
     if not opts.json:
         out.print(
-            f"post {escape(target)} → ok (inbox {result.status.inbox_count}, "
+            f"post {escape(opts.shown(target))} → ok (inbox {result.status.inbox_count}, "
             f"state {result.status.state})",
             soft_wrap=True,
         )
@@ -135,7 +243,7 @@ def wake(opts: Options, handle_id: str, prompt: str | None, policy: str | None =
     if opts.json:
         emit(args.dump(h))
     else:
-        said("wake", h)
+        said("wake", h, opts)
 
 
 def wait(
@@ -191,7 +299,7 @@ def interrupt(opts: Options, handle_id: str) -> None:
     if opts.json:
         emit(args.dump(h))
     else:
-        said("interrupt", h)
+        said("interrupt", h, opts)
 
 
 def close(opts: Options, handle_id: str, force: bool, reason: str | None) -> None:
@@ -201,7 +309,7 @@ def close(opts: Options, handle_id: str, force: bool, reason: str | None) -> Non
     if opts.json:
         emit(args.dump(h))
     else:
-        said("close", h)
+        said("close", h, opts)
 
 
 def recover(opts: Options, handle_id: str) -> None:
@@ -211,7 +319,7 @@ def recover(opts: Options, handle_id: str) -> None:
     if opts.json:
         emit(args.dump(h))
     else:
-        said("recover", h)
+        said("recover", h, opts)
         if h.pending_req is not None:
             out.print(Text(f"pending request {h.pending_req.id}: {h.pending_req.prompt}"))
 
@@ -231,7 +339,7 @@ def fork(
     if opts.json:
         emit(args.dump(h))
     else:
-        out.print(escape(h.id), soft_wrap=True)
+        out.print(escape(opts.shown(h.id)), soft_wrap=True)
 
 
 def schedule(
@@ -251,7 +359,7 @@ def schedule(
             emit(args.dump(handles))
             return
         rows: list[list[render.Cell]] = [
-            [escape(h.id), h.state, render.tick_line(h)] for h in handles
+            [escape(opts.shown(h.id)), h.state, render.tick_line(h)] for h in handles
         ]
         show(render.listing(["ID", "STATE", "SCHEDULE"], rows, list_width()))
         return
@@ -270,7 +378,7 @@ def schedule(
     if opts.json:
         emit(args.dump(h))
     else:
-        out.print(f"schedule {escape(h.id)} → {render.tick_line(h)}", soft_wrap=True)
+        out.print(f"schedule {escape(opts.shown(h.id))} → {render.tick_line(h)}", soft_wrap=True)
 
 
 def unschedule(opts: Options, handle_id: str) -> None:
@@ -280,7 +388,7 @@ def unschedule(opts: Options, handle_id: str) -> None:
     if opts.json:
         emit(args.dump(h))
     else:
-        out.print(f"unschedule {escape(h.id)} → no ticks", soft_wrap=True)
+        out.print(f"unschedule {escape(opts.shown(h.id))} → no ticks", soft_wrap=True)
 
 
 def pause(opts: Options, handle_id: str, subtree: bool, now: bool) -> None:
@@ -290,7 +398,7 @@ def pause(opts: Options, handle_id: str, subtree: bool, now: bool) -> None:
     if opts.json:
         emit(args.dump(h))
     else:
-        out.print(f"pause {escape(h.id)} → {h.state}, paused", soft_wrap=True)
+        out.print(f"pause {escape(opts.shown(h.id))} → {h.state}, paused", soft_wrap=True)
 
 
 def unpause(opts: Options, handle_id: str, subtree: bool) -> None:
@@ -300,4 +408,4 @@ def unpause(opts: Options, handle_id: str, subtree: bool) -> None:
     if opts.json:
         emit(args.dump(h))
     else:
-        out.print(f"unpause {escape(h.id)} → {h.state}", soft_wrap=True)
+        out.print(f"unpause {escape(opts.shown(h.id))} → {h.state}", soft_wrap=True)

@@ -61,7 +61,9 @@ async def _watch(rt: AgentRuntime, opts: Options, target: str | None, interval_s
             now_ms = int(time.time() * 1000)
             try:
                 handles = await rt.list(target)
-                body: RenderableType = render.tree_table(handles, now_ms, width=list_width())
+                body: RenderableType = render.tree_table(
+                    handles, now_ms, width=list_width(), shown=opts.shown
+                )
                 doc: object = {"at_ms": now_ms, "handles": args.dump(handles)}
             except (TnxError, RPCError) as err:
                 body = Text(f"error: {render.one_line(err)}", style="red")

@@ -104,11 +104,7 @@ def no_worker_line(err: NoWorkerError, where: str, connection_flags: str) -> str
         connection_flags: options the worker needs to reach the same server
             (``--address ... --namespace ...``), or ``""`` for the defaults.
     """
-    seen = (
-        "no worker has polled it"
-        if err.last_seen_s is None
-        else f"its last worker polled {err.last_seen_s:.0f}s ago"
-    )
+    seen = err.seen
     flags = f" {connection_flags}" if connection_flags else ""
     return (
         f"no worker polls task queue {err.task_queue!r} ({where}; {seen}): start one with "

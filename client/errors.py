@@ -146,18 +146,28 @@ class NoWorkerError(TnxError):
     """
 
     def __init__(self, task_queue: str, namespace: str, last_seen_s: float | None) -> None:
-        seen = (
-            "no worker has polled it"
-            if last_seen_s is None
-            else f"last poll {last_seen_s:.0f}s ago"
-        )
-        super().__init__(
-            f"no worker polls task queue {task_queue!r} in namespace {namespace!r} ({seen}); "
-            f"start one: tnx-worker --task-queue {task_queue} --registry MODULE:REGISTRY"
-        )
         self.task_queue = task_queue
         self.namespace = namespace
         self.last_seen_s = last_seen_s
+        super().__init__(
+            f"no worker polls task queue {task_queue!r} in namespace {namespace!r} "
+            f"({self.seen}); "
+            f"start one: tnx-worker --task-queue {task_queue} --registry MODULE:REGISTRY"
+        )
+
+    @property
+    def seen(self) -> str:
+        """When a worker last polled the task queue, as the server knows it: it lists a
+        poller for 5 minutes after its last poll (Temporal's matching service), so "none in
+        the last 5 minutes" is all it can say past that."""
+        if self.last_seen_s is None:
+            return f"no worker has polled it in the last {POLLERS_KEPT_S // 60} minutes"
+        return f"its last worker polled {self.last_seen_s:.0f}s ago"
+
+
+POLLERS_KEPT_S = 300
+"""How long the server lists a poller after its last poll, s (Temporal's matching service
+keeps the poller history 5 minutes)."""
 
 
 class WorkflowTaskFailingError(TnxError):

@@ -60,6 +60,7 @@ from toolnexus_temporal.workflows.contract.names import (
     SIGNAL_POST,
     SIGNAL_WAKE,
 )
+from toolnexus_temporal.workflows.contract.posts import post_error
 
 POLL_FIRST_S: Final = 0.05
 """The first pause between two polls of the view, s (doubling)."""
@@ -272,11 +273,19 @@ class Fallbacks:
             delay = min(delay * 2, POLL_MAX_S)
 
     async def post(self, hid: str, item: InboxItem) -> PostResult:
-        """``post`` as a signal; a rejection is read back from the trace.
+        """``post`` as a signal; a rejection is read back from the trace. A post the inbox
+        would refuse now (``contract.posts.post_error`` over the ``state`` query) is refused without
+        sending it, so it never reaches history (issue 36 item 6); one refused by a race
+        after the check is read back from the trace as before.
 
         Raises:
             HandleNotFoundError: no such handle.
         """
+        state = await self._rpc.query(hid, AgentWorkflowStub.state)
+        refused = post_error(state, item)
+        if refused is not None:
+            view = await self._view(hid)
+            return PostResult(ok=False, error=refused, status=status_of_view(view))
         before = await self._last_seq(hid)
         try:
             await self._rpc.signal(hid, SIGNAL_POST, item)

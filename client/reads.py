@@ -16,6 +16,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
 from toolnexus_temporal.client.handlers import AgentWorkflowStub
+from toolnexus_temporal.client.listed import ListedRow, listed
+from toolnexus_temporal.client.queued import QueuedAnswer, queued_answers
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.roots import QueueRow, suspended
 from toolnexus_temporal.client.rpc import HandleRpc
@@ -26,8 +28,9 @@ from toolnexus_temporal.workflows.contract.models import (
     Message,
     TaskResult,
     TraceLine,
+    context_policy,
 )
-from toolnexus_temporal.workflows.contract.names import AGENT_STATE
+from toolnexus_temporal.workflows.contract.names import AGENT_STATE, ROOT_ID
 
 # Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
 Handles = list[Handle]
@@ -122,9 +125,10 @@ class HandleReads:
 
     async def model_view(self, h: HandleRef) -> ModelView:
         """What the model is sent of the handle's committed transcript on its next call: the
-        view its context policy (``AgentDef.context``, else ``RuntimeOptions.context``) and
-        summary give (``workflows/contract/context.py``; without a policy, the whole
-        transcript). The stored transcript (:meth:`transcript`) stays complete.
+        view its context policy (``AgentDef.context``, else ``RuntimeOptions.context``, else
+        the default, ``DEFAULT_CONTEXT``) and summary give (``workflows/contract/context.py``;
+        under ``"unbounded"``, the whole transcript). The stored transcript
+        (:meth:`transcript`) stays complete.
 
         Raises:
             TnxError: as :meth:`transcript`.
@@ -138,7 +142,7 @@ class HandleReads:
             return ModelView(messages=[])
         messages = await self._committed(state.store_key, state.turn.transcript_len)
         defn = state.defn
-        policy = (defn.context if defn is not None else None) or state.options.context
+        policy = context_policy(defn.context if defn is not None else None, state.options.context)
         return model_view(messages, policy, state.turn.summary)
 
     async def pending(self) -> Handles:
@@ -180,6 +184,42 @@ class HandleReads:
         if desc.status != WorkflowExecutionStatus.RUNNING or attrs.get(AGENT_STATE) != "suspended":
             return None
         return QueueRow.from_attributes(hid, attrs)
+
+    async def listed(self, h: HandleRef | None = None) -> builtins.list[ListedRow]:
+        """The tree under ``h`` (default: the root) from visibility alone, parents first: each
+        handle's state, depth, pause, pending Request and next tick as its workflow last
+        upserted them (:func:`~toolnexus_temporal.client.listed.listed`). No query, so no
+        worker is needed; visibility may lag a moment, and the counters of :meth:`list`
+        (turns, tokens, pools, inbox) are not there."""
+        return await listed(self._rpc, ROOT_ID if h is None else handle_id(h))
+
+    async def listed_one(self, h: HandleRef) -> ListedRow:
+        """``h`` alone as visibility has it (see :meth:`listed`): no worker needed.
+
+        Raises:
+            HandleNotFoundError: visibility lists no workflow for it.
+        """
+        hid = handle_id(h)
+        rows = await listed(self._rpc, hid, subtree=False)
+        if not rows:
+            raise HandleNotFoundError(hid)
+        return rows[0]
+
+    async def queued_answers(self, h: HandleRef) -> builtins.list[QueuedAnswer]:
+        """The Answers sent to ``h`` by signal that its workflow has not taken yet (no worker
+        has run its next workflow task), oldest first, from its history: no worker needed
+        (:func:`~toolnexus_temporal.client.queued.queued_answers`).
+
+        Raises:
+            HandleNotFoundError: no such handle.
+        """
+        hid = handle_id(h)
+        try:
+            return await queued_answers(self._rpc.client, self._rpc.workflow_id(hid))
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise HandleNotFoundError(hid) from None
+            raise
 
     async def suspended_ids(self) -> Strings:
         """The ids of this runtime's suspended handles, sorted, from visibility alone (the

@@ -62,6 +62,7 @@ from toolnexus_temporal.workflows.contract.models import (
     TickSpec,
 )
 from toolnexus_temporal.workflows.contract.names import (
+    POST_REFUSALS,
     ROOT_ID,
     UPDATE_TURN,
     UPDATE_WAIT,
@@ -332,13 +333,16 @@ class AgentRuntime(HandleReads):
             item: an InboxItem, or a string (an ``external`` item).
 
         Returns:
-            PostResult: ``ok`` True, or ``ok`` False with ``error`` ``inbox full (N)`` or
-            ``inbox closed`` (loud: also a trace line on the handle), or ``history full
-            (...)``: the handle's run holds 16 MiB of history and could not continue as new
-            within 10 s (a turn in flight): nothing was added, send it again later.
+            PostResult: ``ok`` True, or ``ok`` False with ``error`` ``inbox full (N)``,
+            ``inbox full (524,288 bytes)`` or ``inbox closed`` (refused by the workflow's
+            validator: nothing reached its history), or ``history full (...)``: the
+            handle's run holds 16 MiB of history and could not continue as new within 10 s
+            (a turn in flight): nothing was added, send it again later.
 
         Raises:
             HandleNotFoundError: no such handle.
+            pydantic.ValidationError: ``item`` is a string longer than ``MAX_TEXT``
+                (64,000 characters): refused before anything is sent.
         """
         payload = InboxItem(text=item) if isinstance(item, str) else item
         hid = handle_id(h)
@@ -349,7 +353,9 @@ class AgentRuntime(HandleReads):
         except UpdateLimitError:
             result = await self._fallbacks.post(hid, payload)
         except VerbRejectedError as err:
-            if err.reason.startswith("history full"):  # refused before it reached history
+            # refused by the validator, before it reached history: the inbox's rules
+            # (``inbox full``, ``inbox closed``, the root's) or a full history
+            if err.reason.startswith(POST_REFUSALS):
                 view = await self._view(h)
                 return PostResult(ok=False, error=err.reason, status=status_of_view(view))
             if not err.reason.startswith("handle closed"):

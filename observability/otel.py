@@ -11,6 +11,12 @@ made only when not replaying) plus what makes one trace of a host's wake:
   ``wake`` signal or ``turn`` update that carried one (the host's ``StartWorkflowUpdate:turn``
   span, or a parent agent's ``SignalChildWorkflow``/``SignalExternalWorkflow`` span), else
   the workflow's own context (its start), as the contrib parents every workflow span;
+* a turn driven by the handle itself (a tick, a background child's report:
+  ``tnx.turn.trigger`` ``tick`` / ``background``, ``workflows/inbox.py`` ``turn_trigger``) is
+  instead the **root of its own trace**, with a span link to the handle's previous turn span
+  (any run of the handle, when this worker made it: the last :data:`MAX_OPEN_TURNS` handles'
+  are kept), so an agent that ticks for months makes one small trace per turn, not one trace
+  of every turn; its LLM calls, tool calls and children are in that trace;
 * while a turn span is open, the contrib's outbound spans of that workflow run
   (``StartActivity``, ``StartChildWorkflow``, ``Signal*Workflow``) are its children, so LLM
   calls, tool calls and delegated children hang under the turn;
@@ -76,6 +82,11 @@ class TnxTracingInterceptor(TracingInterceptor):
         super().__init__(tracer or opentelemetry.trace.get_tracer("toolnexus_temporal"))
         self._turns: collections.OrderedDict[RunKey, Any] = collections.OrderedDict()
         self._wakes: collections.OrderedDict[RunKey, dict[str, Any]] = collections.OrderedDict()
+        self._previous: collections.OrderedDict[str, opentelemetry.trace.SpanContext] = (
+            collections.OrderedDict()
+        )
+        """The span context of each handle's last turn span made here, by workflow id (every
+        run of the handle): what a tick's or a background report's turn links to."""
 
     def workflow_interceptor_class(
         self, input: temporalio.worker.WorkflowInterceptorClassInput
@@ -115,17 +126,30 @@ class TnxTracingInterceptor(TracingInterceptor):
 
     def _turn_start(self, params: Mapping[str, Any]) -> None:
         key = (params["workflow_id"], params["run_id"])
-        carrier = self._wakes.get(key)
-        if not carrier:
-            return  # no parent: like the contrib's workflow spans, none (no orphans)
-        context = self.text_map_propagator.extract(carrier)
+        previous = self._previous.get(params["workflow_id"])
+        links: list[opentelemetry.trace.Link] = []
+        if params.get("own_trace"):
+            # a tick's or a background report's turn: a root, linked to the previous turn
+            context = opentelemetry.context.Context()
+            if previous is not None:
+                links.append(opentelemetry.trace.Link(previous))
+        else:
+            carrier = self._wakes.get(key)
+            if not carrier:
+                return  # no parent: like the contrib's workflow spans, none (no orphans)
+            context = self.text_map_propagator.extract(carrier)
         span = self.tracer.start_span(
             params["name"],
             context,
             attributes=params["attributes"],
+            links=links,
             start_time=params["time_ns"],
             kind=opentelemetry.trace.SpanKind.INTERNAL,
         )
+        self._previous[params["workflow_id"]] = span.get_span_context()
+        self._previous.move_to_end(params["workflow_id"])
+        while len(self._previous) > MAX_OPEN_TURNS:
+            self._previous.popitem(last=False)
         self._turns.pop(key, None)  # one whose end was seen elsewhere: dropped, unexported
         self._turns[key] = span
         while len(self._turns) > MAX_OPEN_TURNS:

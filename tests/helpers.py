@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import signal as signal_module
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -155,4 +156,29 @@ def split_loop(name: str, quick: int, full: int) -> pytest.MarkDecorator:
             pytest.param(range(quick), id=f"first{quick}"),
             pytest.param(range(quick, full), id=f"rest{full - quick}", marks=pytest.mark.stress),
         ],
+    )
+
+
+async def communicate(proc: asyncio.subprocess.Process, timeout_s: float) -> tuple[bytes, bytes]:
+    """``proc.communicate()`` bounded by ``timeout_s`` (a hang bound, not a speed goal). On a
+    hang the process is asked where it is, then stopped: SIGINT (``asyncio.run`` prints the
+    await chain it was cancelled in), then SIGABRT (with ``PYTHONFAULTHANDLER=1`` in its
+    environment, every thread's stack), then SIGKILL; the test fails with all it printed.
+    Reading goes on while it waits, so nothing it printed before the hang is lost."""
+    assert proc.stdout is not None and proc.stderr is not None
+    reads = asyncio.gather(proc.stdout.read(), proc.stderr.read(), proc.wait())
+    done, _ = await asyncio.wait({reads}, timeout=timeout_s)
+    if done:
+        out, err, _ = reads.result()
+        return out, err
+    for signal, grace_s in ((signal_module.SIGINT, 10.0), (signal_module.SIGABRT, 5.0)):
+        if proc.returncode is None:
+            proc.send_signal(signal)
+            await asyncio.wait({reads}, timeout=grace_s)
+    if proc.returncode is None:
+        proc.kill()
+    out, err, _ = await reads
+    raise AssertionError(
+        f"the process did not end within {timeout_s} s\n--- stdout\n{out.decode()[-4000:]}\n"
+        f"--- stderr\n{err.decode()[-8000:]}"
     )

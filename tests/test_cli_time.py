@@ -75,7 +75,7 @@ async def test_pending_and_ls_show_how_long_a_request_waited(make_runtime, env) 
             await asyncio.sleep(0.2)
         assert [(q["id"], q["since_ms"]) for q in queue] == [(asker.id, asker.pending_since_ms)]
         table = (await cli.ok("pending", columns=200)).out
-        row = next(line for line in table.splitlines() if line.startswith(asker.id))
+        row = next(r for r in table.splitlines() if r.startswith(rt.workflow_id(asker.id)))
         assert re.search(r"waiting \d+(s|m \d+s)", row), table
 
         tree = (await cli.ok("ls", columns=200)).out

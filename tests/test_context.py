@@ -9,6 +9,7 @@ The measure (1,000 turns under a bound) is ``test_a_thousand_turns_stay_within_t
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from typing import Any
@@ -27,7 +28,7 @@ from toolnexus_temporal.workflows.contract.context import (
     SUMMARIZER_INSTRUCTIONS,
     SUMMARY_PREFIX,
 )
-from toolnexus_temporal.workflows.contract.models import RuntimeOptions
+from toolnexus_temporal.workflows.contract.models import DEFAULT_CONTEXT, RuntimeOptions
 
 MODEL = "stub-model"
 
@@ -195,12 +196,12 @@ async def test_a_huge_tool_result_is_clipped_for_the_model_only(
         await rt.close(h)
 
 
-async def test_the_runtime_default_applies_and_no_policy_sends_everything(
+async def test_the_runtime_default_applies_and_unbounded_sends_everything(
     make_runtime, store: SqliteConversationStore
 ) -> None:
     policy = ContextPolicy(max_tokens=300, keep_turns=1)
     provider = Provider()
-    reg = {"a": AgentDef(name="a"), "b": AgentDef(name="b")}
+    reg = {"a": AgentDef(name="a"), "b": AgentDef(name="b", context="unbounded")}
     options = RuntimeOptions(context=policy)
     async with make_runtime(reg, provider.transport(), options=options) as rt:
         h = await spawn(rt, rt.root, "a")
@@ -345,3 +346,154 @@ async def test_the_providers_reported_prompt_tokens_trigger_the_summarizer(
         assert (summarizer_calls > 0) == summarized, provider.calls
         assert (await rt.inspect(h)).usage_total == provider.total_tokens
         await rt.close(h)
+
+
+def has_marker(request: dict[str, Any]) -> bool:
+    """Whether a request left messages out with the dropped-turns marker."""
+    return any((m.get("content") or "").startswith(DROPPED_PREFIX) for m in request["messages"])
+
+
+async def test_the_summarizer_runs_before_the_first_call_that_would_pass_the_bound(
+    make_runtime,
+) -> None:
+    """Issue 36 item 10, the issue's trial: turn 1 is two tool calls of 2,400 characters each
+    and a text reply whose call reports 1,099 prompt tokens (over the 1,000 bound). Turn 2's
+    first request would pass the bound with turn 1 whole: the summarizer runs before it, so
+    that request carries a summary of turn 1, never the dropped-turns marker."""
+
+    @define_tool
+    def fetch(n: int) -> str:
+        """Return a page."""
+        return f"page {n} " + "x" * 2_400
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        if is_summarizer(request):
+            return text("summary: two pages fetched", prompt_tokens=900, completion_tokens=10)
+        return text("done", prompt_tokens=1_099, completion_tokens=5)
+
+    script = ScriptedLLM(
+        {MODEL: [tool_calls(("fetch", {"n": 1}), ("fetch", {"n": 2})), answer]},
+        repeat_last=True,
+    )
+    policy = ContextPolicy(
+        max_tokens=1_000, keep_turns=1, older="summarize", summary_max_tokens=400
+    )
+    reg = Registry([AgentDef(name="a", tools=["fetch"], context=policy)], tools=[fetch])
+    async with make_runtime(reg, script.transport()) as rt:
+        h = await spawn(rt, rt.root, "a")
+        await run_turns(rt, h, 2, prompt_chars=10)
+        kinds = ["S" if is_summarizer(r) else "A" for r in script.requests]
+        assert kinds == ["A", "A", "S", "A"], kinds
+        last = script.requests[-1]["messages"]
+        assert not has_marker(script.requests[-1]), last
+        assert any((m.get("content") or "").startswith(SUMMARY_PREFIX) for m in last), last
+        await rt.close(h)
+
+
+async def test_no_turn_is_left_out_unsummarized_over_a_long_run(make_runtime) -> None:
+    """Issue 36 item 10: under ``summarize`` no agent request ever carries the dropped-turns
+    marker, and every one fits the bound."""
+    policy = ContextPolicy(max_tokens=600, keep_turns=2, older="summarize", summary_max_tokens=100)
+    provider = Provider()
+    reg = {"a": AgentDef(name="a", system_prompt="be brief", context=policy)}
+    async with make_runtime(reg, provider.transport()) as rt:
+        h = await spawn(rt, rt.root, "a")
+        await run_turns(rt, h, 20)
+        assert provider.summarizer_tokens > 0, "the summarizer ran"
+        marked = [i for i, r in enumerate(provider.agent_requests) if has_marker(r)]
+        assert marked == [], marked
+        assert max(request_tokens(r) for r in provider.script.requests) <= policy.max_tokens
+        await rt.close(h)
+
+
+async def test_every_summarizer_call_is_in_the_trace_with_its_tokens_and_why(
+    make_runtime,
+) -> None:
+    """Issue 36 item 4: each summarizer call is a line of ``rt.trace``: what it folded, why
+    it ran and its tokens; the lines' tokens add up to what the provider was paid for."""
+    policy = ContextPolicy(max_tokens=600, keep_turns=2, older="summarize", summary_max_tokens=100)
+    provider = Provider()
+    reg = {"a": AgentDef(name="a", system_prompt="be brief", context=policy)}
+    async with make_runtime(reg, provider.transport()) as rt:
+        h = await spawn(rt, rt.root, "a")
+        await run_turns(rt, h, 20)
+        lines = [line for line in await rt.trace_lines(h) if "summarizer" in line]
+        calls = sum(1 for s, _, _ in provider.calls if s)
+        assert calls > 0 and len(lines) == calls, (calls, lines)
+        spent = 0
+        for line in lines:
+            match = re.search(r"summarizer folded \d+ message\(s\) \((.+)\): (\d+) tokens", line)
+            assert match is not None, line
+            assert "over the bound" in match.group(1) or "low-water" in match.group(1), line
+            spent += int(match.group(2))
+        assert spent == provider.summarizer_tokens
+        await rt.close(h)
+
+
+class LongSummaryProvider(Provider):
+    """A provider whose summaries are ``summary_chars`` long (a model that uses the room it
+    is given)."""
+
+    def __init__(self, summary_chars: int) -> None:
+        super().__init__()
+        self.summary_chars = summary_chars
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        reply = super().answer(request)
+        if is_summarizer(request):
+            reply["choices"][0]["message"]["content"] = "summary " + "s" * self.summary_chars
+        return reply
+
+
+async def test_compaction_has_hysteresis_over_a_long_run(make_runtime) -> None:
+    """Issue 36 item 5: once the summarizer runs it brings the context down to the low-water
+    mark (half the bound by default) in as few calls as it can, so over 40 turns under the
+    issue's policy (``keep_turns=1``, ``summary_max_tokens=400``) it runs at most once per
+    five turns (measured: 5 calls in 40 turns, 2 of them at the first compaction; before the
+    fix, 27 calls: before every turn once the bound was reached), and no request passes the
+    bound."""
+    turns = 40
+    policy = ContextPolicy(
+        max_tokens=1_000, keep_turns=1, older="summarize", summary_max_tokens=400
+    )
+    provider = LongSummaryProvider(summary_chars=1_200)
+    reg = {"a": AgentDef(name="a", system_prompt="be brief", context=policy)}
+    async with make_runtime(reg, provider.transport()) as rt:
+        h = await spawn(rt, rt.root, "a")
+        await run_turns(rt, h, turns)
+        await rt.close(h)
+    kinds = ["S" if s else "A" for s, _, _ in provider.calls]
+    summarizer_calls = kinds.count("S")
+    assert kinds.count("A") == turns
+    assert 0 < summarizer_calls <= turns // 5, "".join(kinds)
+    assert max(request_tokens(r) for r in provider.script.requests) <= policy.max_tokens
+    print(f"\nsummarizer calls / turns: {summarizer_calls} / {turns}: {''.join(kinds)}")
+
+
+@pytest.mark.parametrize("opt_out", [False, True])
+async def test_every_agent_is_bounded_by_default_and_opting_out_is_explicit(
+    make_runtime, store: SqliteConversationStore, opt_out: bool
+) -> None:
+    """Issue 36 item 5: an agent nobody gave a policy gets ``DEFAULT_CONTEXT`` (100,000
+    estimated tokens, summarize): a 600,000-character reply (150,000 estimated tokens) is
+    clipped in every later request, the store keeping it whole; ``context="unbounded"`` (an
+    explicit opt-out) re-sends it whole."""
+    huge = "R" * 600_000
+    script = ScriptedLLM({MODEL: [text(huge), text("second")]})
+    reg = {"a": AgentDef(name="a", context="unbounded" if opt_out else None)}
+    async with make_runtime(reg, script.transport()) as rt:
+        h = await spawn(rt, rt.root, "a")
+        await run_turns(rt, h, 2, prompt_chars=10)
+        transcript = await rt_transcript(rt, store, h)
+        assert any(m.content == huge for m in transcript), "the store keeps it whole"
+        sent = [m.get("content") or "" for m in script.requests[-1]["messages"]]
+        view = await rt.model_view(h)
+        await rt.close(h)
+    if opt_out:
+        assert huge in sent
+        assert view.clipped == 0
+    else:
+        assert huge not in sent
+        assert request_tokens(script.requests[-1]) <= DEFAULT_CONTEXT.max_tokens
+        assert any(s.startswith("RRRR") and "[clipped for the model" in s for s in sent)
+        assert view.clipped == 1 and view.estimate_tokens <= DEFAULT_CONTEXT.max_tokens

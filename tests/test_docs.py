@@ -27,6 +27,7 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from tests.helpers import communicate
 from toolnexus_temporal.activities import LlmConfig, SqliteConversationStore
 from toolnexus_temporal.client import AgentRuntime
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
@@ -187,11 +188,11 @@ async def test_python_example_runs(env: WorkflowEnvironment, tmp_path: Path, nam
         sys.executable,
         str(EXAMPLES / name),
         cwd=tmp_path,  # the worker's default store (.tnx/) lands here
-        env=_clean_env(address),
+        env={**_clean_env(address), "PYTHONFAULTHANDLER": "1"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    out, err = await communicate(proc, 120)
     lines = out.decode().strip().splitlines()
     assert lines and lines[-1] == expected, (out.decode(), err.decode()[-3000:])
     assert proc.returncode == 0 or _aborted_at_exit(proc.returncode, err.decode()), err.decode()

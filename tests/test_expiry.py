@@ -572,11 +572,12 @@ async def test_tnx_answer_after_expiry_says_it_expired_and_tnx_audit_shows_it(
 
 async def test_the_audit_keeps_a_bounded_copy_of_large_answer_data(make_runtime) -> None:
     """The tool gets an Answer's 300 KB of data whole; the audit entry (in the handle's
-    state) keeps its first 2,000 characters of JSON and its length."""
+    state) keeps its first 2,000 characters of JSON and its length. The tool's result is read
+    where the model gets it, so the agent opts out of the default context bound (which would
+    clip a 300 KB message for the model)."""
     llm = one_call("slow", "deleted with a big answer")
-    async with make_runtime(
-        expiry_registry(AgentDef(name="w", tools=["slow"])), llm.transport()
-    ) as rt:
+    agent = AgentDef(name="w", tools=["slow"], context="unbounded")
+    async with make_runtime(expiry_registry(agent), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.pending is not None

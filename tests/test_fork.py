@@ -200,8 +200,8 @@ async def test_tnx_fork(make_runtime: Any, env: Any, store: Any) -> None:
         tnx = Cli(env, rt, store.path)
         run = await tnx.ok("fork", h.id, "--turn", "2")
         fid = run.out.strip()
-        assert fid == f"{rt.root.id}/talker.2"
-        assert (await rt.inspect(fid)).transcript_len == 5
+        assert fid == rt.workflow_id(f"{rt.root.id}/talker.2")
+        assert (await rt.inspect(f"{rt.root.id}/talker.2")).transcript_len == 5
         run = await tnx.ok("fork", h.id, "--turn", "1", "--budget", '{"max_tokens": 700}', "--json")
         assert run.json()["pool_tokens"] == 700
         for turn in ("0", "4"):

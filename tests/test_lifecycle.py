@@ -89,7 +89,8 @@ async def test_inbox_cap_rejects_loudly(make_runtime) -> None:
         third = await rt.post(peer, "3")
         assert not third.ok and third.error == "inbox full (2)"
         assert peer.inbox_count == 2
-        assert any("post REJECTED (inbox full" in line for line in await rt.trace_lines(peer))
+        # refused by the validator: nothing reached history, no trace line (issue 36 item 6)
+        assert not any("post REJECTED" in line for line in await rt.trace_lines(peer))
 
 
 async def test_interrupt_mid_llm_call_restores_the_inbox(make_runtime, store) -> None:

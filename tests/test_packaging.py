@@ -18,6 +18,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 import toolnexus_temporal
+from tests.helpers import communicate
 from toolnexus_temporal.client.testing import ScriptedLLM, ScriptedLLMServer, text, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,17 +243,22 @@ async def test_readme_example_runs_in_a_project_with_its_own_modules(
         for line in imports
     ), imports
     project = _scratch_project(tmp_path)
-    (project / "example.py").write_text(example)
+    # Its own task queue and scope: tests/test_docs.py runs the same example on this server,
+    # and a root left by a process that has just exited can hold a workflow task that process
+    # took while it stopped (the server times it out after 10 s; sdk-rust#1080).
+    scope = f"my-app-{uuid.uuid4().hex[:8]}"
+    (project / "example.py").write_text(example.replace('"my-app"', f'"{scope}"'))
+    assert example.count('"my-app"') == 3, "the example's task queue and scope moved"
     address = env.client.service_client.config.target_host
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "example.py",
         cwd=project,
-        env={**_env_without_repo(), "TEMPORAL_ADDRESS": address},
+        env={**_env_without_repo(), "TEMPORAL_ADDRESS": address, "PYTHONFAULTHANDLER": "1"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    out, err = await communicate(proc, 120)
     assert proc.returncode == 0, err.decode()[-3000:]
     assert out.decode().strip().splitlines()[-1] == "billing is deployed"
 

@@ -111,7 +111,7 @@ async def test_tnx_recover_an_idle_agent(make_runtime, client, env) -> None:
         assert running.code == 1 and "running: nothing to recover" in running.err, running
         await terminate(client, rt.workflow_id(h.id))
         done = await tnx.ok("recover", h.id)
-        assert done.out.startswith(f"recover {h.id} → idle"), done
+        assert done.out.startswith(f"recover {rt.workflow_id(h.id)} → idle"), done
         r = await rt.run_turn(h, "two")
         assert (r.status, r.text) == ("done", "second")
         # the transcript went on: the second call saw the first turn

@@ -15,7 +15,9 @@ async def test_schedule_pause_and_ls_from_the_shell(make_runtime: Any, env: Any)
         await tnx.ok("spawn", "root", "ticker")
         await tnx.ok("spawn", "root", "ticker")
         done = await tnx.ok("schedule", "root/ticker.1", "--every", "1h", "--prompt", "look")
-        assert done.out.startswith("schedule root/ticker.1 → every 1h · next "), done
+        assert done.out.startswith(
+            f"schedule {rt.workflow_id('root/ticker.1')} → every 1h · next "
+        ), done
         cron = await tnx.ok("schedule", "root/ticker.2", "--cron", "0 9 * * 1", "--json")
         assert cron.json()["tick"]["cron"] == "0 9 * * 1" and cron.json()["next_tick_ms"]
         listed = (await tnx.ok("schedule", "ls", "--json")).json()

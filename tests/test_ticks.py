@@ -7,6 +7,8 @@ or two seconds. The turn input the scripted LLM sees is the contract's rendering
 from __future__ import annotations
 
 import asyncio
+import itertools
+import time
 import uuid
 from typing import Any
 
@@ -31,6 +33,7 @@ from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract.names import (
     AGENT_NEXT_TICK,
+    LLM_CALL_ACTIVITY,
     NOT_AN_AGENT_START,
     WORKFLOW_TYPE,
 )
@@ -196,9 +199,95 @@ async def test_an_outage_yields_one_catch_up_tick(client: Client) -> None:
         await replay_every_run(client, rt, h.id)
 
 
+async def llm_call_times(client: Client, rt: AgentRuntime, hid: str) -> list[int]:
+    """The workflow time (ms since the epoch) at which each LLM call of the handle's current
+    run was scheduled: the time of the workflow task that scheduled it (its
+    ``WorkflowTaskStarted`` event, what ``workflow.now()`` read there)."""
+    history = await client.get_workflow_handle(rt.workflow_id(hid)).fetch_history()
+    by_id = {e.event_id: e for e in history.events}
+    times = []
+    for e in history.events:
+        if not e.HasField("activity_task_scheduled_event_attributes"):
+            continue
+        a = e.activity_task_scheduled_event_attributes
+        if a.activity_type.name != LLM_CALL_ACTIVITY:
+            continue
+        started = by_id[a.workflow_task_completed_event_id - 1]
+        assert started.HasField("workflow_task_started_event_attributes")
+        times.append(started.event_time.ToMilliseconds())
+    return times
+
+
+async def test_an_outage_ending_just_before_a_fire_time_costs_one_turn(client: Client) -> None:
+    """Issue 36 item 3: the worker down over several fire times and back shortly before the
+    next one: ONE catch-up turn; the tick that fires just after it only coalesces (no two
+    tick turns closer than half the interval, in workflow time) and the next tick's turn
+    takes it; the fire times stay on the grid ``first + k * every``, each counted once.
+
+    Whether the worker came back before the fire time is read from the history (the catch-up
+    turn's workflow time); an attempt that came back too late (a loaded machine) is tried
+    again."""
+    every = 6_000
+    llm = Recorder()
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    queue = f"tq-{scope}"
+    reg = ticker_registry(TickSpec(every_ms=every, prompt="catch up"))
+
+    def worker() -> Any:
+        return create_worker(
+            client,
+            registry=reg,
+            llm=LlmConfig(base_url="http://mock.local/v1", model="stub-model"),
+            task_queue=queue,
+            transport=llm.transport(),
+        )
+
+    async with worker() as w, w:
+        rt = await AgentRuntime(client, task_queue=queue, scope=scope).start()
+        h = await rt.spawn(rt.root, "ticker")
+        first_ms = (await rt.inspect(h)).next_tick_ms
+        assert first_ms is not None
+        await eventually(lambda: len(llm.prompts) >= 1, within_s=20, what="a first tick")
+        next_ms = (await state_of(rt, h)).ticks.next_ms
+    down_from = 0
+    for _attempt in range(3):
+        assert next_ms is not None
+        down_from = len(llm.prompts)
+        wanted = down_from + 2
+        # the worker is back 2.5 s before the fire time three intervals on
+        back_at = next_ms + 3 * every - 2_500
+        await asyncio.sleep(max(0.0, back_at / 1000 - time.time()))
+        async with worker() as w, w:
+            await eventually(lambda: len(llm.prompts) >= wanted, within_s=30,  # noqa: B023
+                             what="the catch-up turn and the next tick's")  # fmt: skip
+            state = await state_of(rt, h)
+            times = await llm_call_times(client, rt, h.id)
+            next_ms = state.ticks.next_ms
+            caught_up = times[down_from]
+            grid_after = first_ms + ((caught_up - first_ms) // every + 1) * every
+            if grid_after - caught_up < every // 2:
+                await rt.close(h)
+                break  # back shortly before a fire time: the case under test
+    else:
+        pytest.fail("the worker never came back shortly before a fire time")
+    after = llm.prompts[down_from:]
+    counts = [int(p.split("tick (x")[1].split()[0]) for p in after]
+    assert counts[0] >= 3, after  # the catch-up turn counts every fire time missed
+    assert counts[1] == 2, after  # the tick just after it coalesced into the next turn
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert min(gaps) >= every // 2, gaps
+    t = state.ticks
+    assert t.next_ms is not None
+    assert t.next_ms == first_ms + t.fired * every  # on the grid, each fire time once
+    pending = sum(i.count or 1 for i in state.intake.items if i.channel == "timer")
+    assert t.woke + pending == t.fired
+    await replay_every_run(client, rt, h.id)
+
+
 async def test_ticks_continue_across_continue_as_new(make_runtime: Any, client: Client) -> None:
     """The schedule and its next fire time travel with continue-as-new: ticks go on in the
-    next runs, every one counted (woken or coalesced)."""
+    next runs, every one counted (woken or coalesced), each fire time once and on the
+    schedule's grid (issue 36 item 3)."""
     llm = Recorder()
     options = RuntimeOptions(continue_as_new_events=100)
     async with make_runtime(
@@ -206,6 +295,7 @@ async def test_ticks_continue_across_continue_as_new(make_runtime: Any, client: 
     ) as rt:
         h = await rt.spawn(rt.root, "ticker")
         wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        start = (await state_of(rt, h)).ticks
 
         async def runs() -> int:
             n = 0
@@ -220,6 +310,9 @@ async def test_ticks_continue_across_continue_as_new(make_runtime: Any, client: 
         assert ticks.spec == TickSpec(every_ms=1_000) and ticks.fired >= 3
         pending = sum(i.count or 1 for i in state.intake.items if i.channel == "timer")
         assert ticks.woke + pending == ticks.fired
+        # exactly once and on the grid across the runs: one fire per second passed
+        assert start.next_ms is not None and ticks.next_ms is not None
+        assert ticks.next_ms - start.next_ms == (ticks.fired - start.fired) * 1_000
         await replay_every_run(client, rt, h.id)
 
 

@@ -19,7 +19,7 @@ from temporalio.client import Client
 
 from tests.helpers import eventually, spawn
 from toolnexus_temporal.activities import LlmConfig, Registry, ToolContext, define_tool, pending
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer
+from toolnexus_temporal.client import AgentDef, AgentRuntime, Answer, RuntimeOptions, TickSpec
 from toolnexus_temporal.client.cluster import connect
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.observability.otel import TnxTracingInterceptor
@@ -48,6 +48,15 @@ REGISTRY = Registry(
         AgentDef(name="coord", description="delegates", model="m-coord", team=["helper"]),
         AgentDef(name="helper", description="looks up", model="m-help", tools=["lookup"]),
         AgentDef(name="deployer", description="deploys", model="m-dep", tools=["deploy"]),
+        AgentDef(
+            name="lead", description="delegates in the background", model="m-lead", team=["helper"]
+        ),
+        AgentDef(
+            name="ticker",
+            description="ticks",
+            model="m-tick",
+            tick=TickSpec(every_ms=1_000, prompt="look"),
+        ),
     ],
     tools=[define_tool(lookup), define_tool(deploy, input_schema={"type": "object"})],
 )
@@ -261,6 +270,101 @@ async def test_a_cold_worker_replaying_a_running_handle_adds_no_span(client, sto
         assert (await rt.wait(h.id, timeout_ms=30_000)).status == "done"
         assert of_handle()[len(before) :].count("chat m-dep") == 1
         assert not [n for n in of_handle()[len(before) :] if n.startswith("invoke_agent")]
+
+
+def _turns_of(t: Traced, hid: str) -> list[ReadableSpan]:
+    """The handle's turn spans, oldest first."""
+    turns = [
+        s
+        for s in t.spans()
+        if s.name.startswith("invoke_agent") and (s.attributes or {}).get("tnx.handle.id") == hid
+    ]
+    return sorted(turns, key=lambda s: s.start_time or 0)
+
+
+def _roots_linked_in_turn(turns: list[ReadableSpan], trigger: str) -> list[ReadableSpan]:
+    """Check that each turn driven by ``trigger`` is the root of its own trace, linked to
+    the turn before it (none before the first), in no other turn's trace; returns them."""
+    own = [s for s in turns if (s.attributes or {}).get("tnx.turn.trigger") == trigger]
+    for k, span in enumerate(turns):
+        if span not in own:
+            continue
+        assert span.parent is None, (trigger, k, span.parent)
+        before = [turns[k - 1].context] if k else []  # the handle's first turn: no link
+        assert [link.context for link in span.links] == before, k
+    assert len({s.context.trace_id for s in own}) == len(own)
+    assert not {s.context.trace_id for s in own} & {
+        s.context.trace_id for s in turns if s not in own
+    }
+    return own
+
+
+async def test_each_tick_turn_is_its_own_trace_linked_to_the_turn_before(client, store) -> None:
+    """Issue 36 item 2: an agent ticking over several continue-as-new runs makes one trace
+    per tick turn (a root span, linked to the handle's previous turn; its LLM call in that
+    trace), not one trace of them all; a host's wake between them stays in the host's trace."""
+    t = Traced(client)
+    llm = ScriptedLLM({"m-tick": [text("checked")]}, repeat_last=True)
+    task_queue = f"tq-t-{uuid.uuid4().hex[:10]}"
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with traced_worker(t, llm, store, task_queue):
+        rt = await AgentRuntime(
+            t.client, task_queue=task_queue, scope=task_queue.removeprefix("tq-"), options=options
+        ).start()
+        h = await spawn(rt, rt.root, "ticker")
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+
+        async def runs() -> int:
+            return len([w async for w in client.list_workflows(f'WorkflowId="{wf.id}"')])
+
+        async def ticked(n: int) -> bool:
+            ticks = [s for s in _turns_of(t, h.id)
+                     if (s.attributes or {}).get("tnx.turn.trigger") == "tick"]  # fmt: skip
+            return len(ticks) >= n and await runs() >= 2
+
+        await eventually(lambda: ticked(3), within_s=40, what="three tick turns, two runs")
+        assert (await rt.run_turn(h, "now")).status == "done"
+        await eventually(lambda: ticked(5), within_s=40, what="two more tick turns")
+        await rt.close(h)
+    turns = _turns_of(t, h.id)
+    ticks = _roots_linked_in_turn(turns, "tick")
+    assert len(ticks) >= 5
+    by_id = {s.context.span_id: s for s in t.spans()}
+    [woken] = [s for s in turns if (s.attributes or {}).get("tnx.turn.trigger") == "message"]
+    assert woken.parent is not None
+    assert by_id[woken.parent.span_id].name == "StartWorkflowUpdate:turn"
+    runs_seen = {(s.attributes or {}).get("temporalRunID") for s in t.spans()
+                 if (s.attributes or {}).get("temporalWorkflowID") == wf.id}  # fmt: skip
+    assert len(runs_seen - {None}) >= 2  # the ticks went on across continue-as-new
+    for tick in ticks:  # each tick turn's LLM call is in its own trace
+        chats = [s for s in t.spans() if s.name == "chat m-tick"
+                 and s.context.trace_id == tick.context.trace_id]  # fmt: skip
+        assert len(chats) == 1 and tick in _ancestors(chats[0], by_id)
+
+
+async def test_a_background_report_turn_is_its_own_trace(client, store) -> None:
+    """Issue 36 item 2: the turn a background child's report wakes is the root of its own
+    trace, linked to the turn that started the child (the child's turn stays in that one)."""
+    t = Traced(client)
+    task = ("task", {"agent": "helper", "prompt": "look x", "background": True})
+    llm = ScriptedLLM(
+        {
+            "m-lead": [tool_calls(task), text("started"), text("got it")],
+            "m-help": [text("found x")],
+        }
+    )
+    task_queue = f"tq-t-{uuid.uuid4().hex[:10]}"
+    async with traced_runtime(t, llm, store, task_queue) as rt:
+        lead = await spawn(rt, rt.root, "lead")
+        assert (await rt.run_turn(lead, "go")).status == "done"
+        await eventually(lambda: len(_turns_of(t, lead.id)) >= 2, within_s=30,
+                         what="the report's turn")  # fmt: skip
+        await rt.close(lead)
+    first, report = _turns_of(t, lead.id)[:2]
+    assert (report.attributes or {})["tnx.turn.trigger"] == "background"
+    _roots_linked_in_turn([first, report], "background")
+    helper = _turns_of(t, f"{lead.id}/helper.1")
+    assert len(helper) == 1 and helper[0].context.trace_id == first.context.trace_id
 
 
 def test_the_rule_for_turning_tracing_on() -> None:

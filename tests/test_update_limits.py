@@ -9,6 +9,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -150,6 +151,11 @@ async def limited_env(tmp_path: Path) -> AsyncIterator[WorkflowEnvironment]:
         yield env
 
 
+def wf_events(client: Client, workflow_id: str) -> AsyncIterator[Any]:
+    """Every event of the current run of ``workflow_id``."""
+    return client.get_workflow_handle(workflow_id).fetch_history_events()
+
+
 async def test_a_parked_handle_past_the_update_limit_stays_answerable(
     limited_env: WorkflowEnvironment, tmp_path: Path
 ) -> None:
@@ -183,6 +189,9 @@ async def test_a_parked_handle_past_the_update_limit_stays_answerable(
         assert {r.error for r in results[8:]} == {"inbox full (8)"}
         wid = rt.workflow_id(asker.id)
         assert await accepted_updates(client, wid) <= TOTAL_UPDATES
+        # a refused post reached no history, by update or by signal (issue 36 item 6)
+        stored = b"".join([e.SerializeToString() async for e in wf_events(client, wid)])
+        assert all(f"note {i}".encode() not in stored for i in range(8, TOTAL_UPDATES + 10))
         again = await asyncio.wait_for(rt.wait(asker), 60)
         assert again.status == "pending" and again.pending == parked.pending
         await asyncio.wait_for(rt.resume(Answer(id=parked.pending.id, ok=True)), 60)

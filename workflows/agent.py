@@ -46,6 +46,7 @@ from toolnexus_temporal.workflows.children.children import Children
 from toolnexus_temporal.workflows.children.delegation import Delegation
 from toolnexus_temporal.workflows.inbox import (
     HISTORY_FULL,
+    POST_REFUSED,
     Inbox,
     message_outcome,
     post_history_error,
@@ -361,8 +362,10 @@ class AgentWorkflow:
             the sender, and a trace line.
 
         Raises (in the validator, so a refusal adds nothing to history):
-            ApplicationError: ``HistoryFull`` past ``inbox.POST_HISTORY_BYTES`` of this
-                run's history (the client sends it again, then returns ``ok`` False).
+            ApplicationError: ``PostRefused`` for a post the inbox would refuse
+                (``contract.posts.post_error``); ``HistoryFull`` past
+                ``inbox.POST_HISTORY_BYTES`` of this run's history (the client sends it
+                again, then returns ``ok`` False).
         """
         self._lifecycle.updates += 1
         if self._updates.repeat() is not None:  # sent again after a continue-as-new
@@ -374,12 +377,22 @@ class AgentWorkflow:
 
     @admit_post.validator
     def _validate_post(self, item: InboxItem) -> None:
-        """Refuse a post while this run's history is past ``POST_HISTORY_BYTES`` (nothing
-        reaches history; the run continues as new when it can).
+        """Refuse, before it reaches history, a post the inbox would refuse (issue 36 item 6:
+        a flood of refused posts through the client writes nothing; the sender gets the
+        reason), and any post while this run's history is past ``POST_HISTORY_BYTES`` (the
+        run continues as new when it can). A post sent again after a continue-as-new that
+        its first run took is let through (the handler answers it ``ok``). The handler
+        checks the inbox again: another post of the same workflow task may fill it first.
 
         Raises:
-            ApplicationError: ``HistoryFull``.
+            ApplicationError: ``PostRefused`` (the inbox's reason: ``inbox full (N)``,
+                ``inbox closed``, ...), ``HistoryFull``.
         """
+        if self._updates.repeat() is not None:
+            return
+        refused = self._inbox.post_error(item)
+        if refused is not None:
+            raise ApplicationError(refused, type=POST_REFUSED, non_retryable=True)
         error = post_history_error(workflow.info().get_current_history_size())
         if error is not None:
             raise ApplicationError(error, type=HISTORY_FULL, non_retryable=True)
@@ -533,15 +546,16 @@ class AgentWorkflow:
         )
 
     @workflow.signal(name=names.SIGNAL_ANSWER, description=docs.ANSWER)
-    async def answer_signal(self, *args: Any) -> None:
+    def answer_signal(self, *args: Any) -> None:
         """``answer`` as a signal: an Answer as JSON (``{"id": ..., "ok": true}``); for a
-        Request with approvers, its sender's principal is read first (``tnx.answer_principal``).
-        Every ``answer`` signal is counted (the audit names the event by its place)."""
+        Request with approvers, its sender's principal is read first (``tnx.answer_principal``),
+        beside the handler, which returns at once (``Approvals.received``: a flood of Answers
+        holds back no continue-as-new). Every ``answer`` signal is counted (the audit names
+        the event by its place)."""
         self._answer_signals += 1
-        seq = self._answer_signals
         answer = self._vis.parse(names.SIGNAL_ANSWER, Answer, args)
         if answer is not None:
-            await self._approvals.received(answer, seq)
+            self._approvals.received(answer, self._answer_signals)
 
     # ------------------------------------------------------------------ between handles
 

@@ -5,7 +5,8 @@ the inbox into the turn and flips the handle to ``running`` in one step. The tur
 (the wake prompt, then the drained inbox as one block) is rendered by
 :mod:`~toolnexus_temporal.workflows.rules.render`, a pure module the sandbox passes through.
 
-The rules are plain functions over ``HandleState`` (:func:`post_error`, :func:`wake_error`,
+The rules are plain functions over ``HandleState`` (``post_error``, from the contract
+(``contract/posts.py``: the host library checks it too), :func:`wake_error`,
 :func:`drain`, :func:`take_turn_input`, :func:`restore_drained`); :class:`Inbox` applies
 them from workflow code. Deterministic; no I/O.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Final, Literal
 
 from temporalio import workflow
 
@@ -24,11 +26,13 @@ from toolnexus_temporal.workflows.visibility.visibility import Visibility, statu
 
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.clock import now_ms
-    from toolnexus_temporal.workflows.contract.limits import INBOX_BYTES, text_bytes
     from toolnexus_temporal.workflows.contract.messages import MessageOutcome, WakeRequest
     from toolnexus_temporal.workflows.contract.models import InboxItem, TaskResult
+    from toolnexus_temporal.workflows.contract.names import CHILD_CHANNEL
     from toolnexus_temporal.workflows.contract.names import HISTORY_FULL as HISTORY_FULL
+    from toolnexus_temporal.workflows.contract.names import POST_REFUSED as POST_REFUSED
     from toolnexus_temporal.workflows.contract.policy import DEFAULT_POLICY, parse_policy
+    from toolnexus_temporal.workflows.contract.posts import post_error as post_error
     from toolnexus_temporal.workflows.contract.state import (
         RECORD_BYTES,
         RECORDS_MAX,
@@ -39,30 +43,6 @@ with workflow.unsafe.imports_passed_through():
         WakeMessage,
     )
     from toolnexus_temporal.workflows.rules.render import coalesce_ticks, render_turn_input
-
-
-def post_error(s: HandleState, item: InboxItem) -> str | None:
-    """Why ``item`` may not be posted (CONTRACT §3 post), or None.
-
-    Returns:
-        ``the root has no inbox: ...``, ``inbox closed`` (closed or closing),
-        ``inbox full (N)`` at ``options.inbox_cap`` items, or ``inbox full (524,288
-        bytes)`` when the item would take the inbox's text past
-        :data:`~toolnexus_temporal.workflows.contract.limits.INBOX_BYTES` (the inbox travels
-        in the carried state, one payload of at most 2 MB).
-    """
-    if s.defn is None:
-        return "the root has no inbox: post to a spawned handle"
-    if s.state == "closed" or s.closing:
-        return "inbox closed"
-    # The one coalesced tick item takes no place: ticks never fill the inbox (``ticks.py``).
-    ticks = any(i.from_ == "clock" and i.channel == "timer" for i in s.intake.items)
-    if len(s.intake.items) - ticks >= s.options.inbox_cap:
-        return f"inbox full ({s.options.inbox_cap})"
-    held = sum(text_bytes(i.text) for i in s.intake.items)
-    if held + text_bytes(item.text) > INBOX_BYTES:
-        return f"inbox full ({INBOX_BYTES:,} bytes)"
-    return None
 
 
 POST_HISTORY_BYTES = 16 * 2**20
@@ -125,6 +105,31 @@ def answered_after(s: HandleState, seq: int) -> int | None:
     if i.drained_seq < seq or any(m.seq == seq for m in i.wakes):
         return None
     return i.drained_after
+
+
+SELF_VIAS: Final = frozenset({"tick", "internal", "held"})
+"""The ``WakeMessage.via`` of wakes no host or parent sent (a tick's, a background child's,
+one held by an older build): a turn holding only these was driven by the handle itself."""
+
+TurnTrigger = Literal["message", "tick", "background"]
+"""What drove a turn (:func:`turn_trigger`)."""
+
+
+def turn_trigger(s: HandleState) -> TurnTrigger:
+    """What drove the admitted turn of ``s`` (its drained messages and inbox): ``message``
+    when it holds a message a host or parent sent (``wake``, ``turn``, a spawn's prompt),
+    else ``tick`` when it holds the tick item, ``background`` when it holds a background
+    child's report, else ``message``. The turn's trace follows it
+    (``workflows/turn/observe.py``): a ``message`` turn continues its sender's trace; a
+    ``tick`` or ``background`` turn is the root of its own."""
+    i = s.intake
+    if any(m.via not in SELF_VIAS for m in i.turn_wakes):
+        return "message"
+    if any(item.from_ == "clock" and item.channel == "timer" for item in i.turn_inbox):
+        return "tick"
+    if any(item.channel == CHILD_CHANNEL for item in i.turn_inbox):
+        return "background"
+    return "message"
 
 
 def turn_started(s: HandleState) -> str:
@@ -294,6 +299,10 @@ class Inbox:
             return None
         self.vis.reject("post", f"{error}; from={item.from_} channel={item.channel}")
         return error
+
+    def post_error(self, item: InboxItem) -> str | None:
+        """See :func:`post_error` (changes nothing: the ``admit_post`` validator's check)."""
+        return post_error(self.s, item)
 
     def wake_error(self) -> str | None:
         """See :func:`wake_error`."""

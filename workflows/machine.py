@@ -350,12 +350,19 @@ class Machine:
         """The last result, or the closed result when there is none."""
         return self.s.last_result or closed_result(self.s)
 
-    def report(self, *, before: HandleStateName | None = None, now: bool = False) -> None:
+    def report(
+        self,
+        *,
+        before: HandleStateName | None = None,
+        now: bool = False,
+        coalesce: bool = False,
+    ) -> None:
         """Tell the parent this handle's current snapshot, unless it already knows it.
 
         At the end of this activation when the parent needs it now (``now``, or
         :func:`report_needed_now` with ``before`` the state the handle left), else within
-        ``live_usage_ms`` (coalesced).
+        ``live_usage_ms`` (coalesced); ``coalesce``: within ``live_usage_ms`` whatever the
+        state (a burst of rejected Answers: one report, not one per activation).
         The parent keeps the highest ``seq``. The workflow does not end (nor continue as
         new) before every report is delivered (or the parent is gone).
         """
@@ -363,7 +370,9 @@ class Machine:
         if s.parent is None:
             return
         s.report_owed = True
-        if now or report_needed_now(s, before):
+        if coalesce and s.options.live_usage_ms is not None:
+            self._flush_later()
+        elif now or report_needed_now(s, before):
             self._flush_soon()
         else:
             self._flush_later()

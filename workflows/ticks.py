@@ -15,10 +15,14 @@ The rules, as plain functions over numbers and the inbox:
 * :func:`first_fire_ms` / :func:`catch_up`: the next fire time, computed from workflow time
   (``workflow.now()``, ms since the epoch; cron in UTC through croniter). A timer that fires
   late (a worker outage of an hour) counts every fire time it missed and yields ONE tick
-  standing for them all, never a flood; the next fire time is the first one after now.
+  standing for them all, never a flood; the next fire time is the first one after now, on
+  the schedule's grid (``start + k * every_ms``: an outage never shifts it).
+* :func:`min_gap_ms`: no two tick-driven turns closer than half the interval. An outage that
+  ends just before a fire time gives one catch-up turn; the tick that fires moments later
+  only coalesces, and the next tick's turn takes it (``tick (x2 coalesced)``).
 * :func:`add_ticks`: ticks land in the inbox as one ``from=clock channel=timer`` item whose
-  ``count`` grows, so they never fill the bounded inbox (``inbox.post_error`` does not count
-  that item against the cap).
+  ``count`` grows, so they never fill the bounded inbox (``contract.posts.post_error`` does
+  not count that item against the cap).
 * A tick that finds the handle idle (not paused, no wake queued) wakes it, with the
   schedule's prompt; its turn's input is the prompt, then the inbox block with the tick line.
   Ticks that fire while it runs, is parked (suspended) or waits for a slot only coalesce; so
@@ -109,6 +113,19 @@ def catch_up(spec: TickSpec, due_ms: int, now_ms: int) -> tuple[int, int]:
             return count, next_cron_ms(spec.cron, now_ms)
         at = next_cron_ms(spec.cron, at)
     return count, at
+
+
+def min_gap_ms(spec: TickSpec, next_ms: int) -> int:
+    """The least time between two tick-driven turns, ms: half the interval (``every_ms / 2``;
+    a cron schedule: half the gap from ``next_ms``, its next fire time, to the one after).
+
+    A tick that fires closer than this to the last tick's wake (the catch-up tick after an
+    outage that ended just before a fire time) only coalesces: the next tick's turn takes it.
+    """
+    if spec.every_ms is not None:
+        return spec.every_ms // 2
+    assert spec.cron is not None
+    return (next_cron_ms(spec.cron, next_ms) - next_ms) // 2
 
 
 def describe(spec: TickSpec) -> str:
@@ -280,10 +297,19 @@ class Ticks:
             and not s.intake.turn_pending
             and not s.leases.slot_waiting
         ):
-            ticks = next((item.count or 1 for item in s.intake.items if is_tick(item)), count)
-            t.woke += ticks
-            self.vis.trace(f"{s.id}: tick wakes{late}")
-            self.inbox.wake_from_outside(spec.prompt)
+            gap = min_gap_ms(spec, t.next_ms)
+            since = now_ms() - t.woke_at_ms
+            if t.woke_at_ms and since < gap:
+                self.vis.trace(
+                    f"{s.id}: tick{late} coalesces: a tick woke the handle {since} ms ago"
+                    f" (less than half the interval, {gap} ms)"
+                )
+            else:
+                ticks = next((item.count or 1 for item in s.intake.items if is_tick(item)), count)
+                t.woke += ticks
+                t.woke_at_ms = now_ms()
+                self.vis.trace(f"{s.id}: tick wakes{late}")
+                self.inbox.wake_from_outside(spec.prompt)
         self._publish()
         self.vis.publish()
 

@@ -8,6 +8,7 @@ from pydantic import ValidationError
 from toolnexus_temporal.workflows.contract.context import (
     DROPPED_PREFIX,
     SUMMARY_PREFIX,
+    context_tokens,
     estimate_tokens,
     model_view,
     split_turns,
@@ -16,12 +17,14 @@ from toolnexus_temporal.workflows.contract.context import (
     text_tokens,
 )
 from toolnexus_temporal.workflows.contract.models import (
+    DEFAULT_CONTEXT,
     AgentDef,
     ContextPolicy,
     ContextSummary,
     Message,
     RuntimeOptions,
     ToolCall,
+    context_policy,
 )
 
 
@@ -108,17 +111,46 @@ def test_summary_stands_for_its_messages() -> None:
 def test_summary_span_folds_whole_older_turns_within_the_bound() -> None:
     msgs = transcript(30)
     policy = ContextPolicy(max_tokens=600, keep_turns=2, older="summarize", summary_max_tokens=64)
-    start, end = summary_span(msgs, policy, None)
+    span = summary_span(msgs, policy, None)
+    start, end = span.start, span.end
     assert start == 1
     assert (end - 1) % 4 == 0 and end > start
     assert end <= len(msgs) - 8, "recent turns are never folded"
     req = summary_request(msgs[start:end], policy, None)
     assert sum(map(estimate_tokens, req)) <= policy.max_tokens
     # nothing left to fold: every turn after the summary is recent
-    assert summary_span(msgs, policy, ContextSummary(text="s", upto=len(msgs) - 8)) == (
-        len(msgs) - 8,
-        len(msgs) - 8,
+    done = summary_span(msgs, policy, ContextSummary(text="s", upto=len(msgs) - 8))
+    assert (done.start, done.end, done.older_left) == (len(msgs) - 8, len(msgs) - 8, 0)
+
+
+def test_summary_span_folds_every_older_turn_one_request_holds() -> None:
+    """Issue 36 item 5: one summarizer request folds as many older turns as fit the bound
+    with its instructions and the earlier summary, not one turn at a time."""
+    msgs = transcript(12, size=200)
+    policy = ContextPolicy(
+        max_tokens=1_000, keep_turns=1, older="summarize", summary_max_tokens=400
     )
+    summary = ContextSummary(text="s" * 1_200, upto=1 + 4 * 2)
+    span = summary_span(msgs, policy, summary)
+    assert span.start == summary.upto
+    assert span.end - span.start >= 4 * 3, "several turns in one request"
+    assert span.older_left > 0
+    request = summary_request(msgs[span.start : span.end], policy, summary)
+    assert sum(map(estimate_tokens, request)) <= policy.max_tokens
+    bigger = summary_request(msgs[span.start : span.end + 4], policy, summary)
+    assert sum(map(estimate_tokens, bigger)) > policy.max_tokens - 32, "no room was wasted"
+    assert context_tokens(msgs, policy, summary) > context_tokens(
+        msgs, policy, ContextSummary(text=summary.text, upto=span.end)
+    )
+
+
+def test_a_pending_user_message_makes_the_last_stored_turn_older() -> None:
+    """Issue 36 item 10: before a turn's first call its ``user`` message is pending, so the
+    stored turn before it is no longer recent under ``keep_turns=1`` and can be folded."""
+    msgs = transcript(2)
+    policy = ContextPolicy(max_tokens=300, keep_turns=1, older="summarize", summary_max_tokens=64)
+    assert summary_span(msgs, policy, None).end == 5
+    assert summary_span(msgs, policy, None, pending_turns=1).end == len(msgs)
 
 
 @pytest.mark.parametrize(
@@ -129,6 +161,8 @@ def test_summary_span_folds_whole_older_turns_within_the_bound() -> None:
         {"max_tokens": 1_000, "older": "forget"},
         {"max_tokens": 1_000, "message_max_tokens": 2_000},
         {"max_tokens": 500, "older": "summarize", "summary_max_tokens": 400},
+        {"max_tokens": 1_000, "older": "summarize", "low_water_tokens": 1_000},
+        {"max_tokens": 1_000, "low_water_tokens": 10},
         {"max_tokens": 1_000, "unknown": 1},
     ],
 )
@@ -141,4 +175,19 @@ def test_policy_on_agent_and_runtime_is_optional_and_off_the_wire_when_unset() -
     assert "context" not in AgentDef(name="a").model_dump(exclude_defaults=True)
     assert RuntimeOptions().context is None
     a = AgentDef(name="a", context=ContextPolicy(max_tokens=1_000))
+    assert AgentDef.model_validate_json(a.model_dump_json()) == a
+
+
+def test_the_policy_in_force_defaults_to_a_bound_and_unbounded_opts_out() -> None:
+    """Issue 36 item 5: the agent's policy, else the runtime's, else ``DEFAULT_CONTEXT``;
+    ``"unbounded"`` (agent or runtime) is the explicit opt-out."""
+    mine = ContextPolicy(max_tokens=1_000)
+    assert context_policy(None, None) == DEFAULT_CONTEXT
+    assert DEFAULT_CONTEXT.max_tokens == 100_000 and DEFAULT_CONTEXT.older == "summarize"
+    assert context_policy(mine, None) == mine
+    assert context_policy(None, mine) == mine
+    assert context_policy("unbounded", mine) is None
+    assert context_policy(None, "unbounded") is None
+    assert context_policy(mine, "unbounded") == mine
+    a = AgentDef(name="a", context="unbounded")
     assert AgentDef.model_validate_json(a.model_dump_json()) == a

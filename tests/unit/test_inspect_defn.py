@@ -30,3 +30,12 @@ def test_inspect_lists_mcp_servers_with_their_tools_and_approvals() -> None:
     assert "git (git_status, git_commit; approval: git_commit)" in line
     assert "time (all)" in line
     assert not any(row.strip().startswith("mcp") for row in shown(AgentDef(name="a")).splitlines())
+
+
+def test_an_agent_whose_tools_all_come_from_mcp_servers_says_so() -> None:
+    """``tools —`` read as "no tools" for an agent with MCP servers (issue 37 item 10)."""
+    text = shown(AgentDef(name="ops", mcp=[McpServer(name="time", url="http://127.0.0.1:9/mcp")]))
+    line = next(row for row in text.splitlines() if row.strip().startswith("tools"))
+    assert "none of its own; see mcp" in line, line
+    plain = shown(AgentDef(name="a"))
+    assert "see mcp" not in plain

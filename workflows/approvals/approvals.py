@@ -24,6 +24,7 @@ publishes a result. Deterministic; no I/O.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any, Final, NamedTuple
 
@@ -82,23 +83,54 @@ with workflow.unsafe.imports_passed_through():
         INTERPRET_NON_RETRYABLE,
         SIGNAL_ANSWER,
     )
-    from toolnexus_temporal.workflows.contract.state import HandleState, ParkedTurn
+    from toolnexus_temporal.workflows.contract.state import (
+        CheckedAnswer,
+        HandleState,
+        ParkedTurn,
+    )
 
 
 LOOKUPS_MAX: Final = 4
 """Principal lookups (``tnx.answer_principal``) one handle runs at once, and as many edit
-checks (``tnx.check_edit``). Each Answer to a
+checks (``tnx.check_edit``); and Answers by signal being checked (``ApprovalState.checking``).
+Each Answer to a
 Request with approvers runs one before it is checked, and the Request's id is in the
 approval queue for anyone who may signal: 3,052 ``answer`` signals in 20 s from 8 senders
 reached the server's 2,000 pending activities per workflow, and every workflow task failed
 from then on (the handle hung, queries refused). Past the cap an Answer is refused at once,
 loudly (fail-closed: ``send it again``)."""
 
+REPORT_BURST_MS: Final = 1_000
+"""An Answer rejected within this many ms of the previous rejection is reported to the parent
+with the next coalesced report (within ``live_usage_ms``) rather than at once."""
+
+BUSY: Final = f"{LOOKUPS_MAX} other Answers to it were being checked at that moment"
+"""Why an Answer past :data:`LOOKUPS_MAX` checks is refused (its sender unchecked)."""
+
+CHECKING_MAX: Final = LOOKUPS_MAX
+"""Answers by signal waiting for their checks (``ApprovalState.checking``), checked one at a
+time, in the order they came; another that needs a check meanwhile is refused at once
+(:data:`BUSY`). One at a time: each check reads the run's history on the worker,
+and under a flood of ``answer`` signals (16 senders, 320-500/s, ``bench.answer_flood``) four
+at once kept the worker busy enough that a workflow task outlived 100 buffered signals, which
+the server force-fails; the worker's replay then outlived the next 100, and no task completed
+until the flood stopped (a query waited 17-23 s). The ``admit_answer`` update (the client's
+path) runs its own lookups, up to :data:`LOOKUPS_MAX` at once."""
+
 
 CHECK_RETRY = RetryPolicy(initial_interval=timedelta(milliseconds=500), maximum_attempts=3)
 """The retries of the worker-side checks of an Answer (its principal lookup, its edit's
 schema check): three attempts, 0.5 s apart at first; a check that still fails refuses the
 Answer (fail-closed)."""
+
+
+def busy_edit(answer: Answer, tool: str, why: str) -> str:
+    """Why ``answer``'s edit of ``tool``'s arguments is refused unchecked (``why``: the
+    checks already under way)."""
+    return (
+        f"answer {answer.id!r}: its edit of {tool}'s arguments could not be checked"
+        f" ({why}); send it again"
+    )
 
 
 class Answered(NamedTuple):
@@ -175,6 +207,10 @@ class Approvals:
         """Edit checks in flight (:meth:`edit_error`, at most :data:`LOOKUPS_MAX`)."""
         self.lookups = 0
         """Principal lookups in flight (:meth:`stamp_of`, at most :data:`LOOKUPS_MAX`)."""
+        self.checker_running = False
+        """The task of :meth:`check` runs."""
+        self.rejected_ms = -REPORT_BURST_MS
+        """When this run last rejected an Answer it reports (workflow time, ms)."""
 
     def clear_pending(self) -> None:
         """The turn settled: no Request is pending or escalated any more, and a carried turn
@@ -394,7 +430,9 @@ class Approvals:
             return Answer(id=req.id, ok=False, reason="cancelled")
         return answer
 
-    async def stamp_of(self, answer: Answer, delivery: Delivery) -> Stamp | None:
+    async def stamp_of(
+        self, answer: Answer, delivery: Delivery, last_event_id: int | None = None
+    ) -> Stamp | None:
         """The server-stamped principal of the event that delivered ``answer`` (``delivery``:
         its update id, or its place among the run's ``answer`` signals), read by the
         ``tnx.answer_principal`` activity, only when
@@ -402,30 +440,27 @@ class Approvals:
         (:func:`approvers_of`); None otherwise (nothing is run). A failed lookup (every
         attempt failed, a few seconds) or one that found no event is a :class:`Stamp` with
         ``unreadable``: the Answer is then refused (fail-closed, :func:`approver_error`); so
-        is one that comes while :data:`LOOKUPS_MAX` lookups are in flight (nothing is run)."""
+        is one that comes while :data:`LOOKUPS_MAX` lookups are in flight (nothing is run).
+        ``last_event_id``: for a signal, the history length when its handler ran (default:
+        now); with ``delivery.run_id`` it names the run to read, an earlier one for an Answer
+        carried across continue-as-new."""
         s = self.s
-        pending = s.approval.pending_req
-        if (
-            pending is None
-            or answer.id != self.own_parked
-            or answer_hop(s, answer.id).to != s.id
-            or approvers_of(self.policy, pending, self.own_tool) is None
-        ):
+        if not self.needs_lookup(answer):
             return None
         if self.lookups >= LOOKUPS_MAX:
-            return Stamp(
-                unreadable=f"{LOOKUPS_MAX} other Answers to it were being checked at that moment"
-            )
+            return Stamp(unreadable=BUSY)
         info = workflow.info()
         update = delivery.update_id
+        if update is None and last_event_id is None:
+            last_event_id = info.get_current_history_length()
         lookup = PrincipalLookup(
             workflow_id=info.workflow_id,
-            run_id=info.run_id,
+            run_id=delivery.run_id,
             request_id=answer.id,
             digest=answer_digest(answer),
             path="update" if update is not None else "signal",
             update_id=update,
-            last_event_id=info.get_current_history_length() if update is None else None,
+            last_event_id=last_event_id if update is None else None,
             signal_seq=delivery.signal_seq,
         )
         self.lookups += 1
@@ -464,16 +499,11 @@ class Approvals:
         a refusal (fail-closed: ``send it again``)."""
         s = self.s
         tool = self.own_tool
-        if (
-            answer.edited_args is None
-            or tool is None
-            or answer.id != self.own_parked
-            or answer_hop(s, answer.id).to != s.id
-        ):
+        if not self.needs_edit_check(answer) or tool is None:
             return None
         refused = f"answer {answer.id!r}: its edit of {tool}'s arguments"
         if self.edit_checks >= LOOKUPS_MAX:
-            return f"{refused} could not be checked ({LOOKUPS_MAX} others were); send it again"
+            return busy_edit(answer, tool, f"{LOOKUPS_MAX} others were")
         self.edit_checks += 1
         try:
             checked: EditChecked = await workflow.execute_activity(
@@ -493,13 +523,86 @@ class Approvals:
             return None
         return f"{refused} does not fit its schema: {checked.error}"
 
-    async def received(self, answer: Answer, signal_seq: int) -> None:
-        """The ``answer`` signal: :meth:`answer`, after :meth:`stamp_of` where approvers
-        apply and :meth:`edit_error` where it edits. ``signal_seq``: the signal's place
-        among this run's ``answer`` signals, from 1 (the handler counts every one)."""
-        delivery = Delivery(run_id=workflow.info().run_id, signal_seq=signal_seq)
-        stamp = await self.stamp_of(answer, delivery)
-        self.answer(answer, "signal", stamp, await self.edit_error(answer), delivery)
+    def needs_lookup(self, answer: Answer) -> bool:
+        """Whether ``answer`` is for this handle's own parked Request and that Request has
+        approvers: its sender's principal is then read (:meth:`stamp_of`)."""
+        s = self.s
+        pending = s.approval.pending_req
+        return (
+            pending is not None
+            and answer.id == self.own_parked
+            and answer_hop(s, answer.id).to == s.id
+            and approvers_of(self.policy, pending, self.own_tool) is not None
+        )
+
+    def needs_edit_check(self, answer: Answer) -> bool:
+        """Whether ``answer`` edits the arguments of this handle's own parked call: the
+        edit is then checked against the tool's schema (:meth:`edit_error`)."""
+        s = self.s
+        return (
+            answer.edited_args is not None
+            and self.own_tool is not None
+            and answer.id == self.own_parked
+            and answer_hop(s, answer.id).to == s.id
+        )
+
+    def received(self, answer: Answer, signal_seq: int) -> None:
+        """The ``answer`` signal (``signal_seq``: its place among this run's ``answer``
+        signals, from 1; the handler counts every one). O(1) and synchronous, so a flood of
+        Answers costs each signal little and holds back no continue-as-new (issue 36 item
+        8): an Answer that needs no worker-side check is routed at once (:meth:`answer`);
+        one that does (:meth:`needs_lookup`, :meth:`needs_edit_check`) joins
+        ``ApprovalState.checking`` and is checked after the handler (:meth:`check`), or is
+        refused at once, loudly, when :data:`CHECKING_MAX` are being checked (fail-closed:
+        ``send it again``)."""
+        info = workflow.info()
+        delivery = Delivery(run_id=info.run_id, signal_seq=signal_seq)
+        lookup, edit = self.needs_lookup(answer), self.needs_edit_check(answer)
+        if not (lookup or edit):
+            self.answer(answer, "signal", None, None, delivery)
+            return
+        checking = self.s.approval.checking
+        if len(checking) >= CHECKING_MAX:
+            stamp = Stamp(unreadable=BUSY) if lookup else None
+            busy = None if lookup else busy_edit(answer, self.own_tool or "", BUSY)
+            self.answer(answer, "signal", stamp, busy, delivery)
+            return
+        queued = CheckedAnswer(
+            answer=answer,
+            run_id=info.run_id,
+            signal_seq=signal_seq,
+            last_event_id=info.get_current_history_length(),
+        )
+        checking.append(queued)
+        self.check()
+
+    def check(self) -> None:
+        """Check the Answers of ``ApprovalState.checking``, oldest first, one at a time, in a
+        task of its own (started once): each one's principal (:meth:`stamp_of`, in the run
+        that delivered it) and its edit (:meth:`edit_error`), then route it (:meth:`answer`)
+        and drop it from ``checking``. A continue-as-new meanwhile abandons the task; the
+        next run starts it again for what it carried (``RunLoop.run``)."""
+        if self.checker_running:
+            return
+        self.checker_running = True
+
+        async def run() -> None:
+            checking = self.s.approval.checking
+            try:
+                while checking:
+                    queued = checking[0]
+                    delivery = Delivery(run_id=queued.run_id, signal_seq=queued.signal_seq)
+                    try:
+                        stamp = await self.stamp_of(queued.answer, delivery, queued.last_event_id)
+                        edit_error = await self.edit_error(queued.answer)
+                        self.answer(queued.answer, "signal", stamp, edit_error, delivery)
+                    finally:
+                        if checking and checking[0] is queued:
+                            checking.pop(0)
+            finally:
+                self.checker_running = False
+
+        asyncio.create_task(run())  # noqa: RUF006 (its work is in ``checking``: carried over)
 
     def answer(
         self,
@@ -522,7 +625,14 @@ class Approvals:
         error, answered = self.routed(answer, path, stamp, edit_error, delivery)
         if answer_hop(self.s, answer.id).to is not None:
             self.s.approval.answer_id, self.s.approval.answer_error = answer.id, error
-            self.machine.report(now=True)
+            # A rejection right after another goes with the next coalesced report: a flood
+            # of rejected Answers must not become a flood of reports to the parent, each
+            # one a signal in flight that holds back continue-as-new (issue 36 item 8).
+            t = now_ms()
+            burst = error is not None and t - self.rejected_ms < REPORT_BURST_MS
+            if error is not None:
+                self.rejected_ms = t
+            self.machine.report(now=not burst, coalesce=burst)
         return error, answered
 
     def routed(

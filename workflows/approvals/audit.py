@@ -165,9 +165,9 @@ def answer_digest(answer: Answer) -> str:
 
 
 def approvers_of(policy: ApprovalPolicy, req: Request, tool: str | None) -> list[str] | None:
-    """Who may answer ``req`` raised by ``tool``: the approvers of its kind and of its tool
-    (both lists apply), or None when neither has a list (anyone may answer; no principal is
-    looked up)."""
+    """Who may answer ``req`` raised by ``tool``: the union of the approvers of its kind and
+    of its tool (a name on either list may answer), or None when neither has a list (anyone
+    may answer; no principal is looked up)."""
     keys = [k for k in (req.kind, tool) if k is not None and k in policy.approvers]
     if not keys:
         return None

@@ -159,16 +159,7 @@ def model_view(
     recent = turns[-policy.keep_turns :]
     older = turns[: len(turns) - len(recent)]
     out_head = [fit(m) for m in messages[:head]]
-    summary_msgs = (
-        [
-            Message(
-                role="user",
-                content=f"{SUMMARY_PREFIX} ({upto - head} message(s))]\n{summary.text}",
-            )
-        ]
-        if upto and summary is not None
-        else []
-    )
+    summary_msgs = [summary_message(summary, upto - head)] if upto and summary is not None else []
     out_recent = [fit(m) for a, b in recent for m in messages[a:b]]
     used = sum(map(estimate_tokens, [*out_head, *summary_msgs, *out_recent]))
     room = policy.max_tokens - used - 32  # 32: the marker, if any
@@ -204,28 +195,88 @@ def model_view(
     )
 
 
-def summary_span(
+def summary_message(summary: ContextSummary, summarized: int) -> Message:
+    """The message of the model's view that stands for the first ``summarized`` transcript
+    messages after the head: :data:`SUMMARY_PREFIX`, the count, then the summary's text."""
+    return Message(
+        role="user", content=f"{SUMMARY_PREFIX} ({summarized} message(s))]\n{summary.text}"
+    )
+
+
+def clipped_tokens(messages: list[Message], policy: ContextPolicy) -> int:
+    """Estimated tokens of ``messages`` as the model's view sends them (each clipped to
+    ``policy.clip_tokens``), in tokens."""
+    return sum(estimate_tokens(clip(m, policy.clip_tokens)[0]) for m in messages)
+
+
+def context_tokens(
     messages: list[Message], policy: ContextPolicy, summary: ContextSummary | None
-) -> tuple[int, int]:
-    """The messages the summarizer folds next, as ``(start, end)`` indexes: from the end of
-    the current summary (or the head) through the older turns, whole turns only, as many as
-    fit ``policy.max_tokens`` less the summary's own room (at least one turn). ``(n, n)``:
-    nothing to fold (every turn after the summary is a recent one)."""
+) -> int:
+    """The size the model's view of ``messages`` would have if nothing were left out: the
+    head, the summary and every turn after it, each message clipped, in estimated tokens.
+    Above ``policy.max_tokens`` the view would have to leave turns out: under ``summarize``
+    the summarizer runs first (``workflows/turn/context.py``)."""
+    head, turns = split_turns(messages)
+    upto = min(summary.upto, len(messages)) if summary is not None and summary.text else 0
+    size = clipped_tokens(messages[:head], policy)
+    if upto and summary is not None:
+        size += estimate_tokens(summary_message(summary, upto - head))
+    return size + sum(clipped_tokens(messages[a:b], policy) for a, b in turns if a >= upto)
+
+
+class Span(BaseModel):
+    """What the summarizer folds next (:func:`summary_span`).
+
+    Attributes:
+        start / end: the transcript messages folded, as indexes (end exclusive; equal:
+            nothing to fold).
+        older_left: older turns (past ``keep_turns``) left unfolded after ``end``.
+    """
+
+    start: int
+    end: int
+    older_left: int = 0
+
+
+def summary_span(
+    messages: list[Message],
+    policy: ContextPolicy,
+    summary: ContextSummary | None,
+    pending_turns: int = 0,
+) -> Span:
+    """The messages the summarizer folds next: from the end of the current summary (or the
+    head), every older turn (past the ``keep_turns`` recent ones), oldest first, as many as
+    one summarizer request holds (at least one turn): the request, its instructions, the
+    current summary and the folded turns, stays within ``policy.max_tokens``
+    (:func:`summary_request`).
+
+    Args:
+        messages: the committed transcript.
+        policy: the handle's context policy.
+        summary: the current summary.
+        pending_turns: turns that the messages about to be sent start (their ``user``
+            messages): they make as many stored recent turns older.
+    """
     head, turns = split_turns(messages)
     upto = max(summary.upto if summary is not None and summary.text else 0, head)
     turns = [t for t in turns if t[0] >= upto]
-    older = turns[: max(len(turns) - policy.keep_turns, 0)]
+    recent = max(policy.keep_turns - pending_turns, 0)
+    older = turns[: max(len(turns) - recent, 0)]
     if not older:
-        return upto, upto
-    room = policy.max_tokens - 2 * policy.summary_max_tokens - 64
+        return Span(start=upto, end=upto)
+    earlier = text_tokens(summary.text) if summary is not None and summary.text else 0
+    room = policy.max_tokens - sum(map(estimate_tokens, summary_request([], policy, None)))
+    room -= earlier + 32  # 32: the request's framing lines
     end = upto
-    for i, (a, b) in enumerate(older):
-        size = sum(estimate_tokens(clip(m, policy.clip_tokens)[0]) for m in messages[a:b])
-        if i > 0 and size > room:
+    folded = 0
+    for a, b in older:
+        size = clipped_tokens(messages[a:b], policy)
+        if folded and size > room:
             break
         room -= size
         end = b
-    return upto, end
+        folded += 1
+    return Span(start=upto, end=end, older_left=len(older) - folded)
 
 
 SUMMARIZER_INSTRUCTIONS = (

@@ -427,6 +427,10 @@ class LlmCallResult(WireModel):
             above 0 or ``usage.prompt_tokens`` passed the bound.
         sent_estimate: under a context policy, the estimated size of what was sent, in
             tokens (``context.estimate_tokens``).
+        view_tokens: under a context policy, the size the next call's view of the stored
+            transcript (this reply included) would have if nothing were left out
+            (``context.context_tokens``), in estimated tokens: with the messages the next
+            call adds, the workflow runs the summarizer first when it would pass the bound.
     """
 
     message: Message
@@ -434,6 +438,7 @@ class LlmCallResult(WireModel):
     stored_len: int
     dropped: int = 0
     sent_estimate: int = 0
+    view_tokens: int = 0
 
 
 class SummarizeInput(WireModel):
@@ -449,6 +454,8 @@ class SummarizeInput(WireModel):
         style: wire style override, or None for the worker's.
         deadline_ms: the handle's wall deadline (epoch ms).
         need_price: as :class:`LlmCallInput`'s.
+        pending_turns: the turns the messages about to be sent start
+            (``context.summary_span``).
     """
 
     conv_id: str
@@ -459,14 +466,26 @@ class SummarizeInput(WireModel):
     style: WireStyle | None = None
     deadline_ms: int | None = None
     need_price: bool = False
+    pending_turns: int = 0
 
 
 class SummarizeResult(WireModel):
-    """Result of ``tnx.llm_summarize``: the new summary (None: nothing to fold) and the
-    summarizer call's usage, in tokens."""
+    """Result of ``tnx.llm_summarize``.
+
+    Attributes:
+        summary: the new summary (None: nothing to fold, and no model call was made).
+        usage: the summarizer call's usage, in tokens.
+        folded: the transcript messages this call folded into the summary.
+        view_tokens: the size of the stored transcript's view under the new summary with
+            nothing left out (``context.context_tokens``), in estimated tokens.
+        older_left: older turns still unfolded (another call can fold them).
+    """
 
     summary: ContextSummary | None = None
     usage: Usage = Field(default_factory=Usage)
+    folded: int = 0
+    view_tokens: int = 0
+    older_left: int = 0
 
 
 class PrincipalLookup(WireModel):

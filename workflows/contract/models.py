@@ -249,11 +249,20 @@ class ContextPolicy(WireModel):
     view is built by ``workflows/contract/context.py``). The stored transcript always stays
     complete; only the model's view is bounded.
 
+    The rules it enforces (each refused with a ``ValueError`` naming the values):
+
+    * ``64 <= max_tokens <= 10,000,000``; ``1 <= keep_turns <= 1,000``;
+    * ``message_max_tokens``, when set, is at least 16 and at most ``max_tokens``;
+    * ``summary_max_tokens``, when set, is 16 to 4,096, and under ``older="summarize"`` at
+      most half of ``max_tokens`` (the summarizer's own request must fit the bound too);
+    * ``low_water_tokens``, when set, is at least 32 and below ``max_tokens``.
+
     Attributes:
         max_tokens: the most the model is sent per call, in tokens (estimated: characters/4
             plus 4 per message, see ``context.estimate_tokens``). The system prompt, the
             summary and the ``keep_turns`` recent turns are always sent; older turns fill
-            what is left, newest first.
+            what is left, newest first. Under ``summarize`` the summarizer runs before the
+            first call whose request would pass it.
         keep_turns: recent turns always kept whole (a turn: a user message and everything
             after it up to the next one).
         older: what happens to older turns that do not fit: ``summarize`` (a model call,
@@ -262,14 +271,22 @@ class ContextPolicy(WireModel):
         message_max_tokens: a single message over this many tokens is clipped in what the
             model sees (None: half of ``max_tokens``).
         summary_max_tokens: the longest summary kept, in tokens (its text is cut at 4
-            characters per token).
+            characters per token; None: 512, or a quarter of ``max_tokens`` when that is
+            less; see :attr:`summary_tokens`).
+        low_water_tokens: under ``summarize``, the most the context may stay at once the
+            summarizer ran (None: half of ``max_tokens``; see :attr:`low_water`): it folds
+            every older turn one request holds, and is called again while older turns are
+            left and the context is over this mark, so it runs once per many turns, not
+            before every one. The ``keep_turns`` recent turns are never folded: when they
+            alone pass this mark, everything older is folded.
     """
 
     max_tokens: int = Field(ge=64, le=10_000_000)
     keep_turns: int = Field(default=4, ge=1, le=1_000)
     older: Literal["summarize", "drop"] = "drop"
     message_max_tokens: int | None = Field(default=None, ge=16)
-    summary_max_tokens: int = Field(default=512, ge=16, le=4_096)
+    summary_max_tokens: int | None = Field(default=None, ge=16, le=4_096)
+    low_water_tokens: int | None = Field(default=None, ge=32)
 
     @model_validator(mode="after")
     def _fits(self) -> ContextPolicy:
@@ -278,10 +295,15 @@ class ContextPolicy(WireModel):
                 f"message_max_tokens ({self.message_max_tokens}) is over max_tokens "
                 f"({self.max_tokens})"
             )
-        if self.older == "summarize" and self.summary_max_tokens * 2 > self.max_tokens:
+        if self.older == "summarize" and self.summary_tokens * 2 > self.max_tokens:
             raise ValueError(
-                f"summary_max_tokens ({self.summary_max_tokens}) must be at most half of "
+                f"summary_max_tokens ({self.summary_tokens}) must be at most half of "
                 f"max_tokens ({self.max_tokens})"
+            )
+        if self.low_water_tokens is not None and self.low_water_tokens >= self.max_tokens:
+            raise ValueError(
+                f"low_water_tokens ({self.low_water_tokens}) must be below max_tokens "
+                f"({self.max_tokens})"
             )
         return self
 
@@ -289,6 +311,48 @@ class ContextPolicy(WireModel):
     def clip_tokens(self) -> int:
         """The per-message bound of the model's view, in tokens."""
         return self.message_max_tokens or self.max_tokens // 2
+
+    @property
+    def summary_tokens(self) -> int:
+        """The longest summary kept, in tokens: ``summary_max_tokens``, else 512 or a quarter
+        of ``max_tokens``, whichever is less."""
+        return self.summary_max_tokens or min(512, self.max_tokens // 4)
+
+    @property
+    def low_water(self) -> int:
+        """The most the context may stay at once the summarizer ran, in tokens:
+        ``low_water_tokens``, else half of ``max_tokens``."""
+        return self.low_water_tokens or self.max_tokens // 2
+
+
+Unbounded = Literal["unbounded"]
+"""The explicit opt-out of a bounded context (``AgentDef(context="unbounded")``,
+``RuntimeOptions(context="unbounded")``): every call is sent the whole transcript."""
+
+DEFAULT_CONTEXT_TOKENS: Final = 100_000
+"""The default bound, in estimated tokens: a fixed count, not read from the model (the
+runtime does not know every model's window). It fits a 128,000-token window, common among
+current hosted models, with room left for the tool schemas, the reply and an estimate that
+runs low on dense text; set your own ``ContextPolicy`` for a smaller window."""
+
+DEFAULT_CONTEXT: Final = ContextPolicy(
+    max_tokens=DEFAULT_CONTEXT_TOKENS, keep_turns=4, older="summarize"
+)
+"""The context policy of an agent whose AgentDef and runtime set none (issue 36 item 5):
+:data:`DEFAULT_CONTEXT_TOKENS`, the 4 recent turns kept whole, older turns summarized (a
+summary of at most 512 tokens; down to half the bound once the summarizer runs; a single
+message clipped at half the bound)."""
+
+
+def context_policy(
+    agent: ContextPolicy | Unbounded | None, runtime: ContextPolicy | Unbounded | None
+) -> ContextPolicy | None:
+    """The context policy in force: the agent's, else the runtime's, else
+    :data:`DEFAULT_CONTEXT`; None when the one that applies is ``"unbounded"``."""
+    chosen = agent if agent is not None else runtime
+    if chosen is None:
+        return DEFAULT_CONTEXT
+    return None if isinstance(chosen, str) else chosen
 
 
 class ContextSummary(WireModel):
@@ -361,9 +425,10 @@ class ApprovalPolicy(WireModel):
         timeout_ms: a Request with no ``expiresAt`` of its own expires this long after it
             was raised (ms); None: never (unless the tool set one).
         escalate: escalate instead of declining (:class:`Escalation`).
-        approvers: who may answer, by Request kind or tool name (either key matches): the
-            answerer's identity must be one of them. Checked against the ``by`` the sender
-            states (recorded ``verified: false``: the workflow sees no server principal).
+        approvers: who may answer, by Request kind or tool name (either key matches: the
+            union of both lists): the answerer's identity must be one of them. Checked
+            against the ``by`` the sender states (recorded ``verified: false``: the
+            workflow sees no server principal).
             At most 100 keys of 100 names each, every key and name 1 to 200 characters (as
             ``Answer.by``), and no empty list (nobody could answer).
     """
@@ -397,8 +462,9 @@ class AgentDef(WireModel):
         style: wire style override for this agent; ``None`` uses the worker's.
         tick: a tick schedule every handle of this agent starts with (``rt.schedule``
             changes it at run time; ``workflows/ticks.py``).
-        context: this agent's context policy (None: the runtime's ``RuntimeOptions.context``,
-            and with none either, the whole transcript is sent).
+        context: this agent's context policy; ``"unbounded"``: the whole transcript is
+            sent on every call (an explicit opt-out); None: the runtime's
+            ``RuntimeOptions.context``, and with none either, :data:`DEFAULT_CONTEXT`.
         approval: expiry, escalation and approvers of its Requests (:class:`ApprovalPolicy`).
         mcp: MCP servers whose tools it is offered beside ``tools`` (:class:`McpServer`;
             docs/guide/mcp.md); names unique within the def.
@@ -419,7 +485,7 @@ class AgentDef(WireModel):
     on_close: str | None = None
     style: WireStyle | None = None
     tick: TickSpec | None = None
-    context: ContextPolicy | None = None
+    context: ContextPolicy | Unbounded | None = None
     approval: ApprovalPolicy = Field(default_factory=ApprovalPolicy)
     mcp: list[McpServer] = Field(default_factory=list)
     double_texting: Policy = DEFAULT_POLICY
@@ -718,18 +784,20 @@ class RuntimeOptions(WireModel):
         trace_cap: trace lines kept per handle; older lines are dropped and counted.
         interpreter_timeout_ms: how long an interpreter (``wait_for``) may take, in ms.
         continue_as_new_updates: updates after which an idle handle continues as new
-            (Temporal allows 2,000 per run).
+            (1 to 1,900, default 1,000; Temporal allows 2,000 per run).
         continue_as_new_events: history events after which an idle handle continues as new
-            (Temporal terminates a run at 51,200); it also does when Temporal suggests it.
+            (100 to 40,000, default 20,000; Temporal terminates a run at 51,200); it also
+            does when Temporal suggests it.
         continue_as_new_signals: signals received in one run (rejected ones included) after
-            which a handle continues as new (Temporal refuses signals past
-            10,000 per run).
+            which a handle continues as new (10 to 8,000, default 2,000; Temporal refuses
+            signals past 10,000 per run).
         continue_as_new_bytes: history bytes of one run after which a handle continues as
-            new (Temporal terminates a run at 50 MiB). Large signals arrive
-            faster than one per workflow task, so the margin is wide.
-        continue_as_new_min_run_ms: the shortest run that continues as new, in ms (default
-            1,200: Temporal delays the first workflow task of a run that follows one shorter
-            than ``history.workflowIdReuseMinimalInterval``, 1 s by default). 0 only on a
+            new (64 KiB to 20 MiB, default 4 MiB; Temporal terminates a run at 50 MiB).
+            Large signals arrive faster than one per workflow task, so the margin is wide.
+        continue_as_new_min_run_ms: the shortest run that continues as new, in ms (0 to
+            60,000, default 1,200: Temporal delays the first workflow task of a run that
+            follows one shorter than ``history.workflowIdReuseMinimalInterval``, 1 s by
+            default). 0 only on a
             server whose interval is 0: then a flooded run continues as new as soon as it is
             long (``docs/guide/production.md``, "Server limits and floods").
         live_usage_ms: usage rolls up to the parent at most once per this many ms of
@@ -745,8 +813,9 @@ class RuntimeOptions(WireModel):
             it False when its client has a payload codec unless it is given explicitly; the
             queue then shows each Request's id, kind and waiting time, and the prompt is read
             through the ``view`` query (encrypted like every payload).
-        context: the context policy of agents whose AgentDef sets none (None: the whole
-            transcript is sent).
+        context: the context policy of agents whose AgentDef sets none (``"unbounded"``:
+            the whole transcript is sent, an explicit opt-out; None:
+            :data:`DEFAULT_CONTEXT`).
         workspace_lost_ms: how long a workspace tool call waits for the worker holding the
             handle's workspace to start it (Temporal's schedule-to-start timeout) before
             that worker counts as gone and a new workspace is claimed, in ms (None:
@@ -768,7 +837,7 @@ class RuntimeOptions(WireModel):
     continue_as_new_min_run_ms: int = Field(default=1_200, ge=0, le=60_000)
     live_usage_ms: int | None = Field(default=1_000, ge=0)
     prompt_in_visibility: bool = True
-    context: ContextPolicy | None = None
+    context: ContextPolicy | Unbounded | None = None
     workspace_lost_ms: int | None = Field(default=None, ge=100)
 
 

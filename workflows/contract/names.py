@@ -111,6 +111,14 @@ QUERY_MESSAGE: Final = "message"
 HISTORY_FULL: Final = "HistoryFull"
 """The ``ApplicationError`` type of a post refused because its run's history is full
 (``inbox.POST_HISTORY_BYTES``): the client retries it until the run continued as new."""
+POST_REFUSED: Final = "PostRefused"
+"""The ``ApplicationError`` type of a post the ``admit_post`` validator refuses by the inbox
+rules (``contract.posts.post_error``: ``inbox full``, ``inbox closed``, the root): nothing reaches
+history; the client returns it as ``PostResult(ok=False)``."""
+POST_REFUSALS: Final = ("inbox ", "the root has no inbox", "history full")
+"""How the reasons of a refused post begin (``contract.posts.post_error``,
+``inbox.post_history_error``): the client returns a ``VerbRejectedError`` of ``admit_post``
+with one of these as ``PostResult(ok=False, error=reason)``."""
 WAITERS_FULL: Final = "WaitersFull"
 """The ``ApplicationError`` type of a ``wait`` or ``turn`` refused because the handle holds
 ``lifecycle.WAITERS_MAX`` already: the client polls the ``view`` query instead."""

@@ -27,6 +27,7 @@ from pydantic import Field, model_validator
 
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
+    Answer,
     Budget,
     ContextSummary,
     Cost,
@@ -273,6 +274,26 @@ class AuditEntry(WireModel):
     signal_seq: int | None = None
 
 
+class CheckedAnswer(WireModel):
+    """An Answer delivered by the ``answer`` signal whose worker-side checks (its sender's
+    principal, its edit's schema) are under way (``approvals.Approvals.received``). Kept in
+    the state so a continue-as-new carries it: the next run checks it again, in the run that
+    delivered it (issue 36 item 8).
+
+    Attributes:
+        answer: the Answer as the workflow decoded it.
+        run_id: the run whose history holds the signal event that delivered it.
+        signal_seq: that event's place among the run's ``answer`` signals, from 1.
+        last_event_id: the run's history length when the handler ran (the event is at or
+            before it).
+    """
+
+    answer: Answer
+    run_id: str
+    signal_seq: int
+    last_event_id: int
+
+
 class ApprovalState(WireModel):
     """Requests and Answers (owner: ``workflows/approvals/``: :class:`Approvals`, and
     ``carry.py`` for ``parked``; ``pending_since_*`` are stamped by ``Visibility.publish``
@@ -295,6 +316,9 @@ class ApprovalState(WireModel):
             ``audit.AUDIT_KEEP`` of them (``workflows/approvals/audit.py``).
         escalated_to: where the pending Request escalated (``queue:NAME`` /
             ``interpreter:NAME``), None before; cleared with ``pending_req``.
+        checking: Answers by signal being checked (at most ``approvals.CHECKING_MAX``;
+            more are refused at once), oldest first: carried across continue-as-new, checked
+            again by the next run.
     """
 
     pending_req: Request | None = None
@@ -307,6 +331,7 @@ class ApprovalState(WireModel):
     interpreters: list[Interpreter] = Field(default_factory=list)
     audit: list[AuditEntry] = Field(default_factory=list)
     escalated_to: str | None = None
+    checking: list[CheckedAnswer] = Field(default_factory=list)
 
 
 class RosterState(WireModel):
@@ -508,6 +533,9 @@ class TickState(WireModel):
         fired: ticks over the lifetime, each missed fire time counted (a catch-up tick after
             an outage counts every fire time it stands for).
         woke: ticks that woke the handle (each wake counts the ticks it delivered once).
+        woke_at_ms: when a tick last woke the handle, ms since the epoch (workflow time); 0:
+            never. A tick within half an interval of it does not wake the handle again
+            (``workflows/ticks.py``, :func:`~toolnexus_temporal.workflows.ticks.min_gap_ms`).
     """
 
     spec: TickSpec | None = None
@@ -515,6 +543,7 @@ class TickState(WireModel):
     next_ms: int | None = None
     fired: int = 0
     woke: int = 0
+    woke_at_ms: int = 0
 
 
 class PauseState(WireModel):
@@ -577,6 +606,12 @@ class TurnState(WireModel):
             policy (bounded by ``summary_max_tokens``; ``workflows/turn/context.py``).
         context_due: the last call's view left messages out, or its reported prompt tokens
             passed the bound: the summarizer runs before the next call.
+        context_why: why the summarizer is due (its ``rt.trace`` line says it).
+        view_tokens: the size of the committed transcript's view under ``summary`` with
+            nothing left out, in estimated tokens (from the last LLM or summarizer result;
+            ``workflows/turn/context.py`` adds the next call's messages to it).
+        nothing_to_fold: the last summarizer call found no older turn left to fold: it is
+            not asked again until a new turn starts.
         summary_tokens: tokens spent by the summarizer over the lifetime (part of
             ``own_tokens``).
         own_cost: this handle's own cost (its LLM and summarizer calls).
@@ -591,6 +626,9 @@ class TurnState(WireModel):
     tool_calls_total: int = 0
     summary: ContextSummary | None = None
     context_due: bool = False
+    context_why: str = ""
+    view_tokens: int = 0
+    nothing_to_fold: bool = False
     summary_tokens: int = 0
     own_cost: Cost = Field(default_factory=Cost)
 

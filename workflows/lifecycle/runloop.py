@@ -92,6 +92,7 @@ class RunLoop:
             if first_run and s.defn is not None and s.defn.on_spawn:
                 await life.run_hook(s.defn.on_spawn, "spawn", None)
             life.resume_run()
+            self._parking.approvals.check()  # the Answers an earlier run was checking
             self._children.watcher.watch_earlier()
             # The timer loop ends with the handle's close; a continue-as-new drops its timer
             # and the next run starts it again from ``TickState.next_ms`` (ticks.py).

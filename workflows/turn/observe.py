@@ -33,6 +33,8 @@ from typing import Any
 
 from temporalio import workflow
 
+from toolnexus_temporal.workflows.inbox import turn_trigger
+
 with workflow.unsafe.imports_passed_through():
     from toolnexus_temporal.workflows.contract.messages import LlmCallResult
     from toolnexus_temporal.workflows.contract.metrics import (
@@ -71,7 +73,10 @@ class TurnTelemetry:
         The span's attributes (OpenTelemetry GenAI conventions, agent spans):
         ``gen_ai.operation.name`` ``invoke_agent``, ``gen_ai.agent.name``,
         ``gen_ai.request.model`` (the AgentDef's: ``inherit`` means the worker's), plus
-        ``tnx.handle.id`` and ``tnx.parent.id``.
+        ``tnx.handle.id``, ``tnx.parent.id`` and ``tnx.turn.trigger`` (what drove the turn,
+        :func:`~toolnexus_temporal.workflows.inbox.turn_trigger`). A ``tick`` or
+        ``background`` turn is the root of its own trace (linked to the handle's previous
+        turn); a ``message`` turn continues the trace of the message that woke it.
         """
         self.input_tokens = self.output_tokens = 0
         _add(TURNS_STARTED, 1, {"agent": _agent(s)})
@@ -80,13 +85,16 @@ class TurnTelemetry:
             return
         info = workflow.info()
         name = s.defn.name if s.defn is not None else s.id
+        trigger = turn_trigger(s)
         start(
             {
                 "workflow_id": info.workflow_id,
                 "run_id": info.run_id,
                 "time_ns": workflow.time_ns(),
                 "name": f"invoke_agent {name}",
+                "own_trace": trigger != "message",
                 "attributes": {
+                    "tnx.turn.trigger": trigger,
                     "gen_ai.operation.name": "invoke_agent",
                     "gen_ai.agent.name": name,
                     "gen_ai.request.model": s.defn.model if s.defn is not None else "",

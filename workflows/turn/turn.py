@@ -206,8 +206,7 @@ class Turn:
             limit = self.budgets.limit(0)
             if limit is not None:
                 return self._budget_stop(limit)
-            if s.turn.context_due:
-                await summarize_if_due(s, self._count_tokens)
+            if await summarize_if_due(s, self.vis, self._count_tokens, self.scratch.next_messages):
                 limit = self.budgets.limit(0)
                 if limit is not None:
                     return self._budget_stop(limit)

@@ -235,10 +235,15 @@ class Visibility:
         activation must finish well within the SDK's 2 s deadlock timeout): a rejection
         equal to one of the last ``REJECT_COALESCE`` trace lines bumps that line's count
         (``" ×N"``) instead of adding a line, and only the first ``REJECT_LOG_CAP``
-        rejections of a run are logged (then a summary every ``REJECT_LOG_EVERY``)."""
+        rejections of a run are logged (then a summary every ``REJECT_LOG_EVERY``); the
+        current details are rendered again only for a rejection other than the one they show
+        (their counters catch up at the next publish or other rejection)."""
         note_error(self.s, f"{verb} rejected: {error}")
-        self.rejection = f"{verb} rejected: {error[:REJECT_TRACE_CHARS]}"
-        workflow.set_current_details(fit(current_details(self.s, self.rejection), DETAILS_BYTES))
+        rejection = f"{verb} rejected: {error[:REJECT_TRACE_CHARS]}"
+        if rejection != self.rejection:  # the details show it already (issue 36 item 8)
+            self.rejection = rejection
+            details = current_details(self.s, rejection)
+            workflow.set_current_details(fit(details, DETAILS_BYTES))
         self.rejections += 1
         line = f"{self.s.id}: {verb} REJECTED ({error[:REJECT_TRACE_CHARS]})"
         if not self._coalesce(line):
