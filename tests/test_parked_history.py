@@ -272,19 +272,33 @@ async def test_parent_parked_on_its_task_child_continues_as_new_and_is_answered(
 
 @pytest.mark.stress
 async def test_parked_handle_stays_below_the_update_limit(make_runtime, client) -> None:
-    """2,100 posts (updates; all but the first 8 rejected: inbox full) to a parked handle:
-    Temporal refuses updates past 2,000 per run, so the handle continues as new while parked
-    (``continue_as_new_updates``), and ``resume`` (an update) still reaches it."""
+    """Refused posts to a parked handle write nothing (the ``admit_post`` validator refuses
+    them: issue 36 item 6), and 2,100 accepted updates (``wait``s, each answered at once with
+    the pending Request) keep it below Temporal's 2,000 updates per run: the handle continues
+    as new while parked (``continue_as_new_updates``), and ``resume`` (an update) still
+    reaches it."""
     llm = ScriptedLLM({"stub-model": [tool_calls(("guarded", {})), text("resumed and done")]})
     async with make_runtime(REGISTRY, llm.transport()) as rt:
         h = await park(rt)
         req = h.pending_req
         assert req is not None
-        results = []
-        for start in range(0, 2_100, 7):  # below 10 updates in flight at once
-            results += await asyncio.gather(*(rt.post(h, f"p{start + i}") for i in range(7)))
-        assert sum(r.ok for r in results) == 8
-        assert {r.error for r in results if not r.ok} == {"inbox full (8)"}
+        wf = client.get_workflow_handle(rt.workflow_id(h.id))
+        posts = []
+        for start in range(0, 70, 7):  # below 10 updates in flight at once
+            posts += await asyncio.gather(*(rt.post(h, f"p{start + i}") for i in range(7)))
+        assert sum(r.ok for r in posts) == 8
+        assert {r.error for r in posts if not r.ok} == {"inbox full (8)"}
+        before = (await wf.describe()).raw_description.workflow_execution_info.history_length
+        more = await asyncio.gather(*(rt.post(h, f"q{i}") for i in range(7)))
+        assert {r.error for r in more} == {"inbox full (8)"}
+        after = (await wf.describe()).raw_description.workflow_execution_info.history_length
+        assert after == before  # a refused post reaches no history
+        waits = []
+        for _ in range(0, 2_100, 7):
+            waits += await asyncio.gather(*(rt.wait(h, timeout_ms=1000) for _ in range(7)))
+        assert {(w.status, w.pending.id if w.pending else None) for w in waits} == {
+            ("pending", req.id)
+        }
         runs = await runs_of(client, rt.workflow_id(h.id))
         assert len(runs) >= 3  # 2,100 updates: two continue-as-new at 1,000 each
         resumed = await rt.resume(Answer(id=req.id, ok=True))
