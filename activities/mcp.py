@@ -436,7 +436,8 @@ class McpPool:
                 ``McpConfigError`` (non-retryable);
                 ``McpError`` (a JSON-RPC error; non-retryable for parse, request, method
                 and params errors); ``McpServerUnavailable`` and transport errors (retried
-                per the server's ``options``).
+                per the server's ``options``), a server that closed the connection mid-call
+                included (its process exited or crashed: the call may have run).
         """
         server = inp.tool.partition(MCP_SEP)[0]
         spec = self.servers[server]
@@ -528,7 +529,18 @@ class McpPool:
         self, server: str, owner: _Session, tool: str, err: Exception
     ) -> ApplicationError:
         from mcp import McpError
+        from mcp.types import CONNECTION_CLOSED
 
+        if isinstance(err, McpError) and err.error.code == CONNECTION_CLOSED:
+            # the SDK's own error for a transport that ended mid-request (a stdio server's
+            # process exited or crashed, a connection dropped): not the tool's answer
+            await self._drop(server, owner)
+            return ApplicationError(
+                f"MCP server {server!r} closed the connection during {tool} (its process "
+                "exited or crashed, or the connection dropped); the call may have run; the "
+                "server is started again for the next call",
+                type="McpServerUnavailable",
+            )
         if isinstance(err, McpError):
             code = err.error.code
             if code not in _NON_RETRYABLE_CODES:

@@ -8,7 +8,10 @@ tools: ``word_count`` (counts the words of a text), ``whoami`` (echoes the ``x-t
 header the client sent), ``add_tool`` (registers a tool named by the caller and sends
 ``notifications/tools/list_changed``), ``nap`` (answers after the seconds it is given) and
 ``record`` (a write: appends its text as one line to the file named by the environment
-variable ``TNX_MCP_WRITES``, so a test counts how often it ran).
+variable ``TNX_MCP_WRITES``, so a test counts how often it ran) and ``crash`` (ends the
+server's process mid-call, as a crashing server would).
+
+``python tests/mcp_http_server.py --stdio`` serves the same tools over stdio instead.
 
 ``python tests/mcp_http_server.py --drop-idle S`` behaves like a server (or a proxy in front
 of one) that forgets a session idle for S seconds without telling the client: it offers no
@@ -74,6 +77,12 @@ def record(text: str) -> str:
     return f"recorded {text}"
 
 
+@server.tool()
+def crash(code: int = 3) -> str:
+    """End this server's process at once, mid-call (an MCP server that crashes)."""
+    os._exit(code)
+
+
 class DropIdle:
     """ASGI middleware: 405 for GET, 404 for a POST of a session idle ``idle_s`` or more."""
 
@@ -120,5 +129,8 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    if "--stdio" in sys.argv:  # the same tools over stdio (the worker starts the process)
+        server.run("stdio")
+        sys.exit(0)
     asyncio.run(main())
     sys.exit(0)

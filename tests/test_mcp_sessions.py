@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from temporalio.exceptions import ApplicationError
 
 from tests.mcp_serving import mcp_http_server
 from toolnexus_temporal.activities.mcp import McpPool
@@ -89,3 +91,28 @@ def test_only_a_404_for_the_session_proves_the_call_was_not_delivered() -> None:
     assert not _not_delivered(alive, terminated)  # type: ignore[arg-type]
     assert not _not_delivered(gone, closed)  # type: ignore[arg-type]
     assert not _not_delivered(gone, TimeoutError())  # type: ignore[arg-type]
+
+
+async def test_a_server_that_crashes_mid_call_is_named_as_closed_and_restarted() -> None:
+    """A stdio server whose process exits during a call: the error names the server and says
+    it closed the connection (before: ``MCP tool loop/crash failed: Connection closed
+    (JSON-RPC -32000)``, a JSON-RPC code that reads as the tool's own error), it is an
+    ``McpServerUnavailable`` (retried per the server's ``options``), and the next call starts
+    the server again."""
+    server = Path(__file__).with_name("mcp_http_server.py")
+    spec = McpServer(name="loop", command=sys.executable, args=[str(server), "--stdio"])
+    pool = McpPool({"loop": spec})
+    try:
+        crash = ToolCallInput(tool="loop__crash", arguments="{}", handle_id="h", call_id="c1")
+        with pytest.raises(ApplicationError) as caught:
+            await pool.call(crash)
+        assert caught.value.type == "McpServerUnavailable"
+        message = str(caught.value)
+        assert "MCP server 'loop' closed the connection during crash" in message
+        assert "JSON-RPC" not in message
+        count = ToolCallInput(
+            tool="loop__word_count", arguments='{"text": "a b c"}', handle_id="h", call_id="c2"
+        )
+        assert (await pool.call(count)).output == "3 words"
+    finally:
+        await pool.aclose()
