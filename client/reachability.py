@@ -62,6 +62,11 @@ worker (a worker that polls within it is found)."""
 PROBE_EVERY_S: Final = 5.0
 """How often :func:`guarded` checks again while a query still waits (s)."""
 
+UNLISTED_PROBES: Final = 1
+"""Checks that may find no poller listed at all before :func:`guarded` gives up: the first
+is forgiven, since right after a server restart its workers take 5-8 s to poll again (a
+query then waits ``PROBE_AFTER_S + PROBE_EVERY_S``, 10 s, before ``NoWorkerError``)."""
+
 PROBE_CACHE_S: Final = 2.0
 """How long a :class:`WorkerProbe` reuses its last answer (s): many queries waiting at once
 share one ``DescribeTaskQueue`` call."""
@@ -257,7 +262,9 @@ class WorkerProbe:
 async def guarded(call: Callable[[], Awaitable[_R]], probe: WorkerProbe | None) -> _R:
     """Run ``call`` (a query); if it has not answered within :data:`PROBE_AFTER_S`, ask
     ``probe`` (then every :data:`PROBE_EVERY_S`) and give up with its error when no worker
-    polls. Without a probe, just ``await call()``.
+    polls: at once when the server lists only stopped pollers, on the second check when it
+    lists none (:data:`UNLISTED_PROBES`: a server that just restarted lists none while its
+    workers reconnect). Without a probe, just ``await call()``.
 
     Raises:
         NoWorkerError: the call waited and no worker polls the task queue (it is cancelled).
@@ -267,8 +274,18 @@ async def guarded(call: Callable[[], Awaitable[_R]], probe: WorkerProbe | None) 
     task = asyncio.ensure_future(call())
     try:
         done, _ = await asyncio.wait({task}, timeout=PROBE_AFTER_S)
+        unlisted = 0
         while not done:
-            await probe.check()
+            try:
+                await probe.check()
+            except NoWorkerError as err:
+                # The server lists no poller at all: no worker ever polled, or the server
+                # restarted (it keeps pollers in memory) and its workers are reconnecting,
+                # which takes them 5-8 s. Wait one more PROBE_EVERY_S for the query before
+                # saying so; a stopped worker the server still lists is told at once.
+                unlisted += 1
+                if err.last_seen_s is not None or unlisted > UNLISTED_PROBES:
+                    raise
             done, _ = await asyncio.wait({task}, timeout=PROBE_EVERY_S)
         return task.result()
     finally:
