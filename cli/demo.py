@@ -474,7 +474,9 @@ async def quiesce(client: Client, workflow_ids: list[str], within_s: float = 10.
 
 
 async def _busy_for(client: Client, workflow_id: str, horizon_s: float) -> float:
-    """Seconds until ``workflow_id`` has nothing due (0: nothing due within ``horizon_s``)."""
+    """Seconds until ``workflow_id`` has nothing due (0: nothing due within ``horizon_s``): a
+    workflow task or activity pending, a child closed whose close it has not recorded yet, or
+    a timer due within ``horizon_s``."""
     wf = client.get_workflow_handle(workflow_id)
     desc = (await wf.describe()).raw_description
     if (
@@ -484,6 +486,13 @@ async def _busy_for(client: Client, workflow_id: str, horizon_s: float) -> float
         return 0.0  # closed: nothing of it is ever due
     if desc.HasField("pending_workflow_task") or len(desc.pending_activities):
         return 0.2
+    for child in desc.pending_children:
+        # a child that has closed but is still pending here: the server has yet to record
+        # its close in this workflow (a transfer task after the child's own close), which
+        # then schedules a workflow task here
+        closed = (await client.get_workflow_handle(child.workflow_id).describe()).status
+        if closed != WorkflowExecutionStatus.RUNNING:
+            return 0.2
     started: dict[str, datetime] = {}
     async for event in wf.fetch_history_events():
         if event.HasField("timer_started_event_attributes"):
