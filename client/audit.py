@@ -42,7 +42,11 @@ class AuditRecord(BaseModel):
         handle_id: the handle that raised the Request.
         request_id: its id.
         kind: its kind; ``prompt``, ``tool``: what was asked, by which tool.
-        asked_at / answered_at: when it was raised and answered (ISO-8601, UTC).
+        asked_at / answered_at: when it was raised and answered (ISO-8601, UTC; workflow
+            time: an Answer sent while no worker ran is answered when one applies it).
+        sent_at: when the server recorded the event that delivered the Answer (ISO-8601,
+            UTC; None when no event carried it): earlier than ``answered_at`` by the wait
+            for a worker when the Answer was queued (issue 37 item 8).
         path: ``signal``, ``update``, ``interpreter``, ``expiry`` or ``escalation``.
         ok / reason / data: the decision and its data.
         by: who answered, as the sender stated it (``Answer.by``), or the interpreter.
@@ -69,6 +73,7 @@ class AuditRecord(BaseModel):
     tool: str | None = None
     asked_at: str | None = None
     answered_at: str | None = None
+    sent_at: str | None = None
     path: str
     ok: bool
     reason: str | None = None
@@ -235,6 +240,7 @@ async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.l
                 tool=entry.tool,
                 asked_at=_iso(entry.asked_ms),
                 answered_at=_iso(entry.answered_ms),
+                sent_at=_iso(sender.at_ns // 1_000_000) if sender else None,
                 path=sender.path if sender else entry.path,
                 ok=entry.ok,
                 reason=entry.reason,

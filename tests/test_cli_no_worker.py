@@ -16,6 +16,7 @@ import re
 import sys
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,16 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
     async with worker_on(client, task_queue, llm, store):
         result = await rt.wait(asker)
         assert (result.status, result.text) == ("done", "asker done")
+        # the audit keeps both times: sent (the signal's event) and applied (the worker's)
+        [record] = await rt.audit(asker)
+        assert record.request_id == request and record.path == "signal", record
+        assert record.sent_at is not None and record.answered_at is not None, record
+        sent = datetime.fromisoformat(record.sent_at)
+        applied = datetime.fromisoformat(record.answered_at)
+        assert sent.timestamp() * 1000 == pytest.approx(queued["sent_ms"], abs=1.5), record
+        assert applied > sent, record  # applied once the worker came back
+        shown, _ = await tnx(env, "audit", asker.id)
+        assert f"via signal (sent {record.sent_at})" in shown.stdout, shown.output
 
 
 async def test_every_verb_answers_at_once_right_after_the_worker_stopped(
