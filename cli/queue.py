@@ -19,7 +19,6 @@ from toolnexus_temporal.cli.hostcmd import emit, err_console, fail_line, list_wi
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.queue_cmd import DEFAULT_UI, approval_queue_url
 from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
-from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
@@ -79,7 +78,8 @@ def _print_ui_link(opts: Options, ui_url: str | None) -> None:
     out.print(approval_queue_url(base, opts.namespace, opts.scope), soft_wrap=True)
     err_console.print(
         "columns to add in the UI (Configure Columns; kept by the browser): "
-        "AgentRequestKind, AgentRequestPrompt, AgentWaitingSince, AgentRequestId",
+        "AgentRequestKind, AgentRequestPrompt, AgentWaitingSince, AgentRequestExpires, "
+        "AgentEscalatedTo, AgentRequestId",
         style="dim",
     )
 
@@ -95,6 +95,7 @@ def _pending_json(
             "id": h.id,
             "request": args.dump(h.pending_req) if h.pending_req else None,
             "since_ms": h.pending_since_ms,
+            "escalated_to": h.escalated_to,
         }
         for h in handles
     ]
@@ -107,6 +108,8 @@ def _pending_json(
                 else None
             ),
             "since_ms": (int(row.waiting_since.timestamp() * 1000) if row.waiting_since else None),
+            "expires_ms": int(row.expires_at.timestamp() * 1000) if row.expires_at else None,
+            "escalated_to": f"queue:{row.escalated_to}" if row.escalated_to else None,
             "source": "visibility",
             "queued_answers": [
                 {
@@ -284,15 +287,22 @@ def _print_answered(opts: Options, result: Delivered, target: str, verdict: str)
 
 def audit(opts: Options, handle_id: str, subtree: bool) -> None:
     """``tnx audit``: every answered request of ``handle_id`` (its subtree with
-    ``subtree``), one line each."""
+    ``subtree``), one line each; with no worker, from each handle's replayed history
+    (:func:`~toolnexus_temporal.cli.replayed.audit_read`), with a note on stderr."""
+    from toolnexus_temporal.cli import replayed
+
     target = args.ref(opts, handle_id)
-
-    async def read(rt: AgentRuntime) -> list[AuditRecord]:
-        return await rt.audit(target, subtree=subtree)
-
-    records = ops.run(opts, read)
+    records, missing, as_of = ops.run(
+        opts, lambda rt: replayed.audit_read(rt, target, subtree), worker="optional"
+    )
+    if missing is not None:
+        note = "the answered requests as its last worker recorded them"
+        replayed.history_note(opts, missing, as_of, note)
     if opts.json:
-        emit(args.dump(records))
+        dumped = args.dump(records)
+        if missing is not None:
+            dumped = [{**record, "source": "history", "as_of_ms": as_of} for record in dumped]
+        emit(dumped)
         return
     if not records:
         out.print(f"{escape(opts.shown(target))}: no answered requests", soft_wrap=True)

@@ -28,6 +28,7 @@ from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.listed import ListedRow
 from toolnexus_temporal.client.queued import QueuedAnswer
 from toolnexus_temporal.client.roots import QueueRow
+from toolnexus_temporal.workflows.contract.clock import parse_time_ms
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
@@ -366,10 +367,13 @@ def pending_table(
                 one_line(req.prompt),
                 one_line(req.url or NONE),
                 "/".join(str(p) for p in path) if isinstance(path, list) else NONE,
+                deadline(parse_time_ms(req.expires_at) if req.expires_at else None, now_ms),
+                one_line(h.escalated_to or NONE),
                 one_line(req.id),
             ]
         )
-    return listing(["ID", "WAITING", "KIND", "PROMPT", "URL", "PATH", "REQUEST"], rows, width)
+    headers = ["ID", "WAITING", "KIND", "PROMPT", "URL", "PATH", "EXPIRES", "ESCALATED", "REQUEST"]
+    return listing(headers, rows, width)
 
 
 def queue_table(
@@ -386,7 +390,7 @@ def queue_table(
     :func:`listing` at ``width``: nothing cut."""
     cells: list[list[Cell]] = []
     for row in rows:
-        since = row.waiting_since
+        since, expires = row.waiting_since, row.expires_at
         cells.append(
             [
                 one_line(shown(row.id)),
@@ -395,10 +399,12 @@ def queue_table(
                 Text(one_line(row.prompt))
                 if row.prompt is not None
                 else Text("(not in visibility)", style="dim"),
+                deadline(int(expires.timestamp() * 1000) if expires else None, now_ms),
+                one_line(f"queue:{row.escalated_to}" if row.escalated_to else NONE),
                 one_line(row.request_id or NONE),
             ]
         )
-    headers = ["ID", "WAITING", "KIND", "PROMPT", "REQUEST"]
+    headers = ["ID", "WAITING", "KIND", "PROMPT", "EXPIRES", "ESCALATED", "REQUEST"]
     if queued:
         headers.append("QUEUED ANSWER")
         for row, line in zip(rows, cells, strict=True):

@@ -58,6 +58,8 @@ class Handle(BaseModel):
             the parent's slots (a lease it may already hold).
         pending_since_ms: when ``pending_req`` was made, ms since the epoch (workflow time;
             None without one, or for a Request made before the field existed).
+        escalated_to: where ``pending_req`` escalated (``queue:NAME`` or
+            ``interpreter:NAME``); None: it has not (or nothing is pending).
         paused: the handle is paused: it takes posts and ticks, starts no turn
             (``AgentRuntime.pause``).
         tick: the tick schedule in force (``AgentRuntime.schedule``), or None.
@@ -97,6 +99,7 @@ class Handle(BaseModel):
     queued: bool = False
     slot_parent: bool | None = None
     pending_since_ms: int | None = None
+    escalated_to: str | None = None
     paused: bool = False
     tick: TickSpec | None = None
     next_tick_ms: int | None = None

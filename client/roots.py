@@ -33,7 +33,9 @@ from toolnexus_temporal.workflows.contract.handler_docs import no_worker_hint
 from toolnexus_temporal.workflows.contract.models import Budget, HandleView, RuntimeOptions
 from toolnexus_temporal.workflows.contract.names import (
     AGENT_DEPTH,
+    AGENT_ESCALATED_TO,
     AGENT_NAME,
+    AGENT_REQUEST_EXPIRES,
     AGENT_REQUEST_ID,
     AGENT_REQUEST_KIND,
     AGENT_REQUEST_PROMPT,
@@ -223,6 +225,8 @@ class QueueRow:
         prompt: ``AgentRequestPrompt``, cut to ``REQUEST_PROMPT_CHARS`` characters; None
             when the prompt is kept out of visibility (a payload codec is on).
         waiting_since: ``AgentWaitingSince`` (UTC), when the handle parked.
+        expires_at: ``AgentRequestExpires`` (UTC), the Request's deadline; None: none.
+        escalated_to: ``AgentEscalatedTo``, the operator queue it escalated to; None: none.
     """
 
     id: str
@@ -230,6 +234,8 @@ class QueueRow:
     kind: str | None
     prompt: str | None
     waiting_since: datetime | None
+    expires_at: datetime | None = None
+    escalated_to: str | None = None
 
     @classmethod
     def from_attributes(cls, hid: str, attrs: TypedSearchAttributes) -> QueueRow:
@@ -240,6 +246,8 @@ class QueueRow:
             kind=attrs.get(AGENT_REQUEST_KIND),
             prompt=attrs.get(AGENT_REQUEST_PROMPT),
             waiting_since=attrs.get(AGENT_WAITING_SINCE),
+            expires_at=attrs.get(AGENT_REQUEST_EXPIRES),
+            escalated_to=attrs.get(AGENT_ESCALATED_TO),
         )
 
 

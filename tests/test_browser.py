@@ -44,7 +44,7 @@ from toolnexus_temporal.activities import (
     pending,
 )
 from toolnexus_temporal.cli.queue_cmd import approval_queue_url
-from toolnexus_temporal.client import AgentDef, AgentRuntime, Handle
+from toolnexus_temporal.client import AgentDef, AgentRuntime, ApprovalPolicy, Escalation, Handle
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
 from toolnexus_temporal.worker import create_worker
 from toolnexus_temporal.workflows.contract.names import ALL_SEARCH_ATTRIBUTES
@@ -75,7 +75,18 @@ async def release(ctx: ToolContext) -> Any:
 
 
 REGISTRY = Registry(
-    [AgentDef(name="deployer", description="Releases builds to production", tools=["release"])],
+    [
+        AgentDef(
+            name="deployer",
+            description="Releases builds to production",
+            tools=["release"],
+            # A deadline (the queue's AgentRequestExpires) and an early escalation to an
+            # operator queue (AgentEscalatedTo) that keeps the Request waiting.
+            approval=ApprovalPolicy(
+                timeout_ms=3_600_000, escalate=Escalation(queue="ops-oncall", after_ms=500)
+            ),
+        )
+    ],
     tools=[define_tool(release, input_schema={"type": "object", "properties": {}})],
 )
 
@@ -128,6 +139,13 @@ async def test_an_operator_answers_in_the_web_ui(ui_env, tmp_path: Path, shots: 
         parked = await rt.wait(h)
         assert parked.status == "pending" and parked.pending is not None
         wf_id = rt.workflow_id(h.id)
+        for _ in range(100):  # the escalation (after 0.5 s) reaches visibility
+            row = await rt.queue_row(h)
+            if row is not None and row.escalated_to == "ops-oncall":
+                break
+            await asyncio.sleep(0.1)
+        assert row is not None and row.escalated_to == "ops-oncall", row
+        assert row.expires_at is not None and parked.pending.expires_at is not None
         queue_link = approval_queue_url(ui, "default", scope)  # what `tnx pending --ui` prints
         async with chromium(playwright, tmp_path) as page:
             await operate(page, queue_link, wf_id, parked.pending.id, shots)
@@ -141,6 +159,14 @@ async def test_an_operator_answers_in_the_web_ui(ui_env, tmp_path: Path, shots: 
                     f.locator("p")
                     .filter(has_text="last result:")
                     .filter(has_text="Build 42 is live.")
+                ),
+            )
+            # who answered (issue 37 item 9): the agent's latest audit lines
+            await shown_in_frame(
+                page,
+                CURRENT_DETAILS,
+                lambda f: f.get_by_text(
+                    re.compile(rf"{re.escape(parked.pending.id)}.*approved by ops-alice via signal")
                 ),
             )
             await page.screenshot(path=str(shots / "5-answered.png"))
@@ -171,7 +197,7 @@ async def chromium(playwright: Any, tmp_path: Path) -> AsyncIterator[Any]:
             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
         )
         try:
-            page = await browser.new_page(viewport={"width": 1360, "height": 820})
+            page = await browser.new_page(viewport={"width": 1680, "height": 820})
             page.set_default_timeout(TIMEOUT_MS)
             try:
                 yield page
@@ -189,9 +215,15 @@ async def operate(page: Any, queue_link: str, wf_id: str, request_id: str, shots
     await page.goto(queue_link)
     await page.get_by_role("link", name=wf_id).first.wait_for()
     await page.get_by_test_id("workflows-summary-table-configuration-button").click()
-    for column in ("AgentRequestKind", "AgentRequestPrompt", "AgentWaitingSince"):
+    for column in (
+        "AgentRequestKind",
+        "AgentRequestPrompt",
+        "AgentWaitingSince",
+        "AgentRequestExpires",
+        "AgentEscalatedTo",
+    ):
         await page.get_by_test_id(f"orderable-list-item-{column}-add-button").click()
-    for column in ("Run ID", "Type", "Start", "End"):
+    for column in ("Status", "Run ID", "Type", "Start", "End"):
         remove = page.get_by_test_id(f"orderable-list-item-{column}-remove-button")
         if await remove.count():
             await remove.click()
@@ -199,6 +231,9 @@ async def operate(page: Any, queue_link: str, wf_id: str, request_id: str, shots
     await drawer_close.locator("visible=true").first.click()
     await page.get_by_text("Configure Workflows Table").wait_for(state="hidden")
     await page_text_has(page, PROMPT)
+    await page_text_has(page, "ops-oncall")  # AgentEscalatedTo: where it escalated
+    header = page.get_by_role("columnheader", name=re.compile("AgentRequestExpires"))
+    await header.first.wait_for()
     await page.screenshot(path=str(shots / "1-queue.png"))
 
     # 2. Its page: User Metadata → Current Details start with the prompt and the answer JSON.
@@ -221,9 +256,11 @@ async def operate(page: Any, queue_link: str, wf_id: str, request_id: str, shots
     await shown_in_frame(page, CURRENT_DETAILS, lambda f: f.get_by_text("answer rejected:"))
     await page.screenshot(path=str(shots / "3-rejected.png"))
 
-    # 4. The JSON from Current Details through "Send a Signal" (answer).
+    # 4. The JSON from Current Details through "Send a Signal" (answer), with the
+    # operator's name (``by``): the audit lines on the page name them.
+    signed = {**to_paste, "by": "ops-alice"}
     await send(
-        page, "Send a Signal", "signal-select-button", "answer", to_paste, shots / "4-signal.png"
+        page, "Send a Signal", "signal-select-button", "answer", signed, shots / "4-signal.png"
     )
 
 

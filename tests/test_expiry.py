@@ -18,6 +18,7 @@ from toolnexus_temporal.client import AgentDef, Answer, AnswerRejectedError, Run
 from toolnexus_temporal.client.audit import AuditRecord
 from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.testing import ScriptedLLM, text, tool_calls
+from toolnexus_temporal.workflows.contract.clock import parse_time_ms
 from toolnexus_temporal.workflows.contract.models import ApprovalPolicy, Escalation
 from toolnexus_temporal.workflows.contract.names import (
     AGENT_ESCALATED_TO,
@@ -144,12 +145,15 @@ async def test_escalation_to_a_named_operator_queue(make_runtime, client: Client
     agent = AgentDef(
         name="w",
         tools=["slow"],
-        approval=ApprovalPolicy(escalate=Escalation(after_ms=500, queue="ops-oncall")),
+        approval=ApprovalPolicy(
+            timeout_ms=600_000, escalate=Escalation(after_ms=500, queue="ops-oncall")
+        ),
     )
     async with make_runtime(expiry_registry(agent), llm.transport()) as rt:
         h = await spawn(rt, rt.root, "w")
         r = await rt.run_turn(h, "go")
         assert r.status == "pending" and r.pending is not None
+        assert r.pending.expires_at is not None
         wid = rt.workflow_id(h.id)
         query = f'{AGENT_ESCALATED_TO.name}="ops-oncall" AND WorkflowId="{wid}"'
 
@@ -157,7 +161,14 @@ async def test_escalation_to_a_named_operator_queue(make_runtime, client: Client
             return [w.id async for w in client.list_workflows(query)] == [wid]
 
         await eventually(listed, within_s=10, what="the queue lists the escalated handle")
-        assert (await rt.inspect(h)).state == "suspended"  # still waiting: not declined
+        seen = await rt.inspect(h)
+        assert seen.state == "suspended"  # still waiting: not declined
+        assert seen.escalated_to == "queue:ops-oncall"  # tnx pending's ESCALATED column
+        # the queue's expiry column (issue 37 item 9), from visibility with no worker needed
+        row = await rt.queue_row(h)
+        assert row is not None and row.escalated_to == "ops-oncall"
+        assert row.expires_at is not None
+        assert int(row.expires_at.timestamp() * 1000) == parse_time_ms(r.pending.expires_at)
         await rt.answer(h, Answer(id=r.pending.id, ok=True, data={"n": 1}))
         r = await finished(rt, h)
         assert (r.status, r.text) == ("done", "answered from the queue")

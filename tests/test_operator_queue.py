@@ -200,6 +200,7 @@ async def test_a_namespace_without_the_queue_attributes_is_refused_at_start() ->
             "AgentEscalatedTo",
             "AgentNextTick",
             "AgentPaused",
+            "AgentRequestExpires",
             "AgentRequestId",
             "AgentRequestKind",
             "AgentRequestPrompt",
@@ -209,6 +210,7 @@ async def test_a_namespace_without_the_queue_attributes_is_refused_at_start() ->
         assert "AgentWaitingSince --type Datetime" in str(info.value)
         assert "AgentPaused --type Bool" in str(info.value)
         assert "AgentEscalatedTo --type Keyword" in str(info.value)
+        assert "AgentRequestExpires --type Datetime" in str(info.value)
         assert [wf async for wf in env.client.list_workflows()] == []  # nothing started
 
 

@@ -19,10 +19,9 @@ from toolnexus_temporal.workflows.approvals.audit import (
     escalation_due_ms,
     expires_at_for,
     expires_while_escalated,
-    iso_of_ms,
-    parse_time_ms,
     record,
 )
+from toolnexus_temporal.workflows.contract.clock import iso_of_ms, parse_time_ms
 from toolnexus_temporal.workflows.contract.models import (
     APPROVAL_WAIT_MAX_MS,
     AgentDef,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import UTC, datetime
 
 import pytest
 from temporalio.workflow import _Definition
@@ -13,8 +14,9 @@ from temporalio.workflow import _Definition
 from tests.unit.fakes import handle
 from toolnexus_temporal.workflows.agent import AgentWorkflow
 from toolnexus_temporal.workflows.contract import handler_docs
-from toolnexus_temporal.workflows.contract.models import AgentDef, Answer, Request
+from toolnexus_temporal.workflows.contract.models import AgentDef, Answer, Request, iso_utc
 from toolnexus_temporal.workflows.contract.names import PUBLIC_SIGNALS, UPDATE_ANSWER
+from toolnexus_temporal.workflows.contract.state import AuditEntry
 from toolnexus_temporal.workflows.visibility.operator import (
     answer_json,
     current_details,
@@ -92,6 +94,7 @@ def test_request_attributes_set_and_unset() -> None:
     assert swapped["AgentRequestPrompt"] == "x" * 160
     cleared = request_attributes(None, REQ.id)
     assert sorted(u.key.name for u in cleared) == [
+        "AgentRequestExpires",
         "AgentRequestId",
         "AgentRequestKind",
         "AgentRequestPrompt",
@@ -99,6 +102,48 @@ def test_request_attributes_set_and_unset() -> None:
     ]
     assert all(u.value is None for u in cleared)
     assert request_attributes(None, None) == []
+
+
+def test_a_deadline_is_set_with_the_request_and_unset_by_the_next_one() -> None:
+    """Issue 37 item 9: the approval queue shows each Request's expiry (in the same upsert)."""
+    due = Request(id="root/a.1#3", kind="approval", prompt="p", expiresAt="2026-12-07T18:30:00Z")
+    shown = {u.key.name: u.value for u in request_attributes(due, None)}
+    assert shown["AgentRequestExpires"] == datetime(2026, 12, 7, 18, 30, tzinfo=UTC)
+    then = {u.key.name: u.value for u in request_attributes(REQ, due.id)}  # no deadline
+    assert "AgentRequestExpires" in then and then["AgentRequestExpires"] is None
+    odd = Request(id="root/a.1#4", kind="approval", prompt="p", expiresAt="next week")
+    assert "AgentRequestExpires" not in {u.key.name for u in request_attributes(odd, None)}
+
+
+def test_details_end_with_who_answered_the_latest_requests() -> None:
+    """Issue 37 item 9: the agent's page (current details) names who answered, newest first,
+    at most three; the path and whether the principal was verified."""
+    at = 1_796_000_000_000
+    audit = [
+        AuditEntry(request_id=f"root/a.1#{n}", answered_ms=at + n, by=f"user{n}", ok=n != 4)
+        for n in range(1, 5)
+    ]
+    audit.append(AuditEntry(request_id="root/a.1#5", answered_ms=at + 5, ok=False, path="expiry"))
+    audit.append(
+        AuditEntry(
+            request_id="root/a.1#6",
+            answered_ms=at + 6,
+            by="alice",
+            principal="jwt:alice@corp",
+            path="update",
+            ok=True,
+            verified=True,
+        )
+    )
+    lines = current_details(handle(state="idle", audit=audit)).split("\n")
+    head = lines.index("answered: 6, latest first (all: `tnx audit root/a.1`)")
+    assert lines[head + 1 :] == [
+        f"- {iso_utc(at + 6)} `root/a.1#6` approved by alice (jwt:alice@corp) via update"
+        " · verified",
+        f"- {iso_utc(at + 5)} `root/a.1#5` declined by its deadline via expiry · unverified",
+        f"- {iso_utc(at + 4)} `root/a.1#4` declined by user4 via signal · unverified",
+    ]
+    assert "answered:" not in current_details(handle(state="idle"))
 
 
 def test_static_summary_and_details_name_the_agent_parent_and_purpose() -> None:

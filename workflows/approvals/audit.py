@@ -37,8 +37,7 @@ import hashlib
 import json
 from typing import Any, Final, NamedTuple
 
-from pydantic import AwareDatetime, TypeAdapter, ValidationError
-
+from toolnexus_temporal.workflows.contract.clock import iso_of_ms, parse_time_ms
 from toolnexus_temporal.workflows.contract.messages import StampedPrincipal
 from toolnexus_temporal.workflows.contract.models import (
     APPROVAL_WAIT_MAX_MS,
@@ -71,27 +70,8 @@ def kept_data(data: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"clipped_json": text[:DATA_KEEP], "json_chars": len(text)}
 
 
-_WHEN: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
-"""ISO-8601 times with a zone, and seconds since the epoch (no clock is read)."""
-
 TIMEOUT_KEY: Final = "timeoutMs"
 """The key of a tool's own timeout in ``pending`` metadata (ms; not a Request wire key)."""
-
-
-def parse_time_ms(value: str) -> int | None:
-    """An ISO-8601 time with a zone as ms since the epoch, or None when unreadable or without
-    a zone (``pending`` adds ``Z`` to a time without one)."""
-    try:
-        when = _WHEN.validate_python(value)
-    except ValidationError:
-        return None
-    return round(when.timestamp() * 1000)
-
-
-def iso_of_ms(ms: int) -> str:
-    """ms since the epoch as an ISO-8601 UTC time (millisecond precision)."""
-    when = _WHEN.validate_python(ms / 1000)
-    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def expires_at_for(fields: dict[str, Any], policy: ApprovalPolicy, now_ms: int) -> str | None:

@@ -11,7 +11,11 @@ workflow).
 
 from __future__ import annotations
 
+from pydantic import AwareDatetime, TypeAdapter, ValidationError
 from temporalio import workflow
+
+_WHEN: TypeAdapter[AwareDatetime] = TypeAdapter(AwareDatetime)
+"""ISO-8601 times with a zone, and seconds since the epoch (no clock is read)."""
 
 
 def now_ms() -> int:
@@ -21,3 +25,23 @@ def now_ms() -> int:
         RuntimeError: called outside a workflow (``temporalio.workflow`` raises it).
     """
     return int(workflow.now().timestamp() * 1000)
+
+
+def parse_time_ms(value: str) -> int | None:
+    """An ISO-8601 time with a zone as ms since the epoch, or None when unreadable or without
+    a zone (``pending`` adds ``Z`` to a time without one)."""
+    try:
+        when = _WHEN.validate_python(value)
+    except ValidationError:
+        return None
+    return round(when.timestamp() * 1000)
+
+
+def iso_of_ms(ms: int) -> str:
+    """ms since the epoch as an ISO-8601 UTC time (millisecond precision)."""
+    return time_of_ms(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def time_of_ms(ms: int) -> AwareDatetime:
+    """ms since the epoch as a UTC datetime (a ``Datetime`` search attribute's value)."""
+    return _WHEN.validate_python(ms / 1000)

@@ -925,6 +925,9 @@ class HandleView(WireModel):
     pending_since_ms: int | None = None
     """When ``pending_req`` was made, ms since the epoch (workflow time); None without one
     (and for a Request made before the field existed)."""
+    escalated_to: str | None = None
+    """Where ``pending_req`` escalated (``queue:NAME`` or ``interpreter:NAME``); None: it has
+    not, or the handle waits for nothing."""
     paused: bool = False
     """The handle is paused: it takes posts and ticks but starts no turn (``pause.py``)."""
     tick: TickSpec | None = None

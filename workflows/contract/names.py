@@ -295,11 +295,17 @@ continued as new keeps the search attributes it had (``suspended`` when it was p
 the ``ExecutionStatus`` clause is what leaves the closed runs out. ``tnx pending``,
 ``AgentRuntime.pending``, the web UI's search box and the docs all use this one query."""
 
+AGENT_REQUEST_EXPIRES = SearchAttributeKey.for_datetime("AgentRequestExpires")
+"""When the pending Request expires (``Request.expires_at``, UTC), set with the other
+``AgentRequest*`` attributes in the same upsert (no action of its own); unset when the
+Request has no deadline. The approval queue's "expires" column (issue 37 item 9)."""
+
 REQUEST_SEARCH_ATTRIBUTES = (
     AGENT_REQUEST_ID,
     AGENT_REQUEST_KIND,
     AGENT_REQUEST_PROMPT,
     AGENT_WAITING_SINCE,
+    AGENT_REQUEST_EXPIRES,
 )
 """The search attributes of the pending Request (protocol 4)."""
 

@@ -6,6 +6,7 @@ a child's static details, and the pending Request's search attributes (the appro
   details START with the pending prompt, its Request id, the exact Answer JSON to paste into
   the UI's Signal dialog (name ``answer``) and the ``temporal workflow signal`` line; the last
   rejected input (``answer rejected: ...``) comes first until the next state change.
+* :func:`answered_lines`: the current details' tail: who answered the latest Requests.
 * :func:`static_summary`, :func:`static_details`: the line and the markdown stored with a
   child's start: shown by the UI with no worker, so an agent's page is never blank.
 * :func:`request_attributes`: the ``AgentRequest*`` / ``AgentWaitingSince`` upserts that make
@@ -25,7 +26,9 @@ Pure functions over ``HandleState``; deterministic, no I/O.
 from __future__ import annotations
 
 import json
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
 
 from temporalio import workflow
 from temporalio.common import SearchAttributeUpdate
@@ -33,6 +36,7 @@ from temporalio.common import SearchAttributeUpdate
 from toolnexus_temporal.workflows.rules.roster import children_count
 
 with workflow.unsafe.imports_passed_through():
+    from toolnexus_temporal.workflows.contract.clock import parse_time_ms, time_of_ms
     from toolnexus_temporal.workflows.contract.handler_docs import no_worker_hint
     from toolnexus_temporal.workflows.contract.limits import (
         SUMMARY_BYTES,
@@ -47,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from toolnexus_temporal.workflows.contract.names import (
         AGENT_ESCALATED_TO,
+        AGENT_REQUEST_EXPIRES,
         AGENT_REQUEST_ID,
         AGENT_REQUEST_KIND,
         AGENT_REQUEST_PROMPT,
@@ -148,7 +153,44 @@ def current_details(s: HandleState, rejection: str | None = None) -> str:
         rule = s.ticks.spec.every_ms
         how = f"every {rule / 1000:g}s" if rule is not None else f"cron `{s.ticks.spec.cron}`"
         body.append(f"ticks {how}: next at {iso_utc(s.ticks.next_ms)} · {s.ticks.fired} so far")
+    body += answered_lines(s)
     return "\n\n".join(head + body) if head else "\n".join(body)
+
+
+DETAILS_AUDIT_LINES = 3
+"""How many of the latest answered Requests the current details show (issue 37 item 9)."""
+
+
+_NO_SENDER: Final[Mapping[str, str]] = MappingProxyType(
+    {"expiry": "its deadline", "escalation": "its escalation"}
+)
+"""Who answered a Request no one answered by hand, by the path its Answer took."""
+
+
+def answered_lines(s: HandleState) -> list[str]:
+    """The tail of the current details: who answered this handle's latest Requests, so the
+    web UI shows it on the agent's page (the whole audit: ``tnx audit``).
+
+    Returns:
+        Nothing when no Request was answered; else a heading (``answered: N, latest
+        first``) and one line per answered Request, newest first, at most
+        :data:`DETAILS_AUDIT_LINES`: ``{answered at} `{request id}` approved|declined by
+        {by} ({principal}) via {path} · verified|unverified``.
+    """
+    if not s.approval.audit:
+        return []
+    lines = [f"answered: {len(s.approval.audit)}, latest first (all: `tnx audit {s.id}`)"]
+    for entry in reversed(s.approval.audit[-DETAILS_AUDIT_LINES:]):
+        who = entry.by or entry.principal or _NO_SENDER.get(entry.path, "(not stated)")
+        if entry.by and entry.principal and entry.principal != entry.by:
+            who += f" ({entry.principal})"
+        decision = "approved" if entry.ok else "declined"
+        checked = "verified" if entry.verified else "unverified"
+        lines.append(
+            f"- {iso_utc(entry.answered_ms)} `{entry.request_id}` {decision} by {who[:120]}"
+            f" via {entry.path} · {checked}"
+        )
+    return lines
 
 
 def static_summary(s: HandleState) -> str:
@@ -205,7 +247,17 @@ def request_attributes(
     if with_prompt:
         prompt = req.prompt[:REQUEST_PROMPT_CHARS]
         updates.append(AGENT_REQUEST_PROMPT.value_set(fit_search_attribute(prompt)))
+    expires = time_of_ms(ms) if (ms := _deadline_ms(req)) is not None else None
+    if expires is not None:
+        updates.append(AGENT_REQUEST_EXPIRES.value_set(expires))
+    elif published is not None:  # the Request shown before may have had one
+        updates.append(AGENT_REQUEST_EXPIRES.value_unset())
     return updates
+
+
+def _deadline_ms(req: Request) -> int | None:
+    """``req``'s deadline, ms since the epoch; None: it has none (or an unreadable one)."""
+    return parse_time_ms(req.expires_at) if req.expires_at else None
 
 
 def escalation_queue(s: HandleState) -> str | None:

@@ -75,6 +75,7 @@ def view_of(s: HandleState) -> HandleView:
         subtree_tool_calls=s.usage.subtree_tool_calls,
         report_seq=s.report_seq,
         pending_since_ms=s.approval.pending_since_ms,
+        escalated_to=s.approval.escalated_to if s.approval.pending_req else None,
         name=s.defn.name if s.defn else ROOT_ID,
         inbox_count=len(s.intake.items) + len(s.background.waiting),
         children=all_children(s),
