@@ -434,3 +434,47 @@ async def test_max_concurrent_and_budgets_apply_to_background_children(make_runt
         assert view.pool_tokens == 100_000 - view.usage_total
         await rt.close(lead)
         assert [(await rt.inspect(k)).state for k in (KID, kid2)] == ["closed", "closed"]
+
+
+async def test_background_list_shows_a_paused_child(make_runtime, client) -> None:
+    """Issue 37 item 10: a paused background child reports its pause (and its unpause) to
+    its parent at once, so the parent's ``background_list`` shows ``idle (paused)``."""
+    task = ("task", {"agent": "kid", "prompt": "research", "background": True})
+    llm = ScriptedLLM(
+        {
+            "m-lead": [
+                tool_calls(task),
+                text("started"),
+                text("got it"),
+                tool_calls(("background_list", {})),
+                text("listed"),
+                tool_calls(("background_list", {})),
+                text("listed again"),
+            ],
+            "m-kid": [text("kid result")],
+        }
+    )
+    async with make_runtime(registry(), llm.transport()) as rt:
+        lead = await spawn(rt, rt.root, "lead")
+        assert (await asyncio.wait_for(rt.run_turn(lead, "go"), 30)).text == "started"
+
+        async def woken_and_done() -> bool:
+            view = await rt.inspect(lead)
+            return view.result_seq == 2 and view.state == "idle"
+
+        await eventually(woken_and_done, tries=300)  # the kid's result woke the lead once
+
+        async def lead_knows(paused: bool) -> bool:
+            info = (await state_of(client, rt, lead.id)).roster.children_info[KID]
+            return info.paused is paused
+
+        await rt.pause(KID)
+        await eventually(lambda: lead_knows(True), tries=100)
+        assert (await asyncio.wait_for(rt.run_turn(lead, "list"), 30)).text == "listed"
+        listed = f"{KID}: idle (paused), 1 result(s), last: [done] kid result"
+        assert tool_texts(llm, "m-lead")[-1] == listed
+        await rt.unpause(KID)
+        await eventually(lambda: lead_knows(False), tries=100)
+        assert (await asyncio.wait_for(rt.run_turn(lead, "again"), 30)).text == "listed again"
+        assert tool_texts(llm, "m-lead")[-1] == f"{KID}: idle, 1 result(s), last: [done] kid result"
+        await replay_every_run(client, rt, lead.id, KID)

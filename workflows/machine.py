@@ -146,6 +146,7 @@ def report_of(s: HandleState, seq: int, *, parked: bool) -> ChildReport:
         nonce=s.nonce,
         answer_id=s.approval.answer_id,
         answer_error=s.approval.answer_error,
+        paused=s.pause.paused,
     )
 
 

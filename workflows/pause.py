@@ -88,6 +88,7 @@ class Pause:
             s.pause.since_ms = now_ms()
             self.vis.trace(f"{s.id}: paused" + (" (now)" if now else ""))
             self._publish()
+            self.lifecycle.machine.report(now=True)  # the parent's background_list shows it
         if now:
             await self.lifecycle.interrupt("pause --now")
 
@@ -100,6 +101,7 @@ class Pause:
         s.pause.since_ms = None
         self.vis.trace(f"{s.id}: unpaused" + (" (held wakes run)" if s.intake.wakes else ""))
         self._publish()
+        self.lifecycle.machine.report(now=True)
         self.inbox.admit_waiting()
 
     async def signal(self, name: str, args: tuple[Any, ...]) -> None:

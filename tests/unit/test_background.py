@@ -105,6 +105,9 @@ def test_listing_names_each_child_and_its_unread_item() -> None:
     background.track(s, "p/x.1")
     assert settled(s, "p/x.1", 1, TaskResult(status="error", text="boom", is_error=True))
     assert background.listing(s) == "p/x.1: idle, 1 result(s), last: [error] boom (1 unread)"
+    # a paused child (issue 37 item 10): its report says so, and the listing shows it
+    s.roster.children_info["p/x.1"].paused = True
+    assert background.listing(s).startswith("p/x.1: idle (paused), 1 result(s)")
 
 
 def test_unread_items_of_a_child_stay_within_the_carried_state_bound() -> None:

@@ -400,6 +400,7 @@ class Children:
             answer_error=report.answer_error,
             nonce=info.nonce,
             cost=report.cost,
+            paused=report.paused,
         )
         if report.state == "closed":
             self.leases.child_closed(report.id)

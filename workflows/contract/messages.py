@@ -251,6 +251,8 @@ class ChildReport(WireModel):
     """Why it rejected ``answer_id`` (None: taken or forwarded)."""
     cost: Cost = Field(default_factory=Cost)
     """The child's subtree cost (money, like ``usage_total`` for tokens)."""
+    paused: StrictBool = False
+    """The child is paused (``pause.py``): it starts no turn until unpaused."""
 
 
 class AnswerResult(WireModel):

@@ -124,6 +124,7 @@ class ChildInfo(WireModel):
         answer_id: the last Answer the child processed.
         answer_error: why the child rejected ``answer_id`` (None: taken).
         cost: the child's subtree cost (money).
+        paused: the child is paused (it reports a pause and an unpause at once).
     """
 
     state: HandleStateName = "idle"
@@ -138,6 +139,7 @@ class ChildInfo(WireModel):
     answer_id: str | None = None
     answer_error: str | None = None
     cost: Cost = Field(default_factory=Cost)
+    paused: bool = False
 
 
 class ParkedTurn(WireModel):

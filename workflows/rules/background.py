@@ -204,8 +204,8 @@ def compact(s: HandleState) -> None:
 
 def listing(s: HandleState) -> str:
     """``background_list``'s text: one line per background child, in spawn order:
-    ``id: state, N result(s), last: [status] text`` (the text cut), and ``(K unread)`` when
-    items of it wait."""
+    ``id: state, N result(s), last: [status] text`` (the text cut; the state reads
+    ``idle (paused)`` for a paused child), and ``(K unread)`` when items of it wait."""
     if not s.background.followed:
         return "no background children"
     unread: dict[str, int] = {}
@@ -218,7 +218,8 @@ def listing(s: HandleState) -> str:
         info = s.roster.children_info.get(child_id, ChildInfo())
         last = result_text(info.last_result)[:LIST_TEXT_CHARS] if info.last_result else "none"
         flag = f" ({unread[child_id]} unread)" if child_id in unread else ""
-        lines.append(f"{child_id}: {info.state}, {info.result_seq} result(s), last: {last}{flag}")
+        state = f"{info.state} (paused)" if info.paused and info.state != "closed" else info.state
+        lines.append(f"{child_id}: {state}, {info.result_seq} result(s), last: {last}{flag}")
     return "\n".join(lines)
 
 
