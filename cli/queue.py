@@ -296,7 +296,7 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
         opts, lambda rt: replayed.audit_read(rt, target, subtree), worker="optional"
     )
     if missing is not None:
-        note = "the answered requests as its last worker recorded them"
+        note = "the answered requests up to its last workflow task"
         replayed.history_note(opts, missing, as_of, note)
     if opts.json:
         dumped = args.dump(records)

@@ -7,13 +7,14 @@ loads the host library.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import datetime
 
 import typer
 from rich.markup import escape
 from rich.text import Text
 
-from toolnexus_temporal.cli import args, live, ops, render
+from toolnexus_temporal.cli import args, live, ops, render, replayed
 from toolnexus_temporal.cli.hostcmd import emit, err_console, list_width, out, said, show
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.tick_cmd import schedule_input
@@ -26,7 +27,8 @@ from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.stream import Cursor
 from toolnexus_temporal.workflows.contract.context import ModelView
 from toolnexus_temporal.workflows.contract.messages import PostResult
-from toolnexus_temporal.workflows.contract.models import InboxItem, Message
+from toolnexus_temporal.workflows.contract.models import InboxItem, Message, TraceLine
+from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 
 def ls(opts: Options, handle_id: str | None, watch: bool, interval: float) -> None:
@@ -38,7 +40,7 @@ def ls(opts: Options, handle_id: str | None, watch: bool, interval: float) -> No
 
     async def read(rt: AgentRuntime) -> tuple[list[Handle], list[ListedRow], NoWorkerError | None]:
         async def attached() -> list[Handle]:
-            await rt.start(create=False)
+            await replayed.attach(rt)
             return await rt.list(target)
 
         found = await worker_read(rt, attached)
@@ -82,22 +84,6 @@ def _visibility_note(opts: Options, missing: NoWorkerError, now_ms: int, what: s
     )
 
 
-async def _inspect_or_listed(
-    rt: AgentRuntime, target: str
-) -> tuple[Handle | ListedRow, NoWorkerError | None]:
-    """``target``'s view (a query) when a worker answers, else its row from visibility and
-    the NoWorkerError that says why."""
-
-    async def attached() -> Handle:
-        await rt.start(create=False)
-        return await rt.inspect(target)
-
-    found = await worker_read(rt, attached)
-    if isinstance(found, NoWorkerError):
-        return await rt.listed_one(target), found
-    return found, None
-
-
 def _print_listed_one(opts: Options, row: ListedRow, missing: NoWorkerError | None) -> None:
     """``tnx inspect`` with no worker: what visibility has of the handle, and a note."""
     now_ms = int(time.time() * 1000)
@@ -138,35 +124,91 @@ def _ms(at: datetime | None) -> int | None:
     return int(at.timestamp() * 1000) if at is not None else None
 
 
+@dataclass
+class _Inspected:
+    """What ``tnx inspect`` read: the handle (a query, or rebuilt from history: ``as_of_ms``
+    set) or, when history cannot be replayed here, its visibility ``row``; the transcript
+    and model view asked for; the NoWorkerError when no worker answered."""
+
+    handle: Handle | None = None
+    row: ListedRow | None = None
+    messages: list[Message] | None = None
+    view: ModelView | None = None
+    missing: NoWorkerError | None = None
+    as_of_ms: int | None = None
+
+
+async def _inspect_read(
+    rt: AgentRuntime, target: str, transcript: bool, model_view: bool
+) -> _Inspected:
+    """``tnx inspect``'s read: queries when a worker answers; else the handle replayed from
+    its history (:mod:`.replayed`); else (the local code cannot replay it), without
+    ``--transcript``/``--model-view``, its visibility row."""
+
+    async def attached() -> _Inspected:
+        await replayed.attach(rt)
+        h = await rt.inspect(target)
+        return _Inspected(
+            h,
+            messages=await rt.transcript(h) if transcript else None,
+            view=await rt.model_view(h) if model_view else None,
+        )
+
+    found = await worker_read(rt, attached)
+    if not isinstance(found, NoWorkerError):
+        return found
+    try:
+        node = (await replayed.replay(rt, [target]))[target]
+    except CliError:
+        if transcript or model_view:
+            raise
+        return _Inspected(row=await rt.listed_one(target), missing=found)
+    return _Inspected(
+        Handle.from_view(node.view),
+        messages=await replayed.transcript(rt, node) if transcript else None,
+        view=await replayed.model_view(rt, node) if model_view else None,
+        missing=found,
+        as_of_ms=node.as_of_ms,
+    )
+
+
 def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -> None:
     """`tnx inspect`: see its command for the options."""
     target = args.ref(opts, handle_id)
     store = args.open_store(opts.store) if transcript or model_view else None
-
-    async def verb(rt: AgentRuntime) -> tuple[Handle, list[Message] | None, ModelView | None]:
-        h = await rt.inspect(target)
-        return (
-            h,
-            await rt.transcript(h) if transcript else None,
-            await rt.model_view(h) if model_view else None,
-        )
-
-    if not transcript and not model_view:
-        found, missing = ops.run(opts, lambda rt: _inspect_or_listed(rt, target), worker="optional")
-        if isinstance(found, ListedRow):
-            _print_listed_one(opts, found, missing)
-            return
-        h, messages, view = found, None, None
-    else:
-        h, messages, view = ops.run(opts, verb, store=store)
+    got = ops.run(
+        opts,
+        lambda rt: _inspect_read(rt, target, transcript, model_view),
+        store=store,
+        worker="optional",
+    )
+    if got.row is not None:
+        _print_listed_one(opts, got.row, got.missing)
+        return
+    assert got.handle is not None
+    h, messages, view = got.handle, got.messages, got.view
     if opts.json:
         doc = args.dump(h)
         if messages is not None:
             doc["transcript"] = args.dump(messages)
         if view is not None:
             doc["model_view"] = view.model_dump(mode="json", exclude_none=True)
+        if got.as_of_ms is not None:
+            doc.update(source="history", as_of_ms=got.as_of_ms)
         emit(doc)
-        return
+    else:
+        _print_inspected(opts, h, messages, view)
+    if got.missing is not None and got.as_of_ms is not None:
+        replayed.history_note(
+            opts, got.missing, got.as_of_ms, "the handle's state after its last workflow task"
+        )
+
+
+def _print_inspected(
+    opts: Options, h: Handle, messages: list[Message] | None, view: ModelView | None
+) -> None:
+    """``tnx inspect``'s tables: the handle, then the transcript and the model view when
+    asked for."""
     show(render.handle_table(h, shown=opts.shown))
     if messages is not None:
         out.print()
@@ -183,13 +225,33 @@ def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -
 
 
 def trace(opts: Options, handle_id: str | None) -> None:
-    """`tnx trace`: see its command for the options."""
+    """`tnx trace`: see its command for the options. With no worker, the lines are replayed
+    from each handle's workflow history (:mod:`.replayed`), with a note on stderr."""
     target = args.tree_ref(opts, handle_id)
-    lines = ops.run(opts, lambda rt: rt.trace(target))
+
+    async def read(rt: AgentRuntime) -> tuple[list[TraceLine], NoWorkerError | None, int]:
+        async def attached() -> list[TraceLine]:
+            await replayed.attach(rt)
+            return await rt.trace(target)
+
+        found = await worker_read(rt, attached)
+        if not isinstance(found, NoWorkerError):
+            return found, None, 0
+        tree = await replayed.replay_tree(rt, target or ROOT_ID)
+        return replayed.merged_trace(tree), found, replayed.as_of_ms(tree)
+
+    lines, missing, as_of = ops.run(opts, read, worker="optional")
     if opts.json:
-        emit(args.dump(lines))
+        dumped = args.dump(lines)
+        if missing is not None:
+            dumped = [{**line, "source": "history", "as_of_ms": as_of} for line in dumped]
+        emit(dumped)
     else:
         show(render.trace_table(lines))
+    if missing is not None:
+        replayed.history_note(
+            opts, missing, as_of, "each handle's trace up to its last workflow task"
+        )
 
 
 def spawn(

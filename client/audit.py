@@ -20,6 +20,7 @@ ancestors' runs names the sender and the path (``signal`` or ``update``).
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -222,15 +223,37 @@ async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.l
     for hid in handle_ids:
         state = await rpc.query(hid, AgentWorkflowStub.state)
         entries.extend((hid, entry) for entry in state.approval.audit)
+    return await audit_records(rpc.client, rpc.workflow_id, handle_ids, entries)
+
+
+async def audit_records(
+    client: Client,
+    workflow_id: Callable[[str], str],
+    handle_ids: builtins.list[str],
+    entries: builtins.list[tuple[str, AuditEntry]],
+) -> builtins.list[AuditRecord]:
+    """``entries`` (handle id, entry: the ``approval.audit`` of each handle's state, read by a
+    query or rebuilt from history) joined with the history events that carried each Answer,
+    in order of answer time.
+
+    Args:
+        client: the client the histories are read with (its data converter decodes them).
+        workflow_id: a handle id's workflow id (the runtime's scope).
+        handle_ids: the handles audited (their ancestors' runs are scanned too).
+        entries: their audit entries.
+
+    Raises:
+        RPCError: a listing or a history could not be read.
+    """
     scanned: set[str] = set()
     for hid in handle_ids:
         parts = hid.split("/")
         scanned.update("/".join(parts[:n]) for n in range(2, len(parts) + 1))
     exact: dict[tuple[str, str, str], Sender] = {}
-    found = await senders(rpc.client, [rpc.workflow_id(h) for h in sorted(scanned)], exact)
+    found = await senders(client, [workflow_id(h) for h in sorted(scanned)], exact)
     records = []
     for hid, entry in entries:
-        sender = _delivered_by(entry, rpc.workflow_id(hid), found, exact)
+        sender = _delivered_by(entry, workflow_id(hid), found, exact)
         records.append(
             AuditRecord(
                 handle_id=hid,

@@ -62,9 +62,8 @@ async def test_every_verb_fails_at_once_without_a_worker(client: Client) -> None
         await rt.inspect("root")
 
     env = cli_env(client, scope, task_queue)
-    verbs = [  # `ls` and `pending` read visibility instead (below)
+    verbs = [  # `ls` and `pending` read visibility, `trace` the history, instead (below)
         ("ls", "--watch"),
-        ("trace",),
         ("spawn", "root", "asker"),
         ("post", "root/asker.1", "hello"),
         ("wake", "root/asker.1", "go"),
@@ -95,6 +94,12 @@ async def test_every_verb_fails_at_once_without_a_worker(client: Client) -> None
     result, took = await tnx(env, "ls")
     assert result.exit_code == 0, result.output
     assert f"{scope}/root" in result.stdout and "read from visibility" in result.stderr
+    assert took < NO_WORKER_BOUND_S, took
+
+    # `trace` replays the histories (tests/test_no_worker_reads.py): nothing traced yet.
+    result, took = await tnx(env, "trace", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout) == [], result.output
+    assert "no worker running" in result.stderr
     assert took < NO_WORKER_BOUND_S, took
 
     # `pending` reads visibility: no worker needed (nothing is suspended here).
@@ -192,31 +197,35 @@ async def test_every_verb_answers_at_once_right_after_the_worker_stopped(
         assert (await rt.run_turn(asker, "hi")).status == "done"
     assert (await reachability.workflow_pollers(client, task_queue)).count >= 1  # still listed
     env = cli_env(client, scope, task_queue)
-    for args in (("trace",), ("wake", asker.id, "go")):
-        result, took = await tnx(env, *args)
-        assert result.exit_code == 2, (args, result.output)
-        line = result.stderr.strip()
-        assert f"no worker polls task queue '{task_queue}'" in line, (args, line)
-        assert "its last worker polled" in line and "\n" not in line, (args, line)
-        assert took < NO_WORKER_BOUND_S, (args, took)
+    result, took = await tnx(env, "wake", asker.id, "go")
+    assert result.exit_code == 2, result.output
+    line = result.stderr.strip()
+    assert f"no worker polls task queue '{task_queue}'" in line, line
+    assert "its last worker polled" in line and "\n" not in line, line
+    assert took < NO_WORKER_BOUND_S, took
     with pytest.raises(NoWorkerError):
         await asyncio.wait_for(rt.inspect(asker), NO_WORKER_BOUND_S + 5)
 
-    # `tnx inspect` and `tnx ls` read visibility instead, and say so (issue 37 item 4)
+    # `tnx inspect` and `tnx trace` replay the history, `tnx ls` reads visibility, and they
+    # say so (issue 37 item 4)
     shown, took = await tnx(env, "inspect", asker.id)
     assert shown.exit_code == 0, shown.output
     assert f"{scope}/{asker.id}" in shown.stdout and "asker" in shown.stdout, shown.stdout
     assert re.search(rf"parent\s+{scope}/root\s", shown.stdout), shown.stdout
-    assert "read from visibility as of" in shown.stderr
+    assert "no worker running" in shown.stderr and "replayed from the workflow" in shown.stderr
     assert took < NO_WORKER_BOUND_S, took
     as_json, _ = await tnx(env, "inspect", asker.id, "--json")
     doc = json.loads(as_json.stdout)
-    assert (doc["id"], doc["name"], doc["state"], doc["source"]) == (
+    assert (doc["id"], doc["name"], doc["state"], doc["source"], doc["turns_total"]) == (
         asker.id,
         "asker",
         "idle",
-        "visibility",
+        "history",
+        1,
     ), doc
+    traced, took = await tnx(env, "trace")
+    assert traced.exit_code == 0 and "idle→running" in traced.stdout, traced.output
+    assert took < NO_WORKER_BOUND_S, took
 
     listed, took = await tnx(env, "ls")
     assert listed.exit_code == 0, listed.output
