@@ -43,7 +43,13 @@ def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
         return
 
     async def verb(rt: AgentRuntime) -> tuple[list[Handle], list[QueueRow], NoWorkerError | None]:
-        found = await worker_read(rt, rt.pending)
+        from toolnexus_temporal.cli.replayed import attach
+
+        async def attached() -> list[Handle]:
+            await attach(rt)  # a worker SIGKILLed a moment ago: 1 s, not the 3 s grace
+            return await rt.pending()
+
+        found = await worker_read(rt, attached)
         if isinstance(found, NoWorkerError):
             return [], await rt.queue(), found
         return found, [], None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime
 
 import typer
 from rich.markup import escape
@@ -18,7 +17,7 @@ from toolnexus_temporal.cli import args, live, ops, render, replayed
 from toolnexus_temporal.cli.hostcmd import emit, err_console, list_width, out, said, show
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.tick_cmd import schedule_input
-from toolnexus_temporal.cli.watch import watch_tree
+from toolnexus_temporal.cli.watch import listed_json, tree_read, watch_tree
 from toolnexus_temporal.cli.workercheck import worker_read
 from toolnexus_temporal.client.errors import InvalidCursorError, NoWorkerError, SpawnError
 from toolnexus_temporal.client.handle import Handle
@@ -38,17 +37,7 @@ def ls(opts: Options, handle_id: str | None, watch: bool, interval: float) -> No
         watch_tree(opts, target, interval)
         return
 
-    async def read(rt: AgentRuntime) -> tuple[list[Handle], list[ListedRow], NoWorkerError | None]:
-        async def attached() -> list[Handle]:
-            await replayed.attach(rt)
-            return await rt.list(target)
-
-        found = await worker_read(rt, attached)
-        if isinstance(found, NoWorkerError):  # no worker answers: what visibility has
-            return [], await rt.listed(target), found
-        return found, [], None
-
-    handles, rows, missing = ops.run(opts, read, worker="optional")
+    handles, rows, missing = ops.run(opts, lambda rt: tree_read(rt, target), worker="optional")
     if missing is not None:
         _print_listed(opts, rows, missing)
     elif opts.json:
@@ -62,7 +51,7 @@ def _print_listed(opts: Options, rows: list[ListedRow], missing: NoWorkerError) 
     stderr; ``--json``: one object per handle with ``"source": "visibility"``)."""
     now_ms = int(time.time() * 1000)
     if opts.json:
-        emit([{**_listed_json(row), "source": "visibility", "as_of_ms": now_ms} for row in rows])
+        emit([{**listed_json(row), "source": "visibility", "as_of_ms": now_ms} for row in rows])
     else:
         show(render.listed_table(rows, now_ms, width=list_width(), shown=opts.shown))
     _visibility_note(
@@ -88,7 +77,7 @@ def _print_listed_one(opts: Options, row: ListedRow, missing: NoWorkerError | No
     """``tnx inspect`` with no worker: what visibility has of the handle, and a note."""
     now_ms = int(time.time() * 1000)
     if opts.json:
-        emit({**_listed_json(row), "source": "visibility", "as_of_ms": now_ms})
+        emit({**listed_json(row), "source": "visibility", "as_of_ms": now_ms})
     else:
         show(render.listed_handle_table(row, now_ms, shown=opts.shown))
     if missing is not None:
@@ -99,29 +88,6 @@ def _print_listed_one(opts: Options, row: ListedRow, missing: NoWorkerError | No
             "the state the agent last published (its transcript, usage, trace and inbox need a "
             "worker)",
         )
-
-
-def _listed_json(row: ListedRow) -> dict[str, object]:
-    """A visibility row as ``--json`` prints it."""
-    return {
-        "id": row.id,
-        "name": row.name,
-        "parent": row.parent,
-        "state": row.state,
-        "depth": row.depth,
-        "paused": row.paused,
-        "request": (
-            {"id": row.request_id, "kind": row.request_kind, "prompt": row.request_prompt}
-            if row.request_id
-            else None
-        ),
-        "since_ms": _ms(row.waiting_since),
-        "next_tick_ms": _ms(row.next_tick),
-    }
-
-
-def _ms(at: datetime | None) -> int | None:
-    return int(at.timestamp() * 1000) if at is not None else None
 
 
 @dataclass

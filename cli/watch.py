@@ -4,7 +4,9 @@ On a terminal the table is redrawn in place (rich ``Live``); otherwise (a pipe, 
 each refresh is printed in full under a dated header line, and with ``--json`` each refresh
 is one JSON line ``{"at_ms": ..., "handles": [...]}``. One connection serves every refresh;
 a refresh that fails (a worker gone, the server restarting) shows its error and the next
-one tries again. Ctrl-C ends the watch with exit code 0.
+one tries again. With no worker running, each refresh shows the tree as visibility has it
+(:func:`tree_read`, as ``tnx ls`` does), under a line saying so. Ctrl-C ends the watch with
+exit code 0.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import sys
 import time
 from contextlib import nullcontext
+from datetime import datetime
 
 from rich.console import Group, RenderableType
 from rich.live import Live
@@ -24,8 +27,30 @@ from temporalio.service import RPCError
 from toolnexus_temporal.cli import args, ops, render
 from toolnexus_temporal.cli.hostcmd import list_width, out, show
 from toolnexus_temporal.cli.ops import Options
-from toolnexus_temporal.client.errors import TnxError
+from toolnexus_temporal.cli.workercheck import worker_read
+from toolnexus_temporal.client.errors import NoWorkerError, TnxError
+from toolnexus_temporal.client.handle import Handle
+from toolnexus_temporal.client.listed import ListedRow
 from toolnexus_temporal.client.runtime import AgentRuntime
+
+
+async def tree_read(
+    rt: AgentRuntime, target: str | None
+) -> tuple[list[Handle], list[ListedRow], NoWorkerError | None]:
+    """The tree under ``target`` (None: the root) for ``tnx ls``: the handles (``state``
+    queries) when a worker answers, else the rows visibility has and the
+    :class:`NoWorkerError` that says why (a worker SIGKILLed a moment ago: 1 s, see
+    :data:`~toolnexus_temporal.cli.replayed.ATTACH_GRACE_S`)."""
+    from toolnexus_temporal.cli.replayed import attach
+
+    async def attached() -> list[Handle]:
+        await attach(rt)
+        return await rt.list(target)
+
+    found = await worker_read(rt, attached)
+    if isinstance(found, NoWorkerError):
+        return [], await rt.listed(target), found
+    return found, [], None
 
 
 def watch_tree(opts: Options, target: str | None, interval_s: float) -> None:
@@ -36,7 +61,12 @@ def watch_tree(opts: Options, target: str | None, interval_s: float) -> None:
         CliError: the first connection or attach fails (as for ``tnx ls``).
     """
     try:
-        ops.run(opts, lambda rt: _watch(rt, opts, target, interval_s), timeout_s=None)
+        ops.run(
+            opts,
+            lambda rt: _watch(rt, opts, target, interval_s),
+            timeout_s=None,
+            worker="optional",
+        )
     except KeyboardInterrupt:
         return
 
@@ -60,11 +90,23 @@ async def _watch(rt: AgentRuntime, opts: Options, target: str | None, interval_s
         while True:
             now_ms = int(time.time() * 1000)
             try:
-                handles = await rt.list(target)
+                handles, rows, missing = await tree_read(rt, target)
                 body: RenderableType = render.tree_table(
                     handles, now_ms, width=list_width(), shown=opts.shown
                 )
                 doc: object = {"at_ms": now_ms, "handles": args.dump(handles)}
+                if missing is not None:  # no worker: the tree as visibility has it
+                    note = f"{missing} — from visibility as of {render.clock(now_ms)}"
+                    body = Group(
+                        Text(render.one_line(note), style="yellow"),
+                        render.listed_table(rows, now_ms, width=list_width(), shown=opts.shown),
+                    )
+                    doc = {
+                        "at_ms": now_ms,
+                        "source": "visibility",
+                        "note": render.one_line(note),
+                        "handles": [listed_json(row) for row in rows],
+                    }
             except (TnxError, RPCError) as err:
                 body = Text(f"error: {render.one_line(err)}", style="red")
                 doc = {"at_ms": now_ms, "error": render.one_line(err)}
@@ -79,3 +121,26 @@ async def _watch(rt: AgentRuntime, opts: Options, target: str | None, interval_s
                 show(body)
                 sys.stdout.flush()
             await asyncio.sleep(interval_s)
+
+
+def listed_json(row: ListedRow) -> dict[str, object]:
+    """A visibility row as ``--json`` prints it."""
+    return {
+        "id": row.id,
+        "name": row.name,
+        "parent": row.parent,
+        "state": row.state,
+        "depth": row.depth,
+        "paused": row.paused,
+        "request": (
+            {"id": row.request_id, "kind": row.request_kind, "prompt": row.request_prompt}
+            if row.request_id
+            else None
+        ),
+        "since_ms": _ms(row.waiting_since),
+        "next_tick_ms": _ms(row.next_tick),
+    }
+
+
+def _ms(at: datetime | None) -> int | None:
+    return int(at.timestamp() * 1000) if at is not None else None

@@ -62,8 +62,7 @@ async def test_every_verb_fails_at_once_without_a_worker(client: Client) -> None
         await rt.inspect("root")
 
     env = cli_env(client, scope, task_queue)
-    verbs = [  # `ls` and `pending` read visibility, `trace` the history, instead (below)
-        ("ls", "--watch"),
+    verbs = [  # `ls` (and its --watch) and `pending` read visibility, `trace` the history
         ("spawn", "root", "asker"),
         ("post", "root/asker.1", "hello"),
         ("wake", "root/asker.1", "go"),
@@ -290,3 +289,42 @@ async def test_tnx_without_a_server_says_so_in_one_line() -> None:
         line = result.stderr.strip()
         assert "\n" not in line and f"127.0.0.1:{port}" in line, line
         assert "connection refused" in line, line
+
+
+async def test_ls_watch_with_no_worker_shows_the_tree_from_visibility(client: Client) -> None:
+    """Issue 37 item 4: ``tnx ls --watch`` with no worker refreshes the tree as visibility
+    has it, each refresh saying so, instead of failing."""
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    task_queue = f"tq-{scope}"
+    with pytest.raises(NoWorkerError):  # the root starts; nothing can answer a query
+        await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_KEYS)}
+    env.update({k: v for k, v in cli_env(client, scope, task_queue).items() if v is not None})
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "tnx"),
+        "ls",
+        "--watch",
+        "--json",
+        "--interval",
+        "0.2",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    refreshes = []
+    try:
+        # two refreshes that list the root (visibility may lag a moment behind its start)
+        while sum(1 for doc in refreshes if doc["handles"]) < 2 and len(refreshes) < 100:
+            line = await asyncio.wait_for(proc.stdout.readline(), NO_WORKER_BOUND_S)
+            assert line, (await proc.stderr.read()).decode() if proc.stderr else ""
+            refreshes.append(json.loads(line))
+    finally:
+        proc.send_signal(2)  # Ctrl-C ends the watch
+        await asyncio.wait_for(proc.wait(), NO_WORKER_BOUND_S)
+    assert proc.returncode == 0
+    for doc in refreshes:
+        assert doc["source"] == "visibility", doc
+        assert f"no worker polls task queue '{task_queue}'" in doc["note"], doc
+        assert [row["id"] for row in doc["handles"]] in ([], ["root"]), doc
+    assert [row["id"] for row in refreshes[-1]["handles"]] == ["root"], refreshes
