@@ -8,8 +8,10 @@ event's ``principal`` where the server stamps one (only with an authorizer and c
 configured: the dev server and a default self-hosted server stamp none). For a Request with
 approvers the workflow itself read that principal (``tnx.answer_principal``) and enforced the
 approvers against it: the entry then says ``verified`` and names it; without one, the check
-ran against the sender's stated ``by`` and ``verified`` is False. Every run of each workflow is read
-(runs listed by workflow id), the handle's ancestors too: an Answer sent to a parent and
+ran against the sender's stated ``by`` and ``verified`` is False. What is read does not grow
+with the agent's age: the runs the kept entries name (each entry records the run whose event
+delivered its Answer), and, only for an entry that event does not settle, the runs of the
+handle and its ancestors open while that Request waited: an Answer sent to a parent and
 routed down was first recorded there. The event named is the one that delivered the Answer
 that was taken, as the workflow recorded it in the entry (its run, and its update id or its
 place among the run's ``answer`` signals: issue 36 item 1), never a refused Answer's before
@@ -92,6 +94,15 @@ class AuditRecord(BaseModel):
     run_id: str | None = None
 
 
+_DELIVERED = ("signal", "update")
+"""The paths of an Answer that a history event carried."""
+
+WINDOW_SLACK_MS = 5_000
+"""How far around a Request's wait (asked to answered, workflow time) an ancestor's run is
+read for the event that carried a forwarded Answer (ms): workflow time and event time may
+differ by the length of a workflow task."""
+
+
 class Sender(BaseModel):
     """What one history event recorded of an Answer's sender."""
 
@@ -143,48 +154,78 @@ async def senders(
     client: Client,
     workflow_ids: builtins.list[str],
     exact: dict[tuple[str, str, str], Sender] | None = None,
+    *,
+    within: builtins.list[tuple[int, int]] | None = None,
+    skip: set[tuple[str, str]] | None = None,
 ) -> dict[str, Sender]:
     """The earliest ``answer`` signal or ``admit_answer`` update event per Request id, over
-    every run of each workflow in ``workflow_ids`` (continued-as-new and closed runs too).
+    the runs of each workflow in ``workflow_ids`` (continued-as-new and closed runs too).
 
     Args:
         exact: filled, when given, with every such event by (workflow id, run id, key): key
             ``update:<update id>`` or ``signal:<n>`` (the n-th ``answer`` signal of the run,
             from 1, as the workflow counts them: ``AuditEntry.signal_seq``).
+        within: only the runs whose time span overlaps one of these (from, to) windows (ms
+            since the epoch) are read; None: every run.
+        skip: (workflow id, run id) pairs not to read again (already read by the caller).
     """
     found: dict[str, Sender] = {}
-    converter = client.data_converter
     for wid in workflow_ids:
         async for run in client.list_workflows(f"WorkflowId = {quoted(wid)}"):
-            history = client.get_workflow_handle(wid, run_id=run.run_id)
-            signals = 0
-            async for event in history.fetch_history_events():
-                parsed = _answer_event(event)
-                if parsed is None:
-                    continue
-                path, identity, payloads, key, forwarded = parsed
-                if path == "signal":
-                    signals += 1
-                    key = f"signal:{signals}"
-                sender = Sender(
-                    path=path,
-                    identity=identity or None,
-                    principal=_principal(event),
-                    at_ns=event.event_time.ToNanoseconds(),
-                    workflow_id=wid,
-                    run_id=run.run_id,
-                    forwarded=forwarded,
-                )
-                if exact is not None:
-                    exact[(wid, run.run_id, key)] = sender
-                try:
-                    (answer,) = await converter.decode(payloads, [Answer])
-                except Exception:  # an input the workflow rejected loudly: not an Answer
-                    continue
-                known = found.get(answer.id)
-                if known is None or sender.at_ns < known.at_ns:
-                    found[answer.id] = sender
+            if skip is not None and (wid, run.run_id) in skip:
+                continue
+            if within is not None and not _overlaps(run, within):
+                continue
+            await read_run(client, wid, run.run_id, found, exact)
     return found
+
+
+def _overlaps(run: Any, windows: builtins.list[tuple[int, int]]) -> bool:
+    """Whether ``run`` (a listed workflow execution) was open during one of ``windows``."""
+    start = int(run.start_time.timestamp() * 1000)
+    close = int(run.close_time.timestamp() * 1000) if run.close_time else None
+    return any(start <= to and (close is None or close >= since) for since, to in windows)
+
+
+async def read_run(
+    client: Client,
+    wid: str,
+    run_id: str,
+    found: dict[str, Sender],
+    exact: dict[tuple[str, str, str], Sender] | None = None,
+) -> None:
+    """Read one run's ``answer`` signal and ``admit_answer`` update events into ``found``
+    (the earliest per Request id, merged with what it holds) and ``exact`` (see
+    :func:`senders`)."""
+    converter = client.data_converter
+    history = client.get_workflow_handle(wid, run_id=run_id)
+    signals = 0
+    async for event in history.fetch_history_events():
+        parsed = _answer_event(event)
+        if parsed is None:
+            continue
+        path, identity, payloads, key, forwarded = parsed
+        if path == "signal":
+            signals += 1
+            key = f"signal:{signals}"
+        sender = Sender(
+            path=path,
+            identity=identity or None,
+            principal=_principal(event),
+            at_ns=event.event_time.ToNanoseconds(),
+            workflow_id=wid,
+            run_id=run_id,
+            forwarded=forwarded,
+        )
+        if exact is not None:
+            exact[(wid, run_id, key)] = sender
+        try:
+            (answer,) = await converter.decode(payloads, [Answer])
+        except Exception:  # an input the workflow rejected loudly: not an Answer
+            continue
+        known = found.get(answer.id)
+        if known is None or sender.at_ns < known.at_ns:
+            found[answer.id] = sender
 
 
 def _delivered_by(
@@ -197,18 +238,26 @@ def _delivered_by(
     (issue 36 item 1: never a refused Answer's before it); for an Answer an ancestor
     forwarded (or an entry written before the workflow recorded its event), the earliest
     event with the Request's id in the handle's and its ancestors' runs."""
-    if entry.path not in ("signal", "update"):
+    if entry.path not in _DELIVERED:
         return None
+    return _own_event(entry, workflow_id, exact) or found.get(entry.request_id)
+
+
+def _own_event(
+    entry: AuditEntry, workflow_id: str, exact: dict[tuple[str, str, str], Sender]
+) -> Sender | None:
+    """The event the workflow recorded as delivering ``entry``'s Answer (its run, and its
+    update id or its place among the run's ``answer`` signals), when it was read and was
+    not a signal an ancestor forwarded; else None."""
     key = None
     if entry.update_id is not None:
         key = f"update:{entry.update_id}"
     elif entry.signal_seq is not None:
         key = f"signal:{entry.signal_seq}"
-    if entry.run_id is not None and key is not None:
-        sender = exact.get((workflow_id, entry.run_id, key))
-        if sender is not None and not sender.forwarded:
-            return sender
-    return found.get(entry.request_id)
+    if entry.run_id is None or key is None:
+        return None
+    sender = exact.get((workflow_id, entry.run_id, key))
+    return sender if sender is not None and not sender.forwarded else None
 
 
 async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.list[AuditRecord]:
@@ -245,12 +294,47 @@ async def audit_records(
     Raises:
         RPCError: a listing or a history could not be read.
     """
-    scanned: set[str] = set()
-    for hid in handle_ids:
-        parts = hid.split("/")
-        scanned.update("/".join(parts[:n]) for n in range(2, len(parts) + 1))
     exact: dict[tuple[str, str, str], Sender] = {}
-    found = await senders(client, [workflow_id(h) for h in sorted(scanned)], exact)
+    found: dict[str, Sender] = {}
+    # 1. The runs the entries name (issue 36 item 1): at most one per kept entry, whatever the
+    # agent's age (issue 38: the audit does not read every run an old agent ever had).
+    named = sorted(
+        {
+            (workflow_id(hid), entry.run_id)
+            for hid, entry in entries
+            if entry.path in _DELIVERED and entry.run_id is not None
+        }
+    )
+    for wid, run_id in named:
+        await read_run(client, wid, run_id, found, exact)
+    # 2. Entries their own event does not settle (an Answer an ancestor forwarded, or an entry
+    # written before the workflow recorded its event): the runs of the handle and its
+    # ancestors open while the Request waited.
+    unsettled = [
+        (hid, entry)
+        for hid, entry in entries
+        if entry.path in _DELIVERED and _own_event(entry, workflow_id(hid), exact) is None
+    ]
+    if unsettled:
+        scanned: set[str] = set()
+        for hid, _ in unsettled:
+            parts = hid.split("/")
+            scanned.update("/".join(parts[:n]) for n in range(2, len(parts) + 1))
+        windows = [
+            ((entry.asked_ms or 0) - WINDOW_SLACK_MS, entry.answered_ms + WINDOW_SLACK_MS)
+            for _, entry in unsettled
+        ]
+        more = await senders(
+            client,
+            [workflow_id(h) for h in sorted(scanned)],
+            exact,
+            within=windows,
+            skip=set(named),
+        )
+        for request_id, earliest in more.items():
+            known = found.get(request_id)
+            if known is None or earliest.at_ns < known.at_ns:
+                found[request_id] = earliest
     records = []
     for hid, entry in entries:
         sender = _delivered_by(entry, workflow_id(hid), found, exact)

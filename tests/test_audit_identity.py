@@ -145,3 +145,35 @@ async def test_refused_in_one_run_taken_in_the_next(make_runtime, client: Client
             SIGNAL_ANSWER, Answer(id=req.id, ok=True, by="alice")
         )
         await taken_by_alice(rt, h, run_id=second)
+
+
+async def test_the_audit_reads_the_run_an_entry_names_not_every_run(
+    make_runtime, client: Client, monkeypatch
+) -> None:
+    """Issue 38: what ``rt.audit`` reads does not grow with the agent's age. alice's Answer
+    is taken in the first run; three more runs follow (rejected signals); the audit reads
+    that one run's history (named by the entry), none of the later ones, and still names
+    alice's event."""
+    from toolnexus_temporal.client import audit
+
+    options = RuntimeOptions(continue_as_new_events=100)
+    async with make_runtime(GATED, script().transport(), options=options) as rt:
+        h, req, wid = await parked(rt, client)
+        first = (await client.get_workflow_handle(wid).describe()).run_id
+        await update(client, "alice", wid, Answer(id=req.id, ok=True, by="alice"))
+        await taken_by_alice(rt, h, run_id=first)
+        for _ in range(3):
+            await continue_as_new_by_rejections(client.get_workflow_handle(wid))
+        runs = [run.run_id async for run in client.list_workflows(f'WorkflowId = "{wid}"')]
+        assert len(runs) >= 4, runs
+        read: list[tuple[str, str]] = []
+        real = audit.read_run
+
+        async def counted(client: Client, wid: str, run_id: str, *rest: Any) -> None:
+            read.append((wid, run_id))
+            await real(client, wid, run_id, *rest)
+
+        monkeypatch.setattr(audit, "read_run", counted)
+        (entry,) = await rt.audit(h)
+        assert (entry.identity, entry.run_id, entry.path) == ("alice", first, "update"), entry
+        assert read == [(wid, first)], read
