@@ -353,7 +353,7 @@ async def _run(
 
     console.print(f"\n[bold]tour[/bold]: done in {took:.1f} s")
     _print_web_ui(console, link=link, own_server=server is not None)
-    _print_next(console, workflow_id, cluster)
+    _print_next(console, workflow_id, cluster, server_left=link, data_dir=data_dir)
     return 0 if result.status == "done" else 1
 
 
@@ -440,20 +440,30 @@ async def until_completed(client: Client, workflow_ids: list[str], within_s: flo
             await asyncio.sleep(0.1)
 
 
-def _print_next(console: Console, workflow_id: str, cluster: ClusterConfig) -> None:
-    """What to paste next: the ids are the workflow ids the web UI shows (``tnx`` takes them
-    as they are: the ``demo/`` prefix names the demo's scope)."""
+def _print_next(
+    console: Console,
+    workflow_id: str,
+    cluster: ClusterConfig,
+    *,
+    server_left: bool = True,
+    data_dir: Path | None = None,
+) -> None:
+    """What to paste next, each line runnable as printed: the ids are the workflow ids the
+    web UI shows (``tnx`` takes them as they are: the ``demo/`` prefix names the demo's
+    scope). The reads need no worker (``tnx`` replays the history); when the demo stopped
+    its own server (``server_left`` False), the first line starts it again on the same
+    data."""
     flag = _address_flag(cluster)
-    console.print("[bold]next[/bold] (closed, the agents stay readable):")
-    console.print(
-        f"  temporal workflow describe -w {workflow_id}{flag}   [dim]# no worker needed[/dim]"
-    )
-    console.print(
-        f"  tnx-worker --task-queue {DEMO_TASK_QUEUE} --registry "
-        f"toolnexus_temporal.cli.demo:REGISTRY --llm-base-url URL{flag}   "
-        "[dim]# then, in another shell:[/dim]"
-    )
-    console.print(f"  tnx inspect {workflow_id}{flag}")
+    console.print("[bold]next[/bold] (closed, the agents stay readable; no worker needed):")
+    if not server_left:
+        where = ""
+        if data_dir is not None and _absolute(data_dir) != _absolute(DEFAULT_DATA_DIR):
+            where = f" --data-dir {data_dir}"
+        console.print(f"  tnx server start{where}   [dim]# the demo stopped its server[/dim]")
+    console.print(f"  temporal workflow describe -w {workflow_id}{flag}")
+    console.print(f"  tnx inspect {workflow_id}{flag}   [dim]# replayed from its history[/dim]")
+    console.print(f"  tnx trace {workflow_id}{flag}")
+    console.print(f"  tnx audit {DEMO_SCOPE}/root --subtree{flag}")
 
 
 async def quiesce(client: Client, workflow_ids: list[str], within_s: float = 10.0) -> None:

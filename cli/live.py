@@ -15,6 +15,7 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rich.console import Console, RenderableType
@@ -86,6 +87,7 @@ async def follow(
     show_text: bool,
     json_lines: bool,
     after: str | None = None,
+    shown: Callable[[str], str] = str,
 ) -> tuple[TaskResult, bool]:
     """Follow the handle's turn to its end; print as the module docstring says.
 
@@ -97,6 +99,8 @@ async def follow(
         show_text: print the text (``--follow``); else a status line on a terminal.
         json_lines: print every event as a JSON line.
         after: continue after this event's ``seq`` (``--after``).
+        shown: the form a handle id is printed in (``Options.shown``: with the scope), so
+            the ``resume with:`` line pastes back as printed.
 
     Returns:
         The turn's result (``wait``'s when the handle never ran a turn: the next result) and
@@ -126,7 +130,7 @@ async def follow(
                 result = event.result
     except (asyncio.CancelledError, KeyboardInterrupt):
         if show_text and not json_lines and seq:
-            printer.resume_hint(status.handle_id, seq)
+            printer.resume_hint(shown(status.handle_id), seq)
         raise
     finally:
         if live is not None:

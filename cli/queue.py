@@ -212,6 +212,8 @@ def answer(
     (or ``request``)."""
     answer_to = _answer_maker(verdict, by)
     target = args.ref(opts, handle_id)
+    if request is not None:  # a Request id as tnx prints it (with the scope) is taken too
+        request = args.ref(opts, request)
     result = ops.run(
         opts, lambda rt: _deliver(rt, opts, target, request, answer_to), worker="optional"
     )

@@ -218,28 +218,39 @@ def listing(
     return Group(*blocks)
 
 
+def ended_cell(how: str, state: str) -> Text:
+    """The STATE of a handle whose workflow ended outside the contract: ``terminated (was
+    suspended)``, in red (``tnx recover ID`` starts a terminated one again)."""
+    return Text(f"{how} (was {state})", style="red")
+
+
 def tree_table(
     handles: list[Handle],
     now_ms: int | None = None,
     width: int | None = None,
     shown: IdForm = _as_given,
+    ended: dict[str, str] | None = None,
 ) -> RenderableType:
     """``tnx ls``: one row per handle, ids indented by depth below the first one; a
     suspended handle shows how long its Request has waited (at ``now_ms``, default now); a
-    paused one says so in STATE; a COST column (:func:`cost_cell`) once some handle made a
-    call; a NEXT TICK column (local time) when a handle ticks.
-    A :func:`listing` at ``width``."""
+    paused one says so in STATE; one whose workflow ended outside the contract (``ended``:
+    by id, ``terminated``...) says so instead of the state a query still answers; a COST
+    column (:func:`cost_cell`) once some handle made a call; a NEXT TICK column (local time)
+    when a handle ticks. A :func:`listing` at ``width``."""
     top = handles[0].depth if handles else 0
+    ended = ended or {}
     rows: list[list[Cell]] = [
         [
             Text(
                 "  " * (h.depth - top) + one_line(shown(h.id)),
                 style="bold" if h.depth == top else "",
             ),
-            _cell(f"{h.state} paused", STATE_STYLES.get(h.state, ""))
+            ended_cell(ended[h.id], h.state)
+            if h.id in ended
+            else _cell(f"{h.state} paused", STATE_STYLES.get(h.state, ""))
             if h.paused
             else _state(h.state),
-            waiting(h.pending_since_ms, now_ms) if h.pending_req else "",
+            waiting(h.pending_since_ms, now_ms) if h.pending_req and h.id not in ended else "",
             str(h.turns_total),
             str(h.usage_total),
             f"{pool(h.pool_tokens)}/{pool(h.pool_tool_calls)}",
@@ -482,10 +493,13 @@ def result_summary(result: TaskResult) -> Text:
     return line
 
 
-def handle_table(h: Handle, now_ms: int | None = None, shown: IdForm = _as_given) -> Table:
+def handle_table(
+    h: Handle, now_ms: int | None = None, shown: IdForm = _as_given, ended: str | None = None
+) -> Table:
     """``tnx inspect``: every Handle field, one line each (long texts cut with ``…``); the
     pending Request with its date and how long it has waited (at ``now_ms``, default now),
-    and the date and zone the view was read at."""
+    and the date and zone the view was read at; ``ended``: how its workflow ended outside
+    the contract (``terminated``...), shown as its state with ``tnx recover``."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
@@ -507,7 +521,12 @@ def handle_table(h: Handle, now_ms: int | None = None, shown: IdForm = _as_given
         *_defn_rows(h.defn),
         ("parent", _cell(shown(h.parent) if h.parent else NONE)),
         ("depth", _cell(h.depth)),
-        ("state", _state(h.state)),
+        (
+            "state",
+            Text(f"{ended} (was {h.state}): tnx recover {shown(h.id)}", style="red")
+            if ended
+            else _state(h.state),
+        ),
         ("paused", _cell("yes: no turn starts until unpaused" if h.paused else "no")),
         ("ticks", _cell(tick_line(h))),
         ("children", _cell(children)),

@@ -17,7 +17,7 @@ from toolnexus_temporal.cli import args, live, ops, render, replayed
 from toolnexus_temporal.cli.hostcmd import emit, err_console, list_width, out, said, show
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.tick_cmd import schedule_input
-from toolnexus_temporal.cli.watch import listed_json, tree_read, watch_tree
+from toolnexus_temporal.cli.watch import ended_of, listed_json, tree_read, watch_tree
 from toolnexus_temporal.cli.workercheck import worker_read
 from toolnexus_temporal.client.errors import InvalidCursorError, NoWorkerError, SpawnError
 from toolnexus_temporal.client.handle import Handle
@@ -41,9 +41,14 @@ def ls(opts: Options, handle_id: str | None, watch: bool, interval: float) -> No
     if missing is not None:
         _print_listed(opts, rows, missing)
     elif opts.json:
-        emit(args.dump(handles))
+        ended = ended_of(rows)
+        docs = args.dump(handles)
+        for doc in docs:
+            if doc["id"] in ended:  # a query still answers with the state it had then
+                doc["workflow_ended"] = ended[doc["id"]]
+        emit(docs)
     else:
-        show(render.tree_table(handles, width=list_width(), shown=opts.shown))
+        show(render.tree_table(handles, width=list_width(), shown=opts.shown, ended=ended_of(rows)))
 
 
 def _print_listed(opts: Options, rows: list[ListedRow], missing: NoWorkerError) -> None:
@@ -102,6 +107,7 @@ class _Inspected:
     view: ModelView | None = None
     missing: NoWorkerError | None = None
     as_of_ms: int | None = None
+    ended: str | None = None
 
 
 async def _inspect_read(
@@ -122,6 +128,7 @@ async def _inspect_read(
 
     found = await worker_read(rt, attached)
     if not isinstance(found, NoWorkerError):
+        found.ended = ended_of([await rt.listed_one(target)]).get(target)
         return found
     try:
         node = (await replayed.replay(rt, [target]))[target]
@@ -135,6 +142,7 @@ async def _inspect_read(
         view=await replayed.model_view(rt, node) if model_view else None,
         missing=found,
         as_of_ms=node.as_of_ms,
+        ended=ended_of([await rt.listed_one(target)]).get(target),
     )
 
 
@@ -159,11 +167,13 @@ def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -
             doc["transcript"] = args.dump(messages)
         if view is not None:
             doc["model_view"] = view.model_dump(mode="json", exclude_none=True)
+        if got.ended is not None:
+            doc["workflow_ended"] = got.ended
         if got.as_of_ms is not None:
             doc.update(source="history", as_of_ms=got.as_of_ms)
         emit(doc)
     else:
-        _print_inspected(opts, h, messages, view)
+        _print_inspected(opts, h, messages, view, got.ended)
     if got.missing is not None and got.as_of_ms is not None:
         replayed.history_note(
             opts, got.missing, got.as_of_ms, "the handle's state after its last workflow task"
@@ -171,11 +181,15 @@ def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -
 
 
 def _print_inspected(
-    opts: Options, h: Handle, messages: list[Message] | None, view: ModelView | None
+    opts: Options,
+    h: Handle,
+    messages: list[Message] | None,
+    view: ModelView | None,
+    ended: str | None = None,
 ) -> None:
     """``tnx inspect``'s tables: the handle, then the transcript and the model view when
     asked for."""
-    show(render.handle_table(h, shown=opts.shown))
+    show(render.handle_table(h, shown=opts.shown, ended=ended))
     if messages is not None:
         out.print()
         out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
@@ -297,6 +311,7 @@ def wait(
                 show_text=follow,
                 json_lines=opts.json,
                 after=after,
+                shown=opts.shown,
             ),
             timeout_s=limit,
         )

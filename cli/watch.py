@@ -30,7 +30,7 @@ from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.workercheck import worker_read
 from toolnexus_temporal.client.errors import NoWorkerError, TnxError
 from toolnexus_temporal.client.handle import Handle
-from toolnexus_temporal.client.listed import ListedRow
+from toolnexus_temporal.client.listed import ENDED_OUTSIDE, ListedRow
 from toolnexus_temporal.client.runtime import AgentRuntime
 
 
@@ -38,9 +38,10 @@ async def tree_read(
     rt: AgentRuntime, target: str | None
 ) -> tuple[list[Handle], list[ListedRow], NoWorkerError | None]:
     """The tree under ``target`` (None: the root) for ``tnx ls``: the handles (``state``
-    queries) when a worker answers, else the rows visibility has and the
-    :class:`NoWorkerError` that says why (a worker SIGKILLed a moment ago: 1 s, see
-    :data:`~toolnexus_temporal.cli.replayed.ATTACH_GRACE_S`)."""
+    queries) when a worker answers, else the :class:`NoWorkerError` that says why (a worker
+    SIGKILLed a moment ago: 1 s, see :data:`~toolnexus_temporal.cli.replayed.
+    ATTACH_GRACE_S`); and either way the rows visibility has (which say whether a handle's
+    workflow ended outside the contract: :func:`ended_of`)."""
     from toolnexus_temporal.cli.replayed import attach
 
     async def attached() -> list[Handle]:
@@ -50,7 +51,13 @@ async def tree_read(
     found = await worker_read(rt, attached)
     if isinstance(found, NoWorkerError):
         return [], await rt.listed(target), found
-    return found, [], None
+    return found, await rt.listed(target), None
+
+
+def ended_of(rows: list[ListedRow]) -> dict[str, str]:
+    """The handles whose workflow ended outside the contract (terminated, failed, ...), by
+    id: a query still answers with the state they had then."""
+    return {row.id: row.state for row in rows if row.state in ENDED_OUTSIDE}
 
 
 def watch_tree(opts: Options, target: str | None, interval_s: float) -> None:
@@ -92,7 +99,7 @@ async def _watch(rt: AgentRuntime, opts: Options, target: str | None, interval_s
             try:
                 handles, rows, missing = await tree_read(rt, target)
                 body: RenderableType = render.tree_table(
-                    handles, now_ms, width=list_width(), shown=opts.shown
+                    handles, now_ms, width=list_width(), shown=opts.shown, ended=ended_of(rows)
                 )
                 doc: object = {"at_ms": now_ms, "handles": args.dump(handles)}
                 if missing is not None:  # no worker: the tree as visibility has it

@@ -45,6 +45,11 @@ _ENDED: Final = {
 """The state shown for a handle whose workflow has ended, by its status: a closed handle's
 workflow completes; the others ended outside the contract (``temporal workflow terminate``)."""
 
+ENDED_OUTSIDE: Final = frozenset(state for state in _ENDED.values() if state != "closed")
+"""The states of a handle whose workflow ended outside the contract (terminated, failed,
+cancelled, timed out): a query still answers with the state it had, so ``tnx ls`` and ``tnx
+inspect`` say how it ended (``tnx recover`` starts a terminated one again)."""
+
 
 @dataclass(frozen=True)
 class ListedRow:

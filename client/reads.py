@@ -16,7 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from toolnexus_temporal.client.errors import HandleNotFoundError, TnxError
 from toolnexus_temporal.client.handle import Handle, HandleRef, handle_id
 from toolnexus_temporal.client.handlers import AgentWorkflowStub
-from toolnexus_temporal.client.listed import ListedRow, listed
+from toolnexus_temporal.client.listed import ENDED_OUTSIDE, ListedRow, listed
 from toolnexus_temporal.client.queued import QueuedAnswer, queued_answers
 from toolnexus_temporal.client.retry import riding_outage
 from toolnexus_temporal.client.roots import QueueRow, suspended
@@ -192,6 +192,15 @@ class HandleReads:
         worker is needed; visibility may lag a moment, and the counters of :meth:`list`
         (turns, tokens, pools, inbox) are not there."""
         return await listed(self._rpc, ROOT_ID if h is None else handle_id(h))
+
+    async def ended(self, h: HandleRef | None = None) -> dict[str, str]:
+        """The handles under ``h`` (default: the root) whose workflow ended outside the
+        contract, by id: ``terminated``, ``failed``, ``cancelled`` or ``timed out``
+        (:data:`~toolnexus_temporal.client.listed.ENDED_OUTSIDE`; from visibility, one list
+        call). A query of such a handle still answers with the state it had when it ended
+        (``suspended``, ...): this says it no longer runs."""
+        rows = await self.listed(h)
+        return {row.id: row.state for row in rows if row.state in ENDED_OUTSIDE}
 
     async def listed_one(self, h: HandleRef) -> ListedRow:
         """``h`` alone as visibility has it (see :meth:`listed`): no worker needed.

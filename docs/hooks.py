@@ -52,6 +52,52 @@ EXTRA_H1 = re.compile(r'<h1 id="(?!cli")[^"]*">.*?</h1>\n?', re.S)
 """A second top heading on the CLI page: mkdocs-typer2's ``# tnx`` under the page's ``## tnx``."""
 
 
+USAGE = re.compile(r"<p><code>console\n(?P<body>.*?)</code></p>", re.S)
+"""A usage block of mkdocs-typer2 (a ``console`` fence it emits where no fence is parsed):
+it rendered as inline code starting with the word ``console``."""
+
+HEADING = re.compile(r'<h[23] id="(?P<id>[^"]*)"[^>]*>(?P<title>.*?)<a class="headerlink"', re.S)
+"""A section heading of the CLI page, with its anchor and its title."""
+
+
+def usage_block(match: re.Match[str]) -> str:
+    """A usage line as the block of shell it is."""
+    return f'<pre><code class="language-console">{match.group("body")}</code></pre>'
+
+
+def toc_ids(items: Any) -> set[str]:
+    """Every anchor of a table of contents (any depth)."""
+    found: set[str] = set()
+    for item in items:
+        found.add(item.id)
+        found |= toc_ids(item.children)
+    return found
+
+
+def add_generated_toc(html: str, page: Any) -> None:
+    """List the generated commands' headings (``tnx ls``, ``tnx answer``, ...) in the
+    page's table of contents, each under the page's own heading it follows: mkdocs-typer2
+    writes them after the table of contents was built, so it listed only ``tnx``."""
+    from mkdocs.structure.toc import AnchorLink
+
+    if page.toc is None or not page.toc.items:
+        return
+    known = toc_ids(page.toc.items)
+    top = page.toc.items[0]
+    parent = None
+    for match in HEADING.finditer(html):
+        anchor = match.group("id")
+        own = next((item for item in top.children if item.id == anchor), None)
+        if own is not None:
+            parent = own
+            continue
+        if anchor in known or parent is None:
+            continue
+        title = re.sub(r"<[^>]+>", "", match.group("title")).strip()
+        parent.children.append(AnchorLink(title, anchor, parent.level + 1))
+        known.add(anchor)
+
+
 def role_text(match: re.Match[str]) -> str:
     """``:class:`~.a.B``` shows ``B``; ``:mod:`a.b``` shows ``a.b``; as code, no role."""
     name = match.group("name")
@@ -82,6 +128,8 @@ def on_page_content(html: str, page: Any, **kwargs: Any) -> str:
         if anchor and page.toc is not None:
             drop_toc(page.toc.items, anchor.group(1))
     html = EXTRA_H1.sub("", html)
+    html = USAGE.sub(usage_block, html)
+    add_generated_toc(html, page)
 
     def text(match: re.Match[str]) -> str:
         identifier = re.search(r'identifier="([^"]*)"', match.group("attrs"))

@@ -161,6 +161,18 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
         types = [event.event_type async for event in history]
         assert EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT not in types, workflow_id
 
+    # the next lines read with no worker (the demo's worker has gone): each runs as printed
+    assert f"tnx trace {wid} --address {address}" in out, out
+    assert f"tnx audit demo/root --subtree --address {address}" in out, out
+    for line in (f"trace {wid}", "audit demo/root --subtree"):
+        argv = [*line.split(), "--address", address]
+        env0 = {"TEMPORAL_ADDRESS": None, "TNX_SCOPE": None, "COLUMNS": "200"}
+        ran = await asyncio.to_thread(CliRunner().invoke, app, argv, env=env0)
+        assert ran.exit_code == 0, (line, ran.output)
+        assert "no worker running" in ran.stderr, (line, ran.stderr)
+    audit_out = ran.stdout
+    assert "approved" in audit_out or " ok " in audit_out, audit_out
+
     # pasted as printed, with a worker running: tnx takes the workflow id (scope `demo`)
     with ScriptedLLMServer(demo_script()) as llm:
         async with (

@@ -274,7 +274,8 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     """``.venv/bin/mkdocs build --strict`` as the README words it, with the venv NOT on PATH
     (scripts/test.sh runs it too): a broken link, a missing page or a docstring mkdocstrings
     cannot read fails it. The pages render cleanly: no raw Sphinx role (``:class:``), one
-    ``tnx`` heading on the CLI page, the client's verb table a table (issue 37 item 5)."""
+    ``tnx`` heading on the CLI page, its usage lines blocks and every command in its table of
+    contents, the client's verb table a table (issue 37 item 5)."""
     mkdocs = BIN / "mkdocs"
     if not mkdocs.exists():
         pytest.skip("mkdocs is not installed (the `docs` extra)")
@@ -295,6 +296,11 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     cli = (site / "reference" / "cli" / "index.html").read_text()
     assert "replay-check" in cli and "tnx-worker" in cli and "--registry" in cli
     assert len(re.findall(r"<h1[ >]", cli)) == 1, re.findall(r"<h1[^>]*>.{0,40}", cli)
+    # usage lines are blocks, not inline code starting with "console"; the page's table of
+    # contents lists every command (the walk of issue 37 found only `tnx` there)
+    assert "<p><code>console" not in cli and 'class="language-console"' in cli
+    toc = cli[cli.index("md-nav--secondary") :]
+    assert 'href="#tnx-ls"' in toc and 'href="#tnx-answer"' in toc, toc[:2000]
     api = (site / "reference" / "python" / "index.html").read_text()
     assert "AgentRuntime" in api and "create_worker" in api and "define_tool" in api
     for page in site.rglob("*.html"):

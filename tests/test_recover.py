@@ -6,12 +6,13 @@ agents are refused with a typed error."""
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.cli_support import Cli
-from tests.helpers import Gate
+from tests.helpers import Gate, eventually
 from tests.parking import REGISTRY, continue_as_new_by_rejections, park
 from toolnexus_temporal.client import (
     AgentRuntime,
@@ -37,7 +38,9 @@ def approval_script() -> ScriptedLLM:
     return ScriptedLLM({"stub-model": [tool_calls(("guarded", {})), text("approved and done")]})
 
 
-async def test_a_terminated_parked_agent_is_recovered_and_answered(make_runtime, client) -> None:
+async def test_a_terminated_parked_agent_is_recovered_and_answered(
+    make_runtime, client, env
+) -> None:
     llm = approval_script()
     async with make_runtime(REGISTRY, llm.transport()) as rt:
         h = await park(rt)
@@ -45,6 +48,21 @@ async def test_a_terminated_parked_agent_is_recovered_and_answered(make_runtime,
         assert req is not None
         wid = rt.workflow_id(h.id)
         await terminate(client, wid)
+        # tnx ls and inspect say it ended (a query still answers "suspended"), and how back
+        tnx = Cli(env, rt)
+
+        async def ls_says_terminated() -> bool:
+            docs = json.loads((await tnx.ok("ls", "--json")).out)
+            return any(d["id"] == h.id and d.get("workflow_ended") for d in docs)
+
+        await eventually(ls_says_terminated, within_s=10, what="visibility shows the end")
+        docs = json.loads((await tnx.ok("ls", "--json")).out)
+        [doc] = [d for d in docs if d["id"] == h.id]
+        assert (doc["state"], doc["workflow_ended"]) == ("suspended", "terminated"), doc
+        shown = await tnx.ok("inspect", h.id)
+        assert f"terminated (was suspended): tnx recover {wid}" in shown.out, shown
+        listing = await tnx.ok("ls")
+        assert "terminated (was suspended)" in listing.out, listing
         # terminated: the Answer has nowhere to go
         with pytest.raises(AnswerRejectedError, match="terminated: `tnx recover"):
             await rt.resume(Answer(id=req.id, ok=True))

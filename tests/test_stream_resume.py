@@ -222,8 +222,9 @@ async def test_tnx_follow_interrupted_prints_the_resume_line_and_resumes(make_ru
             rest, err = await asyncio.wait_for(proc.communicate(), 60)
             first = (seen + rest).decode()
             hint = re.search(r"resume with: tnx wait (\S+) --follow --after (\S+)", first)
-            assert hint is not None and hint.group(1) == h.id, (first, err)
-            second = await tnx("wait", h.id, "--follow", "--after", hint.group(2))
+            # the id as the CLI prints ids: with its scope, so the line pastes back as is
+            assert hint is not None and hint.group(1) == rt.workflow_id(h.id), (first, err)
+            second = await tnx("wait", hint.group(1), "--follow", "--after", hint.group(2))
     assert second.code == 0, second
     printed = first[: hint.start()].rstrip("\n") + second.out[: second.out.index("done · ")]
     assert printed.rstrip() == LONG_REPLY.rstrip(), (first, second)

@@ -118,6 +118,8 @@ def pending_lines(s: HandleState, req: Request) -> list[str]:
         lines.insert(2, f"Link: {req.url}")
     if req.expires_at:
         lines.insert(2, f"Expires at: {req.expires_at}")
+    if s.approval.escalated_to:
+        lines.insert(2, f"Escalated to: `{s.approval.escalated_to}`")
     return lines
 
 
@@ -179,7 +181,8 @@ def answered_lines(s: HandleState) -> list[str]:
     """
     if not s.approval.audit:
         return []
-    lines = [f"answered: {len(s.approval.audit)}, latest first (all: `tnx audit {s.id}`)"]
+    every = f"tnx audit {workflow_id_for(s.scope, s.id)}"  # the id as tnx prints ids
+    lines = [f"answered: {len(s.approval.audit)}, latest first (all: `{every}`)"]
     for entry in reversed(s.approval.audit[-DETAILS_AUDIT_LINES:]):
         who = entry.by or entry.principal or _NO_SENDER.get(entry.path, "(not stated)")
         if entry.by and entry.principal and entry.principal != entry.by:
