@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect as pyinspect
+import io
 import json
 import sys
 from collections.abc import Callable
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
     from toolnexus_temporal.client.handle import Handle
 
 out = Console(highlight=False)
-"""Where the host verbs print tables (fitted to the terminal width)."""
+"""Where the host verbs print tables (fitted to the terminal width) and text. Piped or
+redirected it wraps nothing (``soft_wrap``): a result, a legend or a header line is written
+whole, as the docs say."""
+out.soft_wrap = not out.is_terminal
 
 PIPED_WIDTH: Final = 100_000
 """The width lists are printed at when stdout is not a terminal (a pipe, a file): wide enough
@@ -50,7 +54,11 @@ def show(renderable: RenderableType) -> None:
     if out.is_terminal:
         out.print(renderable)
         return
-    Console(file=out.file, width=PIPED_WIDTH, highlight=False).print(renderable)
+    buffer = io.StringIO()
+    Console(file=buffer, width=PIPED_WIDTH, highlight=False).print(renderable)
+    # a table pads each row to its widest; piped, the padding at a line's end is only noise
+    out.file.write("".join(line.rstrip() + "\n" for line in buffer.getvalue().splitlines()))
+    out.file.flush()
 
 
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)

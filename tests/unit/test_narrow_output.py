@@ -122,6 +122,7 @@ def test_piped_lists_inspect_and_trace_are_whole_past_the_console_width(
         shown = capsys.readouterr().out
         assert "…" not in shown, shown
         assert DEEP in shown
+        assert not any(line.endswith(" ") for line in shown.splitlines()), shown  # no padding
     hostcmd.show(render.pending_table([h], width=hostcmd.list_width()))
     [row] = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(DEEP)]
     assert prompt in row and row.rstrip().endswith(f"{DEEP}#12")  # one plain, whole row
@@ -139,3 +140,12 @@ def test_inspect_and_trace_fit_a_terminal_of_80_columns() -> None:
         shown = printed(renderable, 80)
         assert all(len(row) <= 80 for row in shown.splitlines()), shown
         assert "…" in shown and "root/ops.1" in shown
+
+
+def test_piped_text_is_not_wrapped(capsys: pytest.CaptureFixture[str]) -> None:
+    """A result, a legend or a header printed with ``out.print`` is one line when piped (the
+    new-user walk of issue 37 found ``tnx wait > file`` cut mid-sentence at 80 columns)."""
+    assert not hostcmd.out.is_terminal
+    text = "the reply " + "word " * 60 + "end"
+    hostcmd.out.print(text)
+    assert capsys.readouterr().out == text + "\n"
