@@ -474,7 +474,10 @@ async def _show_links(tour: Tour) -> None:
     tour.line(f"approval queue (tnx pending --ui): {tour.queue_url}")
     tour.line(
         "  (empty now: the demo answered its one Request above; every Request that waits for "
-        "an answer is listed there, with its prompt and since when, until it is answered)"
+        "an answer is listed there, with its prompt and since when, until it is answered; to "
+        "see one there, leave a Request unanswered: the operator's guide, 'From \"something "
+        'waits" to "answered"\': the first three lines of '
+        "docs/examples/shell_approval.sh park one)"
     )
     tour.showed(
         "each agent is a workflow with its own page; the approval queue is a search over "
