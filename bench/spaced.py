@@ -77,16 +77,18 @@ async def _per_turn(
         await drive()
         await asyncio.sleep(settle_s)
     kinds: Counter[str] = Counter()
-    events = 0
+    events = size = 0
     for w in wids:
         new = (await _events(client, w))[before[w] :]
         kinds += count_actions(new)
         events += len(new)
+        size += sum(e.ByteSize() for e in new)
     return {
         "turns": turns,
         "actions_per_turn": round(sum(kinds.values()) / turns, 2),
         "kinds_per_turn": {k: round(v / turns, 2) for k, v in sorted(kinds.items())},
         "events_per_turn_agent_and_parent": round(events / turns, 1),
+        "history_bytes_per_turn_agent_and_parent": round(size / turns),
     }
 
 
