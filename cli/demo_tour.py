@@ -476,8 +476,9 @@ async def _show_links(tour: Tour) -> None:
         "  (empty now: the demo answered its one Request above; every Request that waits for "
         "an answer is listed there, with its prompt and since when, until it is answered; to "
         "see one there, leave a Request unanswered: the operator's guide, 'From \"something "
-        'waits" to "answered"\': the first three lines of '
-        "docs/examples/shell_approval.sh park one)"
+        'waits" to "answered"\': with a worker running, the first three lines of '
+        "docs/examples/shell_approval.sh park one, and `tnx pending --ui` prints the link to "
+        "its queue: this link lists the demo's scope only)"
     )
     tour.showed(
         "each agent is a workflow with its own page; the approval queue is a search over "

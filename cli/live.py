@@ -129,7 +129,7 @@ async def follow(
             if isinstance(event, TurnEnd):
                 result = event.result
     except (asyncio.CancelledError, KeyboardInterrupt):
-        if show_text and not json_lines and seq:
+        if show_text and not json_lines:  # nothing shown yet: resume from the start
             printer.resume_hint(shown(status.handle_id), seq)
         raise
     finally:
@@ -186,11 +186,13 @@ class TextPrinter:
                 f"[dim]{arrow} tool {escape(event.name)} ({escape(event.call_id)}){end}[/]"
             )
 
-    def resume_hint(self, handle_id: str, seq: str) -> None:
-        """Print the command that continues this follow after the last event shown."""
+    def resume_hint(self, handle_id: str, seq: str | None) -> None:
+        """Print the command that continues this follow after the last event shown (with no
+        event shown yet, the follow from the start)."""
         self._break()
+        after = f" --after {escape(seq)}" if seq else ""
         self.console.print(
-            f"[dim]resume with: tnx wait {escape(handle_id)} --follow --after {escape(seq)}[/]",
+            f"[dim]resume with: tnx wait {escape(handle_id)} --follow{after}[/]",
             soft_wrap=True,
         )
 

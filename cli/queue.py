@@ -319,9 +319,10 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
         verdict = "ok" if r.ok else (r.reason or "declined")
         who = r.principal or r.identity or "-"
         checked = "verified" if r.verified else "unverified"
+        queued = r.sent_at is not None and r.sent_at < (r.answered_at or "")
         out.print(
             f"{escape(r.answered_at or '?')}  {escape(r.request_id)}  {verdict}  via {r.path}"
-            + (f" (sent {escape(r.sent_at)})" if r.sent_at and r.sent_at < (r.answered_at or "") else "")
+            + (f" (sent {escape(r.sent_at or '')})" if queued else "")
             + f"  by {escape(r.by or '-')} ({checked}; identity {escape(who)})"
             + (f"  escalated to {escape(r.escalated_to)}" if r.escalated_to else "")
             + (f"  data {escape(json.dumps(r.data, sort_keys=True))}" if r.data else "")

@@ -193,18 +193,22 @@ def listing(
         max([len(head), *(row[i].cell_len for row in cells)]) for i, head in enumerate(headers)
     ]
     if width is None or sum(widths) + 2 * (len(headers) - 1) <= width:
+        # piped (``width`` None), the caption is a line of its own: a table's caption wraps
+        # to the table's width
         table = Table(
             box=box.SIMPLE_HEAD,
             pad_edge=False,
             show_edge=False,
             collapse_padding=True,
-            caption=caption,
+            caption=caption if width is not None else None,
             caption_justify="left",
         )
         for head in headers:
             table.add_column(head, no_wrap=True, justify="right" if head in right else "left")
         for row in cells:
             table.add_row(*row)
+        if width is None and caption:
+            return Group(table, Text(caption, style="dim"))
         return table
     blocks: list[RenderableType] = []
     for row in cells:
@@ -377,7 +381,7 @@ def pending_table(
                 one_line(req.kind),
                 one_line(req.prompt),
                 one_line(req.url or NONE),
-                "/".join(str(p) for p in path) if isinstance(path, list) else NONE,
+                " / ".join(shown(str(p)) for p in path) if isinstance(path, list) else NONE,
                 deadline(parse_time_ms(req.expires_at) if req.expires_at else None, now_ms),
                 one_line(h.escalated_to or NONE),
                 one_line(req.id),

@@ -16,7 +16,7 @@ from rich.text import Text
 from toolnexus_temporal.cli import args, live, ops, render, replayed
 from toolnexus_temporal.cli.hostcmd import emit, err_console, list_width, out, said, show
 from toolnexus_temporal.cli.ops import CliError, Options
-from toolnexus_temporal.cli.tick_cmd import schedule_input
+from toolnexus_temporal.cli.tick_cmd import format_duration, schedule_input
 from toolnexus_temporal.cli.watch import ended_of, listed_json, tree_read, watch_tree
 from toolnexus_temporal.cli.workercheck import worker_read
 from toolnexus_temporal.client.errors import InvalidCursorError, NoWorkerError, SpawnError
@@ -421,7 +421,12 @@ def schedule(
     if opts.json:
         emit(args.dump(h))
     else:
-        out.print(f"schedule {escape(opts.shown(h.id))} → {render.tick_line(h)}", soft_wrap=True)
+        line = render.tick_line(h)
+        if every and h.tick is not None and h.tick.every_ms is not None:  # as the user wrote it
+            line = line.replace(
+                f"every {format_duration(h.tick.every_ms)}", f"every {every.strip()}", 1
+            )
+        out.print(f"schedule {escape(opts.shown(h.id))} → {escape(line)}", soft_wrap=True)
 
 
 def unschedule(opts: Options, handle_id: str) -> None:

@@ -117,14 +117,15 @@ async def _watch(rt: AgentRuntime, opts: Options, target: str | None, interval_s
             except (TnxError, RPCError) as err:
                 body = Text(f"error: {render.one_line(err)}", style="red")
                 doc = {"at_ms": now_ms, "error": render.one_line(err)}
+            title = header(opts.shown(target or "root"), interval_s, now_ms)
             if opts.json:
                 sys.stdout.write(json.dumps(doc, ensure_ascii=False) + "\n")
                 sys.stdout.flush()
             elif live is not None:
-                top = Text(header(target, interval_s, now_ms), style="dim")
+                top = Text(title, style="dim")
                 live.update(Group(top, body), refresh=True)
             else:
-                out.print(escape(f"— {header(target, interval_s, now_ms)}"), style="dim")
+                out.print(escape(f"— {title}"), style="dim")
                 show(body)
                 sys.stdout.flush()
             await asyncio.sleep(interval_s)

@@ -10,7 +10,9 @@ Used by :func:`toolnexus_temporal.cli.ops.run`; the checks themselves are
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Final, TypeVar
 
 from temporalio.client import Client
@@ -92,7 +94,23 @@ async def no_root_line(client: Client, scope: str | None, where: str) -> str:
         return f"{head} (`tnx spawn {ROOT_ID} NAME` creates it)"
     ways = ", ".join(f"--scope {s}" if s is not None else "no --scope" for s in others)
     example = f" --scope {others[0]}" if others[0] is not None else ""
-    return f"{head}; the runtimes here: {ways} (e.g. `tnx ls{example}`)"
+    return f"{head}; the runtimes here: {ways} (e.g. `{_command()}{example}`)"
+
+
+def _command() -> str:
+    """The ``tnx`` command running (``tnx pending``), for a hint to repeat it; ``tnx ls``
+    when it cannot tell."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.parent is not None and ctx.info_name:
+        return f"tnx {ctx.info_name}"
+    argv = sys.argv
+    if argv and Path(argv[0]).name == "tnx":
+        words = [a for a in argv[1:] if not a.startswith("-")]
+        if words:
+            return f"tnx {words[0]}"
+    return "tnx ls"
 
 
 def no_worker_line(err: NoWorkerError, where: str, connection_flags: str) -> str:

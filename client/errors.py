@@ -161,7 +161,11 @@ class NoWorkerError(TnxError):
         poller for 5 minutes after its last poll (Temporal's matching service), so "none in
         the last 5 minutes" is all it can say past that."""
         if self.last_seen_s is None:
-            return f"no worker has polled it in the last {POLLERS_KEPT_S // 60} minutes"
+            return (
+                f"none is listed: none has polled it in the last {POLLERS_KEPT_S // 60} "
+                "minutes, or the server restarted moments ago and its workers are "
+                "reconnecting (5-8 s)"
+            )
         return f"its last worker polled {self.last_seen_s:.0f}s ago"
 
 

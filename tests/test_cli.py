@@ -177,6 +177,9 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
         # them (this test's runtime among them), never the advice to create a second one.
         assert "the runtimes here: " in no_root.err and "creates it" not in no_root.err, no_root
         assert f"--scope {rt.scope}" in no_root.err or rt.scope is None, no_root
+        assert "(e.g. `tnx ls --scope " in no_root.err, no_root  # the command it ran
+        pending_elsewhere = await tnx("pending", "--scope", other_scope)
+        assert "(e.g. `tnx pending --scope " in pending_elsewhere.err, pending_elsewhere
         # Read-only commands attach; they never create a root.
         with pytest.raises(RPCError) as missing:
             await rt.client.get_workflow_handle(f"{other_scope}/root").describe()

@@ -113,7 +113,8 @@ async def test_ls_watch_refreshes_until_ctrl_c(make_runtime, env) -> None:
                 assert line, "\n".join(seen)
                 seen.append(line.decode().rstrip("\n"))
 
-        headers = lambda: [s for s in seen if s.startswith("— tnx ls root · every 0.3s · ")]  # noqa: E731
+        head = f"— tnx ls {rt.workflow_id('root')} · every 0.3s · "  # the id as tnx prints ids
+        headers = lambda: [s for s in seen if s.startswith(head)]  # noqa: E731
         await until(lambda: len(headers()) >= 2)
         assert "Ctrl-C stops" in headers()[0] and "local time (UTC" in headers()[0]
         asker = await parked_asker(rt)  # the next refresh shows it, with its age

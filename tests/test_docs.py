@@ -304,6 +304,8 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     api = (site / "reference" / "python" / "index.html").read_text()
     assert "AgentRuntime" in api and "create_worker" in api and "define_tool" in api
     for page in site.rglob("*.html"):
+        if page.relative_to(site).parts[0] == "bench":
+            continue  # records (a new user's transcript quotes the markup it looked for)
         raw = re.findall(r":(?:mod|class|func|meth|attr|data|exc|obj):[<`]", page.read_text())
         assert not raw, f"{page.relative_to(site)}: raw role markup {raw[:3]}"
     assert "<td>run_turn</td>" in api, "the client's verb table is not rendered as a table"

@@ -18,6 +18,9 @@ async def test_schedule_pause_and_ls_from_the_shell(make_runtime: Any, env: Any)
         assert done.out.startswith(
             f"schedule {rt.workflow_id('root/ticker.1')} → every 1h · next "
         ), done
+        odd = await tnx.ok("schedule", "root/ticker.1", "--every", "1.5h", "--prompt", "look")
+        assert "→ every 1.5h · next " in odd.out, odd  # echoed as written, not as 90m
+        await tnx.ok("schedule", "root/ticker.1", "--every", "1h", "--prompt", "look")
         cron = await tnx.ok("schedule", "root/ticker.2", "--cron", "0 9 * * 1", "--json")
         assert cron.json()["tick"]["cron"] == "0 9 * * 1" and cron.json()["next_tick_ms"]
         listed = (await tnx.ok("schedule", "ls", "--json")).json()
@@ -27,6 +30,7 @@ async def test_schedule_pause_and_ls_from_the_shell(make_runtime: Any, env: Any)
 
         bad = await tnx("schedule", "root/ticker.1", "--cron", "0 25 * * *")
         assert bad.code == 2 and bad.err.startswith("error: --cron: cron expression"), bad
+        assert 'hour "25" (allowed: 0-23' in bad.err, bad
         assert len(bad.err.strip().splitlines()) == 1 and "pydantic" not in bad.err, bad
         both = await tnx("schedule", "root/ticker.1", "--every", "5s", "--cron", "* * * * *")
         assert both.code == 2 and "exactly one" in both.err, both

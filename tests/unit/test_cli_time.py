@@ -150,7 +150,8 @@ def test_the_no_worker_hint_names_queue_scope_and_how_to_start_one() -> None:
         err, "namespace 'default' at h:1, scope 's1'", "--address h:1 --namespace n"
     )
     assert line.startswith("no worker polls task queue 'tq-1' (namespace 'default' at h:1, ")
-    assert "scope 's1'; no worker has polled it in the last 5 minutes)" in line
+    assert "scope 's1'; none is listed: none has polled it in the last 5 minutes" in line
+    assert "or the server restarted moments ago" in line
     assert line.endswith(
         "`tnx-worker --task-queue tq-1 --registry MODULE:REGISTRY --address h:1 --namespace n`"
     )

@@ -149,3 +149,12 @@ def test_piped_text_is_not_wrapped(capsys: pytest.CaptureFixture[str]) -> None:
     text = "the reply " + "word " * 60 + "end"
     hostcmd.out.print(text)
     assert capsys.readouterr().out == text + "\n"
+
+
+def test_a_piped_table_keeps_its_caption_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``tnx ls | cat``: the legend under a narrow table is one line, not wrapped to the
+    table's width (the second new-user walk of issue 37)."""
+    legend = "COST: USD of the subtree (? = a model without a price: unknown) " * 2
+    hostcmd.show(render.listing(["ID", "STATE"], [["root/a.1", "idle"]], None, caption=legend))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == legend.rstrip(), lines
