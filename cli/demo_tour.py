@@ -42,7 +42,7 @@ from toolnexus_temporal.cli.demo_setup import (
     TOUR_SERVICE,
     DemoError,
 )
-from toolnexus_temporal.cli.render import clock
+from toolnexus_temporal.cli.render import clock, scoped_ids
 from toolnexus_temporal.client.errors import SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.runtime import AgentRuntime
@@ -346,7 +346,7 @@ async def _show_trace(tour: Tour, coord: Handle) -> None:
         f"(`tnx trace {tour.wid(coord.id)}` shows all):"
     )
     for line in moves:
-        tour.line(f"  {clock(line.at_ms)}  {line.line}")
+        tour.line(f"  {clock(line.at_ms)}  {scoped_ids(line.line, tour.wid)}")
     await _show_answer_record(tour, coord)
     tour.showed("each agent's workflow keeps its own trace; the runtime merges them in order")
 
@@ -423,7 +423,7 @@ async def _tick(tour: Tour) -> None:
     await rt.unschedule(monitor)
     for line in await rt.trace_lines(monitor):
         if "tick" in line:
-            tour.line(line)
+            tour.line(scoped_ids(line, tour.wid))
     last = monitor.last_result.text if monitor.last_result else "(none)"
     tour.line(f"last result: {_brief(last)}")
     tour.showed(

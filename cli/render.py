@@ -12,6 +12,7 @@ they are whole too).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta, tzinfo
@@ -601,15 +602,28 @@ def transcript_table(messages: list[Message]) -> Table:
     return table
 
 
-def trace_table(lines: list[TraceLine], tz: tzinfo | None = None) -> Table:
+HANDLE_ID: Final = re.compile(r"(?<![\w/.@-])root(?:(?:/[A-Za-z0-9_.-]+)+|(?=[:#]))(?!@)")
+"""A handle id in a line of text, not already scoped: ``root/...``, or ``root`` before ``:``
+or ``#`` (a trace line's subject, a Request id); never ``root@host`` or the word root."""
+
+
+def scoped_ids(text: str, shown: IdForm) -> str:
+    """``text`` with every handle id in it written as ``tnx`` prints ids (``shown``: with
+    the runtime's scope), so an id copied from a trace line pastes back as printed."""
+    return HANDLE_ID.sub(lambda m: shown(m.group(0)), text)
+
+
+def trace_table(
+    lines: list[TraceLine], tz: tzinfo | None = None, shown: IdForm = _as_given
+) -> Table:
     """``tnx trace``: a ``YYYY-MM-DD HH:MM:SS.mmm`` column (in ``tz``, default local time,
-    named in the caption) and the line."""
+    named in the caption) and the line, its handle ids as ``shown`` prints them."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
     for line in lines:
         style = "red" if "REJECTED" in line.line else ""
-        grid.add_row(stamp(line.at_ms, tz), _cell(line.line, style))
+        grid.add_row(stamp(line.at_ms, tz), _cell(scoped_ids(line.line, shown), style))
     if lines:
         grid.caption = f"times: {zone(lines[-1].at_ms, tz)}"
         grid.caption_justify = "left"

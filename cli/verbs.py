@@ -227,7 +227,7 @@ def trace(opts: Options, handle_id: str | None) -> None:
             dumped = [{**line, "source": "history", "as_of_ms": as_of} for line in dumped]
         emit(dumped)
     else:
-        show(render.trace_table(lines))
+        show(render.trace_table(lines, shown=opts.shown))
     if missing is not None:
         replayed.history_note(
             opts, missing, as_of, "each handle's trace up to its last workflow task"

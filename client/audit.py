@@ -21,6 +21,7 @@ ancestors' runs names the sender and the path (``signal`` or ``update``).
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -180,6 +181,21 @@ async def senders(
     return found
 
 
+READS_AT_ONCE = 8
+"""Histories read at once (the runs an old agent's kept entries name are read together)."""
+
+
+async def _gather_bounded(reads: Any) -> None:
+    """Await ``reads`` (coroutines), at most :data:`READS_AT_ONCE` at a time."""
+    gate = asyncio.Semaphore(READS_AT_ONCE)
+
+    async def one(read: Any) -> None:
+        async with gate:
+            await read
+
+    await asyncio.gather(*(one(read) for read in reads))
+
+
 def _overlaps(run: Any, windows: builtins.list[tuple[int, int]]) -> bool:
     """Whether ``run`` (a listed workflow execution) was open during one of ``windows``."""
     start = int(run.start_time.timestamp() * 1000)
@@ -305,8 +321,7 @@ async def audit_records(
             if entry.path in _DELIVERED and entry.run_id is not None
         }
     )
-    for wid, run_id in named:
-        await read_run(client, wid, run_id, found, exact)
+    await _gather_bounded(read_run(client, wid, run_id, found, exact) for wid, run_id in named)
     # 2. Entries their own event does not settle (an Answer an ancestor forwarded, or an entry
     # written before the workflow recorded its event): the runs of the handle and its
     # ancestors open while the Request waited.

@@ -7,6 +7,7 @@ a Handle after a verb (``_apply``, ``_view``, ``_closed_result``).
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 from typing import Protocol
 
@@ -27,12 +28,16 @@ from toolnexus_temporal.workflows.contract.models import (
     HandleView,
     Message,
     TaskResult,
+    TraceEntry,
     TraceLine,
     context_policy,
 )
 from toolnexus_temporal.workflows.contract.names import AGENT_STATE, ROOT_ID
 
 # Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
+QUERIES_AT_ONCE = 8
+"""Queries a read of a tree (``list``, ``trace``) has in flight at once."""
+
 Handles = list[Handle]
 TraceLines = list[TraceLine]
 Messages = list[Message]
@@ -77,13 +82,28 @@ class HandleReads:
         return self._rpc.workflow_id(handle_id)
 
     async def list(self, h: HandleRef | None = None) -> Handles:
-        """The tree under ``h`` (default: the root), pre-order, children in spawn order."""
+        """The tree under ``h`` (default: the root), pre-order, children in spawn order. One
+        ``view`` query per handle, each level's at once (at most :data:`QUERIES_AT_ONCE`: an
+        old agent's closed children are each a replay on the worker)."""
+        gate = asyncio.Semaphore(QUERIES_AT_ONCE)
+
+        async def view(ref: HandleRef) -> Handle:
+            async with gate:
+                return Handle.from_view(await self._view(ref))
+
+        top = await view(h if h is not None else self.root)
+        seen: dict[str, Handle] = {top.id: top}
+        level = [top]
+        while level:
+            ids = [child for node in level for child in node.children if child not in seen]
+            level = list(await asyncio.gather(*(view(child) for child in ids)))
+            seen.update((node.id, node) for node in level)
         out: Handles = []
-        stack: builtins.list[HandleRef] = [h if h is not None else self.root]
+        stack = [top.id]
         while stack:
-            node = await self._view(stack.pop())
-            out.append(Handle.from_view(node))
-            stack.extend(reversed(node.children))
+            node = seen[stack.pop()]
+            out.append(node)
+            stack.extend(child for child in reversed(node.children) if child in seen)
         return out
 
     async def transcript(self, h: HandleRef) -> Messages:
@@ -251,8 +271,15 @@ class HandleReads:
         """The trace lines of ``h``'s subtree (default: the whole tree), merged in order of
         occurrence (workflow time, then tree order) (CONTRACT §7)."""
         merged: builtins.list[tuple[int, int, int, TraceLine]] = []
-        for rank, node in enumerate(await self.list(h)):
-            lines = await self._rpc.query(node.id, AgentWorkflowStub.trace)
+        nodes = await self.list(h)
+        gate = asyncio.Semaphore(QUERIES_AT_ONCE)
+
+        async def lines_of(node_id: str) -> builtins.list[TraceEntry]:
+            async with gate:  # an old agent's closed children: each query is a replay
+                return await self._rpc.query(node_id, AgentWorkflowStub.trace)
+
+        every = await asyncio.gather(*(lines_of(node.id) for node in nodes))
+        for rank, lines in enumerate(every):
             merged.extend((line.at_ms, rank, line.seq, line) for line in lines)
         merged.sort(key=lambda item: item[:3])
         return [item[3] for item in merged]

@@ -126,7 +126,7 @@ async def test_post_wake_wait_inspect_trace(make_runtime, env, store) -> None:
         trace = (await tnx.ok("trace", h.id)).out
         assert re.search(
             rf"^\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{{3}}\s+"
-            rf"{re.escape(h.id)}: idle→running \(wake\)\s*$",
+            rf"{re.escape(rt.workflow_id(h.id))}: idle→running \(wake\)\s*$",  # ids as printed
             trace,
             re.M,
         ), trace

@@ -191,3 +191,17 @@ def test_pending_since_follows_the_pending_request() -> None:
     s.approval.pending_req = None
     stamp_pending_since(s, AT_MS + 3 * HOUR)
     assert s.approval.pending_since_ms is None and s.approval.pending_since_id is None
+
+
+def test_trace_lines_print_ids_as_tnx_prints_ids() -> None:
+    """Issue 37 item 1: an id copied from ``tnx trace`` pastes back (with its scope); a
+    user name ``root@host`` and the word root stay as they are."""
+    shown = lambda hid: f"demo/{hid}"  # noqa: E731 (Options.shown under --scope demo)
+    line = "root/a.1: audit root/a.1/b.2#1: ok via signal by root@vm (the root cause)"
+    assert render.scoped_ids(line, shown) == (
+        "demo/root/a.1: audit demo/root/a.1/b.2#1: ok via signal by root@vm (the root cause)"
+    )
+    assert render.scoped_ids("root: idle→running (wake)", shown) == "demo/root: idle→running (wake)"
+    assert render.scoped_ids("demo/root/a.1 as printed", shown) == "demo/root/a.1 as printed"
+    table = text_of(render.trace_table([TraceLine(seq=1, at_ms=AT_MS, line=line)], shown=shown))
+    assert "demo/root/a.1: audit demo/root/a.1/b.2#1" in table
