@@ -382,7 +382,9 @@ def pending_table(
                 one_line(req.kind),
                 one_line(req.prompt),
                 one_line(req.url or NONE),
-                " / ".join(shown(str(p)) for p in path) if isinstance(path, list) else NONE,
+                scoped_ids("/".join(str(p) for p in path), shown)
+                if isinstance(path, list)
+                else NONE,
                 deadline(parse_time_ms(req.expires_at) if req.expires_at else None, now_ms),
                 one_line(h.escalated_to or NONE),
                 one_line(req.id),

@@ -98,13 +98,8 @@ async def no_root_line(client: Client, scope: str | None, where: str) -> str:
 
 
 def _command() -> str:
-    """The ``tnx`` command running (``tnx pending``), for a hint to repeat it; ``tnx ls``
-    when it cannot tell."""
-    import click
-
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.parent is not None and ctx.info_name:
-        return f"tnx {ctx.info_name}"
+    """The ``tnx`` command running (``tnx pending``, read from the command line), for a hint
+    to repeat it; ``tnx ls`` when it cannot tell (not run as ``tnx``)."""
     argv = sys.argv
     if argv and Path(argv[0]).name == "tnx":
         words = [a for a in argv[1:] if not a.startswith("-")]

@@ -1,5 +1,6 @@
-"""The agents of the shell examples: run ``tnx-worker --registry agents:REGISTRY`` from this
-folder (modules in the current directory import)."""
+"""The agents of the shell examples: run ``PYTHONPATH=docs/examples tnx-worker --registry
+agents:REGISTRY`` from the repository root, where the shell examples run too (the worker's
+store and ``tnx server``'s state are in ``.tnx/`` of the directory each runs in)."""
 
 from toolnexus_temporal import AgentDef, Registry, ToolContext, define_tool, pending
 
