@@ -294,7 +294,7 @@ async def test_search_attributes_follow_the_state(make_runtime, client) -> None:
         metadata = await client.get_workflow_handle(rt.workflow_id(slow.id)).query(
             "__temporal_workflow_metadata", result_type=WorkflowMetadata
         )
-        assert metadata.current_details.startswith(f"**{slow.id}** — `running`")
+        assert metadata.current_details.startswith(f"**{rt.workflow_id(slow.id)}** — `running`")
         assert "turns 0 · tokens 0" in metadata.current_details
         gate.release.set()
         await rt.wait(slow)

@@ -103,7 +103,7 @@ async def test_a_parked_agent_is_in_the_queue_with_its_request(make_runtime, cli
         assert cleared["AgentState"] == "idle"
         assert await settle(lambda: queue(client, rt.scope), lambda ids: ids == []) == []
         meta = await metadata(client, wf_id)
-        assert meta.current_details.startswith(f"**{h.id}** — `idle`")  # rejection gone
+        assert meta.current_details.startswith(f"**{rt.workflow_id(h.id)}** — `idle`")
 
 
 async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, client) -> None:
@@ -155,7 +155,7 @@ async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client
         meta = await settle(
             lambda: metadata(client, wf_id), lambda m: not m.current_details.startswith("**⚠")
         )
-        assert meta.current_details.startswith(f"**{h.id}** — `idle`")
+        assert meta.current_details.startswith(f"**{rt.workflow_id(h.id)}** — `idle`")
 
 
 async def test_a_rejection_in_the_first_workflow_task_is_shown(make_runtime, client) -> None:

@@ -44,7 +44,7 @@ def test_suspended_details_start_with_the_prompt_the_id_and_the_answer() -> None
     assert shell[shell.index("--workflow-id") + 1] == "team/root/a.1"  # the scoped workflow id
     assert shell[shell.index("--name") + 1] == "answer"
     assert json.loads(shell[shell.index("--input") + 1]) == {"id": "root/a.1#2", "ok": True}
-    assert "**root/a.1** — `suspended`" in lines[5]
+    assert "**team/root/a.1** — `suspended`" in lines[5]  # the id as tnx prints it
 
 
 def test_a_prompt_with_quotes_gives_a_shell_line_that_parses() -> None:

@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         APPROVAL_QUEUE,
         REQUEST_PROMPT_CHARS,
         REQUEST_SEARCH_ATTRIBUTES,
+        ROOT_ID,
         SIGNAL_ANSWER,
         workflow_id_for,
     )
@@ -143,7 +144,7 @@ def current_details(s: HandleState, rejection: str | None = None) -> str:
     inbox = len(s.intake.items) + len(s.background.waiting)
     paused = " · **paused**" if s.pause.paused else ""
     body = [
-        f"**{s.id}** — `{s.state}`{paused}",
+        f"**{workflow_id_for(s.scope, s.id)}** — `{s.state}`{paused}",  # the id tnx takes
         f"turns {s.turn.turns_total} · tokens {s.usage.usage_total} · inbox {inbox}"
         f" · children {children_count(s)}",
         f"last result: `{last.status}` {last.text[:200]}" if last else "no result yet",
@@ -212,7 +213,8 @@ def static_details(s: HandleState) -> str:
     purpose = (defn.description if defn else "") or "(no description)"
     return "\n".join(
         [
-            f"**{s.id}** — agent `{defn.name if defn else 'root'}`, child of `{s.parent}`",
+            f"**{workflow_id_for(s.scope, s.id)}** — agent `{defn.name if defn else 'root'}`,"
+            f" child of `{workflow_id_for(s.scope, s.parent or ROOT_ID)}`",
             f"Purpose: {purpose[:500]}",
             "Live state, the pending request and the answer to paste: Current Details"
             " (served by a running tnx worker).",
