@@ -313,7 +313,8 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
         emit(dumped)
         return
     if not records:
-        out.print(f"{escape(opts.shown(target))}: no answered requests", soft_wrap=True)
+        where = "" if subtree else " (its children's: add --subtree)"
+        out.print(f"{escape(opts.shown(target))}: no answered requests{where}", soft_wrap=True)
         return
     for r in records:
         verdict = "ok" if r.ok else (r.reason or "declined")

@@ -173,6 +173,10 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
         assert "no worker running" in ran.stderr, (line, ran.stderr)
     audit_out = ran.stdout
     assert "approved" in audit_out or " ok " in audit_out, audit_out
+    # the coordinator's own audit is empty (the Request was its child's): it says where to look
+    own = [*f"audit {wid}".split(), "--address", address]
+    ran = await asyncio.to_thread(CliRunner().invoke, app, own, env=env0)
+    assert "no answered requests (its children's: add --subtree)" in ran.stdout, ran.output
 
     # pasted as printed, with a worker running: tnx takes the workflow id (scope `demo`)
     with ScriptedLLMServer(demo_script()) as llm:
