@@ -50,13 +50,11 @@ from toolnexus_temporal.client.audit import AuditRecord, audit_records
 from toolnexus_temporal.client.errors import HandleNotFoundError, NoWorkerError, TnxError
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.context import ModelView
-from toolnexus_temporal.workflows.contract.context import model_view as contract_model_view
 from toolnexus_temporal.workflows.contract.models import (
     HandleView,
     Message,
     TraceEntry,
     TraceLine,
-    context_policy,
 )
 from toolnexus_temporal.workflows.contract.state import HandleState
 
@@ -422,15 +420,7 @@ async def model_view(rt: AgentRuntime, node: Replayed) -> ModelView:
     Raises:
         As ``AgentRuntime.model_view``.
     """
-    if rt.store is None:
-        raise TnxError("AgentRuntime(store=...) is needed to read the model's view")
-    state = node.state
-    if state.store_key is None:
-        return ModelView(messages=[])
-    messages = await rt._committed(state.store_key, state.turn.transcript_len)
-    defn = state.defn
-    policy = context_policy(defn.context if defn is not None else None, state.options.context)
-    return contract_model_view(messages, policy, state.turn.summary)
+    return await rt.model_view_of(node.state)
 
 
 def as_of_ms(nodes: Iterable[Replayed]) -> int:

@@ -33,6 +33,7 @@ from toolnexus_temporal.workflows.contract.models import (
     context_policy,
 )
 from toolnexus_temporal.workflows.contract.names import AGENT_STATE, ROOT_ID
+from toolnexus_temporal.workflows.contract.state import HandleState
 
 # Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
 QUERIES_AT_ONCE = 8
@@ -158,6 +159,17 @@ class HandleReads:
         if self.store is None:
             raise TnxError("AgentRuntime(store=...) is needed to read the model's view")
         state = await self._rpc.query(handle_id(h), AgentWorkflowStub.state)
+        return await self.model_view_of(state)
+
+    async def model_view_of(self, state: HandleState) -> ModelView:
+        """:meth:`model_view` of a handle ``state`` already read (a query, or the CLI's
+        replay of its history with no worker).
+
+        Raises:
+            As :meth:`model_view`.
+        """
+        if self.store is None:
+            raise TnxError("AgentRuntime(store=...) is needed to read the model's view")
         if state.store_key is None:
             return ModelView(messages=[])
         messages = await self._committed(state.store_key, state.turn.transcript_len)
