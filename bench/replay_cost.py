@@ -9,17 +9,14 @@ microseconds per event. Run: ``python -m bench.replay_cost [OUT.json]`` (a few s
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from bench.stamped import emit
 from toolnexus_temporal.worker import replayer
 
 HISTORIES = Path(__file__).resolve().parent.parent / "tests" / "histories"
@@ -52,21 +49,11 @@ async def measure() -> list[dict[str, Any]]:
 
 def main() -> None:
     """``python -m bench.replay_cost [OUT.json]``: print the figures (and write them)."""
-    figures = asyncio.run(measure())
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    doc = {
-        "what": "worker CPU to replay committed histories (bench/replay_cost.py)",
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": commit,
-        "command": "python -m bench.replay_cost " + " ".join(sys.argv[1:]),
-        "histories": figures,
-    }
-    text = json.dumps(doc, indent=2)
-    print(text)
-    if len(sys.argv) > 1:
-        Path(sys.argv[1]).write_text(text + "\n")
+    emit(
+        "worker CPU to replay committed histories (bench/replay_cost.py)",
+        "bench.replay_cost",
+        {"histories": asyncio.run(measure())},
+    )
 
 
 if __name__ == "__main__":

@@ -20,9 +20,6 @@ a first turn that warms up. Run: ``python -m bench.spaced [OUT.json]`` (about 40
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +31,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from bench.actions import count_actions
+from bench.stamped import emit
 from toolnexus_temporal.activities import (
     LlmConfig,
     Registry,
@@ -165,21 +163,11 @@ async def measure() -> dict[str, Any]:
 
 def main() -> None:
     """``python -m bench.spaced [OUT.json]``: print the figures (and write them)."""
-    figures = asyncio.run(measure())
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
-    doc = {
-        "what": "billable actions per turn, turns spaced over live_usage_ms (bench/spaced.py)",
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "commit": commit,
-        "command": "python -m bench.spaced " + " ".join(sys.argv[1:]),
-        **figures,
-    }
-    text_out = json.dumps(doc, indent=2)
-    print(text_out)
-    if len(sys.argv) > 1:
-        Path(sys.argv[1]).write_text(text_out + "\n")
+    emit(
+        "billable actions per turn, turns spaced over live_usage_ms (bench/spaced.py)",
+        "bench.spaced",
+        asyncio.run(measure()),
+    )
 
 
 if __name__ == "__main__":
