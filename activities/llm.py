@@ -451,8 +451,9 @@ class LlmActivities:
         """The recorded completion of this call (then nothing else), else the ``base_len``
         committed messages: ``(completion, transcript)``. Nothing is written before the model
         answers (issue 35: one write per call). A store with ``begin_call`` (both built-in
-        ones) reads in one round trip and refuses an abandoned call's fence here; any other
-        in two reads.
+        ones) reads in one round trip, refuses an abandoned call's fence here, and under a
+        context policy with a summary skips the messages the summary covers
+        (``store.windowed``); any other store reads whole, in two reads.
 
         Raises:
             StoreError: (through ``store``) the store holds fewer than ``base_len`` messages,
@@ -461,8 +462,12 @@ class LlmActivities:
         deadline = inp.deadline_ms
         begin_call = getattr(self.store, "begin_call", None)
         if begin_call is not None:
+            # under a context policy the model is sent the head and what follows the summary:
+            # the messages the summary covers are not read (store.windowed; issue 38)
+            summary = inp.summary
+            since = summary.upto if inp.context is not None and summary and summary.text else 0
             started: tuple[str | None, list[Message]] = await store.call(
-                lambda: begin_call(inp.conv_id, inp.base_len, fence=inp.fence),
+                lambda: begin_call(inp.conv_id, inp.base_len, fence=inp.fence, since=since),
                 deadline_ms=deadline,
             )
             return started

@@ -51,6 +51,8 @@ from toolnexus_temporal.activities.store import (
     StoreUnavailableError,
     check_committed,
     check_fence,
+    window_rows,
+    windowed,
 )
 from toolnexus_temporal.workflows.contract.models import Message
 
@@ -362,11 +364,12 @@ class PostgresConversationStore:
         return None if row is None else str(row[0])
 
     async def begin_call(
-        self, conv_id: str, base_len: int, *, fence: int
+        self, conv_id: str, base_len: int, *, fence: int, since: int = 0
     ) -> tuple[str | None, list[Message]]:
         """See :meth:`~toolnexus_temporal.activities.store.SqliteConversationStore
         .begin_call`: the recorded completion of call ``fence``, else the ``base_len``
-        committed messages, in one query (one round trip, no transaction).
+        committed messages (only the head and those from ``since`` on when ``since`` is
+        given), in one query (one round trip, no transaction).
 
         Raises:
             StaleWriteError: ``fence`` is older than the newest one written.
@@ -374,14 +377,15 @@ class PostgresConversationStore:
                 the read.
             StoreUnavailableError: the server is down or unreachable (class docstring).
         """
+        head_rows, window_since = window_rows(base_len, since)
 
         async def run(conn: psycopg.AsyncConnection[Any]) -> Any:
             cur = await conn.execute(
                 "SELECT (SELECT body FROM tnx_completions WHERE conv_id = %s AND fence = %s),"
                 " (SELECT fence FROM tnx_conversations WHERE conv_id = %s),"
-                " ARRAY(SELECT body FROM tnx_messages WHERE conv_id = %s AND seq < %s"
-                " ORDER BY seq)",
-                (conv_id, fence, conv_id, conv_id, base_len),
+                " ARRAY(SELECT body FROM tnx_messages WHERE conv_id = %s"
+                " AND (seq < %s OR seq >= %s) AND seq < %s ORDER BY seq)",
+                (conv_id, fence, conv_id, conv_id, head_rows, window_since, base_len),
             )
             return await cur.fetchone()
 
@@ -389,6 +393,12 @@ class PostgresConversationStore:
         if recorded is not None:
             return str(recorded), []
         check_fence(conv_id, fence, seen)
+        if window_since:
+            where = redact_url(self.url)
+            transcript = windowed(conv_id, base_len, window_since, list(bodies), where)
+            if transcript is None:
+                return await self.begin_call(conv_id, base_len, fence=fence)
+            return None, transcript
         check_committed(conv_id, base_len, len(bodies), redact_url(self.url))
         return None, [Message.model_validate_json(body) for body in bodies]
 

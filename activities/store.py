@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Final, Protocol
 
 from toolnexus_temporal.workflows.contract.models import Message
 
@@ -68,6 +68,53 @@ def check_committed(conv_id: str, base_len: int, count: int, where: str) -> None
         )
 
 
+HEAD_ROWS: Final = 8
+"""Rows a windowed read (``begin_call(..., since=N)``) takes from a transcript's start for its
+head, the leading ``system`` messages; a head that fills them all makes the read whole."""
+
+ELIDED: Final = Message(role="assistant", content="")
+"""Stands in, in a windowed read, for each message after the head and before ``since``: the
+messages the context's summary covers (``ContextSummary.upto``), which the model view never
+sends (``workflows/contract/context.py``: it sends the head, the summary, then the turns from
+``upto`` on). Only their places count, so one shared object fills them all."""
+
+
+def window_rows(base_len: int, since: int) -> tuple[int, int]:
+    """The rows a windowed read of the first ``base_len`` messages takes: ``(head_rows,
+    since)``, the first ``head_rows`` and every row from ``since`` on; ``(0, 0)`` for a whole
+    read (``since`` within the head's rows: nothing to skip)."""
+    since = min(since, base_len)
+    return (0, 0) if since <= HEAD_ROWS else (HEAD_ROWS, since)
+
+
+def windowed(
+    conv_id: str, base_len: int, since: int, bodies: list[str], where: str
+) -> list[Message] | None:
+    """The transcript of a windowed read: ``base_len`` messages, the head and those from
+    ``since`` read, :data:`ELIDED` between them (``bodies``: the rows :func:`window_rows`
+    names, oldest first; ``since`` as returned there). None when the head may run past the
+    rows read (every one is a ``system`` message): then read the whole transcript.
+
+    Why: an agent's transcript grows with its age (20,306 messages after 10,000 turns), and
+    reading and parsing it whole before every LLM call made a turn 79 -> 231 ms over that year
+    (issue 38); the model is sent only the head and what follows the summary.
+
+    Raises:
+        StoreError: the store holds fewer rows than the workflow committed (the skipped rows
+            are checked by the call's :meth:`ConversationStore.write`).
+    """
+    head_rows = min(HEAD_ROWS, since)
+    check_committed(conv_id, base_len, len(bodies) + since - head_rows, where)
+    first = [Message.model_validate_json(b) for b in bodies[:head_rows]]
+    head = 0
+    while head < len(first) and first[head].role == "system":
+        head += 1
+    if head == head_rows:
+        return None
+    tail = [Message.model_validate_json(b) for b in bodies[head_rows:]]
+    return [*first[:head], *[ELIDED] * (since - head), *tail]
+
+
 class ConversationStore(Protocol):
     """What the LLM activity needs from a store. Implementations must be safe to share across
     concurrent activities of one worker.
@@ -75,8 +122,9 @@ class ConversationStore(Protocol):
     An LLM call writes once (issue 35): it reads the recorded completion and the committed
     transcript, asks the model, then stores its new messages and the reply with the
     completion in one :meth:`write`. A store may also offer ``begin_call(conv_id, base_len,
-    *, fence) -> (completion | None, transcript)`` (both built-in stores do): the reads in
-    one round trip, with the fence checked before the model is paid."""
+    *, fence, since=0) -> (completion | None, transcript)`` (both built-in stores do): the
+    reads in one round trip, with the fence checked before the model is paid, and only the
+    head and the messages from ``since`` on read (:func:`windowed`)."""
 
     async def write(
         self,
@@ -268,12 +316,16 @@ class SqliteConversationStore:
         return await asyncio.to_thread(self._completion, conv_id, fence)
 
     async def begin_call(
-        self, conv_id: str, base_len: int, *, fence: int
+        self, conv_id: str, base_len: int, *, fence: int, since: int = 0
     ) -> tuple[str | None, list[Message]]:
         """What an LLM call reads before it asks the model, in one worker thread and without
         a write (issue 35: the call's one write stores its new messages with the reply): the
         recorded completion of call ``fence`` (when there is one, nothing else is read), else
         the first ``base_len`` messages, once the fence is checked.
+
+        Args:
+            since: read only the head and the messages from ``since`` on (the context
+                summary's ``upto``): the rest are :data:`ELIDED` (:func:`windowed`).
 
         Returns:
             ``(completion, [])`` when the call was answered before, else ``(None,
@@ -284,11 +336,12 @@ class SqliteConversationStore:
                 abandoned: its write would be refused, so the model is not asked).
             StoreError: fewer than ``base_len`` messages are stored.
         """
-        return await asyncio.to_thread(self._begin_call, conv_id, base_len, fence)
+        return await asyncio.to_thread(self._begin_call, conv_id, base_len, fence, since)
 
     def _begin_call(
-        self, conv_id: str, base_len: int, fence: int
+        self, conv_id: str, base_len: int, fence: int, since: int = 0
     ) -> tuple[str | None, list[Message]]:
+        head_rows, since = window_rows(base_len, since)
         with self._pooled() as db:
             recorded, seen = db.execute(
                 "SELECT (SELECT body FROM completions WHERE conv_id = ? AND fence = ?),"
@@ -299,9 +352,15 @@ class SqliteConversationStore:
                 return str(recorded), []
             check_fence(conv_id, fence, seen)
             rows = db.execute(
-                "SELECT body FROM messages WHERE conv_id = ? AND seq < ? ORDER BY seq",
-                (conv_id, base_len),
+                "SELECT body FROM messages WHERE conv_id = ? AND (seq < ? OR seq >= ?)"
+                " AND seq < ? ORDER BY seq",
+                (conv_id, head_rows, since, base_len),
             ).fetchall()
+        if since:
+            transcript = windowed(conv_id, base_len, since, [b for (b,) in rows], str(self.path))
+            if transcript is None:
+                return self._begin_call(conv_id, base_len, fence)
+            return None, transcript
         check_committed(conv_id, base_len, len(rows), str(self.path))
         return None, [Message.model_validate_json(body) for (body,) in rows]
 

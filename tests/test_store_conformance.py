@@ -19,12 +19,20 @@ import pytest
 
 from tests.pg import PgServer
 from toolnexus_temporal.activities.store import (
+    ELIDED,
+    HEAD_ROWS,
     ConversationStore,
     SqliteConversationStore,
     StaleWriteError,
     StoreError,
 )
-from toolnexus_temporal.workflows.contract.models import Message, ToolCall
+from toolnexus_temporal.workflows.contract import context
+from toolnexus_temporal.workflows.contract.models import (
+    ContextPolicy,
+    ContextSummary,
+    Message,
+    ToolCall,
+)
 
 CONV = "default/t-abc/root@run-1"
 """A conversation id in the runtime's form (``namespace/workflow id@first run id``)."""
@@ -148,6 +156,37 @@ async def test_completion_records_keep_the_newest_only(any_store: ConversationSt
     assert await any_store.completion(CONV, 2) == "reply-2"
     assert await any_store.completion(CONV, 1) is None
     assert await any_store.completion("default/other@run", 2) is None
+
+
+def _turns(n: int) -> list[Message]:
+    return [m for i in range(n) for m in (msg(f"q{i}"), msg(f"a{i}", "assistant"))]
+
+
+@pytest.mark.parametrize("system", [0, 1, 3, HEAD_ROWS])
+async def test_a_windowed_read_gives_the_model_the_same_view(any_store: Any, system: int) -> None:
+    """``begin_call(..., since=upto)`` reads the head and the messages after the summary
+    (issue 38: a year-old transcript was read whole before every call); the model is sent
+    exactly what a whole read gives it, for a head of any length (one that fills
+    ``HEAD_ROWS`` makes the read whole) and every ``upto``."""
+    head = [msg(f"s{i}", "system") for i in range(system)]
+    transcript = [*head, *_turns(12)]
+    await any_store.write(CONV, 0, [*transcript, msg("uncommitted")], fence=1)
+    policy = ContextPolicy(max_tokens=400, keep_turns=2)
+    base_len = len(transcript)
+    for upto in range(system, base_len + 1, 2):
+        summary = ContextSummary(text="earlier", upto=upto)
+        _, windowed = await any_store.begin_call(CONV, base_len, fence=2, since=upto)
+        assert len(windowed) == base_len
+        assert context.model_view(windowed, policy, summary) == context.model_view(
+            transcript, policy, summary
+        ), upto
+        assert context.context_tokens(windowed, policy, summary) == context.context_tokens(
+            transcript, policy, summary
+        )
+        skipped = [m for m in windowed if m is ELIDED]
+        assert len(skipped) == (0 if upto <= HEAD_ROWS or system == HEAD_ROWS else upto - system)
+    with pytest.raises(StoreError, match="committed 40 message"):
+        await any_store.begin_call(CONV, 40, fence=2, since=20)
 
 
 async def test_a_second_store_object_sees_the_same_data(
