@@ -9,7 +9,8 @@ Commands::
 
     tnx ls [ID] [--watch [--interval S]] the tree under ID (default: the root)
     tnx inspect ID [--transcript] [--model-view]  every field of a handle (and its transcript)
-    tnx trace [ID]                       the subtree's trace lines, merged, with dates
+    tnx trace [ID] [--all]               the subtree's trace lines, merged, with dates (each
+                                         handle's 20 newest closed children; --all: every one)
     tnx spawn PARENT NAME [--budget JSON]
     tnx post ID TEXT [--from X] [--channel Y]
     tnx wake ID [PROMPT]
@@ -72,6 +73,7 @@ from toolnexus_temporal.cli.options import (
     DEFAULT_CODEC_HOST,
     DEFAULT_CODEC_ORIGINS,
     DEFAULT_CODEC_PORT,
+    TRACE_CLOSED,
     Options,
 )
 from toolnexus_temporal.cli.server import server_app
@@ -207,11 +209,24 @@ def inspect_command(
 
 
 @host_command("trace")
-def trace_command(opts: Options, handle_id: TreeIdArg = None) -> None:
-    """Show the merged trace lines of ID's subtree (default: the whole tree)."""
+def trace_command(
+    opts: Options,
+    handle_id: TreeIdArg = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help=f"Every closed child too (default: each handle's {TRACE_CLOSED} newest "
+            "closed children; a note counts the others).",
+        ),
+    ] = False,
+) -> None:
+    """Show the merged trace lines of ID's subtree (default: the whole tree): its open
+    handles and each handle's newest closed children (--all: every closed child; each is a
+    replay of its history on the worker)."""
     from toolnexus_temporal.cli import verbs
 
-    verbs.trace(opts, handle_id)
+    verbs.trace(opts, handle_id, every)
 
 
 @host_command("spawn")

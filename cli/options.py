@@ -44,6 +44,11 @@ DEFAULT_CODEC_ORIGINS: Final = ("http://localhost:8233", "http://127.0.0.1:8233"
 """Web UI origins ``tnx codec-server`` allows by CORS when none are given: the dev server's
 UI, under both names a browser may have been given (the origin is whatever host was typed)."""
 
+TRACE_CLOSED: Final = 20
+"""The closed children of each handle whose lines ``tnx trace`` reads without ``--all``: the
+newest by spawn order (``AgentRuntime.trace_read(closed=...)``); a note counts the others.
+Each closed child's query is a replay of its history on the worker (issue 38)."""
+
 EXIT_NO: Final = 1
 """Exit code of a verb that answered "no" (see :mod:`.ops`)."""
 

@@ -48,6 +48,7 @@ from toolnexus_temporal.cli.render import clock, one_line, truncate
 from toolnexus_temporal.cli.workercheck import worker_read
 from toolnexus_temporal.client.audit import AuditRecord, audit_records
 from toolnexus_temporal.client.errors import HandleNotFoundError, NoWorkerError, TnxError
+from toolnexus_temporal.client.reads import children_read, merged_lines, pre_order
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.context import ModelView
 from toolnexus_temporal.workflows.contract.models import (
@@ -373,30 +374,45 @@ async def replay_tree(rt: AgentRuntime, handle_id: str) -> list[Replayed]:
     Raises:
         As :func:`replay`.
     """
+    return (await replay_trace_tree(rt, handle_id, None))[0]
+
+
+async def replay_trace_tree(
+    rt: AgentRuntime, handle_id: str, closed: int | None
+) -> tuple[list[Replayed], list[str]]:
+    """:func:`replay_tree` as ``AgentRuntime.trace_read`` reads a tree: with ``closed``,
+    only each handle's ``closed`` newest closed children are replayed
+    (:func:`~toolnexus_temporal.client.reads.children_read`, from the replayed state).
+
+    Returns:
+        The handles replayed, pre-order; the closed children left out, in tree order.
+
+    Raises:
+        As :func:`replay`.
+    """
     found: dict[str, Replayed] = {}
+    children: dict[str, list[str]] = {}
+    omitted: dict[str, list[str]] = {}
     level = [handle_id]
     while level:
         replayed = await replay(rt, level)
         found.update(replayed)
-        level = [c for h in level for c in replayed[h].view.children if c not in found]
-    ordered: list[Replayed] = []
-    stack = [handle_id]
-    while stack:
-        node = found[stack.pop()]
-        ordered.append(node)
-        stack.extend(reversed([c for c in node.view.children if c in found]))
-    return ordered
+        nxt: list[str] = []
+        for hid in level:
+            node = replayed[hid]
+            children[hid], omitted[hid] = children_read(node.view, node.state, closed)
+            nxt.extend(c for c in children[hid] if c not in found and c not in nxt)
+        level = nxt
+    order = pre_order(handle_id, children)
+    return [found[hid] for hid in order], [c for hid in order for c in omitted[hid]]
 
 
 def merged_trace(tree: list[Replayed]) -> list[TraceLine]:
     """The trace lines of ``tree`` (pre-order, as :func:`replay_tree`) merged as
     ``AgentRuntime.trace`` merges the ``trace`` queries: by workflow time, then tree order,
-    then each handle's sequence number."""
-    merged: list[tuple[int, int, int, TraceLine]] = [
-        (line.at_ms, rank, line.seq, line) for rank, node in enumerate(tree) for line in node.trace
-    ]
-    merged.sort(key=lambda item: item[:3])
-    return [item[3] for item in merged]
+    then each handle's sequence number (:func:`~toolnexus_temporal.client.reads.
+    merged_lines`)."""
+    return merged_lines(node.trace for node in tree)
 
 
 async def transcript(rt: AgentRuntime, node: Replayed) -> list[Message]:

@@ -16,17 +16,19 @@ from rich.text import Text
 from toolnexus_temporal.cli import args, live, ops, render, replayed
 from toolnexus_temporal.cli.hostcmd import emit, err_console, list_width, out, said, show
 from toolnexus_temporal.cli.ops import CliError, Options
+from toolnexus_temporal.cli.options import TRACE_CLOSED
 from toolnexus_temporal.cli.tick_cmd import format_duration, schedule_input
 from toolnexus_temporal.cli.watch import ended_of, listed_json, tree_read, watch_tree
 from toolnexus_temporal.cli.workercheck import worker_read
 from toolnexus_temporal.client.errors import InvalidCursorError, NoWorkerError, SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.listed import ListedRow
+from toolnexus_temporal.client.reads import TraceRead
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.stream import Cursor
 from toolnexus_temporal.workflows.contract.context import ModelView
 from toolnexus_temporal.workflows.contract.messages import PostResult
-from toolnexus_temporal.workflows.contract.models import InboxItem, Message, TraceLine
+from toolnexus_temporal.workflows.contract.models import InboxItem, Message
 from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 
@@ -59,7 +61,7 @@ def _print_listed(opts: Options, rows: list[ListedRow], missing: NoWorkerError) 
         emit([{**listed_json(row), "source": "visibility", "as_of_ms": now_ms} for row in rows])
     else:
         show(render.listed_table(rows, now_ms, width=list_width(), shown=opts.shown))
-    _visibility_note(
+    visibility_note(
         opts,
         missing,
         now_ms,
@@ -67,7 +69,7 @@ def _print_listed(opts: Options, rows: list[ListedRow], missing: NoWorkerError) 
     )
 
 
-def _visibility_note(opts: Options, missing: NoWorkerError, now_ms: int, what: str) -> None:
+def visibility_note(opts: Options, missing: NoWorkerError, now_ms: int, what: str) -> None:
     """The stderr note of a read that fell back to visibility: why (no worker), when it was
     read, and ``what`` it holds."""
     err_console.print(
@@ -86,7 +88,7 @@ def _print_listed_one(opts: Options, row: ListedRow, missing: NoWorkerError | No
     else:
         show(render.listed_handle_table(row, now_ms, shown=opts.shown))
     if missing is not None:
-        _visibility_note(
+        visibility_note(
             opts,
             missing,
             now_ms,
@@ -204,23 +206,32 @@ def _print_inspected(
         show(render.transcript_table(view.messages))
 
 
-def trace(opts: Options, handle_id: str | None) -> None:
-    """`tnx trace`: see its command for the options. With no worker, the lines are replayed
-    from each handle's workflow history (:mod:`.replayed`), with a note on stderr."""
+def trace(opts: Options, handle_id: str | None, every: bool = False) -> None:
+    """`tnx trace`: see its command for the options. Each handle's :data:`~.options.
+    TRACE_CLOSED` newest closed children are read (all with ``every``: ``--all``), and a note
+    on stderr counts the others and says how to see them (issue 38: an old agent's closed
+    children are each a replay on the worker). With no worker, the lines are replayed from
+    each handle's workflow history (:mod:`.replayed`), with a note on stderr.
+
+    Only the first query (the attach) must answer within the read's grace: a worker that
+    answers it serves the rest of the read, however long (``--all`` on an old agent), rather
+    than the read going on from history as if no worker ran."""
     target = args.tree_ref(opts, handle_id)
+    closed = None if every else TRACE_CLOSED
 
-    async def read(rt: AgentRuntime) -> tuple[list[TraceLine], NoWorkerError | None, int]:
-        async def attached() -> list[TraceLine]:
-            await replayed.attach(rt)
-            return await rt.trace(target)
-
-        found = await worker_read(rt, attached)
+    async def read(rt: AgentRuntime) -> tuple[TraceRead, NoWorkerError | None, int]:
+        found = await worker_read(rt, lambda: replayed.attach(rt))
         if not isinstance(found, NoWorkerError):
-            return found, None, 0
-        tree = await replayed.replay_tree(rt, target or ROOT_ID)
-        return replayed.merged_trace(tree), found, replayed.as_of_ms(tree)
+            try:
+                return await rt.trace_read(target, closed=closed), None, 0
+            except NoWorkerError as gone:  # the worker stopped during the read
+                found = gone
+        tree, omitted = await replayed.replay_trace_tree(rt, target or ROOT_ID, closed)
+        lines = replayed.merged_trace(tree)
+        return TraceRead(lines, omitted), found, replayed.as_of_ms(tree)
 
-    lines, missing, as_of = ops.run(opts, read, worker="optional")
+    traced, missing, as_of = ops.run(opts, read, worker="optional")
+    lines = traced.lines
     if opts.json:
         dumped = args.dump(lines)
         if missing is not None:
@@ -228,10 +239,28 @@ def trace(opts: Options, handle_id: str | None) -> None:
         emit(dumped)
     else:
         show(render.trace_table(lines, shown=opts.shown))
+    if traced.omitted:
+        _omitted_note(opts, handle_id, traced.omitted)
     if missing is not None:
         replayed.history_note(
             opts, missing, as_of, "each handle's trace up to its last workflow task"
         )
+
+
+def _omitted_note(opts: Options, handle_id: str | None, omitted: list[str]) -> None:
+    """``tnx trace``'s note (stderr) on the closed children it did not read: how many, the
+    oldest and newest of them, and the commands that show them."""
+    again = "tnx trace" + (f" {handle_id}" if handle_id else "")
+    first, last = escape(opts.shown(omitted[0])), escape(opts.shown(omitted[-1]))
+    which = first if len(omitted) == 1 else f"{first} … {last}"
+    err_console.print(
+        f"[yellow]note[/yellow]: {len(omitted)} older closed "
+        + ("child" if len(omitted) == 1 else "children")
+        + f" not shown ({which}; each handle shows its {TRACE_CLOSED} newest closed children):"
+        f" `{escape(again)} --all` shows every one, `tnx trace CHILD_ID` one",
+        style="dim",
+        soft_wrap=True,
+    )
 
 
 def spawn(
@@ -246,7 +275,7 @@ def spawn(
     if isinstance(spawned, SpawnError):
         if opts.json:
             emit(args.dump(spawned))
-        raise CliError(str(spawned))
+        raise CliError(render.scoped_ids(str(spawned), opts.shown))  # ids as tnx prints them
     if opts.json:
         emit(args.dump(spawned))
     else:
@@ -321,7 +350,7 @@ def wait(
         if not follow and after is None:
             emit(args.dump(result))
     else:
-        out.print(render.result_summary(result))
+        out.print(render.result_summary(result, opts.shown))
         if result.pending is not None:
             out.print(Text(f"request: {result.pending.prompt}"))
         shown = streamed and not result.is_error
@@ -364,7 +393,9 @@ def recover(opts: Options, handle_id: str) -> None:
     else:
         said("recover", h, opts)
         if h.pending_req is not None:
-            out.print(Text(f"pending request {h.pending_req.id}: {h.pending_req.prompt}"))
+            out.print(
+                Text(f"pending request {opts.shown(h.pending_req.id)}: {h.pending_req.prompt}")
+            )
 
 
 def fork(

@@ -8,28 +8,37 @@ event's ``principal`` where the server stamps one (only with an authorizer and c
 configured: the dev server and a default self-hosted server stamp none). For a Request with
 approvers the workflow itself read that principal (``tnx.answer_principal``) and enforced the
 approvers against it: the entry then says ``verified`` and names it; without one, the check
-ran against the sender's stated ``by`` and ``verified`` is False. What is read does not grow
-with the agent's age: the runs the kept entries name (each entry records the run whose event
-delivered its Answer), and, only for an entry that event does not settle, the runs of the
-handle and its ancestors open while that Request waited: an Answer sent to a parent and
-routed down was first recorded there. The event named is the one that delivered the Answer
-that was taken, as the workflow recorded it in the entry (its run, and its update id or its
-place among the run's ``answer`` signals: issue 36 item 1), never a refused Answer's before
-it; for an Answer an ancestor forwarded, the earliest event with the Request's id in the
-ancestors' runs names the sender and the path (``signal`` or ``update``).
+ran against the sender's stated ``by`` and ``verified`` is False.
+
+What is read is bounded by the entries kept (``AUDIT_KEEP``), not by the agent's age: the
+runs the kept entries name (each entry records the run whose event delivered its Answer),
+and of each only the part that holds the events named, read from the end nearer to them and
+no further (:func:`read_named`; issue 38); and, only for an entry that event does not
+settle, the runs of the handle and its ancestors open while that Request waited: an Answer
+sent to a parent and routed down was first recorded there. The event named is the one that
+delivered the Answer that was taken, as the workflow recorded it in the entry (its run, and
+its update id or its place among the run's ``answer`` signals: issue 36 item 1), never a
+refused Answer's before it; for an Answer an ancestor forwarded, the earliest event with the
+Request's id in the ancestors' runs names the sender and the path (``signal`` or
+``update``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+from temporalio.api.workflowservice.v1 import GetWorkflowExecutionHistoryReverseRequest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client.handlers import AgentWorkflowStub
 from toolnexus_temporal.client.queries import quoted
@@ -213,35 +222,153 @@ async def read_run(
     """Read one run's ``answer`` signal and ``admit_answer`` update events into ``found``
     (the earliest per Request id, merged with what it holds) and ``exact`` (see
     :func:`senders`)."""
-    converter = client.data_converter
     history = client.get_workflow_handle(wid, run_id=run_id)
     signals = 0
     async for event in history.fetch_history_events():
         parsed = _answer_event(event)
         if parsed is None:
             continue
-        path, identity, payloads, key, forwarded = parsed
-        if path == "signal":
+        if parsed[0] == "signal":
             signals += 1
-            key = f"signal:{signals}"
-        sender = Sender(
-            path=path,
-            identity=identity or None,
-            principal=_principal(event),
-            at_ns=event.event_time.ToNanoseconds(),
-            workflow_id=wid,
-            run_id=run_id,
-            forwarded=forwarded,
-        )
-        if exact is not None:
-            exact[(wid, run_id, key)] = sender
+        await _note(client, wid, run_id, event, parsed, signals, found, exact)
+
+
+async def _note(
+    client: Client,
+    wid: str,
+    run_id: str,
+    event: Any,
+    parsed: tuple[str, str, Any, str, bool],
+    signals: int,
+    found: dict[str, Sender],
+    exact: dict[tuple[str, str, str], Sender] | None,
+) -> str:
+    """Record one ``answer`` event (``parsed`` by :func:`_answer_event`; a signal is the
+    ``signals``-th of its run) in ``exact`` and ``found``; returns its key."""
+    path, identity, payloads, key, forwarded = parsed
+    if path == "signal":
+        key = f"signal:{signals}"
+    sender = Sender(
+        path=path,
+        identity=identity or None,
+        principal=_principal(event),
+        at_ns=event.event_time.ToNanoseconds(),
+        workflow_id=wid,
+        run_id=run_id,
+        forwarded=forwarded,
+    )
+    if exact is not None:
+        exact[(wid, run_id, key)] = sender
+    try:
+        (answer,) = await client.data_converter.decode(payloads, [Answer])
+    except Exception:  # an input the workflow rejected loudly: not an Answer
+        return key
+    known = found.get(answer.id)
+    if known is None or sender.at_ns < known.at_ns:
+        found[answer.id] = sender
+    return key
+
+
+PAGE_EVENTS: Final = 100
+"""The page size asked for when a run is read only up to the events an audit needs. The
+server counts it in batches of events (what one workflow task wrote), so a page holds about
+twice as many events; measured on an old agent's runs (1,600 events), smaller pages cost
+more round trips than the events they spare."""
+
+
+async def read_named(
+    client: Client,
+    wid: str,
+    run_id: str,
+    wanted: dict[str, int],
+    found: dict[str, Sender],
+    exact: dict[tuple[str, str, str], Sender],
+) -> bool:
+    """Read the events of one run that ``wanted`` names (keys ``update:<id>`` and
+    ``signal:<n>``, as :func:`senders` keys ``exact``) into ``exact`` and ``found``, and no
+    more of the run than that: from its first event, stopping once all are read; or, when
+    they are all updates and nearer the run's end (by when each was taken, ``wanted``'s
+    values, ms since the epoch, against the run's start and close), from its last event
+    back (signals are numbered from the run's start, so only updates are found that way).
+
+    Returns:
+        Whether the whole run was read, its signals too (a key never found reads all of
+        it; a read from the end skips the signals).
+    """
+    reverse = False
+    if wanted and all(key.startswith("update:") for key in wanted):
+        desc = await client.get_workflow_handle(wid, run_id=run_id).describe()
+        start = desc.start_time.timestamp() * 1000 if desc.start_time else 0.0
+        end = desc.close_time.timestamp() * 1000 if desc.close_time else time.time() * 1000
+        spots = [(at - start) / max(end - start, 1.0) for at in wanted.values()]
+        reverse = 1 - min(spots) < max(spots)
+    if reverse:
         try:
-            (answer,) = await converter.decode(payloads, [Answer])
-        except Exception:  # an input the workflow rejected loudly: not an Answer
+            await _scan(client, wid, run_id, _backward(client, wid, run_id), wanted, found, exact)
+            return False
+        except RPCError as err:  # a server without the reverse read: from the start
+            if err.status != RPCStatusCode.UNIMPLEMENTED:
+                raise
+    events = _forward(client, wid, run_id)
+    return not await _scan(client, wid, run_id, events, wanted, found, exact, numbered=True)
+
+
+async def _scan(
+    client: Client,
+    wid: str,
+    run_id: str,
+    events: AsyncIterator[Any],
+    wanted: dict[str, int],
+    found: dict[str, Sender],
+    exact: dict[tuple[str, str, str], Sender],
+    *,
+    numbered: bool = False,
+) -> bool:
+    """Note the ``answer`` events of ``events`` (one run's, in either order) until every key
+    of ``wanted`` is noted; signals only when ``numbered`` (the events come from the run's
+    first, so each signal's place is known). Returns whether it stopped early."""
+    left = set(wanted)
+    signals = 0
+    async for event in events:
+        parsed = _answer_event(event)
+        if parsed is None:
             continue
-        known = found.get(answer.id)
-        if known is None or sender.at_ns < known.at_ns:
-            found[answer.id] = sender
+        if parsed[0] == "signal":
+            if not numbered:
+                continue
+            signals += 1
+        left.discard(await _note(client, wid, run_id, event, parsed, signals, found, exact))
+        if not left:
+            return True
+    return False
+
+
+async def _forward(client: Client, wid: str, run_id: str) -> AsyncIterator[Any]:
+    """The run's events, first to last, :data:`PAGE_EVENTS` a page."""
+    handle = client.get_workflow_handle(wid, run_id=run_id)
+    async for event in handle.fetch_history_events(page_size=PAGE_EVENTS):
+        yield event
+
+
+async def _backward(client: Client, wid: str, run_id: str) -> AsyncIterator[HistoryEvent]:
+    """The run's events, last to first, :data:`PAGE_EVENTS` a page
+    (``GetWorkflowExecutionHistoryReverse``)."""
+    token = b""
+    while True:
+        page = await client.workflow_service.get_workflow_execution_history_reverse(
+            GetWorkflowExecutionHistoryReverseRequest(
+                namespace=client.namespace,
+                execution=WorkflowExecution(workflow_id=wid, run_id=run_id),
+                maximum_page_size=PAGE_EVENTS,
+                next_page_token=token,
+            ),
+            retry=True,
+        )
+        for event in page.history.events:
+            yield event
+        token = page.next_page_token
+        if not token:
+            return
 
 
 def _delivered_by(
@@ -259,17 +386,24 @@ def _delivered_by(
     return _own_event(entry, workflow_id, exact) or found.get(entry.request_id)
 
 
+def _key_of(entry: AuditEntry) -> str | None:
+    """The key (as :func:`senders` keys ``exact``) of the event the workflow recorded as
+    delivering ``entry``'s Answer: ``update:<id>`` or ``signal:<n>``; None when it recorded
+    none (an entry from an older worker, or not delivered by an event)."""
+    if entry.update_id is not None:
+        return f"update:{entry.update_id}"
+    if entry.signal_seq is not None:
+        return f"signal:{entry.signal_seq}"
+    return None
+
+
 def _own_event(
     entry: AuditEntry, workflow_id: str, exact: dict[tuple[str, str, str], Sender]
 ) -> Sender | None:
     """The event the workflow recorded as delivering ``entry``'s Answer (its run, and its
     update id or its place among the run's ``answer`` signals), when it was read and was
     not a signal an ancestor forwarded; else None."""
-    key = None
-    if entry.update_id is not None:
-        key = f"update:{entry.update_id}"
-    elif entry.signal_seq is not None:
-        key = f"signal:{entry.signal_seq}"
+    key = _key_of(entry)
     if entry.run_id is None or key is None:
         return None
     sender = exact.get((workflow_id, entry.run_id, key))
@@ -289,6 +423,46 @@ async def audit_of(rpc: HandleRpc, handle_ids: builtins.list[str]) -> builtins.l
         state = await rpc.query(hid, AgentWorkflowStub.state)
         entries.extend((hid, entry) for entry in state.approval.audit)
     return await audit_records(rpc.client, rpc.workflow_id, handle_ids, entries)
+
+
+async def _read_named_runs(
+    client: Client,
+    workflow_id: Callable[[str], str],
+    entries: builtins.list[tuple[str, AuditEntry]],
+    found: dict[str, Sender],
+    exact: dict[tuple[str, str, str], Sender],
+) -> set[tuple[str, str]]:
+    """Read the runs ``entries`` name into ``found`` and ``exact``: at most one run per kept
+    entry, whatever the agent's age (issue 38: not every run an old agent ever had), and of
+    each only up to the events named (:func:`read_named`); an entry that names its run but
+    not its event (an older worker's) has its run read whole.
+
+    Returns:
+        The (workflow id, run id) of the runs read whole.
+    """
+    wanted: dict[tuple[str, str], dict[str, int] | None] = {}
+    for hid, entry in entries:
+        if entry.path not in _DELIVERED or entry.run_id is None:
+            continue
+        run = (workflow_id(hid), entry.run_id)
+        keys = wanted.setdefault(run, {})
+        key = _key_of(entry)
+        if key is None or keys is None:
+            wanted[run] = None
+        else:
+            keys[key] = entry.answered_ms
+    whole: set[tuple[str, str]] = set()
+
+    async def read(run: tuple[str, str], keys: dict[str, int] | None) -> None:
+        wid, run_id = run
+        if keys is None:
+            await read_run(client, wid, run_id, found, exact)
+        elif not await read_named(client, wid, run_id, keys, found, exact):
+            return
+        whole.add(run)
+
+    await _gather_bounded(read(run, keys) for run, keys in sorted(wanted.items()))
+    return whole
 
 
 async def audit_records(
@@ -312,16 +486,8 @@ async def audit_records(
     """
     exact: dict[tuple[str, str, str], Sender] = {}
     found: dict[str, Sender] = {}
-    # 1. The runs the entries name (issue 36 item 1): at most one per kept entry, whatever the
-    # agent's age (issue 38: the audit does not read every run an old agent ever had).
-    named = sorted(
-        {
-            (workflow_id(hid), entry.run_id)
-            for hid, entry in entries
-            if entry.path in _DELIVERED and entry.run_id is not None
-        }
-    )
-    await _gather_bounded(read_run(client, wid, run_id, found, exact) for wid, run_id in named)
+    # 1. The runs the entries name (issue 36 item 1), each up to the events named.
+    whole = await _read_named_runs(client, workflow_id, entries, found, exact)
     # 2. Entries their own event does not settle (an Answer an ancestor forwarded, or an entry
     # written before the workflow recorded its event): the runs of the handle and its
     # ancestors open while the Request waited.
@@ -344,7 +510,7 @@ async def audit_records(
             [workflow_id(h) for h in sorted(scanned)],
             exact,
             within=windows,
-            skip=set(named),
+            skip=whole,
         )
         for request_id, earliest in more.items():
             known = found.get(request_id)

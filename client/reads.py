@@ -1,14 +1,24 @@
 """The read verbs of :class:`~toolnexus_temporal.client.runtime.AgentRuntime` (CONTRACT §3
 inspect, list, trace): queries only, nothing changes. ``HandleReads`` is the base class of
 ``AgentRuntime``; it holds the root handle, ``workflow_id``, ``inspect``, ``list``,
-``transcript``, ``model_view``, ``pending``, ``trace`` and ``trace_lines``, and the refresh of
-a Handle after a verb (``_apply``, ``_view``, ``_closed_result``).
+``transcript``, ``model_view``, ``pending``, ``trace``, ``trace_read`` and ``trace_lines``,
+and the refresh of a Handle after a verb (``_apply``, ``_view``, ``_closed_result``).
+
+The trace of a tree (issue 38): a query of a closed handle makes a worker replay its whole
+history, so an old agent's hundreds of closed children made ``tnx trace`` grow with its age.
+:func:`children_read` is the one rule of which children a trace reads: every child still
+open, and with ``closed=N`` only each handle's ``N`` newest closed children (the parent's
+state says which are closed: no query of theirs); the others are named in
+:attr:`TraceRead.omitted`, and ``tnx trace`` says how many and how to see them (``--all``,
+or ``tnx trace ID``). The no-worker read (``cli/replayed.py``) applies the same rule.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from temporalio.client import WorkflowExecutionStatus
@@ -44,6 +54,70 @@ TraceLines = list[TraceLine]
 Messages = list[Message]
 Strings = list[str]
 QueueRows = list[QueueRow]
+
+
+@dataclass(frozen=True)
+class TraceRead:
+    """The trace of a subtree as :meth:`HandleReads.trace_read` read it.
+
+    Attributes:
+        lines: the trace lines of the handles read, merged in order of occurrence (workflow
+            time, then tree order, then each handle's sequence number).
+        omitted: the closed children whose lines were not read (nor their subtrees'), in
+            tree order: each handle's closed children past its ``closed`` newest; empty
+            when every handle was read.
+    """
+
+    lines: list[TraceLine]
+    omitted: list[str] = field(default_factory=list)
+
+
+def children_read(
+    view: HandleView, state: HandleState | None, closed: int | None
+) -> tuple[list[str], list[str]]:
+    """Which children of a handle a trace reads, in spawn order: every child not closed and
+    the ``closed`` newest closed ones (every child when ``closed`` is None); and the closed
+    ones it leaves out, oldest first.
+
+    A child is closed when the handle's ``state`` says so: its last report said ``closed``
+    (a child whose workflow ended outside the contract is marked closed when the handle
+    notices), or it left ``roster.children_info`` at a continue-as-new (only closed
+    children leave; ``view.children`` still lists them). No query of the child is needed.
+
+    Args:
+        view: the handle's view (``children``: every child ever spawned, in spawn order).
+        state: the handle's state (its ``state`` query); None: every child is read.
+        closed: how many of the newest closed children to read; None: all.
+    """
+    if closed is None or state is None:
+        return list(view.children), []
+    info = state.roster.children_info
+    shut = [c for c in view.children if c not in info or info[c].state == "closed"]
+    left = set(shut[: max(len(shut) - max(closed, 0), 0)])
+    return [c for c in view.children if c not in left], [c for c in shut if c in left]
+
+
+def merged_lines(traces: Iterable[Sequence[TraceLine]]) -> TraceLines:
+    """The trace lines of handles given in tree order (pre-order), merged in order of
+    occurrence: by workflow time, then tree order, then each handle's sequence number
+    (CONTRACT §7)."""
+    merged: builtins.list[tuple[int, int, int, TraceLine]] = [
+        (line.at_ms, rank, line.seq, line) for rank, lines in enumerate(traces) for line in lines
+    ]
+    merged.sort(key=lambda item: item[:3])
+    return [item[3] for item in merged]
+
+
+def pre_order(top: str, children: dict[str, builtins.list[str]]) -> builtins.list[str]:
+    """The ids of a tree read level by level (``children``: the children read of each id
+    read), in pre-order from ``top``, children in spawn order."""
+    out: builtins.list[str] = []
+    stack = [top]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        stack.extend(child for child in reversed(children[node]) if child in children)
+    return out
 
 
 class TranscriptReader(Protocol):
@@ -279,26 +353,63 @@ class HandleReads:
             return h
         return Handle.from_view(view)
 
-    async def trace(self, h: HandleRef | None = None) -> TraceLines:
+    async def trace(self, h: HandleRef | None = None, *, closed: int | None = None) -> TraceLines:
         """The trace lines of ``h``'s subtree (default: the whole tree), merged in order of
-        occurrence (workflow time, then tree order) (CONTRACT §7)."""
-        merged: builtins.list[tuple[int, int, int, TraceLine]] = []
-        nodes = await self.list(h)
+        occurrence (workflow time, then tree order) (CONTRACT §7).
+
+        Args:
+            closed: read only each handle's ``closed`` newest closed children (and their
+                subtrees); None: every handle (:meth:`trace_read` says which were left out).
+        """
+        return (await self.trace_read(h, closed=closed)).lines
+
+    async def trace_read(
+        self, h: HandleRef | None = None, *, closed: int | None = None
+    ) -> TraceRead:
+        """:meth:`trace`, with the closed children it left out (:class:`TraceRead`).
+
+        Every handle read costs two queries (its ``view``, then its ``trace``, or its
+        ``state`` when it has children and ``closed`` is set: the state says which children
+        are closed), each level's at once (at most :data:`QUERIES_AT_ONCE`); a query of a
+        closed handle is a replay of its history on the worker. With ``closed``, a handle's
+        closed children past its ``closed`` newest are not queried at all
+        (:func:`children_read`): the cost is that of the open handles and of at most
+        ``closed`` closed children per handle, however many the agent closed over its life.
+        """
         gate = asyncio.Semaphore(QUERIES_AT_ONCE)
 
-        async def lines_of(node_id: str) -> builtins.list[TraceEntry]:
+        async def read(hid: str) -> tuple[HandleView, HandleState | None, TraceLines]:
             async with gate:  # an old agent's closed children: each query is a replay
-                return await self._rpc.query(node_id, AgentWorkflowStub.trace)
+                view = await self._rpc.query(hid, AgentWorkflowStub.view)
+                if closed is not None and view.children:
+                    state = await self._rpc.query(hid, AgentWorkflowStub.state)
+                    return view, state, [TraceEntry.of(line) for line in state.trace]
+                return view, None, list(await self._rpc.query(hid, AgentWorkflowStub.trace))
 
-        every = await asyncio.gather(*(lines_of(node.id) for node in nodes))
-        for rank, lines in enumerate(every):
-            merged.extend((line.at_ms, rank, line.seq, line) for line in lines)
-        merged.sort(key=lambda item: item[:3])
-        return [item[3] for item in merged]
+        top = handle_id(h if h is not None else self.root)
+        children: dict[str, builtins.list[str]] = {}
+        lines: dict[str, TraceLines] = {}
+        omitted: dict[str, builtins.list[str]] = {}
+        level = [top]
+        while level:
+            got = await asyncio.gather(*(read(hid) for hid in level))
+            nxt: builtins.list[str] = []
+            for hid, (view, state, own) in zip(level, got, strict=True):
+                kept, left = children_read(view, state, closed)
+                children[hid], lines[hid], omitted[hid] = kept, own, left
+                nxt.extend(c for c in kept if c not in children and c not in nxt)
+            level = nxt
+        order = pre_order(top, children)
+        return TraceRead(
+            lines=merged_lines(lines[hid] for hid in order),
+            omitted=[child for hid in order for child in omitted[hid]],
+        )
 
-    async def trace_lines(self, h: HandleRef | None = None) -> Strings:
+    async def trace_lines(
+        self, h: HandleRef | None = None, *, closed: int | None = None
+    ) -> Strings:
         """:meth:`trace` as plain strings."""
-        return [line.line for line in await self.trace(h)]
+        return [line.line for line in await self.trace(h, closed=closed)]
 
     async def _apply(
         self, h: HandleRef, status: HandleStatus, result: TaskResult | None = None

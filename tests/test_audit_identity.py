@@ -167,13 +167,93 @@ async def test_the_audit_reads_the_run_an_entry_names_not_every_run(
         runs = [run.run_id async for run in client.list_workflows(f'WorkflowId = "{wid}"')]
         assert len(runs) >= 4, runs
         read: list[tuple[str, str]] = []
-        real = audit.read_run
+        real, real_named = audit.read_run, audit.read_named
 
         async def counted(client: Client, wid: str, run_id: str, *rest: Any) -> None:
             read.append((wid, run_id))
             await real(client, wid, run_id, *rest)
 
+        async def counted_named(client: Client, wid: str, run_id: str, *rest: Any) -> bool:
+            read.append((wid, run_id))
+            return await real_named(client, wid, run_id, *rest)
+
         monkeypatch.setattr(audit, "read_run", counted)
+        monkeypatch.setattr(audit, "read_named", counted_named)
         (entry,) = await rt.audit(h)
         assert (entry.identity, entry.run_id, entry.path) == ("alice", first, "update"), entry
         assert read == [(wid, first)], read
+
+
+def asking() -> ScriptedLLM:
+    """A model that calls ``slow`` (it parks) when the turn's input says ``[ask]``, and
+    answers ``done`` otherwise (and after the tool)."""
+
+    def reply(request: dict[str, Any]) -> dict[str, Any]:
+        last = request["messages"][-1]
+        if last["role"] != "tool" and "[ask]" in str(last.get("content")):
+            return tool_calls(("slow", {}))
+        return text("done")
+
+    return ScriptedLLM({"stub-model": [reply]}, repeat_last=True)
+
+
+async def test_the_audit_reads_a_named_run_only_up_to_its_event(
+    make_runtime, client: Client, monkeypatch
+) -> None:
+    """Issue 38: an old agent's kept entries name many runs, each long; the audit reads of
+    each only the part that holds the event its entries name, from the end nearer to it.
+    alice's Answer (an update) is taken at the start of a run of 60 more turns, bob's at
+    the end of the next run, after 60 turns: the audit still names both, and reads well
+    under half of the two runs' events (before: both whole; a page holds ~200 events)."""
+    turns = 60
+    # one batch of rejected signals: one new run (continued as soon as it is long)
+    options = RuntimeOptions(continue_as_new_signals=40, continue_as_new_min_run_ms=0)
+    agent = expiry_registry(AgentDef(name="w", tools=["slow"]))
+    async with make_runtime(agent, asking().transport(), options=options) as rt:
+        h = await spawn(rt, rt.root, "w")
+        wid = rt.workflow_id(h.id)
+
+        async def answered_by(who: str) -> None:
+            r = await rt.run_turn(h, "[ask]")
+            assert r.pending is not None, r
+            taken = await update(client, who, wid, Answer(id=r.pending.id, ok=True, by=who))
+            assert taken.ok, taken
+            assert (await finished(rt, h, within_s=30)).text == "done"
+
+        first = (await client.get_workflow_handle(wid).describe()).run_id
+        await answered_by("alice")
+        for i in range(turns):
+            assert (await rt.run_turn(h, f"turn {i}")).text == "done"
+        await continue_as_new_by_rejections(client.get_workflow_handle(wid))
+        # a turn first: the last batch's rejections may spill into the new run and continue
+        # it as new once more (a loaded machine); a turn is taken after every signal sent
+        assert (await rt.run_turn(h, "settle")).text == "done"
+        second = (await client.get_workflow_handle(wid).describe()).run_id
+        for i in range(turns):
+            assert (await rt.run_turn(h, f"turn {i}")).text == "done"
+        await answered_by("bob")
+        assert (await client.get_workflow_handle(wid).describe()).run_id == second
+
+        lengths = {}
+        for run in (first, second):
+            desc = await client.get_workflow_handle(wid, run_id=run).describe()
+            lengths[run] = desc.raw_description.workflow_execution_info.history_length
+        events = 0
+        service = client.workflow_service
+        for name in ("get_workflow_execution_history", "get_workflow_execution_history_reverse"):
+            call = getattr(service, name)
+
+            async def counted(req: Any, *args: Any, call: Any = call, **kw: Any) -> Any:
+                nonlocal events
+                page = await call(req, *args, **kw)
+                events += len(page.history.events)
+                return page
+
+            monkeypatch.setattr(service, name, counted)
+        records = await rt.audit(h)
+        monkeypatch.undo()
+        assert [(r.by, r.identity, r.path, r.run_id) for r in records] == [
+            ("alice", "alice", "update", first),
+            ("bob", "bob", "update", second),
+        ], records
+        assert 0 < events < sum(lengths.values()) / 2, (events, lengths)

@@ -11,6 +11,7 @@ reflected in its parent" of item 16).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from temporalio.client import Client
 
@@ -157,3 +158,62 @@ async def test_the_children_of_a_terminated_handle_are_closed(make_runtime, clie
         assert not any(f"closes {done.id}" in line for line in lines)  # closed already
         assert (await rt.inspect(rt.root)).state == "idle"
         await replay_every_run(client, rt, "root", lead.id, c.id, grandchild.id)
+
+
+async def test_the_trace_of_an_old_parent_queries_only_its_newest_closed_children(
+    make_runtime, client, monkeypatch
+) -> None:
+    """Issue 38: a query of a closed handle makes the worker replay its whole history, and an
+    agent closes children all its life. ``trace_read(closed=2)`` queries the open handles and
+    the two newest closed children only, whether the parent still carries the others (closed
+    in this run) or dropped them at continue-as-new: its state says which are closed, none of
+    the others is queried, and ``omitted`` names them (a closed child's subtree with it). The
+    trace with no ``closed`` reads every handle, as before."""
+    n = 6
+    llm = ScriptedLLM({"stub-model": [text("job done")]}, repeat_last=True)
+    async with make_runtime(
+        {"w": AgentDef(name="w")},
+        llm.transport(),
+        options=RuntimeOptions(continue_as_new_updates=3, continue_as_new_min_run_ms=0),
+    ) as rt:
+        lead = await spawn(rt, rt.root, "w")
+        first_run = await run_id(client, rt, lead.id)
+        live = await spawn(rt, lead, "w")  # open all along (the first child: see below)
+        assert (await rt.run_turn(live, "still open")).text == "job done"
+        kids: list[str] = []
+        for i in range(n):  # each spawn is an update of lead's: lead continues as new
+            kid = await spawn(rt, lead, "w")
+            if i == 0:  # a closed child with a child of its own: left out with it
+                grandchild = await spawn(rt, kid, "w")
+            assert (await rt.run_turn(kid, f"job {i}")).text == "job done"
+            await rt.close(kid)
+            kids.append(kid.id)
+        assert await run_id(client, rt, lead.id) != first_run
+        state = await client.get_workflow_handle_for(
+            AgentWorkflow.run, rt.workflow_id(lead.id)
+        ).query(AgentWorkflow.state)
+        assert kids[0] not in state.roster.children_info  # dropped at a continue-as-new
+        assert state.roster.children_info[live.id].state == "idle"
+
+        queried: list[str] = []
+        real = rt._rpc.query
+
+        async def counted(hid: str, query: Any) -> Any:
+            queried.append(hid)
+            return await real(hid, query)
+
+        monkeypatch.setattr(rt._rpc, "query", counted)
+        read = await rt.trace_read(lead, closed=2)
+        assert sorted(set(queried)) == sorted({lead.id, live.id, *kids[-2:]}), queried
+        assert len(queried) == 2 * 4, queried  # two queries a handle read, none of the others
+        assert read.omitted == kids[:-2], read.omitted
+        lines = [line.line for line in read.lines]
+        for hid in (lead.id, live.id, *kids[-2:]):
+            assert any(line.startswith(f"{hid}: ") for line in lines), (hid, lines)
+        assert not any(line.startswith(f"{hid}: ") for hid in kids[:-2] for line in lines)
+
+        queried.clear()
+        every = await rt.trace_lines(lead)
+        assert set(queried) == {lead.id, live.id, grandchild.id, *kids}, queried
+        assert all(any(line.startswith(f"{hid}: ") for line in every) for hid in kids), every
+        assert [line.line for line in await rt.trace(lead, closed=n)] == every

@@ -255,3 +255,55 @@ async def test_an_answer_queued_with_no_worker_is_not_shown_applied(
     assert lines[-1].endswith("(check_secret needs approval; waiting for an answer)"), lines
     audited, _ = await tnx(env, "audit", asker.id, "--json")
     assert json.loads(audited.stdout) == [], audited.output
+
+
+async def test_trace_reads_each_handle_s_newest_closed_children_and_all_with_all(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38: a query of a closed handle is a replay of its whole history on the worker,
+    so ``tnx trace`` reads only each handle's ``TRACE_CLOSED`` newest closed children (2
+    here) besides the open handles, says on stderr how many it left out and how to see them,
+    and ``--all`` reads every one; with no worker, the replayed trace leaves out the same
+    children (none of theirs is replayed) and prints the same lines."""
+    from toolnexus_temporal.cli import verbs
+
+    monkeypatch.setattr(verbs, "TRACE_CLOSED", 2)
+    scope = f"t-{uuid.uuid4().hex[:10]}"
+    task_queue = f"tq-{scope}"
+    store = tmp_path / "conversations.sqlite"
+    env = cli_env(client, scope, task_queue)
+
+    def own(lines: list[str], hid: str) -> bool:
+        return any(line.startswith(f"{hid}: ") for line in lines)
+
+    async def traced(*args: str) -> tuple[Any, list[str]]:
+        result, took = await tnx(env, "trace", *args, "--json")
+        assert result.exit_code == 0 and took < NO_WORKER_BOUND_S, (args, result.output, took)
+        return result, [line["line"] for line in json.loads(result.stdout)]
+
+    llm = ScriptedLLM({"stub-model": [text("done")]}, repeat_last=True)
+    async with worker_on(client, task_queue, llm, store):
+        rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
+        parent = await rt.spawn(rt.root, "parent")
+        assert isinstance(parent, Handle)
+        kids = []
+        for n in range(6):  # five ran a turn and closed; the last one is still open
+            kid = await rt.spawn(parent, "asker")
+            assert isinstance(kid, Handle)
+            assert (await rt.run_turn(kid, f"job {n}")).text == "done"
+            kids.append(kid.id)
+            if n < 5:
+                await rt.close(kid)
+        *kids, live = kids
+        shown, lines = await traced(parent.id)
+        assert "3 older closed children not shown" in shown.stderr, shown.stderr
+        assert f"tnx trace {parent.id} --all" in shown.stderr, shown.stderr
+        assert all(own(lines, hid) for hid in (live, *kids[-2:])), lines
+        assert not any(own(lines, hid) for hid in kids[:-2]), lines
+        every, all_lines = await traced(parent.id, "--all")
+        assert "not shown" not in every.stderr, every.stderr
+        assert all(own(all_lines, hid) for hid in (live, *kids)), all_lines
+    replayed, replayed_lines = await traced(parent.id)
+    assert NOTE in replayed.stderr and "3 older closed children not shown" in replayed.stderr
+    same_json(shown.stdout, replayed.stdout)
+    assert replayed_lines == lines

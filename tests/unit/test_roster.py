@@ -142,3 +142,36 @@ def test_more_agent_names_than_one_character_codes():
     ids = [record_spawn(s, f"agent{i}") for i in range(100)]
     assert all_children(s) == ids and children_count(s) == 100
     assert was_child(s, "p/agent99.100") and not was_child(s, "p/agent98.100")
+
+
+def test_a_trace_reads_the_open_children_and_the_newest_closed_ones():
+    """Issue 38: ``children_read`` (the host's rule of which children a trace reads) takes
+    from the parent's state which children are closed: reported closed (still carried) or
+    dropped at continue-as-new (``compact``); a live child is read however old it is."""
+    from toolnexus_temporal.client.reads import children_read
+
+    s = handle(id="p", defn=None, parent=None)
+    children = children_of(s)
+    ids = [record_spawn(s, "w", f"n{i}") for i in range(6)]
+    old_live, gone1, gone2, carried, newest, young_live = ids
+
+    def close(child: str) -> None:
+        children.on_report(
+            ChildReport(
+                id=child, seq=1, state="closed", usage_total=0, subtree_tool_calls=0, result_seq=0
+            )
+        )
+
+    close(gone1)
+    close(gone2)
+    compact(s)  # gone1, gone2 leave children_info
+    close(carried)
+    close(newest)
+    view = view_of(s)
+    assert view.children == ids
+    assert children_read(view, s, None) == (ids, [])
+    assert children_read(view, None, 1) == (ids, [])  # no state: every child
+    assert children_read(view, s, 2) == ([old_live, carried, newest, young_live], [gone1, gone2])
+    assert children_read(view, s, 1) == ([old_live, newest, young_live], [gone1, gone2, carried])
+    assert children_read(view, s, 0) == ([old_live, young_live], [gone1, gone2, carried, newest])
+    assert children_read(view, s, 9) == (ids, [])
