@@ -302,7 +302,7 @@ def _answer_lines(tour: Tour, coord: Handle, req: Request, edit: dict[str, objec
 async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
     rt = tour.rt
     tour.head("the approval: a tool asked for one, its agent parked")
-    tour.line(f"Request {req.id}  kind {req.kind}: {_brief(req.prompt)}")
+    tour.line(f"Request {scoped_ids(req.id, tour.wid)}  kind {req.kind}: {_brief(req.prompt)}")
     for h in (coord.id, req.id.rpartition("#")[0]):
         row = await rt.queue_row(h)
         if row is not None:
@@ -313,7 +313,8 @@ async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
     edit = _edit(req)
     tour.line(
         "a user would list it, then approve it as asked, or approve it with edited arguments "
-        "(the last two lines, the same edit):"
+        "(the last two lines, the same edit; the signal's JSON names the Request as its "
+        "workflow does, without the scope):"
     )
     for command in _answer_lines(tour, coord, req, edit):
         tour.line(f"  {command}")
@@ -363,7 +364,8 @@ async def _show_answer_record(tour: Tour, h: Handle) -> None:
         if rec.edited_args is not None:
             verdict += " with an edit"
         tour.line(
-            f"  {rec.request_id}: {verdict} by {rec.by or '?'} via {rec.path} at "
+            f"  {scoped_ids(rec.request_id, tour.wid)}: {verdict} by {rec.by or '?'} via "
+            f"{rec.path} at "
             f"{rec.answered_at or '?'} (Temporal identity: {rec.identity or '-'}; "
             f"{'verified' if rec.verified else 'unverified'})"
         )

@@ -34,7 +34,7 @@ from toolnexus_temporal.cli.options import EXIT_ENV as EXIT_ENV
 from toolnexus_temporal.cli.options import EXIT_NO as EXIT_NO
 from toolnexus_temporal.cli.options import CliError as CliError
 from toolnexus_temporal.cli.options import Options as Options
-from toolnexus_temporal.cli.render import one_line, truncate
+from toolnexus_temporal.cli.render import one_line, scoped_ids, truncate
 from toolnexus_temporal.cli.workercheck import no_root_line, no_worker_line, root_task_queue
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.codec import CodecError, codec_from_env
@@ -141,7 +141,8 @@ async def _run(
 ) -> T:
     """:func:`run`'s coroutine: connect, attach to the root (its task queue), check for a
     worker when ``worker`` is required, run ``verb``, and turn every expected failure into a
-    :class:`CliError`."""
+    :class:`CliError` (a client error's ids as ``tnx`` prints them, with the scope:
+    :func:`~.render.scoped_ids`, so they paste back; issue 37 item 1)."""
     check_query_options(opts)
     client = await connect_client(opts)
     rt = AgentRuntime(client, task_queue=opts.task_queue, scope=opts.scope, store=store)
@@ -189,11 +190,11 @@ async def _run(
         ) from err
     except HandleNotFoundError as err:
         await _check_namespace(rt, opts)
-        raise CliError(f"{err} ({opts.where()})") from err
+        raise CliError(f"{scoped_ids(str(err), opts.shown)} ({opts.where()})") from err
     except NoWorkerError as err:
         raise CliError(no_worker_note(err, opts), EXIT_ENV) from err
     except TnxError as err:  # VerbRejectedError among them: its message says it all
-        raise CliError(str(err)) from err
+        raise CliError(scoped_ids(str(err), opts.shown)) from err
     except WorkflowUpdateRPCTimeoutOrCancelledError as err:
         raise CliError(
             f"no answer from the agent workflow: {err} "

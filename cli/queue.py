@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -62,10 +63,11 @@ def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
         return handles, rows, missing, waiting
 
     handles, rows, missing, waiting = ops.run(opts, read, worker="optional")
+    now_ms = int(time.time() * 1000)  # when visibility was read, with no worker
     if opts.json:
-        emit(_pending_json(handles, rows, waiting))
+        emit(_pending_json(handles, rows, waiting, now_ms))
     elif missing is not None:
-        _print_visibility_queue(opts, rows, missing, waiting)
+        _print_visibility_queue(opts, rows, missing, waiting, now_ms)
     elif not handles:
         out.print("no suspended agents", soft_wrap=True)
     else:
@@ -91,11 +93,14 @@ def _print_ui_link(opts: Options, ui_url: str | None) -> None:
 
 
 def _pending_json(
-    handles: list[Handle], rows: list[QueueRow], waiting: dict[str, list[QueuedAnswer]]
+    handles: list[Handle],
+    rows: list[QueueRow],
+    waiting: dict[str, list[QueuedAnswer]],
+    now_ms: int,
 ) -> list[dict[str, Any]]:
     """``tnx pending --json``: one object per suspended agent, from its handle or (no
-    worker) from its visibility row (``"source": "visibility"``) with the Answers sent to
-    it that no worker has applied yet (``"queued_answers"``)."""
+    worker) from its visibility row (``"source": "visibility"``, read at ``"as_of_ms"``)
+    with the Answers sent to it that no worker has applied yet (``"queued_answers"``)."""
     from_handles = [
         {
             "id": h.id,
@@ -117,6 +122,7 @@ def _pending_json(
             "expires_ms": int(row.expires_at.timestamp() * 1000) if row.expires_at else None,
             "escalated_to": f"queue:{row.escalated_to}" if row.escalated_to else None,
             "source": "visibility",
+            "as_of_ms": now_ms,
             "queued_answers": [
                 {
                     "request": a.request_id,
@@ -137,19 +143,23 @@ def _print_visibility_queue(
     rows: list[QueueRow],
     missing: NoWorkerError,
     waiting: dict[str, list[QueuedAnswer]],
+    now_ms: int,
 ) -> None:
-    """The queue read from visibility (no worker runs), with the Answers queued for a worker,
-    and a note saying so."""
+    """The queue read from visibility at ``now_ms`` (no worker runs), with the Answers
+    queued for a worker, and a note saying so (:func:`~.verbs.visibility_note`)."""
+    from toolnexus_temporal.cli.verbs import visibility_note
+
     if rows:
         show(render.queue_table(rows, width=list_width(), shown=opts.shown, queued=waiting))
     else:
         out.print("no suspended agents")
-    err_console.print(
-        "[yellow]note[/yellow]: "
-        + escape(ops.no_worker_note(missing, opts))
-        + "; read from visibility (the full prompt and the turn continue when one runs; "
-        "an answer is kept until then: tnx answer ID --approve)",
-        style="dim",
+    visibility_note(
+        opts,
+        missing,
+        now_ms,
+        "each suspended agent's Request as it last published it (the full prompt and the "
+        "turn continue when a worker runs; an answer is kept until then: tnx answer ID "
+        "--approve)",
     )
 
 
@@ -272,9 +282,9 @@ def _print_answered(opts: Options, result: Delivered, target: str, verdict: str)
                 }
             )
         else:
-            to = escape(opts.shown(target))
+            to, sent = escape(opts.shown(target)), escape(opts.shown(request_id))
             out.print(
-                f"answer {escape(request_id)} ({verdict}) queued for {to}: no worker is "
+                f"answer {sent} ({verdict}) queued for {to}: no worker is "
                 f"running; it is applied when one polls task queue {escape(missing.task_queue)} "
                 "(tnx pending shows it beside its Request until then)",
                 soft_wrap=True,
@@ -322,7 +332,8 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
         checked = "verified" if r.verified else "unverified"
         queued = r.sent_at is not None and r.sent_at < (r.answered_at or "")
         out.print(
-            f"{escape(r.answered_at or '?')}  {escape(r.request_id)}  {verdict}  via {r.path}"
+            f"{escape(r.answered_at or '?')}  {escape(opts.shown(r.request_id))}  {verdict}"
+            + f"  via {r.path}"
             + (f" (sent {escape(r.sent_at or '')})" if queued else "")
             + f"  by {escape(r.by or '-')} ({checked}; identity {escape(who)})"
             + (f"  escalated to {escape(r.escalated_to)}" if r.escalated_to else "")

@@ -321,7 +321,9 @@ def listed_handle_table(row: ListedRow, now_ms: int, shown: IdForm = _as_given) 
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="ellipsis")
     prompt = row.request_prompt or "(not in visibility)"
-    pending = f"{row.request_id} ({row.request_kind or '?'}): {prompt}" if row.request_id else NONE
+    pending = (
+        f"{shown(row.request_id)} ({row.request_kind or '?'}): {prompt}" if row.request_id else NONE
+    )
     since = row.waiting_since
     tick = row.next_tick
     rows: list[tuple[str, RenderableType]] = [
@@ -387,7 +389,7 @@ def pending_table(
                 else NONE,
                 deadline(parse_time_ms(req.expires_at) if req.expires_at else None, now_ms),
                 one_line(h.escalated_to or NONE),
-                one_line(req.id),
+                one_line(shown(req.id)),
             ]
         )
     headers = ["ID", "WAITING", "KIND", "PROMPT", "URL", "PATH", "EXPIRES", "ESCALATED", "REQUEST"]
@@ -419,7 +421,7 @@ def queue_table(
                 else Text("(not in visibility)", style="dim"),
                 deadline(int(expires.timestamp() * 1000) if expires else None, now_ms),
                 one_line(f"queue:{row.escalated_to}" if row.escalated_to else NONE),
-                one_line(row.request_id or NONE),
+                one_line(shown(row.request_id) if row.request_id else NONE),
             ]
         )
     headers = ["ID", "WAITING", "KIND", "PROMPT", "EXPIRES", "ESCALATED", "REQUEST"]
@@ -477,16 +479,16 @@ def _mcp_summary(server: McpServer) -> str:
     return f"{server.name} ({offered}{gated})"
 
 
-def _result_rows(result: TaskResult | None) -> list[tuple[str, RenderableType]]:
+def _result_rows(result: TaskResult | None, shown: IdForm) -> list[tuple[str, RenderableType]]:
     if result is None:
         return [("last result", _cell(NONE))]
     return [
-        ("last result", result_summary(result)),
+        ("last result", result_summary(result, shown)),
         ("  text", _cell(result.text or "(empty)", "red" if result.is_error else "")),
     ]
 
 
-def result_summary(result: TaskResult) -> Text:
+def result_summary(result: TaskResult, shown: IdForm = _as_given) -> Text:
     """``done · turns 1 · tokens 23 · $0.000150`` (with the limit or the pending request when
     any; the cost as :meth:`Cost.text` says it)."""
     colour = "green" if result.status in OK_STATUSES else "red"
@@ -495,7 +497,7 @@ def result_summary(result: TaskResult) -> Text:
     if result.limit:
         extra += f" · limit {result.limit}"
     if result.pending is not None:
-        extra += f" · request {result.pending.id} ({result.pending.kind})"
+        extra += f" · request {shown(result.pending.id)} ({result.pending.kind})"
     line.append(extra)
     return line
 
@@ -513,7 +515,7 @@ def handle_table(
     children = f"{len(h.children)}: {', '.join(map(shown, h.children))}" if h.children else "0"
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     pending = (
-        f"{h.pending_req.id} ({h.pending_req.kind}): {h.pending_req.prompt}"
+        f"{shown(h.pending_req.id)} ({h.pending_req.kind}): {h.pending_req.prompt}"
         if h.pending_req is not None
         else NONE
     )
@@ -553,7 +555,7 @@ def handle_table(
         ("wall deadline", _cell(deadline(h.wall_deadline_ms))),
         ("pending request", _cell(pending)),
         ("  since", _cell(since)),
-        *_result_rows(h.last_result),
+        *_result_rows(h.last_result, shown),
         ("last error", _cell(h.last_error or NONE, "red" if h.last_error else "")),
         ("conversation", _cell(f"{h.conv_id or NONE} · {h.transcript_len} message(s)")),
         ("read at", _cell(f"{stamp(now_ms)} {zone(now_ms)}", "dim")),

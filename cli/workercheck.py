@@ -10,6 +10,8 @@ Used by :func:`toolnexus_temporal.cli.ops.run`; the checks themselves are
 from __future__ import annotations
 
 import asyncio
+import os
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -86,26 +88,51 @@ async def runtime_scopes(client: Client) -> list[str | None]:
 async def no_root_line(client: Client, scope: str | None, where: str) -> str:
     """The error of a command that found no runtime under ``scope``: the runtimes that exist
     (from visibility) with the option that reaches each, never the advice to create a second
-    runtime beside them; ``tnx spawn root NAME`` only when the namespace has none (issue 37
-    item 2)."""
+    runtime beside them, and the command again in the first of them (:func:`again_in`);
+    ``tnx spawn root NAME`` only when the namespace has none (issue 37 item 2)."""
     others = [s for s in await runtime_scopes(client) if s != scope]
     head = f"no runtime to attach to: no {ROOT_ID!r} handle in {where}"
     if not others:
         return f"{head} (`tnx spawn {ROOT_ID} NAME` creates it)"
     ways = ", ".join(f"--scope {s}" if s is not None else "no --scope" for s in others)
-    example = f" --scope {others[0]}" if others[0] is not None else ""
-    return f"{head}; the runtimes here: {ways} (e.g. `{_command()}{example}`)"
+    return f"{head}; the runtimes here: {ways} (e.g. `{_command(scope, others[0])}`)"
 
 
-def _command() -> str:
-    """The ``tnx`` command running (``tnx pending``, read from the command line), for a hint
-    to repeat it; ``tnx ls`` when it cannot tell (not run as ``tnx``)."""
+def _command(scope: str | None, other: str | None) -> str:
+    """The ``tnx`` command running (read from the command line) as it runs in the runtime
+    of scope ``other`` (:func:`again_in`), for a hint to repeat it; ``tnx ls`` there when it
+    cannot tell (not run as ``tnx``)."""
     argv = sys.argv
-    if argv and Path(argv[0]).name == "tnx":
-        words = [a for a in argv[1:] if not a.startswith("-")]
-        if words:
-            return f"tnx {words[0]}"
-    return "tnx ls"
+    words = argv[1:] if argv and Path(argv[0]).name == "tnx" and argv[1:] else ["ls"]
+    return again_in(words, scope, other, env_scope=bool(os.environ.get("TNX_SCOPE")))
+
+
+def again_in(words: list[str], scope: str | None, other: str | None, env_scope: bool) -> str:
+    """``tnx WORDS``, a command that found no runtime under ``scope``, as one shell line that
+    runs as printed in the runtime of scope ``other`` (None: the unscoped one): its
+    ``--scope`` dropped, an id pasted with ``scope`` (``walk9/root/a.1``; :func:`.args.scope_in`)
+    written without it, then ``--scope OTHER`` (``--scope ''`` for the unscoped runtime when
+    ``TNX_SCOPE`` is set: ``env_scope``), as the user typed every other word (issue 37 item 1:
+    the hint kept the command's name only and dropped the id pasted)."""
+    from toolnexus_temporal.cli.args import scope_in
+
+    kept: list[str] = []
+    skip = False
+    for word in words:
+        if skip:  # the value of a --scope
+            skip = False
+            continue
+        if word == "--scope" or word.startswith("--scope="):
+            skip = word == "--scope"
+            continue
+        if scope is not None and scope_in(word) == scope:
+            word = word[len(scope) + 1 :]
+        kept.append(word)
+    if other is not None:
+        kept += ["--scope", other]
+    elif env_scope:
+        kept += ["--scope", ""]
+    return shlex.join(["tnx", *kept])
 
 
 def no_worker_line(err: NoWorkerError, where: str, connection_flags: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import shlex
 import uuid
 from typing import Any
 
@@ -155,6 +156,8 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
         assert (await tnx.ok("inspect", h.id, "--json")).json()["state"] == "closed"
         again = await tnx("wake", h.id, "again")
         assert again.code == 1 and "rejected" in again.err, again
+        # a client error names the id as tnx prints it, with the scope (issue 37 item 1)
+        assert f"on {rt.workflow_id(h.id)!r} rejected" in again.err, again
         assert f"{h.id}: idle→closed (bye)" in await rt.trace_lines(h)
 
         other_scope = f"t-{uuid.uuid4().hex[:10]}"
@@ -165,7 +168,7 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
             tnx("ls", "--namespace", "no-such-namespace"),
         )
         for run, code, message in (
-            (ghost, 1, "no handle 'root/ghost.1'"),
+            (ghost, 1, f"no handle {rt.workflow_id('root/ghost.1')!r}"),
             (refused, 2, "cannot connect to Temporal at 127.0.0.1:1"),
             (no_root, 1, "no runtime to attach to"),
             (no_namespace, 2, "namespace 'no-such-namespace' does not exist"),
@@ -180,6 +183,13 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
         assert "(e.g. `tnx ls --scope " in no_root.err, no_root  # the command it ran
         pending_elsewhere = await tnx("pending", "--scope", other_scope)
         assert "(e.g. `tnx pending --scope " in pending_elsewhere.err, pending_elsewhere
+        # Issue 37 item 1: the hint repeats the whole command, the id pasted with it (here
+        # with the scope that has no runtime), in a runtime that exists, and runs as printed.
+        pasted = await tnx("inspect", f"{other_scope}/root/ghost.1", "--scope", other_scope)
+        hint = re.search(r"\(e\.g\. `(tnx inspect root/ghost\.1 --scope \S+)`\)", pasted.err)
+        assert hint is not None, pasted
+        rerun = await tnx(*shlex.split(hint.group(1))[1:])
+        assert "no runtime to attach to" not in rerun.err and "ghost.1" in rerun.err, rerun
         # Read-only commands attach; they never create a root.
         with pytest.raises(RPCError) as missing:
             await rt.client.get_workflow_handle(f"{other_scope}/root").describe()
@@ -219,6 +229,9 @@ async def test_pending_and_answer_drive_the_approval_queue(make_runtime, env) ->
         assert queue[1]["request"]["data"]["path"] == ["root", "parent.1", "asker.1"]
         table = await cli("pending", columns=200)
         assert "approve secret access?" in table.out and "tnx answer" in table.out
+        # the REQUEST column as every id is printed: with the scope, so it pastes back
+        request_id = queue[1]["request"]["id"]
+        assert f" {rt.workflow_id(request_id)}" in table.out, table.out
 
         bad = await cli("answer", parent.id)
         assert bad.code == 2 and "exactly one of" in bad.err
@@ -243,5 +256,7 @@ async def test_pending_and_answer_drive_the_approval_queue(make_runtime, env) ->
         assert own.code == 0 and own.json() == []  # the parent raised none itself
         text_form = await cli("audit", child_id, columns=200)
         assert "via update" in text_form.out and "unverified" in text_form.out
+        # the Request id as tnx prints ids, with the scope (issue 37 item 1)
+        assert f"  {rt.workflow_id(record['request_id'])}  ok  via update" in text_form.out
         missing = await cli("audit", f"{parent.id}/nobody.9")
         assert missing.code != 0 and missing.err

@@ -133,17 +133,20 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
         await asyncio.sleep(0.2)
     # visibility already has the Request: its id, kind and prompt are in the listing
     assert asker.id in listed.stdout and request in listed.stdout, listed.output
+    assert f" {scope}/{request}" in listed.stdout, listed.output  # scoped, as ids print
     assert "approval" in listed.stdout and parked.pending.prompt[:20] in listed.stdout
-    assert "read from visibility" in listed.stderr
+    assert "read from visibility as of " in listed.stderr  # when, as the other reads say
     as_json, _ = await tnx(env, "pending", "--json")
     [row] = json.loads(as_json.stdout)
     assert row["id"] == asker.id and row["request"]["id"] == request, row
     assert row["source"] == "visibility" and row["since_ms"] is not None
+    assert row["as_of_ms"] >= row["since_ms"], row
 
     # no --request: the id comes from the handle's search attributes (a describe)
     delivered, took = await tnx(env, "answer", asker.id, "--approve")
     assert delivered.exit_code == 0, delivered.output
-    assert f"answer {request} (approved) queued for {scope}/{asker.id}" in delivered.stdout
+    # the Request id as tnx prints ids, with the scope (issue 37 item 1)
+    assert f"answer {scope}/{request} (approved) queued for {scope}/{asker.id}" in delivered.stdout
     assert "no worker is running" in delivered.stdout
     assert f"applied when one polls task queue {task_queue}" in delivered.stdout
     assert took < NO_WORKER_BOUND_S, took
@@ -178,6 +181,7 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
         assert applied > sent, record  # applied once the worker came back
         shown, _ = await tnx(env, "audit", asker.id)
         assert f"via signal (sent {record.sent_at})" in shown.stdout, shown.output
+        assert f"  {scope}/{request}  ok  via signal" in shown.stdout, shown.output
 
 
 async def test_every_verb_answers_at_once_right_after_the_worker_stopped(

@@ -85,7 +85,9 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     assert re.search(rf"    {re.escape(wid)}/researcher\.\d+  closed\n", tree), out
     assert f"{wid} and {wid}/deployer." in tree, out  # workflow ids in the text too
     approval = _step(out, 3)
-    assert f"Request {request}  kind approval: deploy billing to production?" in approval
+    # the Request as tnx prints ids, with the scope (issue 37 item 1); the search
+    # attribute and the signal's JSON hold it as the workflow does
+    assert f"Request demo/{request}  kind approval: deploy billing to production?" in approval
     assert f"AgentRequestId {request}  AgentRequestKind approval" in approval, out
     # `tnx pending` with no scope lists the default runtime's queue, not the demo's
     assert f"    tnx pending --scope demo --address {address}\n" in approval, out
@@ -116,7 +118,7 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     assert f"{wid}: answer demo/{request} (ok) → demo/{deployer_id}" in trace, out
     assert f"the audit (tnx audit {wid} --subtree):" in trace, out
     assert re.search(
-        rf"  {re.escape(request)}: approved with an edit by \S+ via update at 20", trace
+        rf"  demo/{re.escape(request)}: approved with an edit by \S+ via update at 20", trace
     ), out
     assert f'the model called deploy with {{"service": "billing"}}; it ran with {edit}' in trace, (
         out
@@ -171,8 +173,11 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
         ran = await asyncio.to_thread(CliRunner().invoke, app, argv, env=env0)
         assert ran.exit_code == 0, (line, ran.output)
         assert "no worker running" in ran.stderr, (line, ran.stderr)
+        # a budget signal that raced a child's close is not a fault: logged, not traced
+        assert "not delivered" not in ran.stdout, (line, ran.stdout)
     audit_out = ran.stdout
     assert "approved" in audit_out or " ok " in audit_out, audit_out
+    assert f"  demo/{request}  ok  via update" in audit_out, audit_out  # as tnx trace has it
     # the coordinator's own audit is empty (the Request was its child's): it says where to look
     own = [*f"audit {wid}".split(), "--address", address]
     ran = await asyncio.to_thread(CliRunner().invoke, app, own, env=env0)

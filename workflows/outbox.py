@@ -18,8 +18,19 @@ from toolnexus_temporal.workflows.visibility.visibility import Log
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel
 
-    from toolnexus_temporal.workflows.contract.names import workflow_id_for
+    from toolnexus_temporal.workflows.contract.names import (
+        SIGNAL_BUDGET_REPLY,
+        SIGNAL_POOL_FLOOR,
+        SIGNAL_SLOT_RECALL,
+        workflow_id_for,
+    )
     from toolnexus_temporal.workflows.contract.state import HandleState
+
+
+BOOKKEEPING = frozenset({SIGNAL_POOL_FLOOR, SIGNAL_BUDGET_REPLY, SIGNAL_SLOT_RECALL})
+"""Signals that only keep budgets and slots in step: one that finds its target closed (it
+raced the target's close) has nothing left to do, so it is logged, not put in the trace
+(a new user's walk read ``pool_floor ... not delivered`` there as a fault; issue 37)."""
 
 
 class Signals(Protocol):
@@ -53,7 +64,12 @@ class Outbox:
             try:
                 await target.signal(name, arg)
             except Exception as err:  # the target's workflow is gone
-                self.log.trace(f"{self.s.id}: {name} to {handle_id} not delivered ({err})")
+                if name in BOOKKEEPING:
+                    workflow.logger.info(
+                        "%s: %s to %s not needed: %s", self.s.id, name, handle_id, err
+                    )
+                else:
+                    self.log.trace(f"{self.s.id}: {name} to {handle_id} not delivered ({err})")
             finally:
                 self.signals_in_flight -= 1
 

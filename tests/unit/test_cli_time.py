@@ -10,7 +10,7 @@ from rich.console import Console
 
 from toolnexus_temporal.cli import render
 from toolnexus_temporal.cli.ops import connect_message
-from toolnexus_temporal.cli.workercheck import no_worker_line
+from toolnexus_temporal.cli.workercheck import again_in, no_worker_line
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.reachability import (
@@ -205,3 +205,21 @@ def test_trace_lines_print_ids_as_tnx_prints_ids() -> None:
     assert render.scoped_ids("demo/root/a.1 as printed", shown) == "demo/root/a.1 as printed"
     table = text_of(render.trace_table([TraceLine(seq=1, at_ms=AT_MS, line=line)], shown=shown))
     assert "demo/root/a.1: audit demo/root/a.1/b.2#1" in table
+
+
+def test_the_no_runtime_hint_repeats_the_command_as_run_in_a_runtime_that_exists() -> None:
+    """Issue 37 item 1: a command that found no runtime is printed again whole (the id
+    pasted, every option, shell-quoted) with the ``--scope`` of a runtime that exists; an id
+    pasted with the missing scope loses it, and an earlier ``--scope`` is dropped."""
+    words = ["inspect", "root/coordinator.1/deployer.2", "--json"]
+    assert again_in(words, None, "demo", env_scope=False) == (
+        "tnx inspect root/coordinator.1/deployer.2 --json --scope demo"
+    )
+    pasted = ["answer", "walk9/root/a.1", "--scope=walk9", "--edit", '{"x": 1}']
+    assert again_in(pasted, "walk9", "demo", env_scope=False) == (
+        "tnx answer root/a.1 --edit '{\"x\": 1}' --scope demo"
+    )
+    watched = ["ls", "--watch", "--scope", "walk9"]
+    assert again_in(watched, "walk9", None, env_scope=False) == "tnx ls --watch"
+    # TNX_SCOPE names the missing scope: the unscoped runtime needs an empty --scope
+    assert again_in(["pending"], "walk9", None, env_scope=True) == "tnx pending --scope ''"
