@@ -289,7 +289,7 @@ def _answer_lines(tour: Tour, coord: Handle, req: Request, edit: dict[str, objec
     approved as asked, or approved with ``edit`` (the tnx line and the signal line)."""
     wid = tour.wid(coord.id)
     scope = f" --scope {tour.rt.scope}" if tour.rt.scope else ""  # pending has no id to name it
-    edited = answer_json(req, edited_args=edit)
+    edited = answer_json(req, edited_args=edit, scope=tour.rt.scope)
     return [
         f"tnx pending{scope}{tour.flag}",
         f"tnx answer {wid} --approve{tour.flag}",
@@ -313,8 +313,7 @@ async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
     edit = _edit(req)
     tour.line(
         "a user would list it, then approve it as asked, or approve it with edited arguments "
-        "(the last two lines, the same edit; the signal's JSON names the Request as its "
-        "workflow does, without the scope):"
+        "(the last two lines, the same edit):"
     )
     for command in _answer_lines(tour, coord, req, edit):
         tour.line(f"  {command}")

@@ -85,8 +85,8 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     assert re.search(rf"    {re.escape(wid)}/researcher\.\d+  closed\n", tree), out
     assert f"{wid} and {wid}/deployer." in tree, out  # workflow ids in the text too
     approval = _step(out, 3)
-    # the Request as tnx prints ids, with the scope (issue 37 item 1); the search
-    # attribute and the signal's JSON hold it as the workflow does
+    # the Request as tnx prints ids, with the scope (issue 37 item 1), in the signal's JSON
+    # too (the workflow takes it); the search attribute holds it as the workflow names it
     assert f"Request demo/{request}  kind approval: deploy billing to production?" in approval
     assert f"AgentRequestId {request}  AgentRequestKind approval" in approval, out
     # `tnx pending` with no scope lists the default runtime's queue, not the demo's
@@ -101,7 +101,7 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     )
     assert signal is not None, out
     assert json.loads(signal.group(1)) == {
-        "id": request,
+        "id": f"demo/{request}",
         "ok": True,
         "edited_args": {"service": "billing", "environment": "staging"},
     }, out

@@ -73,9 +73,9 @@ async def test_a_parked_agent_is_in_the_queue_with_its_request(make_runtime, cli
         meta = await metadata(client, wf_id)
         head = meta.current_details.split("\n\n")
         assert head[0] == "**Waiting for approval:** need approval to proceed"
-        assert head[1] == f"Request id: `{req.id}`"
+        assert head[1] == f"Request id: `{rt.workflow_id(req.id)}`"  # as tnx prints it
         to_paste = head[2].split("`")[3]
-        assert json.loads(to_paste) == {"id": req.id, "ok": True}
+        assert json.loads(to_paste) == {"id": rt.workflow_id(req.id), "ok": True}
         signals = {d.name: d.description for d in meta.definition.signal_definitions}
         assert signals["child_report"].startswith(INTERNAL)
         assert signals["pool_floor"].startswith(INTERNAL)
@@ -237,7 +237,7 @@ async def test_a_parked_handle_keeps_its_queue_entry_across_continue_as_new(
             assert after[name] == before[name], name
         assert after["AgentWaitingSince"] == before["AgentWaitingSince"]
         meta = await metadata(client, wf_id)
-        assert f"Request id: `{h.id}#1`" in meta.current_details
+        assert f"Request id: `{rt.workflow_id(h.id)}#1`" in meta.current_details
         await wf.signal("answer", {"id": f"{h.id}#1", "ok": True})
         second = await settle(
             lambda: attributes(client, wf_id), lambda a: a.get("AgentRequestId") == f"{h.id}#2"

@@ -538,7 +538,7 @@ class AgentWorkflow:
         went = self._updates.repeat()
         if went is not None:  # sent again after a continue-as-new: taken once already
             return AnswerResult(ok=True, answered=went or None, status=status_of(self.s))
-        error, answered = await self._approvals.admit(answer)
+        error, answered = await self._approvals.admit(self._unscoped(answer))
         if error is None:
             self._updates.record(answered or "")
         return AnswerResult(
@@ -555,7 +555,13 @@ class AgentWorkflow:
         self._answer_signals += 1
         answer = self._vis.parse(names.SIGNAL_ANSWER, Answer, args)
         if answer is not None:
-            self._approvals.received(answer, self._answer_signals)
+            self._approvals.received(self._unscoped(answer), self._answer_signals)
+
+    def _unscoped(self, answer: Answer) -> Answer:
+        """``answer`` with its id as this workflow names Requests (a scope-qualified id, as
+        ``tnx`` prints it, taken as printed: :func:`~.names.id_in_scope`)."""
+        given = names.id_in_scope(self.s.scope, answer.id)
+        return answer if given == answer.id else answer.model_copy(update={"id": given})
 
     # ------------------------------------------------------------------ between handles
 

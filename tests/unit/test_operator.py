@@ -32,10 +32,11 @@ def test_suspended_details_start_with_the_prompt_the_id_and_the_answer() -> None
     s = handle(state="suspended", pending_req=REQ, scope="team")
     lines = current_details(s).split("\n\n")
     assert lines[0] == "**Waiting for approval:** deploy to prod?"
-    assert lines[1] == "Request id: `root/a.1#2`"
-    assert lines[2] == 'Answer: Signal `answer` with input `{"id": "root/a.1#2", "ok": true}`'
+    # the Request id as tnx prints ids, with the scope: it pastes back (issue 37 item 1)
+    assert lines[1] == "Request id: `team/root/a.1#2`"
+    assert lines[2] == 'Answer: Signal `answer` with input `{"id": "team/root/a.1#2", "ok": true}`'
     assert json.loads(lines[3].split("`")[1]) == {
-        "id": "root/a.1#2",
+        "id": "team/root/a.1#2",
         "ok": False,
         "reason": "declined",
     }
@@ -43,7 +44,7 @@ def test_suspended_details_start_with_the_prompt_the_id_and_the_answer() -> None
     assert shell[:3] == ["temporal", "workflow", "signal"]
     assert shell[shell.index("--workflow-id") + 1] == "team/root/a.1"  # the scoped workflow id
     assert shell[shell.index("--name") + 1] == "answer"
-    assert json.loads(shell[shell.index("--input") + 1]) == {"id": "root/a.1#2", "ok": True}
+    assert json.loads(shell[shell.index("--input") + 1]) == {"id": "team/root/a.1#2", "ok": True}
     assert "**team/root/a.1** — `suspended`" in lines[5]  # the id as tnx prints it
 
 
@@ -178,3 +179,17 @@ def test_handler_descriptions_mark_internal_ones_and_explain_public_ones() -> No
     assert not internal & set(PUBLIC_SIGNALS)
     assert '{"id": "<request id>", "ok": true}' in (described["answer"] or "")
     assert '{"id": "<request id>", "ok": true}' in (described[UPDATE_ANSWER] or "")
+
+
+def test_a_scoped_request_id_is_taken_as_its_workflow_names_it() -> None:
+    """``tnx`` prints every id with its scope; the workflow takes an Answer's id in that form
+    as printed (``names.id_in_scope``), and leaves any other id as given."""
+    from toolnexus_temporal.workflows.contract.names import id_in_scope
+
+    assert id_in_scope("team", "team/root/a.1#2") == "root/a.1#2"
+    assert id_in_scope("team", "team/root#1") == "root#1"
+    assert id_in_scope("team", "root/a.1#2") == "root/a.1#2"
+    assert id_in_scope(None, "team/root/a.1#2") == "team/root/a.1#2"
+    assert id_in_scope("root", "root/a.1#2") == "root/a.1#2"  # unscoped, in scope "root"
+    assert id_in_scope("root", "root/root/a.1#2") == "root/a.1#2"
+    assert id_in_scope("team", "team/other#1") == "team/other#1"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -316,7 +315,7 @@ class Children:
             static_details=fit(static_details(child), DETAILS_BYTES),
             search_attributes=attributes,
         )
-        child_handle: workflow.ChildWorkflowHandle[Any, HandleView] = await start
+        child_handle = await self.watcher.starting(child_id, start)
         of = f" (fork of {fork.source}, turns 1-{fork.turns})" if fork is not None else ""
         self.vis.trace(f"{s.id}: spawn {child_id}{of}")
         asyncio.create_task(self.watcher.watch(child_id, child_handle))  # noqa: RUF006
@@ -413,12 +412,14 @@ class Children:
 
     async def close(self, child_id: str, req: CloseRequest) -> None:
         """Close one child (signal ``close``) and wait until it reports ``closed``; a child
-        already closed, or whose workflow is gone (traced), is done at once."""
+        already closed, or whose workflow is gone (traced), is done at once; a child whose
+        start is in flight is signalled once the start is confirmed."""
         info = self.s.roster.children_info.get(child_id)
         if (info is not None and info.state == "closed") or (
             info is None and was_child(self.s, child_id)
         ):
             return
+        await self.watcher.until_started(child_id)  # spawned in this very task: not there yet
         child = workflow.get_external_workflow_handle(workflow_id_for(self.s.scope, child_id))
         try:
             await child.signal(SIGNAL_CLOSE, CloseRequest(force=req.force, reason=req.reason))

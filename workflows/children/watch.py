@@ -3,10 +3,13 @@ child's workflow that ends without a ``closed`` report (terminated, failed, time
 example from the web UI) is marked closed, so nothing waits on it forever and its lease is
 freed; a task child's final view is its closed report.
 
+* :meth:`ChildWatch.starting`: a child whose start this run commanded and Temporal has not
+  confirmed yet is *starting*: no watch asks the server about it (it may not exist there yet).
 * :meth:`ChildWatch.watch`: the children started in this run (their child workflow handle).
 * :meth:`ChildWatch.watch_earlier`: the live children of earlier runs, through
   :func:`~toolnexus_temporal.workflows.children.ends.child_ends` (activity
-  ``tnx.watch_children``).
+  ``tnx.watch_children``); a child whose start is in flight is not one of them (a spawn in the
+  run's first workflow task comes before the run's start: Temporal delivers updates first).
 * :meth:`ChildWatch.ended` and :meth:`ChildWatch.mark_closed`: what an end changes.
 
 Used by :class:`~toolnexus_temporal.workflows.children.children.Children`. Deterministic; no I/O.
@@ -15,7 +18,7 @@ Used by :class:`~toolnexus_temporal.workflows.children.children.Children`. Deter
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from temporalio import workflow
@@ -63,6 +66,39 @@ class ChildWatch:
         self.leases = leases
         self.on_report = on_report
         self.on_change = on_change
+        self.in_flight: set[str] = set()
+        """Children whose start this run commanded and Temporal has not confirmed (or
+        refused) yet (:meth:`starting`). Run-local: a run continues as new only once no
+        handler and no turn runs, so with no start in flight."""
+
+    async def starting(
+        self, child_id: str, start: Awaitable[workflow.ChildWorkflowHandle[Any, HandleView]]
+    ) -> workflow.ChildWorkflowHandle[Any, HandleView]:
+        """Await the start of child ``child_id``'s workflow (``start``: the coroutine of
+        ``workflow.start_child_workflow``); meanwhile the child is in :attr:`in_flight`. Until
+        Temporal confirmed the start its workflow may not exist on the server yet, so no
+        lookup may take it for ended: :meth:`watch_earlier` leaves it out (it is watched
+        through its handle once started, :meth:`watch`) and a close waits for the start
+        (:meth:`until_started`).
+
+        Returns:
+            The child's workflow handle.
+
+        Raises:
+            Exception: the start failed (as ``start`` raised it).
+        """
+        self.in_flight.add(child_id)
+        try:
+            return await start
+        finally:
+            self.in_flight.discard(child_id)
+
+    async def until_started(self, child_id: str) -> None:
+        """Wait until the start of ``child_id``'s workflow, when one is in flight, was
+        confirmed or refused (at once otherwise): a signal to it before then could find no
+        workflow."""
+        if child_id in self.in_flight:
+            await workflow.wait_condition(lambda: child_id not in self.in_flight)
 
     def mark_closed(self, child_id: str) -> None:
         """Record a child as closed whose workflow is gone (ended without a closed report, or
@@ -104,8 +140,17 @@ class ChildWatch:
     def watch_earlier(self) -> None:
         """At a run's start: watch the live children started by earlier runs
         (activity ``tnx.watch_children``, restarted for the rest each time one ends), so a
-        child terminated after this handle continued as new is noticed like any other."""
-        live = [c for c, info in self.s.roster.children_info.items() if info.state != "closed"]
+        child terminated after this handle continued as new is noticed like any other.
+
+        A child whose start is in flight (:attr:`in_flight`: spawned by an update in the run's
+        first workflow task, which Temporal's SDK runs before the workflow's ``run``) is not
+        one of them: the activity could find no workflow for it yet and report it ended; it
+        is watched through its handle once its start is confirmed."""
+        live = [
+            c
+            for c, info in self.s.roster.children_info.items()
+            if info.state != "closed" and c not in self.in_flight
+        ]
         if live:
             asyncio.create_task(self._watch_earlier(live))  # noqa: RUF006 (ends with the run)
 

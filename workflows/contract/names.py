@@ -55,6 +55,17 @@ def workflow_id_for(scope: str | None, handle_id: str) -> str:
     return f"{scope}/{handle_id}" if scope else handle_id
 
 
+def id_in_scope(scope: str | None, given: str) -> str:
+    """A handle or Request id as a workflow of ``scope`` names it: ``given`` without the
+    ``{scope}/`` its workflow id carries (``demo/root/a.1#2`` -> ``root/a.1#2``), so an id
+    printed by ``tnx`` (which prints every id with the scope, issue 37 item 1) pastes into a
+    raw ``temporal workflow signal`` as printed; any other ``given`` unchanged."""
+    if not scope or not given.startswith(f"{scope}/"):
+        return given
+    rest = given[len(scope) + 1 :]
+    return rest if rest.partition("/")[0].partition("#")[0] == ROOT_ID else given
+
+
 # ---- the workflow ----
 
 WORKFLOW_TYPE: Final = "AgentWorkflow"

@@ -70,16 +70,23 @@ DETAILS_PROMPT_CHARS = 1_000
 """How much of a pending prompt the current details show."""
 
 
-def answer_json(req: Request, *, ok: bool = True, edited_args: dict[str, Any] | None = None) -> str:
+def answer_json(
+    req: Request,
+    *,
+    ok: bool = True,
+    edited_args: dict[str, Any] | None = None,
+    scope: str | None = None,
+) -> str:
     """The exact input of the ``answer`` signal for ``req``: ``{"id": "<id>", "ok": true}``,
     or with ``ok`` False ``{"id": "<id>", "ok": false, "reason": "declined"}``, or with
     ``edited_args`` (an approval with other arguments) ``{"id": "<id>", "ok": true,
-    "edited_args": {...}}`` (an Answer as JSON, CONTRACT §1).
+    "edited_args": {...}}`` (an Answer as JSON, CONTRACT §1). The id as ``tnx`` prints it,
+    with the runtime's ``scope`` (the workflow takes it: ``names.id_in_scope``).
 
     Raises:
         ValueError: ``edited_args`` with ``ok`` False (an edit only approves).
     """
-    body: dict[str, object] = {"id": req.id, "ok": ok}
+    body: dict[str, object] = {"id": workflow_id_for(scope, req.id), "ok": ok}
     if not ok:
         if edited_args is not None:
             raise ValueError("edited_args approves a call with other arguments: only with ok")
@@ -100,7 +107,7 @@ def signal_command(s: HandleState, req: Request) -> str:
     wf_id = workflow_id_for(s.scope, s.id)
     return (
         f"temporal workflow signal --workflow-id {shell_quote(wf_id)} --name {SIGNAL_ANSWER}"
-        f" --input {shell_quote(answer_json(req))}"
+        f" --input {shell_quote(answer_json(req, scope=s.scope))}"
     )
 
 
@@ -110,9 +117,9 @@ def pending_lines(s: HandleState, req: Request) -> list[str]:
     prompt = req.prompt[:DETAILS_PROMPT_CHARS]
     lines = [
         f"**Waiting for {req.kind}:** {prompt}",
-        f"Request id: `{req.id}`",
-        f"Answer: Signal `{SIGNAL_ANSWER}` with input `{answer_json(req)}`",
-        f"Decline: `{answer_json(req, ok=False)}`",
+        f"Request id: `{workflow_id_for(s.scope, req.id)}`",
+        f"Answer: Signal `{SIGNAL_ANSWER}` with input `{answer_json(req, scope=s.scope)}`",
+        f"Decline: `{answer_json(req, ok=False, scope=s.scope)}`",
         f"Shell: `{signal_command(s, req)}`",
     ]
     if req.url:
@@ -191,7 +198,8 @@ def answered_lines(s: HandleState) -> list[str]:
         decision = "approved" if entry.ok else "declined"
         checked = "verified" if entry.verified else "unverified"
         lines.append(
-            f"- {iso_utc(entry.answered_ms)} `{entry.request_id}` {decision} by {who[:120]}"
+            f"- {iso_utc(entry.answered_ms)} `{workflow_id_for(s.scope, entry.request_id)}`"
+            f" {decision} by {who[:120]}"
             f" via {entry.path} · {checked}"
         )
     return lines
