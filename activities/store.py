@@ -328,8 +328,8 @@ class SqliteConversationStore:
                 summary's ``upto``): the rest are :data:`ELIDED` (:func:`windowed`).
 
         Returns:
-            ``(completion, [])`` when the call was answered before, else ``(None,
-            transcript)``: the ``base_len`` committed messages, oldest first.
+            ``(completion, [])`` when the call was answered before, else
+            ``(None, transcript)``: the ``base_len`` committed messages, oldest first.
 
         Raises:
             StaleWriteError: ``fence`` is older than the newest one written (the call was

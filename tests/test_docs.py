@@ -309,6 +309,13 @@ def test_site_builds_strict(tmp_path: Path) -> None:
         raw = re.findall(r":(?:mod|class|func|meth|attr|data|exc|obj):[<`]", page.read_text())
         assert not raw, f"{page.relative_to(site)}: raw role markup {raw[:3]}"
     assert "<td>run_turn</td>" in api, "the client's verb table is not rendered as a table"
+    # each module's heading once (the page's own; walk 5 saw mkdocstrings' second one), and
+    # no code span left raw (``x`` split over a line break in a docstring's section)
+    for module in ("client", "activities", "worker"):
+        heading = rf'<h2 id="toolnexus_temporal[.]?{module}"'
+        assert len(re.findall(heading, api)) == 1, re.findall(rf"<h\d id=\"[^\"]*{module}\"", api)
+    text = re.sub(r"<pre.*?</pre>", "", api, flags=re.S)
+    assert "``" not in re.sub(r"<[^>]+>", "", text), "raw double-backtick markup in the API page"
 
 
 def test_the_readme_leaves_tnx_and_temporal_on_path() -> None:
