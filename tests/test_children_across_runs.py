@@ -19,6 +19,8 @@ from tests.helpers import eventually, replay_every_run, spawn
 from toolnexus_temporal.client import AgentDef, AgentRuntime, Budget, Handle, RuntimeOptions
 from toolnexus_temporal.client.testing import ScriptedLLM, text
 from toolnexus_temporal.workflows.agent import AgentWorkflow
+from toolnexus_temporal.workflows.contract.messages import WatchChildrenInput
+from toolnexus_temporal.workflows.contract.names import WATCH_CHILDREN_ACTIVITY
 from toolnexus_temporal.workflows.contract.state import HandleState
 
 
@@ -189,9 +191,17 @@ async def test_the_trace_of_an_old_parent_queries_only_its_newest_closed_childre
             await rt.close(kid)
             kids.append(kid.id)
         assert await run_id(client, rt, lead.id) != first_run
-        state = await client.get_workflow_handle_for(
-            AgentWorkflow.run, rt.workflow_id(lead.id)
-        ).query(AgentWorkflow.state)
+        lead_wf = client.get_workflow_handle_for(AgentWorkflow.run, rt.workflow_id(lead.id))
+
+        async def last_closed_in_books() -> bool:
+            # the close returns once the kid closed; its closed report reaches lead by a
+            # signal, soon after (a kid spawned in a run's first task was once taken for
+            # ended at once, "workflow not found": that hid this wait)
+            info = (await lead_wf.query(AgentWorkflow.state)).roster.children_info
+            return kids[-1] not in info or info[kids[-1]].state == "closed"
+
+        await eventually(last_closed_in_books, within_s=30, what="the last kid closed in lead")
+        state = await lead_wf.query(AgentWorkflow.state)
         assert kids[0] not in state.roster.children_info  # dropped at a continue-as-new
         assert state.roster.children_info[live.id].state == "idle"
 
@@ -217,3 +227,68 @@ async def test_the_trace_of_an_old_parent_queries_only_its_newest_closed_childre
         assert set(queried) == {lead.id, live.id, grandchild.id, *kids}, queried
         assert all(any(line.startswith(f"{hid}: ") for line in every) for hid in kids), every
         assert [line.line for line in await rt.trace(lead, closed=n)] == every
+
+
+async def test_a_child_spawned_in_a_runs_first_task_is_not_taken_for_ended(
+    make_runtime, client
+) -> None:
+    """A spawn that reaches a parent in the first workflow task of a run (the run after a
+    continue-as-new) starts its child in that task, where the run also starts the watch of
+    the live children of its earlier runs (activity ``tnx.watch_children``). The new child is
+    not one of those: its start is in flight, and the activity would find no workflow for it
+    yet and report it ended ("workflow not found"), closing a running child in its parent's
+    books. Each spawn here continues the root as new (``continue_as_new_updates=1``); the
+    next spawn comes while the server holds the next run's first task back
+    (``continue_as_new_min_run_ms=0``: the run was shorter than a second), and so arrives in
+    it. Every child must stay live in the root's books, and none be traced as ended."""
+    n = 12
+    llm = ScriptedLLM({"stub-model": [text("ran")]}, repeat_last=True)
+    async with make_runtime(
+        {"w": AgentDef(name="w")},
+        llm.transport(),
+        options=RuntimeOptions(continue_as_new_updates=1, continue_as_new_min_run_ms=0),
+    ) as rt:
+        first_run = await run_id(client, rt, "root")
+        ids = [(await spawn(rt, rt.root, "w")).id for _ in range(n)]
+        assert await run_id(client, rt, "root") != first_run
+        # a turn of the newest child: the watch of the root's last run has had its time
+        assert (await rt.run_turn(ids[-1], "go")).text == "ran"
+        infos = (await root_state(client, rt)).roster.children_info
+        lines = await rt.trace_lines(rt.root)
+        # closed ones are dropped from the books at the next continue-as-new
+        closed = [c for c in ids if c not in infos or infos[c].state == "closed"]
+        assert closed == [], [line for line in lines if "ended abnormally" in line]
+        assert not any("ended abnormally" in line for line in lines), lines
+        assert [(await rt.inspect(c)).state for c in ids] == ["idle"] * n
+        # the watch was never asked about a child whose start was in flight (the activity
+        # also looks again for a while before it reports one not found)
+        assert await watched_while_starting(client, rt, "root") == []
+        await replay_every_run(client, rt, "root")
+
+
+async def watched_while_starting(client: Client, rt: AgentRuntime, hid: str) -> list[str]:
+    """The children that a run of ``hid`` handed to its watch of earlier children
+    (``tnx.watch_children``) though that same run started them (each run's history read)."""
+    found: list[str] = []
+    run: str | None = None
+    while True:
+        history = await client.get_workflow_handle(rt.workflow_id(hid), run_id=run).fetch_history()
+        started = {
+            e.start_child_workflow_execution_initiated_event_attributes.workflow_id
+            for e in history.events
+            if e.HasField("start_child_workflow_execution_initiated_event_attributes")
+        }
+        for e in history.events:
+            if not e.HasField("activity_task_scheduled_event_attributes"):
+                continue
+            scheduled = e.activity_task_scheduled_event_attributes
+            if scheduled.activity_type.name != WATCH_CHILDREN_ACTIVITY:
+                continue
+            [watched] = await client.data_converter.decode(
+                scheduled.input.payloads, [WatchChildrenInput]
+            )
+            found += [c for c in watched.handle_ids if rt.workflow_id(c) in started]
+        begun = history.events[0].workflow_execution_started_event_attributes
+        run = begun.continued_execution_run_id or None
+        if run is None:
+            return found
