@@ -40,6 +40,7 @@ from toolnexus_temporal.workflows.contract.models import (
     TraceLine,
     usd_text,
 )
+from toolnexus_temporal.workflows.contract.names import BACKGROUND_TOOLS, TASK_TOOL
 
 OK_STATUSES: Final = frozenset({"done", "pending"})
 """Results shown as a success (green); ``tnx wait`` exits 0 on them."""
@@ -453,10 +454,7 @@ def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:
         ("definition", _cell(defn.name, "bold")),
         ("  description", _cell(defn.description or NONE)),
         ("  model", _cell(defn.model + (f" ({defn.style} wire)" if defn.style else ""))),
-        (
-            "  tools",
-            _cell(", ".join(defn.tools) or ("none of its own; see mcp" if defn.mcp else NONE)),
-        ),
+        ("  tools", _cell(_tools_line(defn))),
     ]
     if defn.mcp:
         rows.append(("  mcp", _cell(", ".join(_mcp_summary(server) for server in defn.mcp))))
@@ -469,6 +467,15 @@ def _defn_rows(defn: AgentDef | None) -> list[tuple[str, RenderableType]]:
     if defn.system_prompt:
         rows.append(("  system prompt", _cell(defn.system_prompt)))
     return rows
+
+
+def _tools_line(defn: AgentDef) -> str:
+    """The tools an agent is offered: its own, then the built-in delegation tools when it has
+    a team (``task`` and the background ones, as the model sees them; walk 5 read ``tools
+    —`` on a coordinator that calls ``task``), or a pointer to its MCP servers."""
+    built_in = [TASK_TOOL, *BACKGROUND_TOOLS] if defn.team else []
+    named = [*defn.tools, *(f"{t} (team)" for t in built_in)]
+    return ", ".join(named) or ("none of its own; see mcp" if defn.mcp else NONE)
 
 
 def _mcp_summary(server: McpServer) -> str:

@@ -39,3 +39,13 @@ def test_an_agent_whose_tools_all_come_from_mcp_servers_says_so() -> None:
     assert "none of its own; see mcp" in line, line
     plain = shown(AgentDef(name="a"))
     assert "see mcp" not in plain
+
+
+def test_an_agent_with_a_team_lists_the_delegation_tools_it_is_offered() -> None:
+    """A coordinator with a team and no tools of its own showed ``tools —`` while it called
+    ``task`` (walk 5): the built-in delegation tools are listed, marked ``(team)``."""
+    text = shown(AgentDef(name="boss", tools=["lookup"], team=["worker"]))
+    line = next(row for row in text.splitlines() if row.strip().startswith("tools"))
+    assert "lookup, task (team), background_list (team)" in line, line
+    alone = shown(AgentDef(name="a", tools=["lookup"]))
+    assert "(team)" not in alone
