@@ -170,7 +170,7 @@ async def test_history_holds_no_plaintext_and_the_codec_server_decodes_it(
         assert m["final"] in meta.current_details
         summary = await (await wf.describe()).static_summary()
         assert summary is not None
-        assert summary.startswith(f"agent keeper (child of {rt.root.id})"), summary
+        assert summary.startswith(f"agent keeper (child of {rt.workflow_id(rt.root.id)})"), summary
         plain_view = await client.get_workflow_handle(wf.id).describe()
         with pytest.raises(KeyError, match="binary/encrypted"):
             await plain_view.static_summary()

@@ -129,9 +129,8 @@ async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, cli
         for wf_id in ids:
             assert (await attributes(client, wf_id))["AgentRequestId"] == r.pending.id
         child = await client.get_workflow_handle(ids[1]).describe()
-        assert (
-            await child.static_summary() == "agent worker (child of root/boss.1): does risky work"
-        )
+        parent = rt.workflow_id("root/boss.1")  # the id as tnx prints it
+        assert await child.static_summary() == f"agent worker (child of {parent}): does risky work"
         details = await child.static_details()
         assert details is not None and "Purpose: does risky work" in details
         # Answered at the parent's page (routed down to the owner): both leave the queue.

@@ -150,6 +150,8 @@ def test_details_end_with_who_answered_the_latest_requests() -> None:
 def test_static_summary_and_details_name_the_agent_parent_and_purpose() -> None:
     s = handle(defn=AgentDef(name="a", description="Reviews deploys."))
     assert static_summary(s) == "agent a (child of root): Reviews deploys."
+    scoped = handle(defn=AgentDef(name="a"), scope="team")  # the parent as tnx prints ids
+    assert static_summary(scoped) == "agent a (child of team/root)"
     details = static_details(s)
     assert "**root/a.1** — agent `a`, child of `root`" in details
     assert "Purpose: Reviews deploys." in details

@@ -210,7 +210,7 @@ def static_summary(s: HandleState) -> str:
     ``SUMMARY_BYTES``: ``agent {name} (child of {parent}): {description}``."""
     name = s.defn.name if s.defn else "root"
     purpose = s.defn.description if s.defn else ""
-    head = f"agent {name} (child of {s.parent})"
+    head = f"agent {name} (child of {workflow_id_for(s.scope, s.parent or ROOT_ID)})"
     return fit(f"{head}: {purpose[:120]}" if purpose else head, SUMMARY_BYTES)
 
 
