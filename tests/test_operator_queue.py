@@ -157,6 +157,17 @@ async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client
         assert meta.current_details.startswith(f"**{rt.workflow_id(h.id)}** — `idle`")
 
 
+async def test_the_details_count_a_child_as_soon_as_it_is_spawned(make_runtime, client) -> None:
+    """The parent's current details said ``children 0`` until its next turn (walk 5): a
+    spawn refreshes them (no command: the state did not change)."""
+    async with make_runtime(approvals_registry(WORKER), ScriptedLLM({}).transport()) as rt:
+        await spawn(rt, rt.root, "worker")
+        root_id = rt.workflow_id(rt.root.id)
+        assert "children 1" in (await metadata(client, root_id)).current_details
+        await spawn(rt, rt.root, "worker")
+        assert "children 2" in (await metadata(client, root_id)).current_details
+
+
 async def test_a_rejection_in_the_first_workflow_task_is_shown(make_runtime, client) -> None:
     """A wrong answer that lands in a run's first workflow task (seen under load right after
     a spawn; forced here by signal-with-start): the run's first publish is no state change

@@ -275,6 +275,7 @@ class AgentWorkflow:
         result = await self._children.spawn(req)
         if result.handle is not None:
             self._updates.record(result.handle.id)
+            self._vis.publish()  # the web UI's details count the child now, not next turn
         return result
 
     @workflow.signal(name=names.SIGNAL_SLOT_REQUEST, description=docs.SLOT_REQUEST)
