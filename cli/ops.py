@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Final, Literal, TypeVar
+from typing import Final, Literal, NoReturn, TypeVar
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
@@ -172,6 +172,21 @@ async def _run(
         return await asyncio.wait_for(attach_and_run(), timeout=timeout_s)
     except CliError:
         raise
+    except Exception as err:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # Ctrl-C: the SDK turned it into its error
+            raise asyncio.CancelledError from err  # asyncio.run: KeyboardInterrupt, "interrupted"
+        await _failed(err, opts, rt, timeout_s)
+        raise  # not reached: _failed always raises
+
+
+async def _failed(
+    err: Exception, opts: Options, rt: AgentRuntime, timeout_s: float | None
+) -> NoReturn:
+    """Raise the :class:`CliError` of a verb's failure ``err`` (``err`` itself when it is
+    not one :func:`run` expects)."""
+    try:
+        raise err
     except CodecError as err:
         raise CliError(f"cannot read the agent's payloads: {err}", EXIT_ENV) from err
     except KeyError as err:

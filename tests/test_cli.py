@@ -260,3 +260,48 @@ async def test_pending_and_answer_drive_the_approval_queue(make_runtime, env) ->
         assert f"  {rt.workflow_id(record['request_id'])}  ok  via update" in text_form.out
         missing = await cli("audit", f"{parent.id}/nobody.9")
         assert missing.code != 0 and missing.err
+
+
+async def test_ctrl_c_on_a_waiting_verb_says_interrupted(make_runtime, env) -> None:
+    """Ctrl-C on ``tnx wait`` while a worker runs the turn printed "Timeout or cancellation
+    ... (is a worker serving task queue ...?)" (walk 5): the SDK turns the cancelled update
+    into its timeout error. It says ``interrupted`` (exit 130)."""
+    import signal
+
+    from temporalio.api.enums.v1 import EventType
+
+    from tests.cli_support import TNX
+
+    gate = Gate()
+    async with make_runtime(Registry(AGENTS), gate.transport()) as rt:
+        cli = Cli(env, rt)
+        h = await rt.spawn(rt.root, "explore")
+        assert isinstance(h, Handle)
+        await rt.wake(h, "go")
+        await gate.entered.wait()  # the turn is in its LLM call: a wait waits
+        wf = env.client.get_workflow_handle(rt.workflow_id(h.id))
+
+        async def accepted() -> int:
+            kinds = [e.event_type async for e in wf.fetch_history_events()]
+            return kinds.count(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+
+        before = await accepted()
+        proc = await asyncio.create_subprocess_exec(
+            str(TNX),
+            "wait",
+            rt.workflow_id(h.id),
+            env=cli.environ,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(300):  # until the workflow took the CLI's wait (an accepted update)
+            if await accepted() > before:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the CLI's wait never reached the workflow")
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 130, (proc.returncode, err.decode())
+        assert err.decode().strip() == "error: interrupted", err.decode()
+        gate.release.set()
