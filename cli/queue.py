@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 from rich.markup import escape
+from temporalio.client import WorkflowExecutionStatus
 
 from toolnexus_temporal.cli import args, ops, render
 from toolnexus_temporal.cli.devserver import local_ui_url
@@ -252,6 +253,7 @@ async def _deliver(
         if request_id is None:
             row = await rt.queue_row(target)
             if row is None or row.request_id is None:
+                await _refuse_ended(rt, opts, target)
                 raise ops.CliError(
                     f"{opts.shown(target)} has no pending request in its search attributes "
                     f"(not suspended); {ops.no_worker_note(h, opts)}",
@@ -265,6 +267,20 @@ async def _deliver(
     if h.pending_req is None:
         raise ops.CliError(f"{opts.shown(h.id)} has no pending request (state {h.state})")
     return await rt.answer(target, answer_to(h.pending_req.id))
+
+
+async def _refuse_ended(rt: AgentRuntime, opts: Options, target: str) -> None:
+    """Refuse an Answer to a handle whose workflow has ended (closed, terminated...): it has
+    no Request, whether a worker runs or not (walk 5: a closed demo agent got "no worker
+    polls ... start one").
+
+    Raises:
+        CliError: the workflow's latest run is not running (exit 1).
+    """
+    desc = await rt.client.get_workflow_handle(rt.workflow_id(target)).describe()
+    if desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING:
+        ended = "closed" if desc.status == WorkflowExecutionStatus.COMPLETED else desc.status.name
+        raise ops.CliError(f"{opts.shown(target)} has ended ({ended.lower()}): nothing to answer")
 
 
 def _print_answered(opts: Options, result: Delivered, target: str, verdict: str) -> None:

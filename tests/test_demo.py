@@ -178,6 +178,11 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     audit_out = ran.stdout
     assert "approved" in audit_out or " ok " in audit_out, audit_out
     assert f"  demo/{request}  ok  via update" in audit_out, audit_out  # as tnx trace has it
+    # answering an agent the demo closed says so (walk 5: it said "no worker polls")
+    closed = [*f"answer {wid} --approve".split(), "--address", address]
+    ran = await asyncio.to_thread(CliRunner().invoke, app, closed, env=env0)
+    assert ran.exit_code == 1, ran.output
+    assert f"{wid} has ended (closed): nothing to answer" in ran.stderr, ran.stderr
     # the coordinator's own audit is empty (the Request was its child's): it says where to look
     own = [*f"audit {wid}".split(), "--address", address]
     ran = await asyncio.to_thread(CliRunner().invoke, app, own, env=env0)
