@@ -166,7 +166,9 @@ class NoWorkerError(TnxError):
                 "minutes, or the server restarted moments ago and its workers are "
                 "reconnecting (5-8 s)"
             )
-        return f"its last worker polled {self.last_seen_s:.0f}s ago"
+        # a poll is held up to 60 s: the time a poll began, not when its worker went away
+        # (walk 5 read "polled 47s ago" 3 s after stopping its worker)
+        return f"its last worker began its last poll {self.last_seen_s:.0f}s ago"
 
 
 POLLERS_KEPT_S = 300
