@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from toolnexus_temporal.activities.store import (
     SqliteConversationStore,
@@ -33,11 +34,19 @@ def ref(opts: Options, handle_id: str) -> str:
     loses its scope prefix.
 
     Raises:
-        CliError: an empty id (exit 2).
+        CliError: an empty id, or a workflow id of another scope than ``--scope`` (exit 2;
+            walk 5 got "no handle" for an id that exists in its own scope).
     """
     handle_id = handle_id.strip().rstrip("/")
     if opts.scope and handle_id.startswith(f"{opts.scope}/"):
         handle_id = handle_id[len(opts.scope) + 1 :]
+    elif (named := scope_in(handle_id)) is not None and named != opts.scope:
+        given = f"--scope {opts.scope}" if opts.scope else "no scope (--scope '')"
+        raise CliError(
+            f"{handle_id!r} is an id of scope {named!r}, but {given} was given: drop "
+            f"--scope (the id names its scope) or pass --scope {named}",
+            EXIT_ENV,
+        )
     if not handle_id:
         raise CliError("a handle id such as root/worker.1 is needed", EXIT_ENV)
     return handle_id
@@ -65,14 +74,58 @@ def parse_budget(raw: str | None) -> Budget | None:
     """``--budget`` JSON (``{"max_turns": 2, "max_tokens": 5000}``) as a Budget.
 
     Raises:
-        CliError: not JSON, or not a valid Budget (exit 2).
+        CliError: one line in the CLI's words (exit 2): ``--budget: not valid JSON: ...``,
+            ``--budget: unknown key "max_tokenz" (allowed: max_turns, ...)``, ``--budget:
+            max_turns must be at least 1, got 0``.
     """
     if raw is None:
         return None
     try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as err:
+        where = f"line {err.lineno} column {err.colno}" if err.lineno > 1 else f"column {err.colno}"
+        raise CliError(f"--budget: not valid JSON: {err.msg} at {where}", EXIT_ENV) from None
+    keys = list(Budget.model_fields)
+    if not isinstance(value, dict):
+        raise CliError(
+            f'--budget: must be a JSON object such as {{"max_turns": 2}} (keys: {", ".join(keys)})',
+            EXIT_ENV,
+        )
+    unknown = [key for key in value if key not in keys]
+    if unknown:
+        raise CliError(
+            f"--budget: unknown key {json.dumps(unknown[0])} (allowed: {', '.join(keys)})",
+            EXIT_ENV,
+        )
+    try:
         return Budget.model_validate_json(raw)
     except ValidationError as err:
-        raise CliError(f"invalid --budget: {validation_message(err)}", EXIT_ENV) from err
+        first = err.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        given = json.dumps(first.get("input"), default=str)
+        raise CliError(f"--budget: {key} {_must(first)}, got {given}", EXIT_ENV) from None
+
+
+_MUST = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be more than {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be less than {lt}",
+    "decimal_max_places": "must have at most {decimal_places} decimal places",
+}
+"""What a pydantic check of a number wants, in the CLI's words (by the error's type)."""
+
+
+def _must(item: ErrorDetails) -> str:
+    """``must be at least 1``: what the value of a pydantic error should be."""
+    kind = item["type"]
+    if kind in _MUST:
+        return _MUST[kind].format(**item.get("ctx", {}))
+    if kind.startswith("int_"):
+        return "must be a whole number or null (no limit)"
+    if kind.startswith("decimal_"):
+        return 'must be a decimal number such as "0.50" or null (no limit)'
+    return item["msg"][:1].lower() + item["msg"][1:]
 
 
 def parse_json_object(raw: str | None, option: str) -> dict[str, Any] | None:
