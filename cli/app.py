@@ -111,9 +111,9 @@ app.command()(demo)
 @app.command("codec-server")
 def codec_server_command(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = DEFAULT_CODEC_HOST,
-    port: Annotated[int, typer.Option(help="TCP port to listen on (0: any free port).")] = (
-        DEFAULT_CODEC_PORT
-    ),
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="TCP port to listen on (0: any free port).")
+    ] = DEFAULT_CODEC_PORT,
     keys: Annotated[
         str | None,
         typer.Option(

@@ -1,8 +1,10 @@
-"""How ``tnx`` and ``tnx-worker`` present themselves: plain help and ``--version``.
+"""How ``tnx`` and ``tnx-worker`` present themselves: plain help, ``--version`` and
+one-line usage errors.
 
 Help is click's plain formatter (``rich_markup_mode=None``): at any width, option names,
 environment variable names and paths wrap, never cut (rich's help tables cut them with
-``…`` at 80 columns), and piped help is plain text.
+``…`` at 80 columns), and piped help is plain text. A usage error is one line
+``error: <option>: <what is allowed>``, exit 2 (:mod:`~toolnexus_temporal.cli.usage`).
 """
 
 from __future__ import annotations
@@ -13,8 +15,15 @@ from typing import Any, Final
 
 import typer
 
-APP_SETTINGS: Final[dict[str, Any]] = {"rich_markup_mode": None, "add_completion": False}
-"""The settings every ``typer.Typer`` of the command line is built with."""
+from toolnexus_temporal.cli.usage import OneLineGroup
+
+APP_SETTINGS: Final[dict[str, Any]] = {
+    "rich_markup_mode": None,
+    "add_completion": False,
+    "cls": OneLineGroup,
+}
+"""The settings every ``typer.Typer`` of the command line is built with (an app of one
+command, ``tnx-worker``'s, takes ``cls=OneLineCommand`` on its command)."""
 
 
 def version_line(program: str) -> str:

@@ -40,14 +40,18 @@ server_app = typer.Typer(
 PortOption = Annotated[
     int | None,
     typer.Option(
+        min=1,
+        max=65535,
         help="Frontend gRPC port of the dev server [default: the port it was started with, "
-        "else 7233]."
+        "else 7233].",
     ),
 ]
 UiPortOption = Annotated[
     int | None,
     typer.Option(
-        help="Web UI port of the dev server [default: the port it was started with, else 8233]."
+        min=1,
+        max=65535,
+        help="Web UI port of the dev server [default: the port it was started with, else 8233].",
     ),
 ]
 

@@ -43,6 +43,7 @@ from toolnexus_temporal.cli.appstyle import APP_SETTINGS, version_callback
 from toolnexus_temporal.cli.connection_opts import CONNECTION_OPTIONS, load_cluster
 from toolnexus_temporal.cli.ops import connect_message, hard_exit
 from toolnexus_temporal.cli.supervisor import CHILD_ENV, process_label, run_supervisor
+from toolnexus_temporal.cli.usage import OneLineCommand
 from toolnexus_temporal.cli.worker_settings import WorkerSettings, settings_from, settings_options
 from toolnexus_temporal.client.cluster import ClusterConfig
 from toolnexus_temporal.client.codec import AesGcmCodec
@@ -350,7 +351,7 @@ def _with_settings(func: Callable[..., None]) -> Callable[..., None]:
     return command
 
 
-@app.command()
+@app.command(cls=OneLineCommand)
 @_with_connection_options
 @_with_settings
 def run(cluster: ClusterConfig, settings: WorkerSettings, version: WorkerVersion = False) -> None:

@@ -4,7 +4,8 @@ Each field is one option: its flag, environment variable and help are the field'
 ``typer.Option`` (:func:`settings_options` turns the fields into the command's parameters),
 and its check is the field's validator. A check that fails raises :class:`SettingError`
 naming the option; :func:`bad_parameter` makes the first failure of a ``ValidationError`` the
-usage error ``tnx-worker`` prints (``Invalid value for --store: ...``, exit 2). The fields are
+usage error ``tnx-worker`` prints (``error: --store: ...``, exit 2; the option's environment
+variable when the value came from there: :mod:`~toolnexus_temporal.cli.usage`). The fields are
 checked in their order here (the order of ``tnx-worker --help``), then the ports of
 ``--metrics-port`` under ``--processes``.
 
@@ -229,7 +230,11 @@ class WorkerSettings(BaseModel):
     @classmethod
     def _llm_given(cls, url: str | None) -> str:
         if not url:
-            raise SettingError("llm", "no LLM endpoint: pass --llm-base-url or set OPENAI_BASE_URL")
+            raise SettingError(
+                "--llm-base-url",
+                "required: an OpenAI-compatible base URL such as http://127.0.0.1:8080/v1 "
+                "(or set OPENAI_BASE_URL)",
+            )
         return url
 
     @field_validator("model")
@@ -237,14 +242,14 @@ class WorkerSettings(BaseModel):
     def _model_given(cls, model: str | None) -> str:
         model = model or os.environ.get("OPENAI_MODEL")
         if not model:
-            raise SettingError("model", "no model: pass --model or set TNX_MODEL")
+            raise SettingError("--model", "required: the model's name (or set TNX_MODEL)")
         return model
 
     @field_validator("style")
     @classmethod
     def _style_known(cls, style: str) -> str:
         if style not in ("openai", "anthropic"):
-            raise SettingError("style", "style must be openai or anthropic")
+            raise SettingError("--style", f"must be openai or anthropic, got {style!r}")
         return style
 
     @field_validator("prices")
