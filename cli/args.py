@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -230,6 +231,19 @@ def store_path_from_env(value: Path | str | None) -> Path | str | None:
     if value is None or str(value) in ("", "."):
         return None
     return value if isinstance(value, str) and "://" in value else Path(value)
+
+
+def scope_of(value: str | None, handle_id: str | None) -> str | None:
+    """The scope a command runs in: ``--scope`` when given on the command line; else the
+    scope a pasted workflow id names (``demo/root/x.1``, as the web UI and ``tnx`` print
+    ids), before ``TNX_SCOPE`` (an ambient default, where ``value`` then comes from); else
+    ``TNX_SCOPE``. An id of another scope than a ``--scope`` given is refused by :func:`ref`.
+    """
+    named = scope_in(handle_id)
+    given = any(a == "--scope" or a.startswith("--scope=") for a in sys.argv[1:])
+    if named is not None and not given:
+        return named
+    return env_scope(value) or named
 
 
 def env_scope(value: str | None) -> str | None:

@@ -155,9 +155,7 @@ def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], Host
                     address=cluster.address.value,
                     namespace=cluster.namespace.value,
                     task_queue=kwargs.pop("task_queue"),
-                    # a workflow id pasted from the web UI (`demo/root/x.1`) names its scope
-                    scope=args.env_scope(kwargs.pop("scope"))
-                    or args.scope_in(kwargs.get("handle_id")),
+                    scope=args.scope_of(kwargs.pop("scope"), kwargs.get("handle_id")),
                     store=args.store_path_from_env(kwargs.pop("store")),
                     json=kwargs.pop("json_output"),
                     cluster=cluster,

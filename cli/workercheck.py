@@ -110,10 +110,12 @@ def _command(scope: str | None, other: str | None) -> str:
 def again_in(words: list[str], scope: str | None, other: str | None, env_scope: bool) -> str:
     """``tnx WORDS``, a command that found no runtime under ``scope``, as one shell line that
     runs as printed in the runtime of scope ``other`` (None: the unscoped one): its
-    ``--scope`` dropped, an id pasted with ``scope`` (``walk9/root/a.1``; :func:`.args.scope_in`)
-    written without it, then ``--scope OTHER`` (``--scope ''`` for the unscoped runtime when
+    ``--scope`` dropped, then ``--scope OTHER`` (``--scope ''`` for the unscoped runtime when
     ``TNX_SCOPE`` is set: ``env_scope``), as the user typed every other word (issue 37 item 1:
-    the hint kept the command's name only and dropped the id pasted)."""
+    the hint kept the command's name only and dropped the id pasted). An id that names the
+    missing scope itself (``walk9/root/a.1``; :func:`.args.scope_in`) is that scope's agent,
+    not the other runtime's: the hint is then ``tnx ls --scope OTHER`` (walk 5: the same id
+    in another scope opened an unrelated agent)."""
     from toolnexus_temporal.cli.args import scope_in
 
     kept: list[str] = []
@@ -126,7 +128,8 @@ def again_in(words: list[str], scope: str | None, other: str | None, env_scope: 
             skip = word == "--scope"
             continue
         if scope is not None and scope_in(word) == scope:
-            word = word[len(scope) + 1 :]
+            kept = ["ls"]
+            break
         kept.append(word)
     if other is not None:
         kept += ["--scope", other]

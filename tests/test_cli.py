@@ -67,7 +67,7 @@ async def test_spawn_and_ls_show_the_tree(make_runtime, env) -> None:
         assert unknown.out == ""
 
         bad = await tnx("spawn", "root", "peer", "--budget", '{"max_turns": 0}')
-        assert bad.code == 2 and "invalid --budget: max_turns" in bad.err, bad
+        assert bad.code == 2 and "--budget: max_turns must be at least 1, got 0" in bad.err, bad
 
 
 async def test_post_wake_wait_inspect_trace(make_runtime, env, store) -> None:
@@ -183,13 +183,22 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
         assert "(e.g. `tnx ls --scope " in no_root.err, no_root  # the command it ran
         pending_elsewhere = await tnx("pending", "--scope", other_scope)
         assert "(e.g. `tnx pending --scope " in pending_elsewhere.err, pending_elsewhere
-        # Issue 37 item 1: the hint repeats the whole command, the id pasted with it (here
-        # with the scope that has no runtime), in a runtime that exists, and runs as printed.
-        pasted = await tnx("inspect", f"{other_scope}/root/ghost.1", "--scope", other_scope)
+        # Issue 37 item 1: the hint repeats the whole command, the id pasted with it, in a
+        # runtime that exists, and runs as printed.
+        pasted = await tnx("inspect", "root/ghost.1", "--scope", other_scope)
         hint = re.search(r"\(e\.g\. `(tnx inspect root/ghost\.1 --scope \S+)`\)", pasted.err)
         assert hint is not None, pasted
         rerun = await tnx(*shlex.split(hint.group(1))[1:])
         assert "no runtime to attach to" not in rerun.err and "ghost.1" in rerun.err, rerun
+        # an id that names the missing scope is that scope's agent, not another runtime's:
+        # the hint lists a runtime that exists (walk 5)
+        scoped = await tnx("inspect", f"{other_scope}/root/ghost.1")
+        hint = re.search(r"\(e\.g\. `(tnx ls --scope \S+)`\)", scoped.err)
+        assert hint is not None, scoped
+        assert (await tnx(*shlex.split(hint.group(1))[1:])).code == 0
+        # an id's scope wins over TNX_SCOPE (ambient), not over a --scope typed with it
+        clash = await tnx("inspect", f"{other_scope}/root/ghost.1", "--scope", "elsewhere")
+        assert clash.code == 2 and f"is an id of scope {other_scope!r}" in clash.err, clash
         # Read-only commands attach; they never create a root.
         with pytest.raises(RPCError) as missing:
             await rt.client.get_workflow_handle(f"{other_scope}/root").describe()
