@@ -57,6 +57,29 @@ _POLL_INTERVAL_S: Final = 0.2
 _PROBE_TIMEOUT_S: Final = 5.0
 
 
+RECONNECT_S: Final = 10.0
+"""How long after it started a dev server's task queues may list no poller while the workers
+that polled it before a restart reconnect (s): a worker retries its polls with back-off and is
+listed again 3-8 s after the server is up (walk 5: `tnx wake` said "no worker polls" 2.9-3.7 s
+after `tnx server start`)."""
+
+
+def reconnect_left_s(address: str, data_dir: Path, now: float | None = None) -> float:
+    """Seconds left of :data:`RECONNECT_S` since the dev server of ``data_dir`` (the one
+    ``tnx server start`` runs) started, when it is the server at ``address`` and it runs; 0
+    otherwise (another server, none, or started longer ago). The pid file's time is the
+    start's."""
+    server = DevServer.at(data_dir)
+    if server.address != address:
+        return 0.0
+    try:
+        started = server.pid_file.stat().st_mtime
+    except OSError:
+        return 0.0
+    left = RECONNECT_S - ((time.time() if now is None else now) - started)
+    return max(left, 0.0) if left > 0 and server.is_running() else 0.0
+
+
 class DevServer:
     """A ``temporal server start-dev`` process managed through a pid file.
 

@@ -35,7 +35,12 @@ from toolnexus_temporal.cli.options import EXIT_NO as EXIT_NO
 from toolnexus_temporal.cli.options import CliError as CliError
 from toolnexus_temporal.cli.options import Options as Options
 from toolnexus_temporal.cli.render import one_line, scoped_ids, truncate
-from toolnexus_temporal.cli.workercheck import no_root_line, no_worker_line, root_task_queue
+from toolnexus_temporal.cli.workercheck import (
+    no_root_line,
+    no_worker_line,
+    root_task_queue,
+    worker_polls,
+)
 from toolnexus_temporal.client.cluster import ClusterConfig, connect
 from toolnexus_temporal.client.codec import CodecError, codec_from_env
 from toolnexus_temporal.client.errors import (
@@ -46,7 +51,7 @@ from toolnexus_temporal.client.errors import (
     TnxError,
 )
 from toolnexus_temporal.client.queries import check_scope, check_task_queue
-from toolnexus_temporal.client.reachability import require_worker, workflow_pollers
+from toolnexus_temporal.client.reachability import workflow_pollers
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.runtime import AgentRuntime
 
@@ -160,7 +165,7 @@ async def _run(
             rt = AgentRuntime(client, task_queue=queue, scope=opts.scope, store=store)
         if worker == "optional":
             return await verb(rt)
-        await require_worker(client, rt.task_queue)
+        await worker_polls(client, rt.task_queue, opts.address)
         try:
             await rt.start(create=create)
         except HandleNotFoundError as err:

@@ -13,6 +13,7 @@ import asyncio
 import os
 import shlex
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final, TypeVar
@@ -21,7 +22,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from toolnexus_temporal.client.errors import NoWorkerError, VerbRejectedError
-from toolnexus_temporal.client.reachability import workflow_pollers
+from toolnexus_temporal.client.reachability import require_worker, workflow_pollers
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.models import Answer
 from toolnexus_temporal.workflows.contract.names import (
@@ -199,3 +200,41 @@ async def worker_read(rt: AgentRuntime, read: Callable[[], Awaitable[T]]) -> T |
         if "poller" in err.message:  # the server's own "no poller seen recently"
             return missing
         raise
+
+
+RECHECK_S: Final = 0.25
+"""How often :func:`worker_polls` looks for a poller again in a reconnect window (s)."""
+
+
+async def worker_polls(client: Client, task_queue: str, address: str) -> None:
+    """:func:`~toolnexus_temporal.client.reachability.require_worker`, waiting out the
+    reconnect window of the local dev server (``tnx server start``) when it started moments
+    ago and lists no poller at all (:func:`~.devserver.reconnect_left_s`): its workers are
+    reconnecting, not gone. Elsewhere (another server, a poller listed as stopped, a server
+    up for longer) it answers at once, as before.
+
+    Raises:
+        NoWorkerError: no worker polls ``task_queue`` (after the window, if any).
+    """
+    from toolnexus_temporal.cli.devserver import reconnect_left_s
+    from toolnexus_temporal.cli.options import DEFAULT_DATA_DIR
+
+    try:
+        await require_worker(client, task_queue)
+        return
+    except NoWorkerError as err:
+        if err.last_seen_s is not None:
+            raise
+        server_dir = DEFAULT_DATA_DIR / "temporal"
+        left = await asyncio.to_thread(reconnect_left_s, address, server_dir)
+        if left <= 0:
+            raise
+    deadline = time.monotonic() + left
+    while True:
+        await asyncio.sleep(RECHECK_S)
+        try:
+            await require_worker(client, task_queue)
+            return
+        except NoWorkerError:
+            if time.monotonic() >= deadline:
+                raise
