@@ -607,6 +607,9 @@ async def check_and_report(year: Year, elapsed: float, cli_max_s: float = CLI_MA
     actions_mean = sum(w.actions_per_turn for w in mid) / max(len(mid), 1)
     actions_slope = per_k([(w.upto_turn, w.actions_per_turn) for w in mid])
     events_slope = per_k([(w.upto_turn, w.events_per_turn) for w in mid])
+    # reported, not asserted (a speed on a shared machine): the year at 6741cbb found a turn
+    # 79 -> 231 ms as the transcript grew (each LLM call read it whole; store.windowed)
+    wall_slope = per_k([(w.upto_turn, w.wall_s * 1000 / max(w.turns, 1)) for w in mid])
     request_slope = per_k([(w.upto_turn, w.largest_request) for w in after_bound])
     rss_slopes = {
         pid: per_k([(w.upto_turn, w.worker_rss_mib) for w in mid if w.worker_pid == pid])
@@ -647,6 +650,7 @@ async def check_and_report(year: Year, elapsed: float, cli_max_s: float = CLI_MA
             "llm_calls_per_turn": round(calls_slope, 4),
             "actions_per_turn": round(actions_slope, 4),
             "events_per_turn": round(events_slope, 4),
+            "wall_ms_per_turn": round(wall_slope, 2),
             "largest_request_after_bound": round(request_slope, 1),
             "worker_rss_mib_by_process": {str(k): round(v, 2) for k, v in rss_slopes.items()},
         },
