@@ -352,7 +352,7 @@ async def test_the_worker_starts_with_the_documented_environment(
 
 @pytest.mark.parametrize(
     ("missing", "message"),
-    [("OPENAI_BASE_URL", "no LLM endpoint"), ("TNX_MODEL", "no model")],
+    [("OPENAI_BASE_URL", "--llm-base-url: required"), ("TNX_MODEL", "--model: required")],
 )
 async def test_the_worker_names_a_missing_setting(
     client: Client, tmp_path: Path, missing: str, message: str
