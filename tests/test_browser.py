@@ -148,7 +148,8 @@ async def test_an_operator_answers_in_the_web_ui(ui_env, tmp_path: Path, shots: 
         assert row.expires_at is not None and parked.pending.expires_at is not None
         queue_link = approval_queue_url(ui, "default", scope)  # what `tnx pending --ui` prints
         async with chromium(playwright, tmp_path) as page:
-            await operate(page, queue_link, wf_id, parked.pending.id, shots)
+            # the Request id as tnx prints ids (with the scope): the workflow takes it so
+            await operate(page, queue_link, wf_id, rt.workflow_id(parked.pending.id), shots)
             done = await rt.wait(h)
             assert done.status == "done" and done.text == "Build 42 is live.", done
             await agent_page(page, wf_id, reload=True)
