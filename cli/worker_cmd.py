@@ -19,10 +19,9 @@ import os
 import signal
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from temporalio.client import Client
@@ -257,9 +256,11 @@ async def _run_until_stopped(
         await worker.shutdown()
 
 
-@dataclass(frozen=True)
-class MetricsOptions:
+class MetricsOptions(NamedTuple):
     """The Prometheus endpoint of ``tnx-worker`` (``--metrics-port``; docs/guide/metrics.md).
+    A named tuple, not a dataclass: ``typer MODULE utils docs`` (the CLI reference page) loads
+    this module outside ``sys.modules``, where a dataclass cannot be made (the page's
+    ``tnx-worker`` section was empty).
 
     Attributes:
         port: the TCP port of ``/metrics``.
@@ -356,7 +357,7 @@ def _with_settings(func: Callable[..., None]) -> Callable[..., None]:
 @_with_settings
 def run(cluster: ClusterConfig, settings: WorkerSettings, version: WorkerVersion = False) -> None:
     """Run the worker until SIGINT/SIGTERM. The Temporal connection comes from the flags,
-    the TEMPORAL_* variables and the config file's profile, as for ``tnx`` (README
+    the TEMPORAL_* variables and the config file's profile, as for tnx (docs/guide/production.md,
     "Connecting to a cluster")."""
     count = settings.process_count
     if count > 1:  # every flag is checked: the children run this command with --processes 1

@@ -307,7 +307,8 @@ class WorkerSettings(BaseModel):
         try:
             parse_processes(processes)
         except ProcessesError as err:
-            raise SettingError("--processes", str(err)) from None
+            # the line names the option once ("--processes: must be at least 1, got 0")
+            raise SettingError("--processes", str(err).removeprefix("--processes ")) from None
         return processes
 
     @field_validator("fleet_metrics_interval_s")

@@ -295,6 +295,8 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-5000:]
     cli = (site / "reference" / "cli" / "index.html").read_text()
     assert "replay-check" in cli and "tnx-worker" in cli and "--registry" in cli
+    worker = cli[cli.rindex('id="tnx-worker"') :]  # its own section, not empty (walk 6)
+    assert "--task-queue" in worker and "--metrics-port" in worker, worker[:2000]
     assert len(re.findall(r"<h1[ >]", cli)) == 1, re.findall(r"<h1[^>]*>.{0,40}", cli)
     # usage lines are blocks, not inline code starting with "console"; the page's table of
     # contents lists every command (the walk of issue 37 found only `tnx` there)

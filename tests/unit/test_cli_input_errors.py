@@ -148,6 +148,7 @@ LLM = ["--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m"]
         (LLM, {"TNX_METRICS_PORT": "70000"}, "TNX_METRICS_PORT: must be an integer from 1 to"),
         ([*LLM, "--graceful-shutdown-s", "-1"], {}, "--graceful-shutdown-s: must be a number of"),
         ([*LLM, "--bogus"], {}, "--bogus: no such option of tnx-worker (see tnx-worker --help)"),
+        ([*LLM, "--processes", "0"], {}, "--processes: must be at least 1, got 0"),  # walk 6
     ],
 )
 def test_a_usage_error_of_tnx_worker_names_the_option(
