@@ -169,21 +169,26 @@ def one_line_errors() -> Iterator[None]:
         raise fail_line(usage_line(err), EXIT_ENV) from None
 
 
-class OneLineGroup(TyperGroup):
-    """A typer group whose usage errors are one line (:func:`one_line_errors`); an unknown
-    command is named with the commands there are."""
+class _OneLine:
+    """What a group and a command share: parsing and running with usage errors as one line
+    (:func:`one_line_errors`); mixed in before click's class, whose methods ``super()`` calls."""
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
     ) -> Any:
         """Parse ``args`` (click's), a usage error as one line."""
         with one_line_errors():
-            return super().make_context(info_name, args, parent, **extra)
+            return super().make_context(info_name, args, parent, **extra)  # type: ignore[misc]
 
     def invoke(self, ctx: Any) -> Any:
-        """Run the subcommand (click's), a usage error as one line."""
+        """Run the command or subcommand (click's), a usage error as one line."""
         with one_line_errors():
-            return super().invoke(ctx)
+            return super().invoke(ctx)  # type: ignore[misc]
+
+
+class OneLineGroup(_OneLine, TyperGroup):
+    """A typer group whose usage errors are one line (:func:`one_line_errors`); an unknown
+    command is named with the commands there are."""
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         """The subcommand ``args`` name (click's); one there is not is a usage error naming
@@ -199,18 +204,6 @@ class OneLineGroup(TyperGroup):
         return super().resolve_command(ctx, args)
 
 
-class OneLineCommand(TyperCommand):
+class OneLineCommand(_OneLine, TyperCommand):
     """A typer command (an app of one command: ``tnx-worker``) whose usage errors are one
     line (:func:`one_line_errors`)."""
-
-    def make_context(
-        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
-    ) -> Any:
-        """Parse ``args`` (click's), a usage error as one line."""
-        with one_line_errors():
-            return super().make_context(info_name, args, parent, **extra)
-
-    def invoke(self, ctx: Any) -> Any:
-        """Run the command (click's), a usage error as one line."""
-        with one_line_errors():
-            return super().invoke(ctx)
