@@ -308,7 +308,7 @@ async def _approve(tour: Tour, coord: Handle, req: Request) -> TaskResult:
         if row is not None:
             tour.line(
                 f"approval queue row (search attributes): {tour.wid(row.id)}  AgentRequestId "
-                f"{row.request_id}  AgentRequestKind {row.kind}"
+                f"{tour.wid(row.request_id or '?')}  AgentRequestKind {row.kind}"
             )
     edit = _edit(req)
     tour.line(

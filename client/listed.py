@@ -30,6 +30,7 @@ from toolnexus_temporal.workflows.contract.names import (
     AGENT_REQUEST_PROMPT,
     AGENT_STATE,
     AGENT_WAITING_SINCE,
+    id_in_scope,
 )
 
 LISTED_MAX: Final = 1_000
@@ -63,7 +64,8 @@ class ListedRow:
             else what its end says (``closed``, ``terminated``, ...).
         depth: ``AgentDepth`` (0 for the root).
         paused: ``AgentPaused``.
-        request_id: ``AgentRequestId``: the pending Request, None when it waits for nothing.
+        request_id: ``AgentRequestId`` without the runtime's scope: the pending Request, None
+            when it waits for nothing.
         request_kind: ``AgentRequestKind``.
         request_prompt: ``AgentRequestPrompt`` (cut; None with a payload codec on).
         waiting_since: ``AgentWaitingSince`` (UTC), when it parked.
@@ -134,7 +136,9 @@ async def listed(rpc: HandleRpc, target: str, subtree: bool = True) -> list[List
             state=state,
             depth=attrs.get(AGENT_DEPTH) or hid.count("/"),
             paused=bool(attrs.get(AGENT_PAUSED)),
-            request_id=attrs.get(AGENT_REQUEST_ID),
+            request_id=id_in_scope(rpc.scope, rid)
+            if (rid := attrs.get(AGENT_REQUEST_ID))
+            else None,
             request_kind=attrs.get(AGENT_REQUEST_KIND),
             request_prompt=attrs.get(AGENT_REQUEST_PROMPT),
             waiting_since=attrs.get(AGENT_WAITING_SINCE),

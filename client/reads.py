@@ -289,7 +289,7 @@ class HandleReads:
         attrs = desc.typed_search_attributes
         if desc.status != WorkflowExecutionStatus.RUNNING or attrs.get(AGENT_STATE) != "suspended":
             return None
-        return QueueRow.from_attributes(hid, attrs)
+        return QueueRow.from_attributes(hid, attrs, self._rpc.scope)
 
     async def listed(self, h: HandleRef | None = None) -> builtins.list[ListedRow]:
         """The tree under ``h`` (default: the root) from visibility alone, parents first: each

@@ -45,6 +45,7 @@ from toolnexus_temporal.workflows.contract.names import (
     APPROVAL_QUEUE,
     PROTOCOL,
     ROOT_ID,
+    id_in_scope,
 )
 from toolnexus_temporal.workflows.contract.state import AgentInput, HandleState, UsageState
 
@@ -219,8 +220,9 @@ class QueueRow:
 
     Attributes:
         id: the handle id (``root/ops.1``), without the runtime's scope.
-        request_id: ``AgentRequestId``, the ``id`` an Answer must carry (None when the
-            handle parked before its attributes were upserted).
+        request_id: ``AgentRequestId`` without the runtime's scope (the attribute carries
+            it, as ``tnx`` prints ids), the ``id`` an Answer carries (None when the handle
+            parked before its attributes were upserted).
         kind: ``AgentRequestKind`` (``approval``, ``input``, ...).
         prompt: ``AgentRequestPrompt``, cut to ``REQUEST_PROMPT_CHARS`` characters; None
             when the prompt is kept out of visibility (a payload codec is on).
@@ -238,11 +240,13 @@ class QueueRow:
     escalated_to: str | None = None
 
     @classmethod
-    def from_attributes(cls, hid: str, attrs: TypedSearchAttributes) -> QueueRow:
-        """The row of handle ``hid`` from its workflow's search attributes."""
+    def from_attributes(cls, hid: str, attrs: TypedSearchAttributes, scope: str | None) -> QueueRow:
+        """The row of handle ``hid`` of runtime ``scope`` from its workflow's search
+        attributes."""
+        request_id = attrs.get(AGENT_REQUEST_ID)
         return cls(
             id=hid,
-            request_id=attrs.get(AGENT_REQUEST_ID),
+            request_id=id_in_scope(scope, request_id) if request_id else None,
             kind=attrs.get(AGENT_REQUEST_KIND),
             prompt=attrs.get(AGENT_REQUEST_PROMPT),
             waiting_since=attrs.get(AGENT_WAITING_SINCE),
@@ -268,4 +272,4 @@ async def suspended(rpc: HandleRpc) -> AsyncIterator[QueueRow]:
     async for wf in rpc.client.list_workflows(approval_queue_query(rpc.scope)):
         hid = wf.id.removeprefix(prefix)
         if rpc.scope or hid.startswith(f"{ROOT_ID}/"):
-            yield QueueRow.from_attributes(hid, wf.typed_search_attributes)
+            yield QueueRow.from_attributes(hid, wf.typed_search_attributes, rpc.scope)

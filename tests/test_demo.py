@@ -86,9 +86,9 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     assert f"{wid} and {wid}/deployer." in tree, out  # workflow ids in the text too
     approval = _step(out, 3)
     # the Request as tnx prints ids, with the scope (issue 37 item 1), in the signal's JSON
-    # too (the workflow takes it); the search attribute holds it as the workflow names it
+    # too (the workflow takes it), and in the search attribute the web UI's queue shows
     assert f"Request demo/{request}  kind approval: deploy billing to production?" in approval
-    assert f"AgentRequestId {request}  AgentRequestKind approval" in approval, out
+    assert f"AgentRequestId demo/{request}  AgentRequestKind approval" in approval, out
     # `tnx pending` with no scope lists the default runtime's queue, not the demo's
     assert f"    tnx pending --scope demo --address {address}\n" in approval, out
     assert f"    tnx answer {wid} --approve --address {address}\n" in approval, out

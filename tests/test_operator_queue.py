@@ -65,7 +65,7 @@ async def test_a_parked_agent_is_in_the_queue_with_its_request(make_runtime, cli
         found = await settle(lambda: queue(client, rt.scope), lambda ids: ids == [wf_id])
         assert found == [wf_id]
         attrs = await attributes(client, wf_id)
-        assert attrs["AgentRequestId"] == req.id
+        assert attrs["AgentRequestId"] == rt.workflow_id(req.id)  # as tnx prints it
         assert attrs["AgentRequestKind"] == "approval"
         assert attrs["AgentRequestPrompt"] == "need approval to proceed"
         assert attrs["AgentWaitingSince"].year >= 2026
@@ -127,7 +127,9 @@ async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, cli
         found = await settle(lambda: queue(client, rt.scope), lambda got: got == sorted(ids))
         assert found == sorted(ids)
         for wf_id in ids:
-            assert (await attributes(client, wf_id))["AgentRequestId"] == r.pending.id
+            assert (await attributes(client, wf_id))["AgentRequestId"] == rt.workflow_id(
+                r.pending.id
+            )
         child = await client.get_workflow_handle(ids[1]).describe()
         parent = rt.workflow_id("root/boss.1")  # the id as tnx prints it
         assert await child.static_summary() == f"agent worker (child of {parent}): does risky work"
@@ -237,7 +239,9 @@ async def test_a_parked_handle_keeps_its_queue_entry_across_continue_as_new(
         h = await park(rt)
         wf_id = rt.workflow_id(h.id)
         before = await attributes(client, wf_id)
-        assert before["AgentState"] == "suspended" and before["AgentRequestId"] == f"{h.id}#1"
+        assert before["AgentState"] == "suspended" and before["AgentRequestId"] == rt.workflow_id(
+            f"{h.id}#1"
+        )
         wf = client.get_workflow_handle(wf_id)
         await continue_as_new_by_rejections(wf)
         after = await settle(
@@ -250,9 +254,10 @@ async def test_a_parked_handle_keeps_its_queue_entry_across_continue_as_new(
         assert f"Request id: `{rt.workflow_id(h.id)}#1`" in meta.current_details
         await wf.signal("answer", {"id": f"{h.id}#1", "ok": True})
         second = await settle(
-            lambda: attributes(client, wf_id), lambda a: a.get("AgentRequestId") == f"{h.id}#2"
+            lambda: attributes(client, wf_id),
+            lambda a: a.get("AgentRequestId") == rt.workflow_id(f"{h.id}#2"),
         )
-        assert second["AgentRequestId"] == f"{h.id}#2"
+        assert second["AgentRequestId"] == rt.workflow_id(f"{h.id}#2")
         await wf.signal("answer", {"id": f"{h.id}#2", "ok": True})
         done = await settle(
             lambda: attributes(client, wf_id), lambda a: a.get("AgentState") == "idle"

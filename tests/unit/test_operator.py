@@ -105,6 +105,17 @@ def test_request_attributes_set_and_unset() -> None:
     assert request_attributes(None, None) == []
 
 
+def test_the_request_id_attribute_carries_the_scope_as_tnx_prints_it() -> None:
+    """Issue 37 item 1 (one id form): the web UI's ``AgentRequestId`` column shows the id
+    ``tnx`` prints (``walk/root/a.1#2``), which pastes into ``tnx answer --request``; an
+    unchanged scoped id is no command, the unscoped one shown by an older run is replaced."""
+    scoped = {u.key.name: u.value for u in request_attributes(REQ, None, scope="walk")}
+    assert scoped["AgentRequestId"] == "walk/root/a.1#2"
+    assert request_attributes(REQ, "walk/root/a.1#2", scope="walk") == []
+    again = {u.key.name: u.value for u in request_attributes(REQ, REQ.id, scope="walk")}
+    assert again["AgentRequestId"] == "walk/root/a.1#2"
+
+
 def test_a_deadline_is_set_with_the_request_and_unset_by_the_next_one() -> None:
     """Issue 37 item 9: the approval queue shows each Request's expiry (in the same upsert)."""
     due = Request(id="root/a.1#3", kind="approval", prompt="p", expiresAt="2026-12-07T18:30:00Z")

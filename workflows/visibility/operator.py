@@ -233,8 +233,21 @@ def static_details(s: HandleState) -> str:
     )
 
 
+def request_shown_id(scope: str | None, req: Request | None) -> str | None:
+    """The ``AgentRequestId`` value of ``req``: its id with the runtime's scope, as every
+    ``tnx`` line prints it (``demo/root/ops.1#2``; unscoped runtimes: ``root/ops.1#2``), so the
+    web UI's queue column pastes into ``tnx answer --request`` and into a raw ``temporal
+    workflow signal`` alike (the workflow takes either form, ``names.id_in_scope``). Readers
+    take the scope off again (``client/roots.py``, ``client/listed.py``). None: no Request."""
+    return workflow_id_for(scope, req.id) if req is not None else None
+
+
 def request_attributes(
-    req: Request | None, published: str | None, *, with_prompt: bool = True
+    req: Request | None,
+    published: str | None,
+    *,
+    scope: str | None = None,
+    with_prompt: bool = True,
 ) -> list[SearchAttributeUpdate[Any]]:
     """The upserts that make the pending-Request search attributes show ``req`` (the
     caller adds ``AgentWaitingSince`` = workflow time when ``published`` is None, i.e.
@@ -243,18 +256,21 @@ def request_attributes(
     Args:
         req: the Request the handle is parked on (None: it waits for nothing).
         published: the Request id the attributes show now (None: unset).
+        scope: the runtime's scope: ``AgentRequestId`` shows the id as ``tnx`` prints it,
+            ``{scope}/root/a.1#2`` (:func:`request_shown_id`; issue 37 item 1, one id form).
         with_prompt: set ``AgentRequestPrompt`` too (``RuntimeOptions.prompt_in_visibility``;
             off, the prompt never reaches a search attribute).
 
     Returns:
         No update when they already show it; else the set (or unset: all four) updates.
     """
-    if (req.id if req else None) == published:
+    shown = request_shown_id(scope, req)
+    if shown == published:
         return []
     if req is None:
         return [key.value_unset() for key in REQUEST_SEARCH_ATTRIBUTES]
     updates: list[SearchAttributeUpdate[Any]] = [
-        AGENT_REQUEST_ID.value_set(fit_search_attribute(req.id)),
+        AGENT_REQUEST_ID.value_set(fit_search_attribute(shown or "")),
         AGENT_REQUEST_KIND.value_set(fit_search_attribute(req.kind)),
     ]
     if with_prompt:
@@ -312,14 +328,16 @@ class OperatorView(NamedTuple):
     def of(cls, s: HandleState) -> OperatorView:
         """The view of ``s`` now."""
         req = s.approval.pending_req if s.state == "suspended" else None
-        return cls(durable_state(s.state), req, req.id if req else None, escalation_queue(s))
+        return cls(durable_state(s.state), req, request_shown_id(s.scope, req), escalation_queue(s))
 
     def updates(
-        self, shown: OperatorView, *, with_prompt: bool
+        self, shown: OperatorView, *, scope: str | None, with_prompt: bool
     ) -> list[SearchAttributeUpdate[Any]]:
         """The upserts that turn ``shown`` into this view, in one command (none: equal);
         ``AgentWaitingSince`` is the workflow time when the handle starts waiting."""
-        updates = request_attributes(self.request, shown.request_id, with_prompt=with_prompt)
+        updates = request_attributes(
+            self.request, shown.request_id, scope=scope, with_prompt=with_prompt
+        )
         if self.request is not None and shown.request_id is None:  # starts waiting
             updates.append(AGENT_WAITING_SINCE.value_set(workflow.now()))
         if shown.state != self.state:

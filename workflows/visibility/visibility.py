@@ -290,7 +290,9 @@ class Visibility:
         if self.details_state != s.state:
             self.details_state = s.state
             self.rejection = None  # shown until the next state change (a run's start is none)
-        updates = view.updates(self.shown, with_prompt=s.options.prompt_in_visibility)
+        updates = view.updates(
+            self.shown, scope=s.scope, with_prompt=s.options.prompt_in_visibility
+        )
         if updates:
             workflow.upsert_search_attributes(updates)
             self.shown = view
