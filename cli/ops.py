@@ -54,6 +54,7 @@ from toolnexus_temporal.client.queries import check_scope, check_task_queue
 from toolnexus_temporal.client.reachability import workflow_pollers
 from toolnexus_temporal.client.reads import TranscriptReader
 from toolnexus_temporal.client.runtime import AgentRuntime
+from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 T = TypeVar("T")
 
@@ -185,6 +186,22 @@ async def _run(
         raise  # not reached: _failed always raises
 
 
+def not_found_hint(handle_id: str, shown: Callable[[str], str]) -> str:
+    """What to type instead of ``handle_id``, an id no workflow has (walk 6): a Request id
+    (``root/ops.1#3``, the REQUEST column) names its handle before the ``#``; a handle id
+    always starts with ``root`` (``coordinator.1`` is ``root/coordinator.1``). Empty: no
+    better guess."""
+    if "#" in handle_id:
+        owner = handle_id.rpartition("#")[0]
+        return (
+            f"; {shown(handle_id)} is a Request id: its agent is {shown(owner)} "
+            f"(tnx answer {shown(owner)} --request {shown(handle_id)} --approve)"
+        )
+    if handle_id != ROOT_ID and not handle_id.startswith(f"{ROOT_ID}/"):
+        return f"; a handle id starts with {ROOT_ID!r}: {shown(f'{ROOT_ID}/{handle_id}')}?"
+    return ""
+
+
 async def _failed(
     err: Exception, opts: Options, rt: AgentRuntime, timeout_s: float | None
 ) -> NoReturn:
@@ -210,7 +227,8 @@ async def _failed(
         ) from err
     except HandleNotFoundError as err:
         await _check_namespace(rt, opts)
-        raise CliError(f"{scoped_ids(str(err), opts.shown)} ({opts.where()})") from err
+        hint = not_found_hint(err.handle_id, opts.shown)
+        raise CliError(f"{scoped_ids(str(err), opts.shown)} ({opts.where()}){hint}") from err
     except NoWorkerError as err:
         raise CliError(no_worker_note(err, opts), EXIT_ENV) from err
     except TnxError as err:  # VerbRejectedError among them: its message says it all

@@ -20,7 +20,11 @@ from toolnexus_temporal.cli.devserver import local_ui_url
 from toolnexus_temporal.cli.hostcmd import emit, err_console, fail_line, list_width, out, show
 from toolnexus_temporal.cli.ops import Options
 from toolnexus_temporal.cli.queue_cmd import DEFAULT_UI, approval_queue_url
-from toolnexus_temporal.cli.workercheck import signal_answer, worker_read
+from toolnexus_temporal.cli.workercheck import (
+    signal_answer,
+    waiting_elsewhere,
+    worker_read,
+)
 from toolnexus_temporal.client.cluster import default_answerer
 from toolnexus_temporal.client.errors import NoWorkerError
 from toolnexus_temporal.client.handle import Handle
@@ -32,9 +36,16 @@ from toolnexus_temporal.workflows.contract.models import ANSWER_MESSAGE_CHARS, A
 
 # ---------------------------------------------------------------------------- pending
 
-Pending = tuple[list[Handle], list[QueueRow], NoWorkerError | None, dict[str, list[QueuedAnswer]]]
+Pending = tuple[
+    list[Handle],
+    list[QueueRow],
+    NoWorkerError | None,
+    dict[str, list[QueuedAnswer]],
+    dict[str | None, int],
+]
 """What ``tnx pending`` read: the suspended handles (a worker runs), or else the visibility
-rows, the NoWorkerError and the Answers queued for each row (by handle id)."""
+rows, the NoWorkerError and the Answers queued for each row (by handle id); when this
+runtime has none, how many wait in each other runtime (by scope)."""
 
 
 def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
@@ -61,16 +72,18 @@ def pending(opts: Options, ui: bool, ui_url: str | None) -> None:
         # with no worker, the Answers sent to each row that no worker has applied yet
         got = await asyncio.gather(*(rt.queued_answers(row.id) for row in rows))
         waiting = {row.id: answers for row, answers in zip(rows, got, strict=True) if answers}
-        return handles, rows, missing, waiting
+        empty = not handles and not rows
+        elsewhere = await waiting_elsewhere(rt.client, rt.scope) if empty else {}
+        return handles, rows, missing, waiting, elsewhere
 
-    handles, rows, missing, waiting = ops.run(opts, read, worker="optional")
+    handles, rows, missing, waiting, elsewhere = ops.run(opts, read, worker="optional")
     now_ms = int(time.time() * 1000)  # when visibility was read, with no worker
     if opts.json:
         emit(_pending_json(handles, rows, waiting, now_ms))
     elif missing is not None:
-        _print_visibility_queue(opts, rows, missing, waiting, now_ms)
+        _print_visibility_queue(opts, rows, missing, waiting, now_ms, elsewhere)
     elif not handles:
-        out.print("no suspended agents", soft_wrap=True)
+        out.print(f"no suspended agents{_elsewhere_line(opts.scope, elsewhere)}", soft_wrap=True)
     else:
         show(render.pending_table(handles, width=list_width(), shown=opts.shown))
         out.print(
@@ -129,6 +142,7 @@ def _pending_json(
                     "request": a.request_id,
                     "ok": a.ok,
                     "by": a.by,
+                    "identity": a.identity,
                     "sent_ms": int(a.sent_at.timestamp() * 1000),
                 }
                 for a in waiting.get(row.id, [])
@@ -139,12 +153,25 @@ def _pending_json(
     return from_handles + from_rows
 
 
+def _elsewhere_line(here: str | None, elsewhere: dict[str | None, int]) -> str:
+    """``; waiting in other runtimes: `tnx pending --scope walk` (1)``: where an empty
+    queue's agents are (walk 6), or nothing."""
+    if not elsewhere:
+        return ""
+    ways = ", ".join(
+        f"`tnx pending {'--scope ' + scope if scope is not None else '--scope ' + repr('')}` ({n})"
+        for scope, n in sorted(elsewhere.items(), key=lambda item: item[0] or "")
+    )
+    return f" in this runtime; waiting in other runtimes: {escape(ways)}"
+
+
 def _print_visibility_queue(
     opts: Options,
     rows: list[QueueRow],
     missing: NoWorkerError,
     waiting: dict[str, list[QueuedAnswer]],
     now_ms: int,
+    elsewhere: dict[str | None, int],
 ) -> None:
     """The queue read from visibility at ``now_ms`` (no worker runs), with the Answers
     queued for a worker, and a note saying so (:func:`~.verbs.visibility_note`)."""
@@ -153,14 +180,18 @@ def _print_visibility_queue(
     if rows:
         show(render.queue_table(rows, width=list_width(), shown=opts.shown, queued=waiting))
     else:
-        out.print("no suspended agents")
+        out.print(f"no suspended agents{_elsewhere_line(opts.scope, elsewhere)}", soft_wrap=True)
+    kept = (  # walk 6: the note asked for an answer while one was queued
+        "the queued answers are applied then"
+        if waiting
+        else "an answer is kept until then: tnx answer ID --approve"
+    )
     visibility_note(
         opts,
         missing,
         now_ms,
         "each suspended agent's Request as it last published it (the full prompt and the "
-        "turn continue when a worker runs; an answer is kept until then: tnx answer ID "
-        "--approve)",
+        f"turn continue when a worker runs; {kept})",
     )
 
 
@@ -220,8 +251,11 @@ def answer(
 ) -> None:
     """``tnx answer``: answer the pending Request of ``handle_id`` (an update), or with no
     worker running send the ``answer`` signal for the Request id its search attributes hold
-    (or ``request``)."""
+    (or ``request``). A Request id given as ``handle_id`` (``root/ops.1#2``) answers that
+    Request of the handle before the ``#``."""
     answer_to = _answer_maker(verdict, by)
+    if "#" in handle_id and request is None:  # a Request id (the REQUEST column; walk 6)
+        handle_id, request = handle_id.rpartition("#")[0], handle_id
     target = args.ref(opts, handle_id)
     if request is not None:  # a Request id as tnx prints it (with the scope) is taken too
         request = args.ref(opts, request)
@@ -326,9 +360,15 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
     from toolnexus_temporal.cli import replayed
 
     target = args.ref(opts, handle_id)
-    records, missing, as_of = ops.run(
-        opts, lambda rt: replayed.audit_read(rt, target, subtree), worker="optional"
-    )
+
+    async def read(rt: AgentRuntime) -> tuple[Any, NoWorkerError | None, Any, list[QueuedAnswer]]:
+        records, missing, as_of = await replayed.audit_read(rt, target, subtree)
+        # with no worker, the Answers sent that no workflow task has taken (walk 6: the
+        # audit said "no answered requests" and nothing of the one queued)
+        queued = await rt.queued_answers(target) if missing is not None else []
+        return records, missing, as_of, queued
+
+    records, missing, as_of, unapplied = ops.run(opts, read, worker="optional")
     if missing is not None:
         note = "the answered requests up to its last workflow task"
         replayed.history_note(opts, missing, as_of, note)
@@ -338,6 +378,12 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
             dumped = [{**record, "source": "history", "as_of_ms": as_of} for record in dumped]
         emit(dumped)
         return
+    for q in unapplied:
+        out.print(
+            f"queued  {escape(opts.shown(q.request_id))}  {escape(q.line())}: not applied yet "
+            "(no worker is running; the audit records it when a worker takes it)",
+            soft_wrap=True,
+        )
     if not records:
         where = "" if subtree else " (its children's: add --subtree)"
         out.print(f"{escape(opts.shown(target))}: no answered requests{where}", soft_wrap=True)

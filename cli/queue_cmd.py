@@ -111,7 +111,8 @@ def answer_command(
     arguments (a bad edit is refused, the request stays pending); --message gives the model
     the reviewer's words. With no worker running, the
     Request id comes from ID's search attributes (or --request): the answer is sent as a
-    signal and runs when a worker polls."""
+    signal and runs when a worker polls. ID may be a Request id as tnx prints it
+    (root/ops.1#2): that Request of its agent is answered."""
     from toolnexus_temporal.cli import queue
 
     queue.answer(opts, handle_id, queue.Verdict(approve, decline, data, edit, message), request, by)

@@ -519,7 +519,11 @@ def handle_table(
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
-    children = f"{len(h.children)}: {', '.join(map(shown, h.children))}" if h.children else "0"
+    children = (  # ids only: their states (paused included) are `tnx ls`'s (walk 6)
+        f"{len(h.children)}: {', '.join(map(shown, h.children))} (states: tnx ls {shown(h.id)})"
+        if h.children
+        else "0"
+    )
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     pending = (
         f"{shown(h.pending_req.id)} ({h.pending_req.kind}): {h.pending_req.prompt}"
@@ -564,12 +568,18 @@ def handle_table(
         ("  since", _cell(since)),
         *_result_rows(h.last_result, shown),
         ("last error", _cell(h.last_error or NONE, "red" if h.last_error else "")),
-        ("conversation", _cell(f"{h.conv_id or NONE} · {h.transcript_len} message(s)")),
+        ("conversation", _cell(conversation_line(h, shown))),
         ("read at", _cell(f"{stamp(now_ms)} {zone(now_ms)}", "dim")),
     ]
     for label, value in rows:
         grid.add_row(label, value)
     return grid
+
+
+def conversation_line(h: Handle, shown: IdForm) -> str:
+    """The transcript's size and the command that reads it (walk 6: the store key it showed,
+    ``root/ops.1``, read like another agent's unscoped id)."""
+    return f"{h.transcript_len} message(s) · read: tnx inspect {shown(h.id)} --transcript"
 
 
 def messages_line(h: Handle) -> str:

@@ -432,6 +432,12 @@ def schedule(
         if opts.json:
             emit(args.dump(handles))
             return
+        if not handles:  # walk 6: a header alone read like a failed read
+            out.print(
+                "no agent has a tick schedule (tnx schedule ID --every 1h to give one)",
+                soft_wrap=True,
+            )
+            return
         rows: list[list[render.Cell]] = [
             [escape(opts.shown(h.id)), h.state, render.tick_line(h)] for h in handles
         ]

@@ -27,6 +27,7 @@ from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.workflows.contract.models import Answer
 from toolnexus_temporal.workflows.contract.names import (
     AGENT_DEPTH,
+    APPROVAL_QUEUE,
     ROOT_ID,
     SIGNAL_ANSWER,
     workflow_id_for,
@@ -86,20 +87,40 @@ async def runtime_scopes(client: Client) -> list[str | None]:
     return scopes
 
 
+async def waiting_elsewhere(client: Client, scope: str | None) -> dict[str | None, int]:
+    """How many agents wait in the approval queue of each runtime other than ``scope``'s,
+    from visibility (:data:`APPROVAL_QUEUE`; at most 200 rows read; empty when visibility
+    cannot be read): what an empty ``tnx pending`` names (walk 6: it said "no suspended
+    agents" while another scope had one)."""
+    found: dict[str | None, int] = {}
+    try:
+        async for wf in client.list_workflows(APPROVAL_QUEUE, limit=200):
+            head, sep, _ = wf.id.partition(f"/{ROOT_ID}/")
+            other = None if wf.id.startswith(f"{ROOT_ID}/") else head if sep else ""
+            if other != scope and other != "":
+                found[other] = found.get(other, 0) + 1
+    except RPCError:
+        return {}
+    return found
+
+
 async def no_root_line(client: Client, scope: str | None, where: str) -> str:
     """The error of a command that found no runtime under ``scope``: the runtimes that exist
     (from visibility) with the option that reaches each, never the advice to create a second
-    runtime beside them, and the command again in the first of them (:func:`again_in`);
-    ``tnx spawn root NAME`` only when the namespace has none (issue 37 item 2)."""
+    runtime beside them, and the command again in each of them (:func:`again_in`; walk 6:
+    with three runtimes it gave one); ``tnx spawn root NAME`` only when the namespace has
+    none (issue 37 item 2)."""
     others = [s for s in await runtime_scopes(client) if s != scope]
     head = f"no runtime to attach to: no {ROOT_ID!r} handle in {where}"
     if not others:
         return f"{head} (`tnx spawn {ROOT_ID} NAME` creates it)"
-    ways = ", ".join(f"--scope {s}" if s is not None else "no --scope" for s in others)
-    return f"{head}; the runtimes here: {ways} (e.g. `{_command(scope, others[0])}`)"
+    if len(others) == 1:
+        return f"{head}; the runtime here: `{command_in(scope, others[0])}`"
+    ways = " or ".join(f"`{command_in(scope, other)}`" for other in others)
+    return f"{head}; the runtimes here, each with this command: {ways}"
 
 
-def _command(scope: str | None, other: str | None) -> str:
+def command_in(scope: str | None, other: str | None) -> str:
     """The ``tnx`` command running (read from the command line) as it runs in the runtime
     of scope ``other`` (:func:`again_in`), for a hint to repeat it; ``tnx ls`` there when it
     cannot tell (not run as ``tnx``)."""

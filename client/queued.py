@@ -38,17 +38,24 @@ class QueuedAnswer:
         ok: approve (True) or decline (False).
         by: who sent it, as the sender stated it (``Answer.by``; unverified), or None.
         sent_at: when the server accepted the signal (its history event time, UTC).
+        identity: the sending client's identity as the signal event records it
+            (``temporal-cli:alice@host`` for the ``temporal`` CLI), or None.
     """
 
     request_id: str
     ok: bool
     by: str | None
     sent_at: datetime
+    identity: str | None = None
 
     def line(self) -> str:
-        """``approve by alice@host, sent 13:46:44 UTC``: the answer in a table cell."""
+        """``approve by alice@host, sent 13:46:44 UTC``: the answer in a table cell; an
+        Answer that states no ``by`` (a raw ``temporal workflow signal``) names the client
+        identity that sent it (walk 6: it showed no sender)."""
         verdict = "approve" if self.ok else "decline"
         who = f" by {self.by}" if self.by else ""
+        if not who and self.identity:
+            who = f" from {self.identity}"
         return f"{verdict}{who}, sent {self.sent_at:%H:%M:%S} UTC"
 
 
@@ -95,6 +102,7 @@ async def queued_answers(client: Client, workflow_id: str) -> list[QueuedAnswer]
                 ok=answer.ok,
                 by=answer.by,
                 sent_at=event.event_time.ToDatetime(tzinfo=UTC),
+                identity=attrs.identity or None,
             )
         )
     found.reverse()

@@ -178,24 +178,33 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
             assert len(run.err.strip().splitlines()) == 1, run
         # Issue 37 item 2: the runtimes that exist are named with the option that reaches
         # them (this test's runtime among them), never the advice to create a second one.
-        assert "the runtimes here: " in no_root.err and "creates it" not in no_root.err, no_root
-        assert f"--scope {rt.scope}" in no_root.err or rt.scope is None, no_root
-        assert "(e.g. `tnx ls --scope " in no_root.err, no_root  # the command it ran
+        assert "the runtime" in no_root.err and "creates it" not in no_root.err, no_root
+        # each runtime with the command it ran (walk 6: with three runtimes it gave one)
+        runs = re.findall(r"`(tnx ls[^`]*)`", no_root.err)
+        assert len(runs) >= 2 and len(set(runs)) == len(runs), no_root
+        assert f"`tnx ls --scope {rt.scope}`" in no_root.err or rt.scope is None, no_root
         pending_elsewhere = await tnx("pending", "--scope", other_scope)
-        assert "(e.g. `tnx pending --scope " in pending_elsewhere.err, pending_elsewhere
+        assert "`tnx pending --scope " in pending_elsewhere.err, pending_elsewhere
         # Issue 37 item 1: the hint repeats the whole command, the id pasted with it, in a
         # runtime that exists, and runs as printed.
         pasted = await tnx("inspect", "root/ghost.1", "--scope", other_scope)
-        hint = re.search(r"\(e\.g\. `(tnx inspect root/ghost\.1 --scope \S+)`\)", pasted.err)
+        hint = re.search(r"`(tnx inspect root/ghost\.1 --scope [^`]+)`", pasted.err)
         assert hint is not None, pasted
         rerun = await tnx(*shlex.split(hint.group(1))[1:])
         assert "no runtime to attach to" not in rerun.err and "ghost.1" in rerun.err, rerun
         # an id that names the missing scope is that scope's agent, not another runtime's:
         # the hint lists a runtime that exists (walk 5)
         scoped = await tnx("inspect", f"{other_scope}/root/ghost.1")
-        hint = re.search(r"\(e\.g\. `(tnx ls --scope \S+)`\)", scoped.err)
+        hint = re.search(r"`(tnx ls --scope [^`]+)`", scoped.err)
         assert hint is not None, scoped
         assert (await tnx(*shlex.split(hint.group(1))[1:])).code == 0
+        # walk 6: an id without `root/`, or a Request id, gets what to type instead
+        bare, request_id = await asyncio.gather(
+            tnx("inspect", "ghost.1"), tnx("inspect", "root/ghost.1#2")
+        )
+        assert f"a handle id starts with 'root': {rt.workflow_id('root/ghost.1')}?" in bare.err
+        owner = rt.workflow_id("root/ghost.1")
+        assert f"is a Request id: its agent is {owner}" in request_id.err, request_id
         # an id's scope wins over TNX_SCOPE (ambient), not over a --scope typed with it
         clash = await tnx("inspect", f"{other_scope}/root/ghost.1", "--scope", "elsewhere")
         assert clash.code == 2 and f"is an id of scope {other_scope!r}" in clash.err, clash
@@ -244,9 +253,11 @@ async def test_pending_and_answer_drive_the_approval_queue(make_runtime, env) ->
 
         bad = await cli("answer", parent.id)
         assert bad.code == 2 and "exactly one of" in bad.err
-        run = await cli("answer", parent.id, "--approve", "--data", '{"by": "cli"}', "--json")
+        # walk 6: the REQUEST column's id pasted as ID answers that Request of its agent
+        pasted = rt.workflow_id(request_id)
+        run = await cli("answer", pasted, "--approve", "--data", '{"by": "cli"}', "--json")
         assert run.code == 0, run
-        assert run.json()["answered"] == child_id  # routed down to the handle that asked
+        assert run.json()["answered"] == child_id  # the handle that asked
         result = await rt.wait(parent)
         assert (result.status, result.text) == ("done", "parent done")
         again = await cli("answer", parent.id, "--approve")

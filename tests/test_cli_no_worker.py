@@ -116,6 +116,7 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
     store = tmp_path / "conversations.sqlite"
     async with worker_on(client, task_queue, llm, store):
         rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
+        await AgentRuntime(client, task_queue=task_queue, scope=f"{scope}-other").start()
         asker = await rt.spawn(rt.root, "asker")
         assert isinstance(asker, Handle)
         parked = await rt.run_turn(asker, "go")
@@ -167,6 +168,28 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
     table, _ = await tnx(env, "pending")
     assert "QUEUED ANSWER" in table.stdout and f"approve by {queued['by']}" in table.stdout
     assert took < NO_WORKER_BOUND_S, took
+    # walk 6: the note no longer asks for an answer already queued, and the audit shows it
+    assert "the queued answers are applied then" in table.stderr, table.output
+    audit, _ = await tnx(env, "audit", asker.id)
+    assert f"queued  {scope}/{request}  approve by {queued['by']}" in audit.stdout, audit.output
+    assert "not applied yet" in audit.stdout, audit.output
+    # an Answer with no `by` (a raw `temporal workflow signal`) names the client that sent it;
+    # the workflow refuses it once a worker takes the first one (already answered)
+    raw = client.get_workflow_handle(rt.workflow_id(asker.id))
+    await raw.signal("answer", {"id": request, "ok": False})
+    for _ in range(100):
+        again, _ = await tnx(env, "pending", "--json")
+        [row] = json.loads(again.stdout)
+        if len(row["queued_answers"]) == 2:
+            break
+        await asyncio.sleep(0.2)
+    assert row["queued_answers"][1]["identity"] == client.identity, row
+    table, _ = await tnx({**env, "COLUMNS": "200"}, "pending")
+    assert f"decline from {client.identity}" in table.stdout, table.output
+    # an empty queue in another runtime names the one where an agent waits (walk 6)
+    elsewhere, _ = await tnx({**env, "TNX_SCOPE": f"{scope}-other"}, "pending")
+    assert elsewhere.exit_code == 0, elsewhere.output
+    assert f"`tnx pending --scope {scope}` (1)" in elsewhere.stdout, elsewhere.output
 
     async with worker_on(client, task_queue, llm, store):
         result = await rt.wait(asker)
@@ -196,6 +219,7 @@ async def test_every_verb_answers_at_once_right_after_the_worker_stopped(
     llm = ScriptedLLM({"stub-model": [text("hello")]})
     async with worker_on(client, task_queue, llm, tmp_path / "conversations.sqlite"):
         rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
+        await AgentRuntime(client, task_queue=task_queue, scope=f"{scope}-other").start()
         asker = await rt.spawn(rt.root, "asker")
         assert isinstance(asker, Handle)
         assert (await rt.run_turn(asker, "hi")).status == "done"

@@ -14,6 +14,8 @@ async def test_schedule_pause_and_ls_from_the_shell(make_runtime: Any, env: Any)
         tnx = Cli(env, rt)
         await tnx.ok("spawn", "root", "ticker")
         await tnx.ok("spawn", "root", "ticker")
+        none = (await tnx.ok("schedule", "ls")).out  # walk 6: not a bare header
+        assert none.startswith("no agent has a tick schedule"), none
         done = await tnx.ok("schedule", "root/ticker.1", "--every", "1h", "--prompt", "look")
         assert done.out.startswith(
             f"schedule {rt.workflow_id('root/ticker.1')} → every 1h · next "
