@@ -305,6 +305,12 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert 'href="#tnx-ls"' in toc and 'href="#tnx-answer"' in toc, toc[:2000]
     api = (site / "reference" / "python" / "index.html").read_text()
     assert "AgentRuntime" in api and "create_worker" in api and "define_tool" in api
+    # no "__all__ module-attribute" heading (nor its table-of-contents link): a `members: true`
+    # option on a module's `:::` block selects every member without the `filters`, so the
+    # modules' `__all__` lists were rendered as attributes
+    all_headings = re.findall(r"<h[1-6][ >](?:(?!</h[1-6]>).)*?__all__", api, flags=re.S)
+    assert not all_headings, all_headings[:2]
+    assert not re.findall(r'href="#[^"]*__all__"', api), "an __all__ entry in the page's contents"
     for page in site.rglob("*.html"):
         if page.relative_to(site).parts[0] == "bench":
             continue  # records (a new user's transcript quotes the markup it looked for)
