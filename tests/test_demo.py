@@ -115,7 +115,7 @@ async def test_the_demo_tours_leaves_nothing_due_and_prints_ids_that_paste(
     trace = _step(out, 4)
     assert f"{deployer_id}: running→suspended (deploy needs approval" in trace, out
     # trace lines print ids as tnx prints them: with the demo's scope, so they paste back
-    assert f"{wid}: answer demo/{request} (ok) → demo/{deployer_id}" in trace, out
+    assert f"{wid}: answer demo/{request} (ok) via update → demo/{deployer_id}" in trace, out
     assert f"the audit (tnx audit {wid} --subtree):" in trace, out
     assert re.search(
         rf"  demo/{re.escape(request)}: approved with an edit by \S+ via update at 20", trace

@@ -707,13 +707,17 @@ class Approvals:
         if parked_on(info) == answer.id:
             # The child is parked on it: it runs again (a child that refuses the Answer
             # reports `suspended` again), and this handle resumes or surfaces the next one.
-            self.vis.trace(f"{s.id}: answer {answer.id} ({verdict}) → {hop.to}")
+            # the hop this handle took it by: the child's audit line says `via signal` (the
+            # forward), `tnx audit` names this one (walk 6 read them as a contradiction)
+            self.vis.trace(f"{s.id}: answer {answer.id} ({verdict}) via {path} → {hop.to}")
             update_child(s, hop.to, state="running", pending_req=None, parked=False)
             self.forwarded.add(answer.id)
             self.seen_parked.add(hop.to)
             self.sync_parking()
         else:
-            self.vis.trace(f"{s.id}: answer {answer.id} ({verdict}) forwarded to {hop.to}")
+            self.vis.trace(
+                f"{s.id}: answer {answer.id} ({verdict}) via {path} forwarded to {hop.to}"
+            )
         return None, hop.to
 
     async def admit(self, answer: Answer) -> tuple[str | None, str | None]:
