@@ -2,7 +2,7 @@
 (:func:`create_worker`), the replayer over the same code (:func:`replayer`) and Worker
 Versioning (:func:`deployment_config`).
 
-As a program it is ``tnx-worker`` (:mod:`toolnexus_temporal.cli.worker_cmd`)::
+As a program it is ``tnx-worker`` (:mod:`toolnexus_temporal.cli.worker_cmd`):
 
     tnx-worker --registry toolnexus_temporal.cli.demo:REGISTRY --task-queue tnx \\
         --llm-base-url http://127.0.0.1:8080/v1 --model my-model

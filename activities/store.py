@@ -119,7 +119,7 @@ class ConversationStore(Protocol):
     """What the LLM activity needs from a store. Implementations must be safe to share across
     concurrent activities of one worker.
 
-    An LLM call writes once (issue 35): it reads the recorded completion and the committed
+    An LLM call writes once: it reads the recorded completion and the committed
     transcript, asks the model, then stores its new messages and the reply with the
     completion in one :meth:`write`. A store may also offer ``begin_call(conv_id, base_len,
     *, fence, since=0) -> (completion | None, transcript)`` (both built-in stores do): the
@@ -162,7 +162,7 @@ class ConversationStore(Protocol):
 
     async def completion(self, conv_id: str, fence: int) -> str | None:
         """The completion recorded by :meth:`write` for LLM call ``fence`` of ``conv_id``, or
-        None (issue 12: a retried call returns it instead of calling the model again)."""
+        None (a retried call returns it instead of calling the model again)."""
         ...
 
 
@@ -173,7 +173,7 @@ class SqliteConversationStore:
     loop never blocks and several processes on one host may share the file (SQLite WAL mode).
     A connection is kept for the next call when the call ends (at most ``POOL_MAX`` idle):
     closing the file's last connection checkpoints and removes the WAL, ~0.85 ms of CPU and
-    ~5 ms of fsyncs per LLM call (four calls) when every call opened its own (issue 28).
+    ~5 ms of fsyncs per LLM call (four calls) when every call opened its own.
     For workers on many hosts use
     :class:`~toolnexus_temporal.activities.pgstore.PostgresConversationStore`.
 
@@ -319,7 +319,7 @@ class SqliteConversationStore:
         self, conv_id: str, base_len: int, *, fence: int, since: int = 0
     ) -> tuple[str | None, list[Message]]:
         """What an LLM call reads before it asks the model, in one worker thread and without
-        a write (issue 35: the call's one write stores its new messages with the reply): the
+        a write (the call's one write stores its new messages with the reply): the
         recorded completion of call ``fence`` (when there is one, nothing else is read), else
         the first ``base_len`` messages, once the fence is checked.
 

@@ -59,7 +59,7 @@ class AuditRecord(BaseModel):
             time: an Answer sent while no worker ran is answered when one applies it).
         sent_at: when the server recorded the event that delivered the Answer (ISO-8601,
             UTC; None when no event carried it): earlier than ``answered_at`` by the wait
-            for a worker when the Answer was queued (issue 37 item 8).
+            for a worker when the Answer was queued.
         path: ``signal``, ``update``, ``interpreter``, ``expiry`` or ``escalation``.
         ok / reason / data: the decision and its data.
         by: who answered, as the sender stated it (``Answer.by``), or the interpreter.

@@ -1,5 +1,5 @@
 """The key check of a worker: a worker whose codec keys cannot read its task queue's payloads
-takes no work (issue 23, item 4).
+takes no work.
 
 A worker that cannot decode a payload fails what it took: a workflow task (retried, but
 updates are refused meanwhile), an LLM call's attempt (the retries it takes are spent: a turn

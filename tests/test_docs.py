@@ -13,7 +13,9 @@ one, nothing of its runtime but the root still runs.
 from __future__ import annotations
 
 import asyncio
+import html
 import importlib.util
+import itertools
 import os
 import re
 import shutil
@@ -269,6 +271,46 @@ async def test_shell_examples_run(env: WorkflowEnvironment, tmp_path: Path) -> N
 
 # ---------------------------------------------------------------- the site
 
+HEADING_TAG = re.compile(
+    r"<h(?P<level>[1-6])(?P<attrs>\s[^>]*)?>(?P<inner>.*?)</h(?P=level)>", re.S
+)
+
+
+def heading_problems(page: str) -> list[str]:
+    """What is wrong with the outline of a built page (a new user's walk of the Python API
+    page): a hand-written heading (no ``doc-heading`` class, so not an object of mkdocstrings)
+    with no text before the next heading; an object heading right after a hand-written heading
+    at the same or a higher level (the table of contents then nests it wrongly); a table of
+    contents entry with no heading on the page (the ``show_root_toc_entry`` of a hidden module
+    heading: the module listed twice, as the hand-written section and as itself)."""
+    article = page[page.index("<article") : page.index("</article>")]
+    found = [
+        (
+            int(m.group("level")),
+            "doc-heading" in (m.group("attrs") or ""),
+            " ".join(html.unescape(re.sub(r"<[^>]+>", "", m.group("inner"))).split()).strip("¶ "),
+            m.start(),
+            m.end(),
+        )
+        for m in HEADING_TAG.finditer(article)
+    ]
+    problems: list[str] = []
+    for (level, obj, title, _, end), (level2, obj2, title2, start, _) in itertools.pairwise(found):
+        if obj:
+            continue
+        if not re.sub(r"<[^>]+>", "", article[end:start]).strip():
+            problems.append(f"h{level} {title!r}: no text before h{level2} {title2!r}")
+        if obj2 and level2 <= level:
+            problems.append(f"h{level} {title!r}: the object heading h{level2} {title2!r} next")
+    ids = set(re.findall(r'<h[1-6][^>]*\sid="([^"]*)"', article))
+    toc = page[page.index("md-nav--secondary") : page.index('class="md-content"')]
+    problems += [
+        f"contents entry #{anchor}: no heading on the page"
+        for anchor in dict.fromkeys(re.findall(r'href="#([^"]*)"', toc))
+        if anchor not in ids
+    ]
+    return problems
+
 
 def test_site_builds_strict(tmp_path: Path) -> None:
     """``.venv/bin/mkdocs build --strict`` as the README words it, with the venv NOT on PATH
@@ -311,6 +353,7 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     all_headings = re.findall(r"<h[1-6][ >](?:(?!</h[1-6]>).)*?__all__", api, flags=re.S)
     assert not all_headings, all_headings[:2]
     assert not re.findall(r'href="#[^"]*__all__"', api), "an __all__ entry in the page's contents"
+    assert "::</p>" not in api, "a reST literal-block marker (::) shown as text (walk 7)"
     for page in site.rglob("*.html"):
         if page.relative_to(site).parts[0] == "bench":
             continue  # records (a new user's transcript quotes the markup it looked for)
@@ -324,6 +367,10 @@ def test_site_builds_strict(tmp_path: Path) -> None:
         assert len(re.findall(heading, api)) == 1, re.findall(rf"<h\d id=\"[^\"]*{module}\"", api)
     text = re.sub(r"<pre.*?</pre>", "", api, flags=re.S)
     assert "``" not in re.sub(r"<[^>]+>", "", text), "raw double-backtick markup in the API page"
+    # the outline reads as the table of contents shows it: no empty hand-written section, no
+    # object heading at or above the section it follows, no module listed twice
+    problems = heading_problems(api)
+    assert not problems, "\n".join(problems)
 
 
 def test_the_readme_leaves_tnx_and_temporal_on_path() -> None:

@@ -245,7 +245,7 @@ class TickSpec(WireModel):
 
 
 class ContextPolicy(WireModel):
-    """How much of the stored transcript the model is sent per call (issue 26 item 1; the
+    """How much of the stored transcript the model is sent per call (the
     view is built by ``workflows/contract/context.py``). The stored transcript always stays
     complete; only the model's view is bounded.
 
@@ -380,7 +380,7 @@ on every retry, so ``pending`` and :class:`ApprovalPolicy` refuse it where it is
 
 
 class Escalation(WireModel):
-    """Escalate an unanswered Request instead of declining it (issue 26 item 2).
+    """Escalate an unanswered Request instead of declining it.
 
     Exactly one of ``interpreter`` and ``queue`` is set.
 
@@ -419,7 +419,7 @@ class Escalation(WireModel):
 
 
 class ApprovalPolicy(WireModel):
-    """How an agent's Requests expire, escalate and who may answer them (issue 26).
+    """How an agent's Requests expire, escalate and who may answer them.
 
     Attributes:
         timeout_ms: a Request with no ``expiresAt`` of its own expires this long after it
@@ -541,7 +541,7 @@ class Answer(WireModel):
     Python client fill in ``user@host``); checked against the agent's approvers and recorded
     in the audit as unverified.
 
-    ``edited_args`` (optional, ours; issue 34 item 3): approve with other arguments. A JSON
+    ``edited_args`` (optional, ours): approve with other arguments. A JSON
     object that replaces the whole arguments of the tool call that suspended (not merged);
     only with ``ok=true``; at most :data:`EDITED_ARGS_BYTES` of JSON. It is checked against
     the tool's parameters schema before it is taken (a bad edit is refused, the Request stays
@@ -702,7 +702,7 @@ the server's end."""
 
 
 class McpServer(WireModel):
-    """An MCP server an agent's tools come from (issue 27 item 3; docs/guide/mcp.md): a stdio
+    """An MCP server an agent's tools come from (docs/guide/mcp.md): a stdio
     command the worker starts, or a streamable-HTTP URL. Its process or session belongs to the
     worker (``activities/mcp.py``), never to workflow code; the worker resolves a call's server
     by ``name`` in its own registry, so a command in a workflow's input is never run.
