@@ -85,6 +85,9 @@ tests; the tour's agents are :data:`~toolnexus_temporal.cli.demo_tour.TOUR_AGENT
 DEMO_TASK_QUEUE: Final = "tnx-demo"
 """The task queue of the demo's worker and runtime."""
 
+DEMO_REGISTRY: Final = "toolnexus_temporal.cli.demo:REGISTRY"
+"""The ``--registry`` of a ``tnx-worker`` that runs the demo's agents (:data:`REGISTRY`)."""
+
 DEMO_SCOPE: Final = "demo"
 """The demo's runtime scope: its workflows are ``demo/root``, ``demo/root/assistant.1``, ...,
 so they never collide with a runtime on the default scope (``root``) of the same server."""

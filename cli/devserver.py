@@ -232,6 +232,10 @@ class DevServer:
                     f"(pid {pid}, {DevServer.at(self.data_dir).address})"
                 )
             self.pid_file.unlink(missing_ok=True)  # stale pid file
+        if self.ui_port == self.port:  # the server's own bind error otherwise (walk 7)
+            raise DevServerError(
+                f"--ui-port {self.ui_port}: the same port as --port; the web UI needs its own"
+            )
         for what, port in (("frontend", self.port), ("web UI", self.ui_port)):
             if procs.port_open(self.ip, port):
                 raise DevServerError(

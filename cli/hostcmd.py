@@ -91,7 +91,8 @@ COMMON_OPTIONS: list[pyinspect.Parameter] = [
         str,
         options.DEFAULT_TASK_QUEUE,
         "--task-queue",
-        "Task queue of the runtime (used when spawn creates the root).",
+        "Task queue a new root runs on (spawn root NAME when there is none); an existing "
+        "runtime's is read from its root.",
         envvar="TNX_TASK_QUEUE",
     ),
     _common_option(

@@ -193,10 +193,7 @@ def not_found_hint(handle_id: str, shown: Callable[[str], str]) -> str:
     better guess."""
     if "#" in handle_id:
         owner = handle_id.rpartition("#")[0]
-        return (
-            f"; {shown(handle_id)} is a Request id: its agent is {shown(owner)} "
-            f"(tnx answer {shown(owner)} --request {shown(handle_id)} --approve)"
-        )
+        return f"; {shown(handle_id)} is a Request id: its agent is {shown(owner)}"
     if handle_id != ROOT_ID and not handle_id.startswith(f"{ROOT_ID}/"):
         return f"; a handle id starts with {ROOT_ID!r}: {shown(f'{ROOT_ID}/{handle_id}')}?"
     return ""

@@ -365,8 +365,13 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
         records, missing, as_of = await replayed.audit_read(rt, target, subtree)
         # with no worker, the Answers sent that no workflow task has taken (walk 6: the
         # audit said "no answered requests" and nothing of the one queued)
-        queued = await rt.queued_answers(target) if missing is not None else []
-        return records, missing, as_of, queued
+        if missing is None:
+            return records, missing, as_of, []
+        ids = [target]
+        if subtree:  # the parked ones of the subtree, from visibility (walk 7)
+            ids = [row.id for row in await rt.listed(target) if row.state == "suspended"]
+        found = await asyncio.gather(*(rt.queued_answers(hid) for hid in ids))
+        return records, missing, as_of, [answer for answers in found for answer in answers]
 
     records, missing, as_of, unapplied = ops.run(opts, read, worker="optional")
     if missing is not None:

@@ -24,12 +24,11 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from toolnexus_temporal.cli.tick_cmd import format_duration
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.listed import ListedRow
 from toolnexus_temporal.client.queued import QueuedAnswer
 from toolnexus_temporal.client.roots import QueueRow
-from toolnexus_temporal.workflows.contract.clock import parse_time_ms
+from toolnexus_temporal.workflows.contract.clock import format_duration, parse_time_ms
 from toolnexus_temporal.workflows.contract.models import (
     AgentDef,
     Budget,
@@ -475,7 +474,10 @@ def _tools_line(defn: AgentDef) -> str:
     —`` on a coordinator that calls ``task``), or a pointer to its MCP servers."""
     built_in = [TASK_TOOL, *BACKGROUND_TOOLS] if defn.team else []
     named = [*defn.tools, *(f"{t} (team)" for t in built_in)]
-    return ", ".join(named) or ("none of its own; see mcp" if defn.mcp else NONE)
+    # an MCP server's tool names come from the server at each LLM call (the activity lists
+    # them); the workflow never holds them, so this says where they come from (walk 7)
+    mcp = "none of its own; its MCP servers' (mcp below), as each lists them at every LLM call"
+    return ", ".join(named) or (mcp if defn.mcp else NONE)
 
 
 def _mcp_summary(server: McpServer) -> str:
@@ -510,17 +512,24 @@ def result_summary(result: TaskResult, shown: IdForm = _as_given) -> Text:
 
 
 def handle_table(
-    h: Handle, now_ms: int | None = None, shown: IdForm = _as_given, ended: str | None = None
+    h: Handle,
+    now_ms: int | None = None,
+    shown: IdForm = _as_given,
+    ended: str | None = None,
+    child_states: dict[str, str] | None = None,
 ) -> Table:
     """``tnx inspect``: every Handle field, one line each (long texts cut with ``…``); the
     pending Request with its date and how long it has waited (at ``now_ms``, default now),
     and the date and zone the view was read at; ``ended``: how its workflow ended outside
-    the contract (``terminated``...), shown as its state with ``tnx recover``."""
+    the contract (``terminated``...), shown as its state with ``tnx recover``;
+    ``child_states``: each child's state as ``tnx ls`` shows it (``idle paused``), by id."""
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="ellipsis")  # shrinks first; cells never wrap
-    children = (  # ids only: their states (paused included) are `tnx ls`'s (walk 6)
-        f"{len(h.children)}: {', '.join(map(shown, h.children))} (states: tnx ls {shown(h.id)})"
+    states = child_states or {}
+    children = (  # with their states, paused included (walks 6 and 7)
+        f"{len(h.children)}: "
+        + ", ".join(shown(c) + (f" ({states[c]})" if c in states else "") for c in h.children)
         if h.children
         else "0"
     )

@@ -45,7 +45,7 @@ from temporalio.worker import (
 from toolnexus_temporal.cli.hostcmd import err_console
 from toolnexus_temporal.cli.ops import EXIT_ENV, CliError, Options, no_worker_note
 from toolnexus_temporal.cli.render import clock, one_line, truncate
-from toolnexus_temporal.cli.workercheck import worker_read
+from toolnexus_temporal.cli.workercheck import worker_read_or_spare
 from toolnexus_temporal.client.audit import AuditRecord, audit_records
 from toolnexus_temporal.client.errors import HandleNotFoundError, NoWorkerError, TnxError
 from toolnexus_temporal.client.reads import children_read, merged_lines, pre_order
@@ -475,13 +475,17 @@ async def audit_read(
         await attach(rt)
         return await rt.audit(target, subtree=subtree)
 
-    found = await worker_read(rt, attached)
+    async def from_history() -> tuple[list[AuditRecord], int]:
+        if subtree:
+            nodes = await replay_tree(rt, target)
+        else:
+            nodes = list((await replay(rt, [target])).values())
+        ids = [node.handle_id for node in nodes]
+        entries = [(n.handle_id, entry) for n in nodes for entry in n.state.approval.audit]
+        return await audit_records(rt.client, rt.workflow_id, ids, entries), as_of_ms(nodes)
+
+    found, spare = await worker_read_or_spare(rt, attached, from_history)
     if not isinstance(found, NoWorkerError):
         return found, None, 0
-    nodes = (
-        await replay_tree(rt, target) if subtree else list((await replay(rt, [target])).values())
-    )
-    ids = [node.handle_id for node in nodes]
-    entries = [(node.handle_id, entry) for node in nodes for entry in node.state.approval.audit]
-    records = await audit_records(rt.client, rt.workflow_id, ids, entries)
-    return records, found, as_of_ms(nodes)
+    records, as_of = await spare
+    return records, found, as_of

@@ -98,7 +98,17 @@ def start(
 
     server = DevServer.at(_server_dir(data_dir), port=port, ui_port=ui_port)
     if server.is_running():
-        console.print(f"already running (pid {server.pid()})")
+        running = DevServer.at(_server_dir(data_dir))  # on the ports it started with
+        asked = (port, ui_port) != (None, None)
+        if asked and (server.port, server.ui_port) != (running.port, running.ui_port):
+            # walk 7: it printed the asked-for --ui-port as its web UI
+            console.print(
+                f"already running (pid {running.pid()}) on its own ports; --port/--ui-port "
+                "apply when it starts (tnx server stop first)"
+            )
+        else:
+            console.print(f"already running (pid {running.pid()})")
+        server = running
     else:
         try:
             server.start(timeout_s=timeout)

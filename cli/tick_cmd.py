@@ -28,18 +28,11 @@ def parse_every(text: str) -> float:
     """
     match = _DURATION.match(text)
     if match is None:
-        raise CliError(f"--every {text!r} is not a duration (e.g. 30s, 5m, 1h, 1d)", EXIT_ENV)
+        raise CliError(
+            f"--every {text!r} is not a duration (e.g. 30s, 5m, 1h, 1d; from 1s to 366d)",
+            EXIT_ENV,
+        )
     return float(match.group(1)) * _UNIT_S[match.group(2) or "s"]
-
-
-def format_duration(ms: int) -> str:
-    """A duration in ms as a person writes it: the largest unit that divides it evenly
-    (``3_600_000`` → ``1h``, ``5_400_000`` → ``90m``, ``1_500`` → ``1500ms``)."""
-    for unit in ("d", "h", "m", "s"):
-        size = round(_UNIT_S[unit] * 1000)
-        if ms and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
 
 
 def schedule_input(every: str | None, cron: str | None, prompt: str | None) -> float | None:
@@ -54,6 +47,7 @@ def schedule_input(every: str | None, cron: str | None, prompt: str | None) -> f
             outside 1s..366d; a cron expression croniter refuses; a prompt over its length
             (exit 2).
     """
+    from toolnexus_temporal.workflows.contract.clock import format_duration
     from toolnexus_temporal.workflows.contract.cron import cron_error
     from toolnexus_temporal.workflows.contract.models import MAX_TEXT, MAX_WAIT_MS, TICK_MIN_MS
 

@@ -17,15 +17,16 @@ from toolnexus_temporal.cli import args, live, ops, render, replayed
 from toolnexus_temporal.cli.hostcmd import emit, err_console, list_width, out, said, show
 from toolnexus_temporal.cli.ops import CliError, Options
 from toolnexus_temporal.cli.options import TRACE_CLOSED
-from toolnexus_temporal.cli.tick_cmd import format_duration, schedule_input
+from toolnexus_temporal.cli.tick_cmd import schedule_input
 from toolnexus_temporal.cli.watch import ended_of, listed_json, tree_read, watch_tree
-from toolnexus_temporal.cli.workercheck import worker_read
+from toolnexus_temporal.cli.workercheck import worker_read_or_spare
 from toolnexus_temporal.client.errors import InvalidCursorError, NoWorkerError, SpawnError
 from toolnexus_temporal.client.handle import Handle
 from toolnexus_temporal.client.listed import ListedRow
 from toolnexus_temporal.client.reads import TraceRead
 from toolnexus_temporal.client.runtime import AgentRuntime
 from toolnexus_temporal.client.stream import Cursor
+from toolnexus_temporal.workflows.contract.clock import format_duration
 from toolnexus_temporal.workflows.contract.context import ModelView
 from toolnexus_temporal.workflows.contract.messages import PostResult
 from toolnexus_temporal.workflows.contract.models import InboxItem, Message
@@ -110,6 +111,7 @@ class _Inspected:
     missing: NoWorkerError | None = None
     as_of_ms: int | None = None
     ended: str | None = None
+    child_states: dict[str, str] | None = None
 
 
 async def _inspect_read(
@@ -128,24 +130,38 @@ async def _inspect_read(
             view=await rt.model_view(h) if model_view else None,
         )
 
-    found = await worker_read(rt, attached)
+    found, spare = await worker_read_or_spare(rt, attached, lambda: replayed.replay(rt, [target]))
     if not isinstance(found, NoWorkerError):
         found.ended = ended_of([await rt.listed_one(target)]).get(target)
+        if found.handle is not None:
+            found.child_states = await _child_states(rt, target, found.handle.children)
         return found
     try:
-        node = (await replayed.replay(rt, [target]))[target]
+        node = (await spare)[target]
     except CliError:
         if transcript or model_view:
             raise
         return _Inspected(row=await rt.listed_one(target), missing=found)
+    h = Handle.from_view(node.view)
     return _Inspected(
-        Handle.from_view(node.view),
+        h,
+        child_states=await _child_states(rt, target, h.children),
         messages=await replayed.transcript(rt, node) if transcript else None,
         view=await replayed.model_view(rt, node) if model_view else None,
         missing=found,
         as_of_ms=node.as_of_ms,
         ended=ended_of([await rt.listed_one(target)]).get(target),
     )
+
+
+async def _child_states(rt: AgentRuntime, target: str, children: list[str]) -> dict[str, str]:
+    """Each child's state as ``tnx ls`` shows it (``idle paused``, ``closed``), from
+    visibility (no worker needed): ``tnx inspect``'s children line (walk 7: a paused child
+    showed as a bare id). Empty with no children."""
+    if not children:
+        return {}
+    rows = await rt.listed(target)
+    return {row.id: row.state + (" paused" if row.paused else "") for row in rows}
 
 
 def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -> None:
@@ -175,7 +191,7 @@ def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -
             doc.update(source="history", as_of_ms=got.as_of_ms)
         emit(doc)
     else:
-        _print_inspected(opts, h, messages, view, got.ended)
+        _print_inspected(opts, h, messages, view, got.ended, got.child_states)
     if got.missing is not None and got.as_of_ms is not None:
         replayed.history_note(
             opts, got.missing, got.as_of_ms, "the handle's state after its last workflow task"
@@ -188,10 +204,11 @@ def _print_inspected(
     messages: list[Message] | None,
     view: ModelView | None,
     ended: str | None = None,
+    child_states: dict[str, str] | None = None,
 ) -> None:
     """``tnx inspect``'s tables: the handle, then the transcript and the model view when
     asked for."""
-    show(render.handle_table(h, shown=opts.shown, ended=ended))
+    show(render.handle_table(h, shown=opts.shown, ended=ended, child_states=child_states))
     if messages is not None:
         out.print()
         out.print(f"[bold]transcript[/bold] ({len(messages)} message(s))")
@@ -220,13 +237,18 @@ def trace(opts: Options, handle_id: str | None, every: bool = False) -> None:
     closed = None if every else TRACE_CLOSED
 
     async def read(rt: AgentRuntime) -> tuple[TraceRead, NoWorkerError | None, int]:
-        found = await worker_read(rt, lambda: replayed.attach(rt))
+        found, spare = await worker_read_or_spare(
+            rt,
+            lambda: replayed.attach(rt),
+            lambda: replayed.replay_trace_tree(rt, target or ROOT_ID, closed),
+        )
         if not isinstance(found, NoWorkerError):
             try:
                 return await rt.trace_read(target, closed=closed), None, 0
             except NoWorkerError as gone:  # the worker stopped during the read
                 found = gone
-        tree, omitted = await replayed.replay_trace_tree(rt, target or ROOT_ID, closed)
+                spare = replayed.replay_trace_tree(rt, target or ROOT_ID, closed)
+        tree, omitted = await spare
         lines = replayed.merged_trace(tree)
         return TraceRead(lines, omitted), found, replayed.as_of_ms(tree)
 

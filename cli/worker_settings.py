@@ -110,7 +110,11 @@ class WorkerSettings(BaseModel):
     ] = None
     max_concurrent_turns: Annotated[
         int | None,
-        typer.Option(envvar="TNX_MAX_CONCURRENT_TURNS", help="LLM calls in flight at once"),
+        typer.Option(
+            envvar="TNX_MAX_CONCURRENT_TURNS",
+            min=1,  # one line, not worker.py's ValueError with a traceback (walk 7)
+            help="LLM calls in flight at once (at least 1; default: no cap)",
+        ),
     ] = None
     store: Annotated[
         str,

@@ -274,9 +274,13 @@ def check_address(address: Setting[str]) -> None:
     host, sep, port = value.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host or not port.isdigit():
         raise ClusterConfigError(
             "address", address.source, f"{value!r} must be host:port (e.g. localhost:7233)"
+        )
+    if not 0 < int(port) < 65536:  # walk 7: "must be host:port" for a port out of range
+        raise ClusterConfigError(
+            "address", address.source, f"{value!r}: the port must be from 1 to 65535"
         )
 
 

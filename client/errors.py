@@ -94,7 +94,10 @@ class AnswerRejectedError(TnxError):
     """
 
     def __init__(self, answer_id: str, reason: str) -> None:
-        super().__init__(f"answer {answer_id!r} rejected: {reason}")
+        # the workflow's reasons often start with the same words (walk 7: "answer 'x#2'
+        # rejected: answer 'x#2': its edit ..."): said once
+        said = reason.removeprefix(f"answer {answer_id!r}: ")
+        super().__init__(f"answer {answer_id!r} rejected: {said}")
         self.answer_id = answer_id
         self.reason = reason
 
@@ -159,13 +162,12 @@ class NoWorkerError(TnxError):
     def seen(self) -> str:
         """When a worker last polled the task queue, as the server knows it: it lists a
         poller for 5 minutes after its last poll (Temporal's matching service), so "none in
-        the last 5 minutes" is all it can say past that."""
+        the last 5 minutes" is all it can say past that. (A server restarted moments ago
+        lists none while its workers reconnect, 5-8 s: ``AgentRuntime.start`` and ``tnx``
+        wait that out before they raise this; walk 7 read the old "or the server restarted
+        moments ago" clause 12 minutes into a server's life.)"""
         if self.last_seen_s is None:
-            return (
-                f"none is listed: none has polled it in the last {POLLERS_KEPT_S // 60} "
-                "minutes, or the server restarted moments ago and its workers are "
-                "reconnecting (5-8 s)"
-            )
+            return f"none has polled it in the last {POLLERS_KEPT_S // 60} minutes"
         # a poll is held up to 60 s: the time a poll began, not when its worker went away
         # (walk 5 read "polled 47s ago" 3 s after stopping its worker)
         return f"its last worker began its last poll {self.last_seen_s:.0f}s ago"

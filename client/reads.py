@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from temporalio.client import WorkflowExecutionStatus
@@ -42,7 +42,7 @@ from toolnexus_temporal.workflows.contract.models import (
     TraceLine,
     context_policy,
 )
-from toolnexus_temporal.workflows.contract.names import AGENT_STATE, ROOT_ID
+from toolnexus_temporal.workflows.contract.names import AGENT_STATE, ROOT_ID, id_in_scope
 from toolnexus_temporal.workflows.contract.state import HandleState
 
 # Aliases: inside AgentRuntime the name ``list`` is the verb, not the builtin.
@@ -323,18 +323,22 @@ class HandleReads:
     async def queued_answers(self, h: HandleRef) -> builtins.list[QueuedAnswer]:
         """The Answers sent to ``h`` by signal that its workflow has not taken yet (no worker
         has run its next workflow task), oldest first, from its history: no worker needed
-        (:func:`~toolnexus_temporal.client.queued.queued_answers`).
+        (:func:`~toolnexus_temporal.client.queued.queued_answers`). Each ``request_id`` is
+        the id without the runtime's scope, as every id this client returns, whichever form
+        the sender used (walk 7: one pasted with the scope was printed with it twice).
 
         Raises:
             HandleNotFoundError: no such handle.
         """
         hid = handle_id(h)
+        scope = self._rpc.scope
         try:
-            return await queued_answers(self._rpc.client, self._rpc.workflow_id(hid))
+            found = await queued_answers(self._rpc.client, self._rpc.workflow_id(hid))
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise HandleNotFoundError(hid) from None
             raise
+        return [replace(a, request_id=id_in_scope(scope, a.request_id)) for a in found]
 
     async def suspended_ids(self) -> Strings:
         """The ids of this runtime's suspended handles, sorted, from visibility alone (the

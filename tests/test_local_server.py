@@ -27,6 +27,10 @@ def test_tnx_defaults_to_the_server_it_started_here(tmp_path: Path) -> None:
     started = tnx(tmp_path, "server", "start", "--port", str(port), "--ui-port", str(ui))
     assert started.returncode == 0, started.stdout + started.stderr
     try:
+        # walk 7: asked again with other ports, it names the ports it runs on
+        again = tnx(tmp_path, "server", "start", "--ui-port", str(port))
+        assert again.returncode == 0 and "on its own ports" in again.stdout, again.stdout
+        assert f"web UI:  http://127.0.0.1:{ui}" in again.stdout, again.stdout
         listed = tnx(tmp_path, "ls")
         out = listed.stdout + listed.stderr
         assert f"127.0.0.1:{port}" in out, out  # it reached this server: no root there yet

@@ -49,6 +49,9 @@ async def test_schedule_pause_and_ls_from_the_shell(make_runtime: Any, env: Any)
         rows = [line for line in table.splitlines() if "root/ticker" in line]
         assert all("idle paused" in row for row in rows), table
         assert "NEXT TICK" in table
+        # walk 7: inspect's children line says paused too (visibility, as tnx ls)
+        parent = (await tnx.ok("inspect", "root", columns=300)).out
+        assert f"{rt.workflow_id('root/ticker.2')} (idle paused)" in parent, parent
         await tnx.ok("unpause", "root/ticker.2")
         assert (await tnx.ok("inspect", "root/ticker.2", "--json")).json()["paused"] is False
         inspected = (await tnx.ok("inspect", "root/ticker.1")).out

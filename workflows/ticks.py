@@ -50,7 +50,7 @@ from toolnexus_temporal.workflows.visibility.visibility import Visibility, short
 with workflow.unsafe.imports_passed_through():
     from pydantic import BaseModel, ValidationError
 
-    from toolnexus_temporal.workflows.contract.clock import now_ms
+    from toolnexus_temporal.workflows.contract.clock import format_duration, now_ms
     from toolnexus_temporal.workflows.contract.cron import next_cron_ms
     from toolnexus_temporal.workflows.contract.models import InboxItem, TickSpec
     from toolnexus_temporal.workflows.contract.names import AGENT_NEXT_TICK
@@ -131,7 +131,7 @@ def min_gap_ms(spec: TickSpec, next_ms: int) -> int:
 def describe(spec: TickSpec) -> str:
     """``every 5s`` / ``cron "0 * * * *"``, plus `` (inbox only)`` for ``wake: false``."""
     every = spec.every_ms
-    rule = f"every {every / 1000:g}s" if every is not None else f'cron "{spec.cron}"'
+    rule = f"every {format_duration(every)}" if every is not None else f'cron "{spec.cron}"'
     return rule if spec.wake else f"{rule} (inbox only)"
 
 

@@ -14,7 +14,8 @@ from typer.testing import CliRunner, Result
 
 from toolnexus_temporal.cli.args import error_line, parse_budget
 from toolnexus_temporal.cli.options import CliError
-from toolnexus_temporal.cli.tick_cmd import format_duration, schedule_input
+from toolnexus_temporal.cli.tick_cmd import schedule_input
+from toolnexus_temporal.workflows.contract.clock import format_duration
 from toolnexus_temporal.workflows.contract.models import InboxItem, TickSpec
 
 
@@ -149,6 +150,9 @@ LLM = ["--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m"]
         ([*LLM, "--graceful-shutdown-s", "-1"], {}, "--graceful-shutdown-s: must be a number of"),
         ([*LLM, "--bogus"], {}, "--bogus: no such option of tnx-worker (see tnx-worker --help)"),
         ([*LLM, "--processes", "0"], {}, "--processes: must be at least 1, got 0"),  # walk 6
+        # walk 7: a 115-line traceback of worker.py's ValueError
+        ([*LLM, "--max-concurrent-turns", "0"], {}, "--max-concurrent-turns: must be an integer"),
+        (LLM, {"TNX_MAX_CONCURRENT_TURNS": "-1"}, "TNX_MAX_CONCURRENT_TURNS: must be an integer"),
     ],
 )
 def test_a_usage_error_of_tnx_worker_names_the_option(
@@ -190,3 +194,16 @@ def test_budget_refusals_are_in_the_cli_words(raw: str, message: str) -> None:
     assert caught.value.code == 2 and caught.value.message.startswith(message), caught.value
     assert "\n" not in caught.value.message and "Input should" not in caught.value.message
     assert parse_budget('{"max_turns": 2, "max_cost_usd": "0.50"}') is not None
+
+
+def test_server_start_refuses_one_port_for_both(tmp_path: Path) -> None:
+    """Walk 7: ``--port 7741 --ui-port 7741`` printed the server's own JSON bind error, two
+    lines naming no option; it is refused before the server starts."""
+    from toolnexus_temporal.cli.app import app
+
+    argv = ["server", "start", "--port", "7741", "--ui-port", "7741", "--data-dir", str(tmp_path)]
+    result = CliRunner().invoke(app, argv, prog_name="tnx")
+    lines = result.output.splitlines()
+    assert result.exit_code != 0 and len(lines) == 1, result.output
+    assert lines[0] == "error: --ui-port 7741: the same port as --port; the web UI needs its own"
+    assert not (tmp_path / "server.log").exists()  # nothing was started

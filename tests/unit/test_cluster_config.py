@@ -268,6 +268,12 @@ def test_a_bad_address(bad: str) -> None:
     assert bad.strip() in str(err)
 
 
+def test_a_port_out_of_range_is_said_so() -> None:
+    """Walk 7: ``nohost:99999`` was told it "must be host:port"."""
+    err = error_of(env={"HOME": "/x", "TEMPORAL_ADDRESS": "nohost:99999"})
+    assert "'nohost:99999': the port must be from 1 to 65535" in str(err)
+
+
 def test_ipv6_addresses_are_fine() -> None:
     assert (
         ClusterConfig.load(env={"HOME": "/x"}, address="[::1]:7233").address.value == "[::1]:7233"

@@ -36,7 +36,7 @@ def test_an_agent_whose_tools_all_come_from_mcp_servers_says_so() -> None:
     """``tools —`` read as "no tools" for an agent with MCP servers (issue 37 item 10)."""
     text = shown(AgentDef(name="ops", mcp=[McpServer(name="time", url="http://127.0.0.1:9/mcp")]))
     line = next(row for row in text.splitlines() if row.strip().startswith("tools"))
-    assert "none of its own; see mcp" in line, line
+    assert "none of its own; its MCP servers' (mcp below)" in line, line
     plain = shown(AgentDef(name="a"))
     assert "see mcp" not in plain
 

@@ -153,9 +153,16 @@ def test_details_end_with_who_answered_the_latest_requests() -> None:
         f"- {iso_utc(at + 6)} `root/a.1#6` approved by alice (jwt:alice@corp) via update"
         " · verified",
         f"- {iso_utc(at + 5)} `root/a.1#5` declined by its deadline via expiry · unverified",
-        f"- {iso_utc(at + 4)} `root/a.1#4` declined by user4 via signal · unverified",
+        f"- {iso_utc(at + 4)} `root/a.1#4` declined by user4 via signal (from a client, or"
+        " routed down by its parent: the audit names which) · unverified",
     ]
     assert "answered:" not in current_details(handle(state="idle"))
+    # walk 7: an edit is said as `tnx audit` says it; the root has no parent to route down
+    edited = AuditEntry(request_id="root#1", answered_ms=at, by="bo", ok=True, edited_args={})
+    root = handle(id="root", parent=None, defn=None, state="idle", audit=[edited])
+    assert current_details(root).endswith(
+        f"- {iso_utc(at)} `root#1` approved with an edit by bo via signal · unverified"
+    )
 
 
 def test_static_summary_and_details_name_the_agent_parent_and_purpose() -> None:

@@ -87,3 +87,17 @@ def test_a_money_amount_of_minus_zero_is_zero() -> None:
     budget = Budget(max_cost_usd="-0")
     assert budget.max_cost_usd is not None and not budget.max_cost_usd.is_signed()
     assert budget.model_dump(mode="json")["max_cost_usd"] == "0"
+
+
+def test_a_debounce_window_out_of_range_says_so() -> None:
+    """Walk 7: ``debounce:0`` was called an unknown policy."""
+    from toolnexus_temporal.workflows.contract.policy import policy_error
+
+    assert policy_error("debounce:0") == (
+        "debounce window 0 ms is out of range: use enqueue, interrupt, reject or debounce:MS"
+        " (MS from 1 to 3600000)"
+    )
+    assert policy_error("debounce:3600001") is not None
+    assert policy_error(
+        "debounce:soon",
+    ).startswith("unknown double-texting policy")

@@ -106,3 +106,14 @@ def test_a_start_without_agent_input_says_how_to_schedule() -> None:
     good = AgentInput(state=HandleState(id="root/a.1", task_queue="q"))
     assert start_input(good) is good
     assert start_input(good.model_dump(by_alias=True)) == good
+
+
+def test_the_trace_says_a_schedule_as_a_person_writes_it() -> None:
+    """Walk 7: ``--every 1.5h`` was traced as ``every 5400s``; the trace and ``tnx`` share
+    one rule (``clock.format_duration``)."""
+    from toolnexus_temporal.workflows.contract.models import TickSpec
+    from toolnexus_temporal.workflows.ticks import describe
+
+    assert describe(TickSpec(every_ms=5_400_000)) == "every 90m"
+    assert describe(TickSpec(every_ms=3_600_000, wake=False)) == "every 1h (inbox only)"
+    assert describe(TickSpec(every_ms=1_500)) == "every 1500ms"

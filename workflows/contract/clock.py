@@ -45,3 +45,16 @@ def iso_of_ms(ms: int) -> str:
 def time_of_ms(ms: int) -> AwareDatetime:
     """ms since the epoch as a UTC datetime (a ``Datetime`` search attribute's value)."""
     return _WHEN.validate_python(ms / 1000)
+
+
+_UNIT_MS = (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000))
+
+
+def format_duration(ms: int) -> str:
+    """A duration in ms as a person writes it: the largest unit that divides it evenly
+    (``3_600_000`` → ``1h``, ``5_400_000`` → ``90m``, ``1_500`` → ``1500ms``); the one rule
+    of ``tnx`` and of the workflow's trace (walk 7 read ``every 5400s`` there)."""
+    for unit, size in _UNIT_MS:
+        if ms and ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"

@@ -43,8 +43,11 @@ def policy_error(text: object) -> str | None:
         return None
     kind, _, ms = text.partition(":")
     # ASCII digits only: str.isdigit() takes "²" (which int() refuses) and int() takes "३००"
-    if kind == "debounce" and ms.isascii() and ms.isdecimal() and 1 <= int(ms) <= DEBOUNCE_MAX_MS:
-        return None
+    if kind == "debounce" and ms.isascii() and ms.isdecimal():
+        if 1 <= int(ms) <= DEBOUNCE_MAX_MS:
+            return None
+        # a window out of range is not an unknown policy (walk 7)
+        return f"debounce window {ms} ms is out of range: use {POLICY_HELP}"
     return f"unknown double-texting policy {text[:60]!r}: use {POLICY_HELP}"
 
 

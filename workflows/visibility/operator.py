@@ -196,11 +196,19 @@ def answered_lines(s: HandleState) -> list[str]:
         if entry.by and entry.principal and entry.principal != entry.by:
             who += f" ({entry.principal})"
         decision = "approved" if entry.ok else "declined"
+        if entry.ok and entry.edited_args is not None:  # as tnx audit says it (walk 7)
+            decision = "approved with an edit"
         checked = "verified" if entry.verified else "unverified"
+        path = entry.path
+        if path == "signal" and s.parent is not None:
+            # a parent routes an Answer down by signal, whatever the sender used; the audit
+            # reads the ancestors' histories for the sender's event (walk 7 read "via
+            # signal" here beside the audit's "via update" as a contradiction)
+            path = "signal (from a client, or routed down by its parent: the audit names which)"
         lines.append(
             f"- {iso_utc(entry.answered_ms)} `{workflow_id_for(s.scope, entry.request_id)}`"
             f" {decision} by {who[:120]}"
-            f" via {entry.path} · {checked}"
+            f" via {path} · {checked}"
         )
     return lines
 
@@ -228,7 +236,8 @@ def static_details(s: HandleState) -> str:
             " (served by a running tnx worker).",
             no_worker_hint(s.task_queue),
             f"Approval queue: `{APPROVAL_QUEUE}` (columns `AgentRequestKind`,"
-            " `AgentRequestPrompt`, `AgentWaitingSince`).",
+            " `AgentRequestPrompt`, `AgentWaitingSince`, `AgentRequestExpires`,"
+            " `AgentEscalatedTo`, `AgentRequestId`: the operator guide's six).",
         ]
     )
 
