@@ -42,7 +42,7 @@ def ref(opts: Options, handle_id: str) -> str:
     if opts.scope and handle_id.startswith(f"{opts.scope}/"):
         handle_id = handle_id[len(opts.scope) + 1 :]
     elif (named := scope_in(handle_id)) is not None and named != opts.scope:
-        given = f"--scope {opts.scope}" if opts.scope else "no scope (--scope '')"
+        given = f"--scope {opts.scope}" if opts.scope else "--scope ''"
         raise CliError(
             f"{handle_id!r} is an id of scope {named!r}, but {given} was given: drop "
             f"--scope (the id names its scope) or pass --scope {named}",

@@ -15,8 +15,10 @@ import functools
 import inspect as pyinspect
 import io
 import json
+import re
 import sys
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
@@ -156,11 +158,15 @@ def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], Host
                     address=cluster.address.value,
                     namespace=cluster.namespace.value,
                     task_queue=kwargs.pop("task_queue"),
-                    scope=args.scope_of(kwargs.pop("scope"), kwargs.get("handle_id")),
+                    # the id argument names the scope: ID, or spawn's PARENT (walk 8)
+                    scope=args.scope_of(
+                        kwargs.pop("scope"), kwargs.get("handle_id") or kwargs.get("parent")
+                    ),
                     store=args.store_path_from_env(kwargs.pop("store")),
                     json=kwargs.pop("json_output"),
                     cluster=cluster,
                 )
+                token = JSON_IDS.set(opts.shown if opts.scope else None)
                 try:
                     func(opts, **kwargs)
                 except CliError as err:
@@ -177,6 +183,8 @@ def host_commands(app: typer.Typer) -> Callable[[str], Callable[[HostVerb], Host
                         "(set TNX_DEBUG=1 for the traceback)",
                         options.EXIT_ENV,
                     ) from None
+                finally:
+                    JSON_IDS.reset(token)
 
             params = [*own, *COMMON_OPTIONS]
             setattr(command, "__signature__", pyinspect.Signature(params))  # noqa: B010
@@ -195,8 +203,51 @@ def fail_line(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+JSON_IDS: ContextVar[Callable[[str], str] | None] = ContextVar("JSON_IDS", default=None)
+"""How the running command prints ids (``Options.shown``: with the runtime's scope), for
+:func:`emit`; None for an unscoped runtime (ids print as they are). Set by the command
+wrapper of :func:`host_commands`."""
+
+ID_KEYS: Final = frozenset(
+    {"id", "parent", "children", "handle_id", "request_id", "answered", "request", "pending_id"}
+)
+"""The JSON keys whose handle or Request ids :func:`emit` prints as ``tnx`` prints ids."""
+
+_HANDLE_REF = re.compile(r"^root(?:/[A-Za-z0-9_-]+\.\d+)*(?:#\d+)?$")
+
+
+def scoped_doc(doc: Any, shown: Callable[[str], str]) -> Any:
+    """``doc`` with every handle or Request id under an :data:`ID_KEYS` key (``root/ops.1``,
+    ``root/ops.1#2``; a string or a list of them, at any depth; and in a trace ``line``) as
+    ``shown`` prints it, so
+    ``--json`` output has the one id form the text does and pastes back (issue 37 item 1;
+    walk 8). Other strings (a tool call's ``id``, an agent's ``name``) stay as they are."""
+    if isinstance(doc, dict):
+        return {key: _scoped_value(key, value, shown) for key, value in doc.items()}
+    if isinstance(doc, list):
+        return [scoped_doc(item, shown) for item in doc]
+    return doc
+
+
+def _scoped_value(key: str, value: Any, shown: Callable[[str], str]) -> Any:
+    if key == "line" and isinstance(value, str):  # a trace line: its ids as the text's
+        from toolnexus_temporal.cli.render import scoped_ids
+
+        return scoped_ids(value, shown)
+    if key in ID_KEYS:
+        if isinstance(value, str) and _HANDLE_REF.match(value):
+            return shown(value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return [shown(v) if _HANDLE_REF.match(v) else v for v in value]
+    return scoped_doc(value, shown)
+
+
 def emit(doc: Any) -> None:
-    """Print one JSON document on stdout."""
+    """Print one JSON document on stdout, its ids as the command prints ids
+    (:func:`scoped_doc` with :data:`JSON_IDS`)."""
+    shown = JSON_IDS.get()
+    if shown is not None:
+        doc = scoped_doc(doc, shown)
     sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 

@@ -253,7 +253,7 @@ def tree_table(
             ended_cell(ended[h.id], h.state)
             if h.id in ended
             else _cell(f"{h.state} paused", STATE_STYLES.get(h.state, ""))
-            if h.paused
+            if h.paused and h.state != "closed"  # a closed one no longer runs (walk 8)
             else _state(h.state),
             waiting(h.pending_since_ms, now_ms) if h.pending_req and h.id not in ended else "",
             str(h.turns_total),
@@ -297,7 +297,7 @@ def listed_table(
         [
             Text("  " * max(row.depth - top, 0) + one_line(shown(row.id))),
             _cell(f"{row.state} paused", STATE_STYLES.get(row.state, ""))
-            if row.paused
+            if row.paused and row.state != "closed"
             else _state(row.state),
             waiting(int(row.waiting_since.timestamp() * 1000), now_ms)
             if row.waiting_since is not None and row.state == "suspended"

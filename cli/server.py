@@ -91,7 +91,7 @@ def start(
     data_dir: DataDirOption = DEFAULT_SERVER_DIR,
     port: PortOption = None,
     ui_port: UiPortOption = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for readiness.")] = 30.0,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds to wait for readiness.")] = 30.0,
 ) -> None:
     """Start the dev server in the background (no-op when it already runs)."""
     from toolnexus_temporal.cli.devserver import DevServer, DevServerError

@@ -161,7 +161,8 @@ async def _child_states(rt: AgentRuntime, target: str, children: list[str]) -> d
     if not children:
         return {}
     rows = await rt.listed(target)
-    return {row.id: row.state + (" paused" if row.paused else "") for row in rows}
+    paused = {row.id for row in rows if row.paused and row.state != "closed"}
+    return {row.id: row.state + (" paused" if row.id in paused else "") for row in rows}
 
 
 def inspect(opts: Options, handle_id: str, transcript: bool, model_view: bool) -> None:

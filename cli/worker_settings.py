@@ -239,6 +239,10 @@ class WorkerSettings(BaseModel):
                 "required: an OpenAI-compatible base URL such as http://127.0.0.1:8080/v1 "
                 "(or set OPENAI_BASE_URL)",
             )
+        if not url.startswith(("http://", "https://")):  # walk 8: 'not a url' started
+            raise SettingError(
+                "--llm-base-url", f"must be an http:// or https:// URL, got {url[:80]!r}"
+            )
         return url
 
     @field_validator("model")

@@ -114,7 +114,8 @@ async def no_root_line(client: Client, scope: str | None, where: str) -> str:
     others = [s for s in await runtime_scopes(client) if s != scope]
     head = f"no runtime to attach to: no {ROOT_ID!r} handle in {where}"
     if not others:
-        return f"{head} (`tnx spawn {ROOT_ID} NAME` creates it)"
+        again = f" --scope {scope}" if scope else ""  # walk 8: it dropped the scope
+        return f"{head} (`tnx spawn {ROOT_ID} NAME{again}` creates it)"
     if len(others) == 1:
         return f"{head}; the runtime here: `{command_in(scope, others[0])}`"
     ways = " or ".join(f"`{command_in(scope, other)}`" for other in others)

@@ -167,10 +167,17 @@ class NoWorkerError(TnxError):
         wait that out before they raise this; walk 7 read the old "or the server restarted
         moments ago" clause 12 minutes into a server's life.)"""
         if self.last_seen_s is None:
-            return f"none has polled it in the last {POLLERS_KEPT_S // 60} minutes"
+            # a restarted server lists no poller from before it started (walk 8 read "in
+            # the last 5 minutes" 18 s after its worker stopped, the server restarted)
+            return (
+                f"none has polled it in the last {POLLERS_KEPT_S // 60} minutes or since the "
+                "server started"
+            )
         # a poll is held up to 60 s: the time a poll began, not when its worker went away
         # (walk 5 read "polled 47s ago" 3 s after stopping its worker)
-        return f"its last worker began its last poll {self.last_seen_s:.0f}s ago"
+        ago = round(self.last_seen_s)
+        said = f"{ago // 60}m {ago % 60}s" if ago >= 60 else f"{ago}s"  # as tnx says ages
+        return f"its last worker began its last poll {said} ago"
 
 
 POLLERS_KEPT_S = 300

@@ -59,7 +59,8 @@ class ListedRow:
     Attributes:
         id: the handle id (``root/ops.1``), without the runtime's scope.
         name: ``AgentName``: its AgentDef's name (``root`` for the root).
-        parent: ``AgentParent``: its parent's handle id (None for the root).
+        parent: ``AgentParent`` without the runtime's scope (the attribute carries it, as
+            ``tnx`` prints ids): its parent's handle id (None for the root).
         state: ``AgentState`` for a running workflow (``idle``, ``running``, ``suspended``),
             else what its end says (``closed``, ``terminated``, ...).
         depth: ``AgentDepth`` (0 for the root).
@@ -132,7 +133,7 @@ async def listed(rpc: HandleRpc, target: str, subtree: bool = True) -> list[List
         rows[hid] = ListedRow(
             id=hid,
             name=attrs.get(AGENT_NAME),
-            parent=attrs.get(AGENT_PARENT),
+            parent=id_in_scope(rpc.scope, up) if (up := attrs.get(AGENT_PARENT)) else None,
             state=state,
             depth=attrs.get(AGENT_DEPTH) or hid.count("/"),
             paused=bool(attrs.get(AGENT_PAUSED)),

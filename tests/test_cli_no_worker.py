@@ -139,7 +139,8 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
     assert "read from visibility as of " in listed.stderr  # when, as the other reads say
     as_json, _ = await tnx(env, "pending", "--json")
     [row] = json.loads(as_json.stdout)
-    assert row["id"] == asker.id and row["request"]["id"] == request, row
+    # --json prints ids as the text does, with the scope (walk 8)
+    assert row["id"] == f"{scope}/{asker.id}" and row["request"]["id"] == f"{scope}/{request}"
     assert row["source"] == "visibility" and row["since_ms"] is not None
     assert row["as_of_ms"] >= row["since_ms"], row
 
@@ -163,7 +164,7 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
             break
         await asyncio.sleep(0.2)
     [queued] = row["queued_answers"]
-    assert (queued["request"], queued["ok"]) == (request, True), queued
+    assert (queued["request"], queued["ok"]) == (f"{scope}/{request}", True), queued
     assert queued["by"] and queued["sent_ms"] >= row["since_ms"], queued
     table, _ = await tnx(env, "pending")
     assert "QUEUED ANSWER" in table.stdout and f"approve by {queued['by']}" in table.stdout
@@ -186,7 +187,7 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
             break
         await asyncio.sleep(0.2)
     assert row["queued_answers"][1]["identity"] == client.identity, row
-    assert row["queued_answers"][1]["request"] == request, row
+    assert row["queued_answers"][1]["request"] == f"{scope}/{request}", row
     audit, _ = await tnx(env, "audit", asker.id)
     assert f"queued  {scope}/{request}  decline from {client.identity}" in audit.stdout, audit
     table, _ = await tnx({**env, "COLUMNS": "200"}, "pending")
@@ -250,7 +251,7 @@ async def test_every_verb_answers_at_once_right_after_the_worker_stopped(
     as_json, _ = await tnx(env, "inspect", asker.id, "--json")
     doc = json.loads(as_json.stdout)
     assert (doc["id"], doc["name"], doc["state"], doc["source"], doc["turns_total"]) == (
-        asker.id,
+        f"{scope}/{asker.id}",
         "asker",
         "idle",
         "history",
@@ -272,8 +273,8 @@ async def test_every_verb_answers_at_once_right_after_the_worker_stopped(
     assert took < NO_WORKER_BOUND_S, took
     as_json, _ = await tnx(env, "ls", "--json")
     assert [(r["id"], r["state"], r["source"]) for r in json.loads(as_json.stdout)] == [
-        ("root", "idle", "visibility"),
-        (asker.id, "idle", "visibility"),
+        (f"{scope}/root", "idle", "visibility"),
+        (f"{scope}/{asker.id}", "idle", "visibility"),
     ]
 
 

@@ -73,7 +73,9 @@ async def test_pending_and_ls_show_how_long_a_request_waited(make_runtime, env) 
             if queue:
                 break
             await asyncio.sleep(0.2)
-        assert [(q["id"], q["since_ms"]) for q in queue] == [(asker.id, asker.pending_since_ms)]
+        assert [(q["id"], q["since_ms"]) for q in queue] == [
+            (rt.workflow_id(asker.id), asker.pending_since_ms)
+        ]
         table = (await cli.ok("pending", columns=200)).out
         row = next(r for r in table.splitlines() if r.startswith(rt.workflow_id(asker.id)))
         assert re.search(r"waiting \d+(s|m \d+s)", row), table

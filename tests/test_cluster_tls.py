@@ -127,7 +127,7 @@ async def test_tnx_ls_through_tls_with_the_ca_from_a_toml_profile(
         ),
     )
     assert listed.code == 0, listed
-    assert '"id": "root"' in listed.out, listed
+    assert f'"id": "{rt.workflow_id("root")}"' in listed.out, listed
     assert any(h.get(":scheme") == "https" for h in proxy.headers), "not through the proxy"
 
     # The Python connect reads the same profile; the runtime's verbs work over it.
@@ -151,7 +151,7 @@ async def test_tnx_ls_through_tls_with_temporal_tls_variables(
         TEMPORAL_TLS_SERVER_NAME="localhost",
     )
     listed = await run("tnx", "ls", "--json", environ=environ)
-    assert listed.code == 0 and '"id": "root"' in listed.out, listed
+    assert listed.code == 0 and f'"id": "{rt.workflow_id("root")}"' in listed.out, listed
 
 
 async def test_a_wrong_ca_fails_in_one_line(
@@ -191,7 +191,7 @@ async def test_mutual_tls_with_a_client_certificate_from_flags(
     tls = ["--tls-ca-path", str(pki.ca), "--tls-server-name", "localhost"]
     client_cert = ["--tls-cert-path", str(pki.client_cert), "--tls-key-path", str(pki.client_key)]
     listed = await run("tnx", "ls", "--json", *tls, *client_cert, environ=environ)
-    assert listed.code == 0 and '"id": "root"' in listed.out, listed
+    assert listed.code == 0 and f'"id": "{rt.workflow_id("root")}"' in listed.out, listed
 
     line = (await run("tnx", "ls", *tls, environ=environ)).one_error_line()
     assert "does it require a client certificate" in line

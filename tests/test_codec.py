@@ -343,7 +343,7 @@ async def test_tnx_reads_encrypted_agents_with_the_keys_and_says_why_without(
         await tnx.ok("answer", asker.id, "--approve")
         assert (await rt.wait(asker)).text == "asker done"
         tree = (await tnx.ok("ls", "--json")).json()
-        assert [x["id"] for x in tree] == ["root", h.id, asker.id]
+        assert [x["id"] for x in tree] == [rt.workflow_id(i) for i in ("root", h.id, asker.id)]
         seen = (await tnx.ok("inspect", h.id, "--json")).json()
         assert m["final"] in seen["last_result"]["text"]
         assert h.id in (await tnx.ok("ls")).out

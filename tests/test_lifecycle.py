@@ -286,7 +286,7 @@ async def test_search_attributes_follow_the_state(make_runtime, client) -> None:
             >= {
                 "AgentState": "idle",
                 "AgentName": "slow",
-                "AgentParent": "root",
+                "AgentParent": rt.workflow_id("root"),  # as tnx prints ids (walk 8)
                 "AgentDepth": 1,
             }.items()
         )

@@ -152,7 +152,7 @@ async def test_reads_after_the_worker_stopped_match_the_worker_s(
         rt = await AgentRuntime(client, task_queue=task_queue, scope=scope).start()
         asker, request = await drive(rt)
         with_worker = await read_all(env, asker.id)
-    check_content(with_worker, asker.id, request)
+    check_content(with_worker, rt.workflow_id(asker.id), rt.workflow_id(request))
     without = await read_all(env, asker.id)  # stopped: its last heartbeat said so
     same_reads(with_worker, without)
 
@@ -191,7 +191,7 @@ async def test_reads_after_a_sigkill_with_a_codec_match_the_worker_s(
         finally:
             worker.send_signal(signal.SIGKILL)
             await worker.wait()
-    check_content(with_worker, asker.id, request)
+    check_content(with_worker, rt.workflow_id(asker.id), rt.workflow_id(request))
     without = await read_all(cli, asker.id)
     same_reads(with_worker, without)
 
@@ -246,7 +246,7 @@ async def test_an_answer_queued_with_no_worker_is_not_shown_applied(
     doc = json.loads(shown.stdout)
     assert (doc["state"], doc["pending_req"]["id"], doc["source"]) == (
         "suspended",
-        parked.pending.id,
+        rt.workflow_id(parked.pending.id),  # as tnx prints ids, --json too (walk 8)
         "history",
     ), doc
     assert took < NO_WORKER_BOUND_S, took
@@ -273,8 +273,8 @@ async def test_trace_reads_each_handle_s_newest_closed_children_and_all_with_all
     store = tmp_path / "conversations.sqlite"
     env = cli_env(client, scope, task_queue)
 
-    def own(lines: list[str], hid: str) -> bool:
-        return any(line.startswith(f"{hid}: ") for line in lines)
+    def own(lines: list[str], hid: str) -> bool:  # --json lines print ids with the scope
+        return any(line.startswith(f"{scope}/{hid}: ") for line in lines)
 
     async def traced(*args: str) -> tuple[Any, list[str]]:
         result, took = await tnx(env, "trace", *args, "--json")

@@ -139,6 +139,11 @@ async def test_a_task_parent_surfaces_the_request_in_the_queue(make_runtime, cli
         await client.get_workflow_handle(ids[0]).signal("answer", {"id": r.pending.id, "ok": True})
         assert (await rt.wait(b)).text == "boss done"
         assert await settle(lambda: queue(client, rt.scope), lambda got: got == []) == []
+        # the child's page says how the sender sent it, routed down by the parent (walk 8)
+        meta = await metadata(client, ids[1])
+        assert "via signal (routed down by its parent) · unverified" in meta.current_details
+        trace = await rt.trace_lines(f"{b.id}/worker.1")
+        assert any("via signal (routed down; sent via signal)" in line for line in trace), trace
 
 
 async def test_a_rejection_is_shown_until_the_state_changes(make_runtime, client) -> None:

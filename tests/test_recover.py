@@ -53,11 +53,11 @@ async def test_a_terminated_parked_agent_is_recovered_and_answered(
 
         async def ls_says_terminated() -> bool:
             docs = json.loads((await tnx.ok("ls", "--json")).out)
-            return any(d["id"] == h.id and d.get("workflow_ended") for d in docs)
+            return any(d["id"] == wid and d.get("workflow_ended") for d in docs)
 
         await eventually(ls_says_terminated, within_s=10, what="visibility shows the end")
         docs = json.loads((await tnx.ok("ls", "--json")).out)
-        [doc] = [d for d in docs if d["id"] == h.id]
+        [doc] = [d for d in docs if d["id"] == wid]
         assert (doc["state"], doc["workflow_ended"]) == ("suspended", "terminated"), doc
         shown = await tnx.ok("inspect", h.id)
         assert f"terminated (was suspended): tnx recover {wid}" in shown.out, shown

@@ -26,7 +26,10 @@ async def test_schedule_pause_and_ls_from_the_shell(make_runtime: Any, env: Any)
         cron = await tnx.ok("schedule", "root/ticker.2", "--cron", "0 9 * * 1", "--json")
         assert cron.json()["tick"]["cron"] == "0 9 * * 1" and cron.json()["next_tick_ms"]
         listed = (await tnx.ok("schedule", "ls", "--json")).json()
-        assert [h["id"] for h in listed] == ["root/ticker.1", "root/ticker.2"]
+        assert [h["id"] for h in listed] == [
+            rt.workflow_id("root/ticker.1"),
+            rt.workflow_id("root/ticker.2"),
+        ]
         table = (await tnx.ok("schedule", "ls")).out
         assert "every 1h" in table and 'cron "0 9 * * 1" (UTC)' in table, table
 
@@ -58,5 +61,5 @@ async def test_schedule_pause_and_ls_from_the_shell(make_runtime: Any, env: Any)
         assert "yes: no turn starts until unpaused" in inspected, inspected
         await tnx.ok("unschedule", "root/ticker.1")
         listed = (await tnx.ok("schedule", "ls", "--json")).json()
-        assert [h["id"] for h in listed] == ["root/ticker.2"]
+        assert [h["id"] for h in listed] == [rt.workflow_id("root/ticker.2")]
         await rt.close(rt.root)

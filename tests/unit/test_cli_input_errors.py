@@ -88,6 +88,7 @@ def _one_error_line(result: Result) -> str:
         (["replay-check", "--limit", "0"], "--limit: must be an integer of at least 1, got 0"),
         (["server", "start", "--port", "99999"], "--port: must be an integer from 1 to 65535"),
         (["server", "status", "--ui-port", "0"], "--ui-port: must be an integer from 1 to 65535"),
+        (["server", "start", "--timeout", "-1"], "--timeout: must be a number of at least 0.1"),
         (["demo", "--port", "65536"], "--port: must be an integer from 1 to 65535, got 65536"),
         (["codec-server", "--port", "-1"], "--port: must be an integer from 0 to 65535, got -1"),
         (["ls", "--bogus"], "--bogus: no such option of tnx ls (see tnx ls --help)"),
@@ -150,6 +151,7 @@ LLM = ["--llm-base-url", "http://127.0.0.1:9/v1", "--model", "m"]
         ([*LLM, "--graceful-shutdown-s", "-1"], {}, "--graceful-shutdown-s: must be a number of"),
         ([*LLM, "--bogus"], {}, "--bogus: no such option of tnx-worker (see tnx-worker --help)"),
         ([*LLM, "--processes", "0"], {}, "--processes: must be at least 1, got 0"),  # walk 6
+        (["--model", "m", "--llm-base-url", "not a url"], {}, "--llm-base-url: must be an http"),
         # walk 7: a 115-line traceback of worker.py's ValueError
         ([*LLM, "--max-concurrent-turns", "0"], {}, "--max-concurrent-turns: must be an integer"),
         (LLM, {"TNX_MAX_CONCURRENT_TURNS": "-1"}, "TNX_MAX_CONCURRENT_TURNS: must be an integer"),

@@ -161,7 +161,7 @@ def test_the_no_worker_hint_names_queue_scope_and_how_to_start_one() -> None:
 
     assert REGISTRY.names()
     stale = no_worker_line(NoWorkerError("tq-1", "default", 312.4), "here", "")
-    assert "its last worker began its last poll 312s ago" in stale and "REGISTRY`" in stale
+    assert "its last worker began its last poll 5m 12s ago" in stale and "REGISTRY`" in stale
 
 
 def test_a_connection_failure_is_one_line_with_the_address_and_what_to_do() -> None:

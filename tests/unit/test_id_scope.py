@@ -20,7 +20,7 @@ def test_an_id_of_the_scope_given_loses_its_prefix() -> None:
     ("scope", "given", "said"),
     [
         ("demo", "walk5/root/ops.1", "but --scope demo was given"),
-        (None, "walk5/root/ops.1#2", "but no scope (--scope '') was given"),
+        (None, "walk5/root/ops.1#2", "but --scope '' was given"),
     ],
 )
 def test_an_id_of_another_scope_is_refused_in_one_line(

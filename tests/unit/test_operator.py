@@ -153,9 +153,17 @@ def test_details_end_with_who_answered_the_latest_requests() -> None:
         f"- {iso_utc(at + 6)} `root/a.1#6` approved by alice (jwt:alice@corp) via update"
         " · verified",
         f"- {iso_utc(at + 5)} `root/a.1#5` declined by its deadline via expiry · unverified",
-        f"- {iso_utc(at + 4)} `root/a.1#4` declined by user4 via signal (from a client, or"
-        " routed down by its parent: the audit names which) · unverified",
+        f"- {iso_utc(at + 4)} `root/a.1#4` declined by user4 via signal · unverified",
     ]
+    # walk 8: an Answer a parent routed down says the path the sender used, as the audit does
+    routed = AuditEntry(request_id="root/a.1#7", answered_ms=at + 7, by="carol", ok=True)
+    routed.routed_via = "update"
+    routed.edited_args = {"env": "staging"}
+    lines = current_details(handle(state="idle", audit=[routed])).split("\n")
+    assert lines[-1] == (
+        f"- {iso_utc(at + 7)} `root/a.1#7` approved with an edit by carol via update (routed"
+        " down by its parent) · unverified"
+    )
     assert "answered:" not in current_details(handle(state="idle"))
     # walk 7: an edit is said as `tnx audit` says it; the root has no parent to route down
     edited = AuditEntry(request_id="root#1", answered_ms=at, by="bo", ok=True, edited_args={})

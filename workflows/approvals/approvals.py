@@ -399,8 +399,9 @@ class Approvals:
             delivery=delivery,
         )
         record(s, entry)
+        routed = f" (routed down; sent via {entry.routed_via})" if entry.routed_via else ""
         self.vis.trace(
-            f"{s.id}: audit {req.id}: {verdict_of(answer)} via {path}"
+            f"{s.id}: audit {req.id}: {verdict_of(answer)} via {path}{routed}"
             + (f" by {answer.by}" if answer.by else "")
         )
 
@@ -702,7 +703,11 @@ class Approvals:
             self.machine.transition("running", f"answer {verdict}")
             return None, s.id
         info = s.roster.children_info[hop.to]
-        self.outbox.signal_later(hop.to, SIGNAL_ANSWER, answer)
+        # the child's page names the path the first handle took it by (walk 8)
+        routed = answer.routed_via or (path if path in ("signal", "update") else None)
+        self.outbox.signal_later(
+            hop.to, SIGNAL_ANSWER, answer.model_copy(update={"routed_via": routed})
+        )
         self.delivering[answer.id] = info.report_seq
         if parked_on(info) == answer.id:
             # The child is parked on it: it runs again (a child that refuses the Answer

@@ -235,6 +235,7 @@ def entry_of(
         run_id=delivery.run_id if delivery is not None else None,
         update_id=delivery.update_id if delivery is not None else None,
         signal_seq=delivery.signal_seq if delivery is not None else None,
+        routed_via=answer.routed_via if path == "signal" else None,
     )
 
 

@@ -298,7 +298,9 @@ class Children:
                 SearchAttributePair(AGENT_STATE, "idle"),
                 SearchAttributePair(AGENT_NAME, defn.name),
                 SearchAttributePair(AGENT_DEPTH, child.depth),
-                SearchAttributePair(AGENT_PARENT, s.id),
+                # the parent's id as tnx prints ids, with the scope (walk 8: the web UI's
+                # AgentParent column was the only unscoped one); client/listed.py strips it
+                SearchAttributePair(AGENT_PARENT, workflow_id_for(s.scope, s.id)),
             ]
         )
         start = workflow.start_child_workflow(

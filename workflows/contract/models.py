@@ -553,6 +553,11 @@ class Answer(WireModel):
     (``declined by the reviewer: <message>``); with ``ok=true`` they are noted before the
     tool's result. The turn goes on either way.
 
+    ``routed_via`` (optional, ours, set by the runtime): a parent that routes the Answer down
+    to the child parked on it (by signal) names the path the first handle took it by
+    (``update`` or ``signal``), so the child's page says it as the audit does (walk 8). It
+    is a label for display: the audit reads the history for the events themselves.
+
     Raises:
         pydantic.ValidationError: ``edited_args`` with ``ok=false``, or over the bound.
     """
@@ -564,6 +569,7 @@ class Answer(WireModel):
     by: str | None = Field(default=None, min_length=1, max_length=200)
     edited_args: dict[str, Any] | None = None
     message: str | None = Field(default=None, min_length=1, max_length=ANSWER_MESSAGE_CHARS)
+    routed_via: Literal["signal", "update"] | None = None
 
     @model_validator(mode="after")
     def _edit_only_approves(self) -> Answer:

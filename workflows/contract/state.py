@@ -226,8 +226,11 @@ class AuditEntry(WireModel):
         tool: the tool that raised it.
         asked_ms: when it was raised (workflow time, ms since the epoch).
         answered_ms: when the Answer was taken (workflow time, ms since the epoch).
-        path: how the Answer came: ``signal``, ``update``, ``interpreter``, ``expiry`` or
-            ``escalation`` (a forwarded Answer keeps the path it came to the first handle by).
+        path: how the Answer came to this handle: ``signal``, ``update``, ``interpreter``,
+            ``expiry`` or ``escalation`` (an Answer a parent routed down came by ``signal``;
+            ``rt.audit`` names the sender's event).
+        routed_via: for an Answer a parent routed down, the path it came to the first
+            handle by (``Answer.routed_via``; shown on the agent's page), else None.
         ok: the decision.
         reason: why not, when not ok.
         data: the Answer's data (over 2,000 characters of JSON: its start and length,
@@ -272,6 +275,7 @@ class AuditEntry(WireModel):
     edited_args: dict[str, Any] | None = None
     message: str | None = None
     run_id: str | None = None
+    routed_via: str | None = None
     update_id: str | None = None
     signal_seq: int | None = None
 

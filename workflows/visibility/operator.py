@@ -200,11 +200,8 @@ def answered_lines(s: HandleState) -> list[str]:
             decision = "approved with an edit"
         checked = "verified" if entry.verified else "unverified"
         path = entry.path
-        if path == "signal" and s.parent is not None:
-            # a parent routes an Answer down by signal, whatever the sender used; the audit
-            # reads the ancestors' histories for the sender's event (walk 7 read "via
-            # signal" here beside the audit's "via update" as a contradiction)
-            path = "signal (from a client, or routed down by its parent: the audit names which)"
+        if entry.routed_via:  # as the audit says it: the sender's path (walks 7 and 8)
+            path = f"{entry.routed_via} (routed down by its parent)"
         lines.append(
             f"- {iso_utc(entry.answered_ms)} `{workflow_id_for(s.scope, entry.request_id)}`"
             f" {decision} by {who[:120]}"
