@@ -30,9 +30,10 @@ from toolnexus_temporal.workflows.contract.models import ALL_FIELDS, Budget
 from toolnexus_temporal.workflows.contract.names import ROOT_ID
 
 
-def ref(opts: Options, handle_id: str) -> str:
+def ref(opts: Options, handle_id: str, *, request: bool = False) -> str:
     """A handle id as the runtime wants it: a workflow id given by mistake (``{scope}/root/…``)
-    loses its scope prefix.
+    loses its scope prefix; a Request id (``root/ops.1#2``, as ``tnx pending`` prints it)
+    names its agent (walk 9), unless ``request`` (``tnx answer --request``) keeps it.
 
     Raises:
         CliError: an empty id, or a workflow id of another scope than ``--scope`` (exit 2;
@@ -48,6 +49,8 @@ def ref(opts: Options, handle_id: str) -> str:
             f"--scope (the id names its scope) or pass --scope {named}",
             EXIT_ENV,
         )
+    if not request and "#" in handle_id:
+        handle_id = handle_id.rpartition("#")[0]
     if not handle_id:
         raise CliError("a handle id such as root/worker.1 is needed", EXIT_ENV)
     return handle_id

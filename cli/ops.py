@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Final, Literal, NoReturn, TypeVar
@@ -194,6 +195,8 @@ def not_found_hint(handle_id: str, shown: Callable[[str], str]) -> str:
     if "#" in handle_id:
         owner = handle_id.rpartition("#")[0]
         return f"; {shown(handle_id)} is a Request id: its agent is {shown(owner)}"
+    if not re.fullmatch(r"[A-Za-z0-9_./-]+", handle_id):  # no guess for 'bad id!!' (walk 9)
+        return ""
     if handle_id != ROOT_ID and not handle_id.startswith(f"{ROOT_ID}/"):
         return f"; a handle id starts with {ROOT_ID!r}: {shown(f'{ROOT_ID}/{handle_id}')}?"
     return ""

@@ -258,7 +258,7 @@ def answer(
         handle_id, request = handle_id.rpartition("#")[0], handle_id
     target = args.ref(opts, handle_id)
     if request is not None:  # a Request id as tnx prints it (with the scope) is taken too
-        request = args.ref(opts, request)
+        request = args.ref(opts, request, request=True)
     result = ops.run(
         opts, lambda rt: _deliver(rt, opts, target, request, answer_to), worker="optional"
     )
@@ -381,6 +381,20 @@ def audit(opts: Options, handle_id: str, subtree: bool) -> None:
         dumped = args.dump(records)
         if missing is not None:
             dumped = [{**record, "source": "history", "as_of_ms": as_of} for record in dumped]
+        # the Answers no worker has taken yet, as the text lists them (walk 9: --json left
+        # them out)
+        dumped += [
+            {
+                "request_id": q.request_id,
+                "ok": q.ok,
+                "by": q.by,
+                "identity": q.identity,
+                "edited": q.edited,
+                "sent_at": q.sent_at.isoformat(),
+                "source": "queued",
+            }
+            for q in unapplied
+        ]
         emit(dumped)
         return
     for q in unapplied:

@@ -560,7 +560,7 @@ def handle_table(
         ("ticks", _cell(tick_line(h))),
         ("children", _cell(children)),
         ("inbox", _cell(h.inbox_count)),
-        ("messages", _cell(messages_line(h))),
+        ("waiting msgs", _cell(messages_line(h))),  # not the transcript's (walk 9)
         ("usage", _cell(f"{h.usage_total} tokens (this handle and its subtree)")),
         ("cost", _cell(f"{h.cost.text()} (this handle and its subtree)")),
         ("turns", _cell(h.turns_total)),

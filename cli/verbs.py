@@ -293,7 +293,11 @@ def spawn(
     override = args.parse_budget(budget)
     target = args.ref(opts, parent)
     spawned = ops.run(
-        opts, lambda rt: rt.spawn(target, name, override, prompt=prompt, notify=notify), create=True
+        opts,
+        lambda rt: rt.spawn(target, name, override, prompt=prompt, notify=notify),
+        # only `spawn root NAME` starts a runtime: a deeper PARENT needs its runtime to
+        # exist (walk 9: `spawn root/worker.1` made a runtime beside the scoped ones)
+        create=target == ROOT_ID,
     )
     if isinstance(spawned, SpawnError):
         if opts.json:

@@ -40,6 +40,7 @@ class QueuedAnswer:
         sent_at: when the server accepted the signal (its history event time, UTC).
         identity: the sending client's identity as the signal event records it
             (``temporal-cli:alice@host`` for the ``temporal`` CLI), or None.
+        edited: it approves with edited arguments (``Answer.edited_args``).
     """
 
     request_id: str
@@ -47,12 +48,15 @@ class QueuedAnswer:
     by: str | None
     sent_at: datetime
     identity: str | None = None
+    edited: bool = False
 
     def line(self) -> str:
         """``approve by alice@host, sent 13:46:44 UTC``: the answer in a table cell; an
         Answer that states no ``by`` (a raw ``temporal workflow signal``) names the client
         identity that sent it (walk 6: it showed no sender)."""
         verdict = "approve" if self.ok else "decline"
+        if self.ok and self.edited:  # walk 9: an edit read as a plain approval
+            verdict = "approve with an edit"
         who = f" by {self.by}" if self.by else ""
         if not who and self.identity:
             who = f" from {self.identity}"
@@ -103,6 +107,7 @@ async def queued_answers(client: Client, workflow_id: str) -> list[QueuedAnswer]
                 by=answer.by,
                 sent_at=event.event_time.ToDatetime(tzinfo=UTC),
                 identity=attrs.identity or None,
+                edited=answer.edited_args is not None,
             )
         )
     found.reverse()

@@ -208,8 +208,8 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
             tnx("inspect", "ghost.1"), tnx("inspect", "root/ghost.1#2")
         )
         assert f"a handle id starts with 'root': {rt.workflow_id('root/ghost.1')}?" in bare.err
-        owner = rt.workflow_id("root/ghost.1")
-        assert f"is a Request id: its agent is {owner}" in request_id.err, request_id
+        owner = rt.workflow_id("root/ghost.1")  # a Request id names its agent (walk 9)
+        assert f"no handle {owner!r}" in request_id.err, request_id
         # walk 8: spawn's PARENT names its scope as ID does (it was refused with no scope set)
         if rt.scope:
             unscoped = Cli(env, rt)
@@ -220,6 +220,9 @@ async def test_interrupt_close_and_errors(make_runtime, env) -> None:
         # an id's scope wins over TNX_SCOPE (ambient), not over a --scope typed with it
         clash = await tnx("inspect", f"{other_scope}/root/ghost.1", "--scope", "elsewhere")
         assert clash.code == 2 and f"is an id of scope {other_scope!r}" in clash.err, clash
+        # walk 9: spawn under a deeper parent never starts a runtime (only `spawn root NAME`)
+        deeper = await tnx("spawn", "root/ghost.1", "peer", "--scope", other_scope)
+        assert deeper.code == 1 and "no runtime to attach to" in deeper.err, deeper
         # Read-only commands attach; they never create a root.
         with pytest.raises(RPCError) as missing:
             await rt.client.get_workflow_handle(f"{other_scope}/root").describe()

@@ -174,6 +174,9 @@ async def test_answer_without_a_worker_runs_when_one_starts(client: Client, tmp_
     audit, _ = await tnx(env, "audit", asker.id)
     assert f"queued  {scope}/{request}  approve by {queued['by']}" in audit.stdout, audit.output
     assert "not applied yet" in audit.stdout, audit.output
+    as_json, _ = await tnx(env, "audit", asker.id, "--json")  # walk 9: it printed []
+    [queued_doc] = [d for d in json.loads(as_json.stdout) if d["source"] == "queued"]
+    assert (queued_doc["request_id"], queued_doc["ok"]) == (f"{scope}/{request}", True)
     # an Answer with no `by` (a raw `temporal workflow signal`) names the client that sent it;
     # the workflow refuses it once a worker takes the first one (already answered)
     raw = client.get_workflow_handle(rt.workflow_id(asker.id))

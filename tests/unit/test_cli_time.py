@@ -227,3 +227,16 @@ def test_the_no_runtime_hint_repeats_the_command_as_run_in_a_runtime_that_exists
     assert again_in(watched, "walk9", None, env_scope=False) == "tnx ls --watch"
     # TNX_SCOPE names the missing scope: the unscoped runtime needs an empty --scope
     assert again_in(["pending"], "walk9", None, env_scope=True) == "tnx pending --scope ''"
+
+
+def test_a_queued_edit_says_so() -> None:
+    """Walk 9: ``tnx pending`` showed an edited approval as ``approve by carol``."""
+    from datetime import UTC, datetime
+
+    from toolnexus_temporal.client.queued import QueuedAnswer
+
+    at = datetime(2026, 12, 8, 1, 46, 8, tzinfo=UTC)
+    edit = QueuedAnswer("root/a.1#1", True, "carol", at, edited=True)
+    assert edit.line() == "approve with an edit by carol, sent 01:46:08 UTC"
+    raw = QueuedAnswer("root/a.1#1", False, None, at, identity="temporal-cli:root@vm")
+    assert raw.line() == "decline from temporal-cli:root@vm, sent 01:46:08 UTC"

@@ -12,7 +12,8 @@ from toolnexus_temporal.cli.options import CliError, Options
 def test_an_id_of_the_scope_given_loses_its_prefix() -> None:
     assert ref(Options(scope="demo"), "demo/root/a.1") == "root/a.1"
     assert ref(Options(scope="demo"), "root/a.1") == "root/a.1"
-    assert ref(Options(scope="demo"), "demo/root/a.1#2") == "root/a.1#2"
+    assert ref(Options(scope="demo"), "demo/root/a.1#2", request=True) == "root/a.1#2"
+    assert ref(Options(scope="demo"), "demo/root/a.1#2") == "root/a.1"  # its agent (walk 9)
     assert ref(Options(), "root/a.1") == "root/a.1"
 
 
