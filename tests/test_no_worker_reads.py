@@ -254,7 +254,9 @@ async def test_an_answer_queued_with_no_worker_is_not_shown_applied(
     lines = [line["line"] for line in json.loads(traced.stdout)]
     assert lines[-1].endswith("(check_secret needs approval; waiting for an answer)"), lines
     audited, _ = await tnx(env, "audit", asker.id, "--json")
-    assert json.loads(audited.stdout) == [], audited.output
+    docs = json.loads(audited.stdout)  # not applied: only listed as queued (walk 9)
+    assert [d["source"] for d in docs] == ["queued"], audited.output
+    assert docs[0]["request_id"] == f"{scope}/{parked.pending.id}", docs
 
 
 async def test_trace_reads_each_handle_s_newest_closed_children_and_all_with_all(
