@@ -66,10 +66,12 @@ async def runs_of(client: Client, workflow_id: str) -> list[Any]:
     """Every run of a workflow id, newest first, once visibility lists the current run.
 
     Visibility is eventually consistent: right after a continue-as-new it can list the run that
-    ended before the run that replaced it. Waits (polling, 20 s at most) until the newest listed
-    run is the one ``describe`` names, then returns the list."""
+    ended before the run that replaced it. Waits (polling) until the newest listed
+    run is the one ``describe`` names, then returns the list. (60 s at most: after a flood of
+    large signals, 60-odd runs in 15 s, the dev server's SQLite visibility lagged past 20 s in
+    2 of 6 runs of tests/test_flood_tuned.py on 2 cores.)"""
     current = (await client.get_workflow_handle(workflow_id).describe()).run_id
-    for _ in range(200):
+    for _ in range(600):
         runs = [wf async for wf in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
         if runs and runs[0].run_id == current:
             return runs
