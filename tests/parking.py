@@ -67,11 +67,14 @@ async def runs_of(client: Client, workflow_id: str) -> list[Any]:
 
     Visibility is eventually consistent: right after a continue-as-new it can list the run that
     ended before the run that replaced it. Waits (polling) until the newest listed
-    run is the one ``describe`` names, then returns the list. (60 s at most: after a flood of
-    large signals, 60-odd runs in 15 s, the dev server's SQLite visibility lagged past 20 s in
-    2 of 6 runs of tests/test_flood_tuned.py on 2 cores.)"""
-    current = (await client.get_workflow_handle(workflow_id).describe()).run_id
+    run is the one ``describe`` names now, then returns the list (60 s at most). The current
+    run is read again each time: a flooded workflow still works off buffered signals after
+    the flood and may continue as new again meanwhile (test_flood_tuned failed 2 of 6 times
+    here comparing with the run read once)."""
+    handle = client.get_workflow_handle(workflow_id)
+    current = ""
     for _ in range(600):
+        current = (await handle.describe()).run_id
         runs = [wf async for wf in client.list_workflows(f'WorkflowId = "{workflow_id}"')]
         if runs and runs[0].run_id == current:
             return runs
